@@ -1,0 +1,292 @@
+// Package cpu is qgemv's CPU backend: it picks a kernel set for the CPU's
+// features, prepares activations once per call (padding, per-group sums,
+// int8 quantization, reordering for the SIMD kernels), splits rows across
+// goroutines and runs the kernels over row ranges.
+//
+// A pure-Go generic kernel set is always compiled and is the oracle for the
+// assembly; the build tags noasm and purego force it.
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// MaxBatch is the largest batch (number of activation vectors per call).
+const MaxBatch = maxBatch
+
+const maxBatch = 16
+
+// ISA names a kernel set.
+type ISA string
+
+// Generic is the pure-Go kernel set, available everywhere.
+const Generic ISA = "generic"
+
+// kernelSet is one ISA's kernels for Q4G128.
+type kernelSet struct {
+	isa ISA
+	// requires lists the CPU features (as cpuid names them) every
+	// instruction of the set needs, OS support included.
+	requires []string
+	a32      func(m *layout.Q4G128, x, xsum, dst []float32, batch, r0, r1 int)
+	a8       func(m *layout.Q4G128, xq []int8, xs []float32, isum []int32, dst []float32, batch, r0, r1 int)
+}
+
+var genericSet = &kernelSet{isa: Generic, a32: a32Generic, a8: a8Generic}
+
+// kernelSets lists every compiled kernel set, best first; the generic set
+// is last. Architecture files prepend to it in init.
+var kernelSets = []*kernelSet{genericSet}
+
+// ISAs returns the kernel sets compiled into this binary, best first,
+// whether or not this CPU supports them.
+func ISAs() []ISA {
+	out := make([]ISA, len(kernelSets))
+	for i, k := range kernelSets {
+		out[i] = k.isa
+	}
+	return out
+}
+
+// Supported reports whether this CPU (and OS) can run the kernel set isa.
+func Supported(isa ISA) bool {
+	k := findSet(isa)
+	return k != nil && hasAll(k.requires)
+}
+
+// Requires returns the CPU features the kernel set isa needs.
+func Requires(isa ISA) []string {
+	if k := findSet(isa); k != nil {
+		return append([]string(nil), k.requires...)
+	}
+	return nil
+}
+
+// Best returns the best kernel set this CPU supports. Kernel sets named in
+// the environment variable QGEMV_CPU_DISABLE (comma separated, e.g.
+// "avx512vnni") are skipped.
+func Best() ISA {
+	disabled := strings.Split(os.Getenv("QGEMV_CPU_DISABLE"), ",")
+	for _, k := range kernelSets {
+		if hasAll(k.requires) && !contains(disabled, string(k.isa)) {
+			return k.isa
+		}
+	}
+	return Generic
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if strings.TrimSpace(v) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func findSet(isa ISA) *kernelSet {
+	for _, k := range kernelSets {
+		if k.isa == isa {
+			return k
+		}
+	}
+	return nil
+}
+
+// Config configures a CPU backend.
+type Config struct {
+	// ISA forces a kernel set; empty selects Best().
+	ISA ISA
+	// Threads is the number of goroutines a multiply may use; 0 means
+	// runtime.GOMAXPROCS(0).
+	Threads int
+}
+
+// Backend runs multiplies on the CPU with one kernel set.
+type Backend struct {
+	set     *kernelSet
+	threads int
+}
+
+// New returns a CPU backend. A forced ISA that is unknown or that this CPU
+// cannot run is an error.
+func New(cfg Config) (*Backend, error) {
+	isa := cfg.ISA
+	if isa == "" {
+		isa = Best()
+	}
+	k := findSet(isa)
+	if k == nil {
+		return nil, fmt.Errorf("cpu: unknown kernel set %q (compiled: %v)", isa, ISAs())
+	}
+	if !hasAll(k.requires) {
+		return nil, fmt.Errorf("cpu: kernel set %q needs CPU features %v; this CPU lacks %v", isa, k.requires, missing(k.requires))
+	}
+	if cfg.Threads < 0 {
+		return nil, fmt.Errorf("cpu: Threads = %d, must be >= 0", cfg.Threads)
+	}
+	t := cfg.Threads
+	if t == 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{set: k, threads: t}, nil
+}
+
+// ISA returns the backend's kernel set.
+func (b *Backend) ISA() ISA { return b.set.isa }
+
+// Threads returns the number of goroutines a multiply may use.
+func (b *Backend) Threads() int { return b.threads }
+
+// Matrix is a Q4G128 matrix bound to a CPU backend. It is safe for
+// concurrent use; the matrix must not be modified while loaded.
+type Matrix struct {
+	b *Backend
+	m *layout.Q4G128
+}
+
+// Load validates m and binds it to the backend. The matrix is used in
+// place, not copied.
+func (b *Backend) Load(m *layout.Q4G128) (*Matrix, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &Matrix{b: b, m: m}, nil
+}
+
+// Q4G128 returns the loaded matrix.
+func (mx *Matrix) Q4G128() *layout.Q4G128 { return mx.m }
+
+// ErrBatch is returned for a batch outside 1..MaxBatch.
+var ErrBatch = errors.New("cpu: batch must be between 1 and 16")
+
+func (mx *Matrix) checkBatch(batch int) error {
+	if batch < 1 || batch > maxBatch {
+		return fmt.Errorf("%w (got %d)", ErrBatch, batch)
+	}
+	return nil
+}
+
+func checkLen(what string, got, batch, per int) error {
+	if got != batch*per {
+		return fmt.Errorf("cpu: %s has %d elements, want batch %d x %d = %d", what, got, batch, per, batch*per)
+	}
+	return nil
+}
+
+// MulF32 computes dst[m*Rows+r] = sum_c W[r,c] * x[m*Cols+c] for m < batch
+// with float32 activations (W4A32). Non-finite activations are not
+// checked: they propagate as in any float computation.
+func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
+	m := mx.m
+	if err := mx.checkBatch(batch); err != nil {
+		return err
+	}
+	if err := checkLen("x", len(x), batch, m.Cols); err != nil {
+		return err
+	}
+	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
+		return err
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	xp, xsum := sc.prepareF32(m, x, batch)
+	set := mx.b.set
+	mx.b.parallel(m, func(r0, r1 int) { set.a32(m, xp, xsum, dst, batch, r0, r1) })
+	return nil
+}
+
+// MulA8 quantizes x to int8 per 128 inputs (layout.QuantizeA8) and
+// computes the W4A8 product into dst. The result is bit-exact across
+// kernel sets and backends. Non-finite activations are an error.
+func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
+	m := mx.m
+	if err := mx.checkBatch(batch); err != nil {
+		return err
+	}
+	if err := checkLen("x", len(x), batch, m.Cols); err != nil {
+		return err
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	xq, xs := sc.int8Bufs(m.PCols, batch)
+	g := m.Groups()
+	for b := 0; b < batch; b++ {
+		if err := layout.QuantizeA8(xq[b*m.PCols:(b+1)*m.PCols], xs[b*g:(b+1)*g], x[b*m.Cols:(b+1)*m.Cols]); err != nil {
+			return fmt.Errorf("cpu: vector %d: %w", b, err)
+		}
+	}
+	return mx.mulI8(sc, dst, xq, xs, batch)
+}
+
+// MulI8 computes the W4A8 product for activations already quantized with
+// layout.QuantizeA8: xq holds batch*PCols int8 values, xs batch*PCols/128
+// scales.
+func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	m := mx.m
+	if err := mx.checkBatch(batch); err != nil {
+		return err
+	}
+	if err := checkLen("xq", len(xq), batch, m.PCols); err != nil {
+		return err
+	}
+	if err := checkLen("xs", len(xs), batch, m.Groups()); err != nil {
+		return err
+	}
+	for i, s := range xs {
+		if s != s || s < 0 || s > 3.4e38 {
+			return fmt.Errorf("cpu: activation scale %d is %v, want finite and >= 0", i, s)
+		}
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	return mx.mulI8(sc, dst, xq, xs, batch)
+}
+
+func (mx *Matrix) mulI8(sc *scratch, dst []float32, xq []int8, xs []float32, batch int) error {
+	m := mx.m
+	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
+		return err
+	}
+	xqp, isum := sc.prepareI8(m, xq, batch)
+	set := mx.b.set
+	mx.b.parallel(m, func(r0, r1 int) { set.a8(m, xqp, xs, isum, dst, batch, r0, r1) })
+	return nil
+}
+
+// minRowsPerTask keeps small multiplies on one goroutine.
+const minBytesPerTask = 256 << 10
+
+// parallel splits the true rows of m into contiguous ranges, one per
+// goroutine, and runs fn on each.
+func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
+	rows := m.Rows
+	rowBytes := m.PCols / 2
+	n := min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
+	if n <= 1 {
+		fn(0, rows)
+		return
+	}
+	// Ranges are multiples of 16 rows (SIMD kernels work on row tiles);
+	// the last one takes the remainder.
+	const tile = 16
+	per := (rows + n - 1) / n
+	per = (per + tile - 1) / tile * tile
+	var wg sync.WaitGroup
+	for r0 := per; r0 < rows; r0 += per {
+		wg.Add(1)
+		go func(r0 int) {
+			defer wg.Done()
+			fn(r0, min(r0+per, rows))
+		}(r0)
+	}
+	fn(0, min(per, rows))
+	wg.Wait()
+}

@@ -1,0 +1,201 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+const guard = 19
+
+var sentinel = math.Float32frombits(0x7fc0dead)
+
+// guarded returns a slice of n elements with guard elements filled with a
+// sentinel on both sides inside its backing array.
+func guarded(n int) (full, inner []float32) {
+	full = make([]float32, n+2*guard)
+	for i := range full {
+		full[i] = sentinel
+	}
+	return full, full[guard : guard+n]
+}
+
+func checkGuards(t *testing.T, full []float32, n int) {
+	t.Helper()
+	for i := range guard {
+		if math.Float32bits(full[i]) != math.Float32bits(sentinel) || math.Float32bits(full[guard+n+i]) != math.Float32bits(sentinel) {
+			t.Fatalf("guard band overwritten at offset %d", i)
+		}
+	}
+}
+
+// randMatrix quantizes a random Gaussian matrix; some groups get large
+// offsets so zero points vary.
+func randMatrix(t testing.TB, rng *rand.Rand, rows, cols int) *layout.Q4G128 {
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+		if (i/128)%3 == 1 {
+			w[i] += 2
+		}
+	}
+	m, err := layout.QuantizeQ4G128(w, rows, cols, layout.MinMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func randVec(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// supportedSets returns every kernel set this CPU can run.
+func supportedSets() []ISA {
+	var out []ISA
+	for _, isa := range ISAs() {
+		if Supported(isa) {
+			out = append(out, isa)
+		}
+	}
+	return out
+}
+
+var tailDims = []int{1, 127, 128, 129, 300}
+var tailCols = []int{1, 127, 128, 129, 4095}
+
+func TestKernelsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, isa := range supportedSets() {
+		for _, threads := range []int{1, 3} {
+			be, err := New(Config{ISA: isa, Threads: threads})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rows := range tailDims {
+				for _, cols := range tailCols {
+					m := randMatrix(t, rng, rows, cols)
+					mx, err := be.Load(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, batch := range []int{1, 2, 5, 16} {
+						name := fmt.Sprintf("%s/t%d/%dx%d/b%d", isa, threads, rows, cols, batch)
+						checkA32(t, name, mx, rng, batch)
+						checkA8(t, name, mx, rng, batch)
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkA32(t *testing.T, name string, mx *Matrix, rng *rand.Rand, batch int) {
+	m := mx.m
+	x := randVec(rng, batch*m.Cols)
+	x0 := slices.Clone(x)
+	full, dst := guarded(batch * m.Rows)
+	if err := mx.MulF32(dst, x, batch); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	checkGuards(t, full, batch*m.Rows)
+	if !slices.Equal(x, x0) {
+		t.Fatalf("%s: MulF32 modified its input", name)
+	}
+	ref := make([]float64, m.Rows)
+	mag := make([]float64, m.Rows)
+	for b := 0; b < batch; b++ {
+		xb := x[b*m.Cols : (b+1)*m.Cols]
+		_ = m.DotRef(ref, xb)
+		_ = m.DotRefMag(mag, xb)
+		for r := range ref {
+			got := float64(dst[b*m.Rows+r])
+			if math.Abs(got-ref[r]) > layout.A32Tolerance*mag[r] || math.IsNaN(got) {
+				t.Fatalf("%s A32: vector %d row %d: got %v, want %v (bound %v)", name, b, r, got, ref[r], layout.A32Tolerance*mag[r])
+			}
+		}
+	}
+}
+
+func checkA8(t *testing.T, name string, mx *Matrix, rng *rand.Rand, batch int) {
+	m := mx.m
+	x := randVec(rng, batch*m.Cols)
+	full, dst := guarded(batch * m.Rows)
+	if err := mx.MulA8(dst, x, batch); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	checkGuards(t, full, batch*m.Rows)
+	g := m.Groups()
+	xq := make([]int8, m.PCols)
+	xs := make([]float32, g)
+	want := make([]float32, m.Rows)
+	for b := 0; b < batch; b++ {
+		if err := layout.QuantizeA8(xq, xs, x[b*m.Cols:(b+1)*m.Cols]); err != nil {
+			t.Fatal(err)
+		}
+		_ = m.DotA8Exact(want, xq, xs)
+		for r := range want {
+			if math.Float32bits(dst[b*m.Rows+r]) != math.Float32bits(want[r]) {
+				t.Fatalf("%s A8: vector %d row %d: got %v, want exactly %v", name, b, r, dst[b*m.Rows+r], want[r])
+			}
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	be, err := New(Config{ISA: Generic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := randMatrix(t, rand.New(rand.NewPCG(3, 4)), 130, 200)
+	mx, err := be.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 200)
+	dst := make([]float32, 130)
+	cases := []struct {
+		name string
+		err  error
+	}{
+		{"batch 0", mx.MulF32(dst, x, 0)},
+		{"batch 17", mx.MulF32(make([]float32, 17*130), make([]float32, 17*200), 17)},
+		{"short x", mx.MulF32(dst, x[:199], 1)},
+		{"short dst", mx.MulF32(dst[:129], x, 1)},
+		{"long dst", mx.MulA8(make([]float32, 131), x, 1)},
+		{"x for batch 2", mx.MulA8(make([]float32, 260), x, 2)},
+		{"NaN activation A8", mx.MulA8(dst, append(make([]float32, 199), float32(math.NaN())), 1)},
+		{"Inf activation A8", mx.MulA8(dst, append(make([]float32, 199), float32(math.Inf(-1))), 1)},
+		{"short xq", mx.MulI8(dst, make([]int8, 255), make([]float32, 2), 1)},
+		{"short xs", mx.MulI8(dst, make([]int8, 256), make([]float32, 1), 1)},
+		{"NaN xs", mx.MulI8(dst, make([]int8, 256), []float32{1, float32(math.NaN())}, 1)},
+	}
+	for _, c := range cases {
+		if c.err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+	if err := mx.MulF32(dst, x, 0); !errors.Is(err, ErrBatch) {
+		t.Errorf("batch 0: %v is not ErrBatch", err)
+	}
+	bad := *m
+	bad.Scales = bad.Scales[:len(bad.Scales)-1]
+	if _, err := be.Load(&bad); err == nil {
+		t.Error("Load accepted a matrix with short scales")
+	}
+	if _, err := New(Config{ISA: "no-such-isa"}); err == nil {
+		t.Error("New accepted an unknown ISA")
+	}
+	if _, err := New(Config{Threads: -1}); err == nil {
+		t.Error("New accepted Threads = -1")
+	}
+}

@@ -1,0 +1,48 @@
+package cpu
+
+import (
+	"strings"
+
+	"github.com/klauspost/cpuid/v2"
+)
+
+// hasAll reports whether the CPU has every named feature. Names are
+// cpuid.FeatureID names (e.g. "AVX2", "AVX512VNNI"); cpuid reports the
+// AVX and AVX-512 families only when the OS saves their register state.
+func hasAll(features []string) bool { return len(missing(features)) == 0 }
+
+// missing returns the features in the list that this CPU lacks.
+func missing(features []string) []string {
+	var out []string
+	for _, f := range features {
+		id := cpuid.ParseFeature(f)
+		if id == cpuid.UNKNOWN || !cpuid.CPU.Supports(id) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Features returns the CPU features this backend cares about, as
+// "NAME=yes/no" pairs, for reports.
+func Features() string {
+	var b strings.Builder
+	for i, f := range []cpuid.FeatureID{cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C, cpuid.BMI2,
+		cpuid.AVXVNNI, cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI, cpuid.AMXINT8} {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.String())
+		if cpuid.CPU.Supports(f) {
+			b.WriteString("+")
+		} else {
+			b.WriteString("-")
+		}
+	}
+	return b.String()
+}
+
+// Model returns the CPU brand string, core and thread counts.
+func Model() (brand string, cores, threads int) {
+	return cpuid.CPU.BrandName, cpuid.CPU.PhysicalCores, cpuid.CPU.LogicalCores
+}

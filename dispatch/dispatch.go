@@ -1,0 +1,168 @@
+// Package dispatch probes what this machine can run (CPU features with OS
+// support; OpenCL and CUDA devices when those backends are compiled in),
+// selects a backend and kernel set, honours overrides by option and by the
+// environment variable QGEMV_BACKEND, and reports what it found and chose.
+//
+// Backend names:
+//
+//	cpu            the CPU with the best kernel set it supports
+//	cpu-<isa>      the CPU with a forced kernel set, e.g. cpu-generic
+//
+// Selection is a pure function of the probe and the options, so tests can
+// re-run it to force every path.
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// EnvBackend is the environment variable that overrides backend selection
+// when Options.Backend is empty.
+const EnvBackend = "QGEMV_BACKEND"
+
+// Options controls selection.
+type Options struct {
+	// Backend forces a backend by name ("cpu", "cpu-generic", ...). Empty
+	// means: the environment variable QGEMV_BACKEND if set, else the best.
+	Backend string
+	// Threads bounds the CPU goroutines per multiply; 0 means GOMAXPROCS.
+	Threads int
+}
+
+// Matrix is a matrix loaded onto a backend.
+type Matrix interface {
+	// MulF32 multiplies with float32 activations: x is batch*Cols,
+	// dst batch*Rows.
+	MulF32(dst, x []float32, batch int) error
+	// MulA8 quantizes x to int8 per 128 inputs and multiplies exactly.
+	MulA8(dst, x []float32, batch int) error
+	// MulI8 multiplies activations already quantized by layout.QuantizeA8.
+	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
+}
+
+// Backend runs multiplies.
+type Backend interface {
+	// Name is the backend's dispatch name, e.g. "cpu-generic".
+	Name() string
+	// Load validates m and prepares it for this backend.
+	Load(m *layout.Q4G128) (Matrix, error)
+	// Close releases the backend's resources.
+	Close() error
+}
+
+// Candidate is one backend the probe knows of.
+type Candidate struct {
+	Name      string // dispatch name
+	Available bool   // usable on this machine and compiled in
+	Detail    string // features required, or why it is unavailable
+}
+
+// Report describes the machine and the selection.
+type Report struct {
+	CPU        string      // brand string
+	Cores      int         // physical cores
+	Threads    int         // logical processors
+	Features   string      // CPU features relevant to the kernels
+	Candidates []Candidate // every backend known, best first
+	Chosen     string      // the selected backend's name
+	Reason     string      // why it was selected
+}
+
+// String formats the report for people.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cpu:       %s (%d cores, %d threads)\n", r.CPU, r.Cores, r.Threads)
+	fmt.Fprintf(&b, "features:  %s\n", r.Features)
+	b.WriteString("backends:\n")
+	for _, c := range r.Candidates {
+		mark := " "
+		if c.Name == r.Chosen {
+			mark = "*"
+		}
+		avail := "available"
+		if !c.Available {
+			avail = "unavailable"
+		}
+		fmt.Fprintf(&b, "  %s %-18s %-11s %s\n", mark, c.Name, avail, c.Detail)
+	}
+	fmt.Fprintf(&b, "chosen:    %s (%s)\n", r.Chosen, r.Reason)
+	return b.String()
+}
+
+// Probe lists the backends of this machine without selecting one.
+func Probe() Report {
+	brand, cores, threads := cpu.Model()
+	r := Report{CPU: brand, Cores: cores, Threads: threads, Features: cpu.Features()}
+	for _, isa := range cpu.ISAs() {
+		c := Candidate{Name: "cpu-" + string(isa), Available: cpu.Supported(isa)}
+		if req := cpu.Requires(isa); len(req) > 0 {
+			c.Detail = "needs " + strings.Join(req, ",")
+		} else {
+			c.Detail = "pure Go"
+		}
+		r.Candidates = append(r.Candidates, c)
+	}
+	r.Candidates = append(r.Candidates, gpuCandidates()...)
+	return r
+}
+
+// ErrUnknownBackend is returned for a backend name dispatch does not know.
+var ErrUnknownBackend = errors.New("dispatch: unknown backend")
+
+// Open selects and opens a backend.
+func Open(opts Options) (Backend, Report, error) {
+	r := Probe()
+	name, reason := opts.Backend, "forced by option"
+	if name == "" {
+		if env := os.Getenv(EnvBackend); env != "" {
+			name, reason = env, "forced by "+EnvBackend
+		}
+	}
+	if name == "" {
+		name, reason = "cpu", "best available"
+	}
+	b, err := open(name, opts)
+	if err != nil {
+		return nil, r, err
+	}
+	r.Chosen, r.Reason = b.Name(), reason
+	return b, r, nil
+}
+
+func open(name string, opts Options) (Backend, error) {
+	switch {
+	case name == "cpu":
+		return newCPU(cpu.Config{Threads: opts.Threads})
+	case strings.HasPrefix(name, "cpu-"):
+		return newCPU(cpu.Config{ISA: cpu.ISA(strings.TrimPrefix(name, "cpu-")), Threads: opts.Threads})
+	case name == "opencl" || name == "cuda":
+		return openGPU(name, opts)
+	}
+	return nil, fmt.Errorf("%w %q (known: cpu, cpu-<isa> with isa in %v, opencl, cuda)", ErrUnknownBackend, name, cpu.ISAs())
+}
+
+type cpuBackend struct{ *cpu.Backend }
+
+func newCPU(cfg cpu.Config) (Backend, error) {
+	b, err := cpu.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cpuBackend{b}, nil
+}
+
+func (c cpuBackend) Name() string { return "cpu-" + string(c.ISA()) }
+func (c cpuBackend) Close() error { return nil }
+func (c cpuBackend) Load(m *layout.Q4G128) (Matrix, error) {
+	mx, err := c.Backend.Load(m)
+	if err != nil {
+		return nil, err
+	}
+	return mx, nil
+}

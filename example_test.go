@@ -1,0 +1,93 @@
+package qgemv_test
+
+import (
+	"fmt"
+	"log"
+	"math"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// A 2x256 matrix whose rows are constant 1 and constant -0.5 multiplied by
+// a vector of ones.
+func Example() {
+	rows, cols := 2, 256
+	w := make([]float32, rows*cols)
+	for c := 0; c < cols; c++ {
+		w[c] = 1
+		w[cols+c] = -0.5
+	}
+	m, err := qgemv.Quantize(w, rows, cols, layout.MinMax)
+	if err != nil {
+		log.Fatal(err)
+	}
+	eng, err := qgemv.Open()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	mat, err := eng.Load(m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = 1
+	}
+	y := make([]float32, rows)
+	if err := mat.Mul(y, x, 1, qgemv.A32); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("A32: %.1f %.1f\n", y[0], y[1])
+	if err := mat.Mul(y, x, 1, qgemv.A8); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("A8:  %.1f %.1f\n", y[0], y[1])
+	// Output:
+	// A32: 256.0 -128.0
+	// A8:  256.0 -128.0
+}
+
+// Batched multiply: four vectors share every weight load. Vector b
+// selects column b, so the results are the (4-bit) weights of w = sin(i).
+func ExampleMatrix_Mul_batch() {
+	rows, cols, batch := 3, 130, 4
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i)))
+	}
+	m, _ := qgemv.Quantize(w, rows, cols, layout.Search)
+	eng, _ := qgemv.Open(qgemv.WithBackend("cpu"))
+	defer eng.Close()
+	mat, _ := eng.Load(m)
+	x := make([]float32, batch*cols)
+	for b := 0; b < batch; b++ {
+		x[b*cols+b] = 1 // vector b selects column b
+	}
+	y := make([]float32, batch*rows)
+	if err := mat.Mul(y, x, batch, qgemv.A32); err != nil {
+		log.Fatal(err)
+	}
+	for b := 0; b < batch; b++ {
+		fmt.Printf("column %d: %.2f %.2f %.2f\n", b, y[b*rows], y[b*rows+1], y[b*rows+2])
+	}
+	// Output:
+	// column 0: 0.00 -0.92 0.68
+	// column 1: 0.82 -0.79 -0.27
+	// column 2: 0.96 0.00 -0.95
+	// column 3: 0.14 0.92 -0.82
+}
+
+// Bad input is an error, never a panic.
+func ExampleMatrix_Mul_errors() {
+	m, _ := qgemv.Quantize(make([]float32, 4*128), 4, 128, layout.MinMax)
+	eng, _ := qgemv.Open()
+	mat, _ := eng.Load(m)
+	fmt.Println(mat.Mul(make([]float32, 4), make([]float32, 100), 1, qgemv.A32))
+	eng.Close()
+	fmt.Println(mat.Mul(make([]float32, 4), make([]float32, 128), 1, qgemv.A32))
+	// Output:
+	// qgemv: mul: cpu: x has 100 elements, want batch 1 x 128 = 128
+	// qgemv: engine or matrix is closed
+}

@@ -1,0 +1,269 @@
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// GroupSize is the number of columns that share one scale and zero point in
+// Q4G128, and the block edge of its block-contiguous metadata.
+const GroupSize = 128
+
+// MaxDim bounds R and C of any matrix. It keeps every index and every
+// int32 accumulator of the integer paths far from overflow.
+const MaxDim = 1 << 24
+
+// Q4G128 is a 4-bit matrix with one float32 scale and one 4-bit zero point
+// per (row, 128-column group), in the canonical block-contiguous layout
+// described in the package documentation.
+type Q4G128 struct {
+	Rows, Cols   int       // true dimensions
+	PRows, PCols int       // dimensions padded to multiples of 128
+	Weights      []byte    // PRows*PCols/2 bytes, row-major, low nibble = even column
+	Scales       []float32 // NumBlocks()*128
+	Zeros        []byte    // NumBlocks()*64, u4, even index in low nibble
+}
+
+// Pad128 rounds n up to a multiple of 128.
+func Pad128(n int) int { return (n + GroupSize - 1) / GroupSize * GroupSize }
+
+// CheckDims returns an error naming the problem if rows x cols is not a
+// valid matrix shape.
+func CheckDims(rows, cols int) error {
+	if rows <= 0 || cols <= 0 {
+		return fmt.Errorf("layout: matrix shape %dx%d: dimensions must be positive", rows, cols)
+	}
+	if rows > MaxDim || cols > MaxDim {
+		return fmt.Errorf("layout: matrix shape %dx%d: dimensions above the limit %d", rows, cols, MaxDim)
+	}
+	if int64(Pad128(rows))*int64(Pad128(cols)) > 1<<40 {
+		return fmt.Errorf("layout: matrix shape %dx%d: more than 2^40 elements", rows, cols)
+	}
+	return nil
+}
+
+// NewQ4G128 allocates a zero matrix (all weights, zeros and scales zero) of
+// the given true shape.
+func NewQ4G128(rows, cols int) (*Q4G128, error) {
+	if err := CheckDims(rows, cols); err != nil {
+		return nil, err
+	}
+	m := &Q4G128{Rows: rows, Cols: cols, PRows: Pad128(rows), PCols: Pad128(cols)}
+	m.Weights = make([]byte, m.PRows*m.PCols/2)
+	m.Scales = make([]float32, m.NumBlocks()*GroupSize)
+	m.Zeros = make([]byte, m.NumBlocks()*GroupSize/2)
+	return m, nil
+}
+
+// Groups returns the number of 128-column groups per row, PCols/128.
+func (m *Q4G128) Groups() int { return m.PCols / GroupSize }
+
+// NumBlocks returns the number of 128x128 blocks.
+func (m *Q4G128) NumBlocks() int { return (m.PRows / GroupSize) * (m.PCols / GroupSize) }
+
+// MetaIndex returns the index into Scales (and the nibble index into Zeros)
+// of row r, column group g.
+func (m *Q4G128) MetaIndex(r, g int) int {
+	return ((r/GroupSize)*m.Groups()+g)*GroupSize + r%GroupSize
+}
+
+// Scale returns the scale of row r, column group g.
+func (m *Q4G128) Scale(r, g int) float32 { return m.Scales[m.MetaIndex(r, g)] }
+
+// Zero returns the zero point of row r, column group g.
+func (m *Q4G128) Zero(r, g int) uint8 { return nib(m.Zeros, m.MetaIndex(r, g)) }
+
+// Q returns the 4-bit weight at row r, column c (padded coordinates).
+func (m *Q4G128) Q(r, c int) uint8 { return nib(m.Weights, r*m.PCols+c) }
+
+// StreamBytes returns the bytes a GEMV reads from the matrix: weights,
+// scales and zeros.
+func (m *Q4G128) StreamBytes() int64 {
+	return int64(len(m.Weights)) + 4*int64(len(m.Scales)) + int64(len(m.Zeros))
+}
+
+func nib(b []byte, i int) uint8 {
+	v := b[i>>1]
+	if i&1 != 0 {
+		return v >> 4
+	}
+	return v & 15
+}
+
+func setNib(b []byte, i int, v uint8) {
+	if i&1 != 0 {
+		b[i>>1] = b[i>>1]&0x0f | v<<4
+	} else {
+		b[i>>1] = b[i>>1]&0xf0 | v&15
+	}
+}
+
+// Validate checks every dimension and slice length and that every scale is
+// finite. It returns an error naming the first problem found.
+func (m *Q4G128) Validate() error {
+	if m == nil {
+		return errors.New("layout: Q4G128 is nil")
+	}
+	if err := CheckDims(m.Rows, m.Cols); err != nil {
+		return err
+	}
+	if m.PRows != Pad128(m.Rows) || m.PCols != Pad128(m.Cols) {
+		return fmt.Errorf("layout: Q4G128 padded shape %dx%d does not match true shape %dx%d padded to 128 (%dx%d)",
+			m.PRows, m.PCols, m.Rows, m.Cols, Pad128(m.Rows), Pad128(m.Cols))
+	}
+	if want := m.PRows * m.PCols / 2; len(m.Weights) != want {
+		return fmt.Errorf("layout: Q4G128 weights: %d bytes, want %d", len(m.Weights), want)
+	}
+	nb := m.NumBlocks()
+	if len(m.Scales) != nb*GroupSize {
+		return fmt.Errorf("layout: Q4G128 scales: %d values, want %d", len(m.Scales), nb*GroupSize)
+	}
+	if len(m.Zeros) != nb*GroupSize/2 {
+		return fmt.Errorf("layout: Q4G128 zeros: %d bytes, want %d", len(m.Zeros), nb*GroupSize/2)
+	}
+	for i, s := range m.Scales {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("layout: Q4G128 scale %d (block %d, row %d of block) is %v", i, i/GroupSize, i%GroupSize, s)
+		}
+	}
+	return nil
+}
+
+// Dequantize returns the Rows x Cols float32 matrix (row-major, true shape)
+// that m represents: w = float32(q - z) * s, exactly.
+func (m *Q4G128) Dequantize() []float32 {
+	out := make([]float32, m.Rows*m.Cols)
+	for r := 0; r < m.Rows; r++ {
+		for c := 0; c < m.Cols; c++ {
+			g := c / GroupSize
+			out[r*m.Cols+c] = float32(int(m.Q(r, c))-int(m.Zero(r, g))) * m.Scale(r, g)
+		}
+	}
+	return out
+}
+
+// DotRef computes out[r] = sum_c w[r,c] * x[c] in float64 for every true row
+// r, with w the exact dequantized weights. x has Cols elements and out Rows.
+// It is the oracle for the float paths of every kernel.
+func (m *Q4G128) DotRef(out []float64, x []float32) error {
+	if len(x) != m.Cols {
+		return fmt.Errorf("layout: DotRef: x has %d elements, want %d", len(x), m.Cols)
+	}
+	if len(out) != m.Rows {
+		return fmt.Errorf("layout: DotRef: out has %d elements, want %d", len(out), m.Rows)
+	}
+	for r := 0; r < m.Rows; r++ {
+		var acc float64
+		for c := 0; c < m.Cols; c++ {
+			g := c / GroupSize
+			w := float64(int(m.Q(r, c))-int(m.Zero(r, g))) * float64(m.Scale(r, g))
+			acc += w * float64(x[c])
+		}
+		out[r] = acc
+	}
+	return nil
+}
+
+// DotRefMag computes mag[r] = sum_c |s| * (|q| + |z|) * |x[c]| in float64,
+// the magnitude against which float-path errors are normalized (it bounds
+// the size of every partial sum a kernel may form, including the
+// sum(q*x) - z*sum(x) split).
+func (m *Q4G128) DotRefMag(mag []float64, x []float32) error {
+	if len(x) != m.Cols || len(mag) != m.Rows {
+		return fmt.Errorf("layout: DotRefMag: x has %d, mag %d elements, want %d, %d", len(x), len(mag), m.Cols, m.Rows)
+	}
+	for r := 0; r < m.Rows; r++ {
+		var acc float64
+		for c := 0; c < m.Cols; c++ {
+			g := c / GroupSize
+			acc += math.Abs(float64(m.Scale(r, g))) * float64(int(m.Q(r, c))+int(m.Zero(r, g))) * math.Abs(float64(x[c]))
+		}
+		mag[r] = acc
+	}
+	return nil
+}
+
+// A32Tolerance is the float-path error bound for Q4G128 with float32
+// activations: every backend's result y[r] satisfies
+// |y[r] - ref[r]| <= A32Tolerance * mag[r], with ref from DotRef and mag
+// from DotRefMag.
+const A32Tolerance = 3e-5
+
+// DotA8Exact computes the exact W4A8 result defined in the package
+// documentation for every true row: out[r] from the int8 activations xq
+// (PCols values) and their per-group scales xs (PCols/128 values). It is
+// the bit-exact oracle for the integer paths.
+func (m *Q4G128) DotA8Exact(out []float32, xq []int8, xs []float32) error {
+	if len(xq) != m.PCols || len(xs) != m.Groups() {
+		return fmt.Errorf("layout: DotA8Exact: xq has %d values and xs %d, want %d and %d", len(xq), len(xs), m.PCols, m.Groups())
+	}
+	if len(out) != m.Rows {
+		return fmt.Errorf("layout: DotA8Exact: out has %d elements, want %d", len(out), m.Rows)
+	}
+	for r := 0; r < m.Rows; r++ {
+		var acc float32
+		for g := 0; g < m.Groups(); g++ {
+			var dot, sx int32
+			for c := g * GroupSize; c < (g+1)*GroupSize; c++ {
+				dot += int32(m.Q(r, c)) * int32(xq[c])
+				sx += int32(xq[c])
+			}
+			isum := dot - int32(m.Zero(r, g))*sx
+			f := float32(m.Scale(r, g) * xs[g])
+			acc = float32(acc + float32(f*float32(isum)))
+		}
+		out[r] = acc
+	}
+	return nil
+}
+
+// QuantizeA8 quantizes the activation vector x (at most dst's length, the
+// rest treated as zero) to int8 per group of 128, as the package
+// documentation specifies. len(dst) must be a multiple of 128 and
+// len(scales) == len(dst)/128. Non-finite inputs are an error.
+func QuantizeA8(dst []int8, scales []float32, x []float32) error {
+	if len(dst)%GroupSize != 0 || len(scales) != len(dst)/GroupSize || len(x) > len(dst) {
+		return fmt.Errorf("layout: QuantizeA8: dst %d, scales %d, x %d: want dst a multiple of 128, scales dst/128, x at most dst",
+			len(dst), len(scales), len(x))
+	}
+	for g := range scales {
+		lo := g * GroupSize
+		hi := min(lo+GroupSize, len(x))
+		var amax float32
+		for i := lo; i < hi; i++ {
+			v := x[i]
+			if v != v || v > math.MaxFloat32 || v < -math.MaxFloat32 {
+				return fmt.Errorf("layout: QuantizeA8: activation %d is %v", i, v)
+			}
+			if v < 0 {
+				v = -v
+			}
+			if v > amax {
+				amax = v
+			}
+		}
+		q := dst[lo : lo+GroupSize]
+		if amax == 0 {
+			scales[g] = 0
+			clear(q)
+			continue
+		}
+		scales[g] = amax / 127
+		inv := 127 / amax
+		for i := range q {
+			if lo+i >= hi {
+				q[i] = 0
+				continue
+			}
+			v := math.RoundToEven(float64(x[lo+i] * inv))
+			if v > 127 {
+				v = 127
+			} else if v < -127 {
+				v = -127
+			}
+			q[i] = int8(v)
+		}
+	}
+	return nil
+}

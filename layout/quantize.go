@@ -1,0 +1,178 @@
+package layout
+
+import (
+	"fmt"
+	"math"
+)
+
+// QuantMethod selects how scales and zero points are chosen per group.
+type QuantMethod int
+
+const (
+	// MinMax maps each group's [min, max] range onto [0, 15].
+	MinMax QuantMethod = iota
+	// Search tries shrunken ranges and least-squares scale refinement per
+	// group and keeps the candidate with the least squared error. It is
+	// never worse than MinMax on any group.
+	Search
+)
+
+// String returns the method's name as the CLI spells it.
+func (q QuantMethod) String() string {
+	switch q {
+	case MinMax:
+		return "minmax"
+	case Search:
+		return "search"
+	}
+	return fmt.Sprintf("QuantMethod(%d)", int(q))
+}
+
+// ParseQuantMethod parses "minmax" or "search".
+func ParseQuantMethod(s string) (QuantMethod, error) {
+	switch s {
+	case "minmax":
+		return MinMax, nil
+	case "search":
+		return Search, nil
+	}
+	return 0, fmt.Errorf("layout: unknown quantization method %q (want minmax or search)", s)
+}
+
+// QuantizeQ4G128 quantizes the rows x cols row-major float32 matrix w.
+// Non-finite values and a short w are errors.
+func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, error) {
+	if err := CheckDims(rows, cols); err != nil {
+		return nil, err
+	}
+	if int64(len(w)) != int64(rows)*int64(cols) {
+		return nil, fmt.Errorf("layout: quantize: w has %d values, want %d x %d = %d", len(w), rows, cols, int64(rows)*int64(cols))
+	}
+	if method != MinMax && method != Search {
+		return nil, fmt.Errorf("layout: quantize: unknown method %v", method)
+	}
+	for i, v := range w {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("layout: quantize: w[%d] (row %d, column %d) is %v", i, i/cols, i%cols, v)
+		}
+	}
+	m, err := NewQ4G128(rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	var q [GroupSize]uint8
+	for r := 0; r < rows; r++ {
+		for g := 0; g < m.Groups(); g++ {
+			lo := g * GroupSize
+			hi := min(lo+GroupSize, cols)
+			vals := w[r*cols+lo : r*cols+hi]
+			s, z := quantGroup(vals, q[:len(vals)], method)
+			mi := m.MetaIndex(r, g)
+			m.Scales[mi] = s
+			setNib(m.Zeros, mi, z)
+			base := r*m.PCols + lo
+			for i := range vals {
+				setNib(m.Weights, base+i, q[i])
+			}
+			for c := hi; c < lo+GroupSize; c++ { // padding columns dequantize to 0
+				setNib(m.Weights, r*m.PCols+c, z)
+			}
+		}
+	}
+	return m, nil
+}
+
+// quantGroup picks the scale and zero of one group and writes its codes.
+func quantGroup(vals []float32, q []uint8, method QuantMethod) (float32, uint8) {
+	lo, hi := float32(0), float32(0)
+	for i, v := range vals {
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	best := math.Inf(1)
+	var bs float32
+	var bz uint8
+	var tmp [GroupSize]uint8
+	try := func(s float32, z uint8) {
+		e := encodeGroup(vals, tmp[:len(vals)], s, z)
+		if e < best {
+			best, bs, bz = e, s, z
+			copy(q, tmp[:len(vals)])
+		}
+	}
+	try(rangeToScaleZero(lo, hi))
+	if method == Search && hi > lo {
+		for step := 1; step <= 24; step++ {
+			f := 1 - float32(step)*0.02
+			for _, p := range [3][2]float32{{lo * f, hi * f}, {lo * f, hi}, {lo, hi * f}} {
+				s, z := rangeToScaleZero(p[0], p[1])
+				try(s, z)
+			}
+		}
+		// Least-squares refinement of the scale with the best codes and zero.
+		for iter := 0; iter < 2; iter++ {
+			var num, den float64
+			for i, v := range vals {
+				d := float64(int(q[i]) - int(bz))
+				num += d * float64(v)
+				den += d * d
+			}
+			if den == 0 {
+				break
+			}
+			try(float32(num/den), bz)
+		}
+	}
+	return bs, bz
+}
+
+// rangeToScaleZero maps [lo, hi] (widened to include 0) onto codes 0..15.
+func rangeToScaleZero(lo, hi float32) (float32, uint8) {
+	lo = min(lo, 0)
+	hi = max(hi, 0)
+	if hi == lo {
+		return 0, 0
+	}
+	s := (hi - lo) / 15
+	z := math.Round(float64(-lo / s))
+	return s, uint8(max(0, min(15, z)))
+}
+
+// encodeGroup writes the nearest codes for scale s and zero z and returns
+// the squared error of the dequantized group.
+func encodeGroup(vals []float32, q []uint8, s float32, z uint8) float64 {
+	var e float64
+	for i, v := range vals {
+		var c float64
+		if s != 0 {
+			c = math.Round(float64(v/s)) + float64(z)
+		}
+		c = max(0, min(15, c))
+		q[i] = uint8(c)
+		d := float64(float32(int(q[i])-int(z))*s) - float64(v)
+		e += d * d
+	}
+	return e
+}
+
+// RelRMSError returns sqrt(sum (a-b)^2 / sum b^2), the relative RMS error of
+// a against the reference b, in float64. It is 0 when both are all zero.
+func RelRMSError(a, b []float32) float64 {
+	var num, den float64
+	for i := range b {
+		d := float64(a[i]) - float64(b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	if den == 0 {
+		if num == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return math.Sqrt(num / den)
+}

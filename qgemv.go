@@ -1,0 +1,201 @@
+// Package qgemv multiplies quantized matrices by vectors (GEMV, and skinny
+// GEMM for batch 1..16) as fast as the memory system allows.
+//
+// The flow is: quantize (or load a .qgv file), open an engine, load the
+// matrix onto it, multiply, close:
+//
+//	m, err := qgemv.Quantize(weights, rows, cols, layout.MinMax)
+//	eng, err := qgemv.Open()            // best backend, or QGEMV_BACKEND
+//	defer eng.Close()
+//	mat, err := eng.Load(m)
+//	err = mat.Mul(y, x, 1, qgemv.A32)   // y = W x
+//
+// Every entry point validates its arguments and returns an error naming
+// the problem; nothing panics on bad input.
+package qgemv
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// Activation selects the activation type of a multiply.
+type Activation int
+
+const (
+	// A32 multiplies with float32 activations (W4A32); the result is
+	// within layout.A32Tolerance of the float64 reference.
+	A32 Activation = iota
+	// A8 quantizes the float32 activations to int8 per 128 inputs and
+	// accumulates in int32 (W4A8); the result is bit-exact across
+	// backends.
+	A8
+)
+
+// String returns "A32" or "A8".
+func (a Activation) String() string {
+	switch a {
+	case A32:
+		return "A32"
+	case A8:
+		return "A8"
+	}
+	return fmt.Sprintf("Activation(%d)", int(a))
+}
+
+// MaxBatch is the largest number of activation vectors per multiply.
+const MaxBatch = 16
+
+// Quantize quantizes the rows x cols row-major float32 matrix w to Q4G128.
+func Quantize(w []float32, rows, cols int, method layout.QuantMethod) (*layout.Q4G128, error) {
+	return layout.QuantizeQ4G128(w, rows, cols, method)
+}
+
+// ErrClosed is returned by any operation on a closed engine or matrix.
+var ErrClosed = errors.New("qgemv: engine or matrix is closed")
+
+// Option configures Open.
+type Option func(*dispatch.Options)
+
+// WithBackend forces a backend by name: "cpu", "cpu-generic", "cpu-<isa>",
+// "opencl", "cuda". It takes precedence over QGEMV_BACKEND.
+func WithBackend(name string) Option { return func(o *dispatch.Options) { o.Backend = name } }
+
+// WithThreads bounds the CPU goroutines one multiply may use.
+func WithThreads(n int) Option { return func(o *dispatch.Options) { o.Threads = n } }
+
+// Engine is an opened backend. It is safe for concurrent use.
+type Engine struct {
+	mu     sync.RWMutex
+	be     dispatch.Backend
+	report dispatch.Report
+	closed bool
+}
+
+// Open probes the machine and opens the best backend (or the one forced by
+// an option or by the environment variable QGEMV_BACKEND).
+func Open(opts ...Option) (*Engine, error) {
+	var o dispatch.Options
+	for _, f := range opts {
+		f(&o)
+	}
+	be, r, err := dispatch.Open(o)
+	if err != nil {
+		return nil, fmt.Errorf("qgemv: open: %w", err)
+	}
+	return &Engine{be: be, report: r}, nil
+}
+
+// Backend returns the name of the engine's backend, e.g. "cpu-generic".
+func (e *Engine) Backend() string { return e.be.Name() }
+
+// Report returns what the probe found and why the backend was chosen.
+func (e *Engine) Report() dispatch.Report { return e.report }
+
+// Close releases the engine. Matrices loaded on it become unusable.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.closed = true
+	return e.be.Close()
+}
+
+// Matrix is a quantized matrix loaded onto an engine.
+type Matrix struct {
+	e          *Engine
+	m          dispatch.Matrix
+	rows, cols int
+	pcols      int
+	mu         sync.RWMutex
+	closed     bool
+}
+
+// Load validates m and loads it onto the engine. The CPU backend uses m in
+// place: do not modify it while loaded.
+func (e *Engine) Load(m *layout.Q4G128) (*Matrix, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if m == nil {
+		return nil, errors.New("qgemv: load: matrix is nil")
+	}
+	dm, err := e.be.Load(m)
+	if err != nil {
+		return nil, fmt.Errorf("qgemv: load: %w", err)
+	}
+	return &Matrix{e: e, m: dm, rows: m.Rows, cols: m.Cols, pcols: m.PCols}, nil
+}
+
+// Rows returns the number of outputs per vector.
+func (m *Matrix) Rows() int { return m.rows }
+
+// Cols returns the number of inputs per vector.
+func (m *Matrix) Cols() int { return m.cols }
+
+func (m *Matrix) lock() (func(), error) {
+	m.e.mu.RLock()
+	m.mu.RLock()
+	unlock := func() { m.mu.RUnlock(); m.e.mu.RUnlock() }
+	if m.closed || m.e.closed {
+		unlock()
+		return nil, ErrClosed
+	}
+	return unlock, nil
+}
+
+// Mul computes dst[b*Rows+r] = sum_c W[r,c] * x[b*Cols+c] for each of the
+// batch vectors (1..16), with the activation type act.
+func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	switch act {
+	case A32:
+		err = m.m.MulF32(dst, x, batch)
+	case A8:
+		err = m.m.MulA8(dst, x, batch)
+	default:
+		return fmt.Errorf("qgemv: mul: unsupported activation %v for Q4G128", act)
+	}
+	if err != nil {
+		return fmt.Errorf("qgemv: mul: %w", err)
+	}
+	return nil
+}
+
+// MulInt8 multiplies activations already quantized with
+// layout.QuantizeA8: xq has batch*PCols values (Cols padded to a multiple
+// of 128), xs batch*PCols/128 scales.
+func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := m.m.MulI8(dst, xq, xs, batch); err != nil {
+		return fmt.Errorf("qgemv: mul int8: %w", err)
+	}
+	return nil
+}
+
+// Close releases the matrix.
+func (m *Matrix) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.closed = true
+	return nil
+}
