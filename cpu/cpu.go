@@ -35,11 +35,32 @@ type kernelSet struct {
 	// requires lists the CPU features (as cpuid names them) every
 	// instruction of the set needs, OS support included.
 	requires []string
-	a32      func(m *layout.Q4G128, x, xsum, dst []float32, batch, r0, r1 int)
-	a8       func(m *layout.Q4G128, xq []int8, xs []float32, isum []int32, dst []float32, batch, r0, r1 int)
+	// prep8 and prep32, if set, lay out the call's activations for the
+	// kernels once per multiply, before the rows are split.
+	prep8, prep32 func(c *call)
+	// a8 and a32 compute rows [r0, r1) of every vector of the call; r0 is
+	// a multiple of 16.
+	a8, a32 func(c *call, r0, r1 int)
 }
 
-var genericSet = &kernelSet{isa: Generic, a32: a32Generic, a8: a8Generic}
+// call is one multiply's prepared inputs.
+type call struct {
+	m     *layout.Q4G128
+	batch int
+	dst   []float32
+	sc    *scratch
+	x     []float32 // A32: batch*PCols, zero padded
+	xsum  []float32 // A32: batch*Groups
+	xq    []int8    // A8: batch*PCols
+	xs    []float32 // A8: batch*Groups
+	isum  []int32   // A8: batch*Groups
+}
+
+var genericSet = &kernelSet{
+	isa: Generic,
+	a32: func(c *call, r0, r1 int) { a32Generic(c.m, c.x, c.xsum, c.dst, c.batch, r0, r1) },
+	a8:  func(c *call, r0, r1 int) { a8Generic(c.m, c.xq, c.xs, c.isum, c.dst, c.batch, r0, r1) },
+}
 
 // kernelSets lists every compiled kernel set, best first; the generic set
 // is last. Architecture files prepend to it in init.
@@ -197,9 +218,13 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	xp, xsum := sc.prepareF32(m, x, batch)
+	c := &call{m: m, batch: batch, dst: dst, sc: sc}
+	c.x, c.xsum = sc.prepareF32(m, x, batch)
 	set := mx.b.set
-	mx.b.parallel(m, func(r0, r1 int) { set.a32(m, xp, xsum, dst, batch, r0, r1) })
+	if set.prep32 != nil {
+		set.prep32(c)
+	}
+	mx.b.parallel(m, func(r0, r1 int) { set.a32(c, r0, r1) })
 	return nil
 }
 
@@ -255,9 +280,13 @@ func (mx *Matrix) mulI8(sc *scratch, dst []float32, xq []int8, xs []float32, bat
 	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
 		return err
 	}
-	xqp, isum := sc.prepareI8(m, xq, batch)
+	c := &call{m: m, batch: batch, dst: dst, sc: sc, xq: xq, xs: xs}
+	c.isum = sc.prepareI8(m, xq, batch)
 	set := mx.b.set
-	mx.b.parallel(m, func(r0, r1 int) { set.a8(m, xqp, xs, isum, dst, batch, r0, r1) })
+	if set.prep8 != nil {
+		set.prep8(c)
+	}
+	mx.b.parallel(m, func(r0, r1 int) { set.a8(c, r0, r1) })
 	return nil
 }
 

@@ -13,8 +13,9 @@ type scratch struct {
 	sumf []float32
 	xq   []int8
 	xs   []float32
-	xq2  []int8
 	sumi []int32
+	act  []byte    // A8 activations in the assembly kernels' layout
+	actf []float32 // A32 activations in the assembly kernels' layout
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -58,7 +59,7 @@ func (s *scratch) int8Bufs(pc, batch int) ([]int8, []float32) {
 }
 
 // prepareI8 computes the per-group sums of the quantized activations.
-func (s *scratch) prepareI8(m *layout.Q4G128, xq []int8, batch int) ([]int8, []int32) {
+func (s *scratch) prepareI8(m *layout.Q4G128, xq []int8, batch int) []int32 {
 	g := m.Groups()
 	s.sumi = grow(s.sumi, batch*g)
 	for i := range s.sumi {
@@ -68,5 +69,5 @@ func (s *scratch) prepareI8(m *layout.Q4G128, xq []int8, batch int) ([]int8, []i
 		}
 		s.sumi[i] = acc
 	}
-	return xq, s.sumi
+	return s.sumi
 }

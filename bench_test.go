@@ -1,0 +1,157 @@
+package qgemv_test
+
+// Benchmarks of every format on every backend this machine runs, named
+//
+//	BenchmarkGEMV/<format>/<activation>/<R>x<C>/<backend>[-1thread]
+//	BenchmarkGEMVBatch/<format>/<activation>/b<M>/<R>x<C>/<backend>
+//	BenchmarkReadBandwidth/threads=<n>
+//
+// b.SetBytes is the bytes one multiply streams (weights, scales, zeros,
+// activations in, results out), so the MB/s column compares directly with
+// BenchmarkReadBandwidth from the same run. Shapes without a suffix rotate
+// over enough distinct matrices to exceed the last-level cache (weights
+// stream from DRAM); shapes suffixed "-cached" reuse one small matrix.
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+type benchShape struct {
+	rows, cols int
+	cached     bool
+}
+
+func (s benchShape) String() string {
+	if s.cached {
+		return fmt.Sprintf("%dx%d-cached", s.rows, s.cols)
+	}
+	return fmt.Sprintf("%dx%d", s.rows, s.cols)
+}
+
+var benchShapes = []benchShape{{4096, 14336, false}, {14336, 4096, false}, {1024, 4096, true}}
+
+var matCache = map[benchShape][]*layout.Q4G128{}
+
+// benchMatrices returns the distinct matrices a benchmark rotates over.
+func benchMatrices(b *testing.B, s benchShape) []*layout.Q4G128 {
+	if ms, ok := matCache[s]; ok {
+		return ms
+	}
+	first, err := synth.Q4G128(s.rows, s.cols, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 1
+	if !s.cached {
+		n = synth.Rotation(first.StreamBytes(), synth.BeyondLLC)
+	}
+	ms := []*layout.Q4G128{first}
+	for i := 1; i < n; i++ {
+		m, err := synth.Q4G128(s.rows, s.cols, uint64(i+1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	matCache[s] = ms
+	return ms
+}
+
+// benchBackends lists the available backends' names.
+func benchBackends() []string {
+	var out []string
+	for _, c := range dispatch.Probe().Candidates {
+		if c.Available {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func benchGEMV(b *testing.B, backend string, threads int, s benchShape, act qgemv.Activation, batch int) {
+	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(threads))
+	if err != nil {
+		b.Skip(err)
+	}
+	defer eng.Close()
+	var mats []*qgemv.Matrix
+	var streamed int64
+	for _, m := range benchMatrices(b, s) {
+		mx, err := eng.Load(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mats = append(mats, mx)
+		streamed = m.StreamBytes()
+	}
+	x := synth.Vector(batch*s.cols, 3)
+	y := make([]float32, batch*s.rows)
+	streamed += int64(batch) * int64(s.cols+s.rows) * 4
+	for _, mx := range mats { // warm up: page in every matrix
+		if err := mx.Mul(y, x, batch, act); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(streamed)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := mats[i%len(mats)].Mul(y, x, batch, act); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(2*s.rows*s.cols*batch)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+}
+
+func BenchmarkGEMV(b *testing.B) {
+	for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+		for _, s := range benchShapes {
+			for _, be := range benchBackends() {
+				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s", act, s, be), func(b *testing.B) {
+					benchGEMV(b, be, 0, s, act, 1)
+				})
+				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s-1thread", act, s, be), func(b *testing.B) {
+					benchGEMV(b, be, 1, s, act, 1)
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkGEMVBatch(b *testing.B) {
+	s := benchShapes[0]
+	for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+		for _, batch := range []int{1, 4, 16} {
+			for _, be := range benchBackends() {
+				b.Run(fmt.Sprintf("Q4G128/%v/b%d/%v/%s", act, batch, s, be), func(b *testing.B) {
+					benchGEMV(b, be, 0, s, act, batch)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkReadBandwidth streams a buffer far larger than the last-level
+// cache with 1 and with all threads: the roofline for BenchmarkGEMV.
+func BenchmarkReadBandwidth(b *testing.B) {
+	buf := make([]uint64, synth.BeyondLLC/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	for _, t := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {
+			b.SetBytes(int64(len(buf)) * 8)
+			for i := 0; i < b.N; i++ {
+				cpu.StreamRead(buf, t)
+			}
+		})
+	}
+}

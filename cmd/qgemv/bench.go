@@ -1,0 +1,278 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// benchResult is what "qgemv bench -json" prints.
+type benchResult struct {
+	Backend        string  `json:"backend"`
+	Activation     string  `json:"activation"`
+	Hidden         int     `json:"hidden"`
+	Intermediate   int     `json:"intermediate"`
+	Layers         int     `json:"layers_rotated"`
+	WorkingSetMiB  float64 `json:"working_set_mib"`
+	Iters          int     `json:"iters"`
+	Threads        int     `json:"threads"`
+	BlockMedianUS  float64 `json:"block_median_us"`
+	BlockMeanUS    float64 `json:"block_mean_us"`
+	BlockP10US     float64 `json:"block_p10_us"`
+	BlockP90US     float64 `json:"block_p90_us"`
+	GFLOPS         float64 `json:"gflops"`
+	BytesPerBlock  int64   `json:"bytes_per_block"`
+	GBps           float64 `json:"gb_per_s"`
+	ReadBWGBps     float64 `json:"read_bandwidth_gb_per_s"`
+	RatioToReadBW  float64 `json:"ratio_to_read_bandwidth"`
+	QuantOverheadP float64 `json:"activation_quant_percent,omitempty"`
+}
+
+type ffnLayer struct{ gate, up, down *qgemv.Matrix }
+
+func cmdBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	iters := fs.Int("iters", 200, "iterations (FFN blocks) in the burst")
+	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
+	threads := fs.Int("threads", 0, "CPU goroutines per multiply (0: all)")
+	act := fs.String("act", "a8", "activations: a8 (int8, VNNI) or a32 (float32)")
+	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
+	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
+	minWS := fs.Int("working-set-mib", synth.BeyondLLC>>20, "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if *iters < 1 {
+		return fmt.Errorf("bench: -iters %d must be >= 1", *iters)
+	}
+	var a qgemv.Activation
+	switch strings.ToLower(*act) {
+	case "a8":
+		a = qgemv.A8
+	case "a32":
+		a = qgemv.A32
+	default:
+		return fmt.Errorf("bench: -act %q: want a8 or a32", *act)
+	}
+	if err := layout.CheckDims(*inter, *hidden); err != nil {
+		return fmt.Errorf("bench: -hidden/-intermediate: %w", err)
+	}
+	eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads))
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	nthreads := *threads
+	if nthreads == 0 {
+		nthreads = eng.Report().Threads
+	}
+	nthreads = max(1, min(nthreads, maxProcs()))
+
+	H, I := *hidden, *inter
+	perLayer := int64(0)
+	var layers []ffnLayer
+	nLayers := 1
+	for l := 0; l < nLayers; l++ {
+		var mats [3]*qgemv.Matrix
+		for k, shape := range [3][2]int{{I, H}, {I, H}, {H, I}} {
+			m, err := synth.Q4G128(shape[0], shape[1], uint64(3*l+k+1))
+			if err != nil {
+				return err
+			}
+			if l == 0 {
+				perLayer += m.StreamBytes()
+			}
+			if mats[k], err = eng.Load(m); err != nil {
+				return err
+			}
+		}
+		layers = append(layers, ffnLayer{mats[0], mats[1], mats[2]})
+		if l == 0 && *minWS > 0 {
+			nLayers = synth.Rotation(perLayer, int64(*minWS)<<20)
+		}
+	}
+
+	x := synth.Vector(H, 99)
+	gate := make([]float32, I)
+	up := make([]float32, I)
+	h := make([]float32, I)
+	y := make([]float32, H)
+	xq, xs := make([]int8, layout.Pad128(H)), make([]float32, layout.Pad128(H)/128)
+	hq, hs := make([]int8, layout.Pad128(I)), make([]float32, layout.Pad128(I)/128)
+	var quantTime time.Duration
+	block := func(l ffnLayer) error {
+		if a == qgemv.A8 {
+			t0 := time.Now()
+			if err := layout.QuantizeA8(xq, xs, x); err != nil {
+				return err
+			}
+			quantTime += time.Since(t0)
+			if err := l.gate.MulInt8(gate, xq, xs, 1); err != nil {
+				return err
+			}
+			if err := l.up.MulInt8(up, xq, xs, 1); err != nil {
+				return err
+			}
+			swiglu(h, gate, up)
+			t0 = time.Now()
+			if err := layout.QuantizeA8(hq, hs, h); err != nil {
+				return err
+			}
+			quantTime += time.Since(t0)
+			return l.down.MulInt8(y, hq, hs, 1)
+		}
+		if err := l.gate.Mul(gate, x, 1, a); err != nil {
+			return err
+		}
+		if err := l.up.Mul(up, x, 1, a); err != nil {
+			return err
+		}
+		swiglu(h, gate, up)
+		return l.down.Mul(y, h, 1, a)
+	}
+
+	bw1 := measureReadBW(nthreads)
+	for _, l := range layers { // warm-up: one pass over every layer
+		if err := block(l); err != nil {
+			return err
+		}
+	}
+	quantTime = 0
+	times := make([]time.Duration, *iters)
+	prog := newProgress(os.Stderr, *iters, *quiet || *asJSON)
+	start := time.Now()
+	for i := range times {
+		t0 := time.Now()
+		if err := block(layers[i%len(layers)]); err != nil {
+			return err
+		}
+		times[i] = time.Since(t0)
+		prog.update(i + 1)
+	}
+	total := time.Since(start)
+	prog.done()
+	bw2 := measureReadBW(nthreads)
+	readBW := (bw1 + bw2) / 2
+
+	slices.Sort(times)
+	med := times[len(times)/2]
+	actBytes := int64(4 * (H + I + I + I + H)) // x in, gate/up out, h in, y out
+	bytes := perLayer + actBytes
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	res := benchResult{
+		Backend: eng.Backend(), Activation: a.String(), Hidden: H, Intermediate: I,
+		Layers: len(layers), WorkingSetMiB: float64(perLayer*int64(len(layers))) / (1 << 20),
+		Iters: *iters, Threads: nthreads,
+		BlockMedianUS: us(med), BlockMeanUS: us(total) / float64(*iters),
+		BlockP10US: us(times[len(times)/10]), BlockP90US: us(times[len(times)*9/10]),
+		GFLOPS:        float64(2*3*int64(H)*int64(I)) / med.Seconds() / 1e9,
+		BytesPerBlock: bytes,
+		GBps:          float64(bytes) / med.Seconds() / 1e9,
+		ReadBWGBps:    readBW / 1e9,
+	}
+	res.RatioToReadBW = res.GBps / res.ReadBWGBps
+	if a == qgemv.A8 {
+		res.QuantOverheadP = 100 * quantTime.Seconds() / total.Seconds()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Printf("qgemv bench: LLaMA FFN block (gate+up %dx%d, down %dx%d), Q4G128 W4%s, backend %s, %d threads\n",
+		I, H, H, I, res.Activation, res.Backend, nthreads)
+	fmt.Printf("  working set   %.0f MiB (%d layers rotated)\n", res.WorkingSetMiB, res.Layers)
+	fmt.Printf("  time/block    %.1f us median (mean %.1f, p10 %.1f, p90 %.1f) over %d iterations\n",
+		res.BlockMedianUS, res.BlockMeanUS, res.BlockP10US, res.BlockP90US, res.Iters)
+	fmt.Printf("  compute       %.1f GFLOPS\n", res.GFLOPS)
+	fmt.Printf("  streamed      %.2f GB/s (%.1f MB per block)\n", res.GBps, float64(bytes)/1e6)
+	fmt.Printf("  read BW       %.2f GB/s (measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
+	fmt.Printf("  ratio         %.1f%% of read bandwidth\n", 100*res.RatioToReadBW)
+	if a == qgemv.A8 {
+		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
+	}
+	return nil
+}
+
+// swiglu computes h = silu(gate) * up.
+func swiglu(h, gate, up []float32) {
+	for i, g := range gate {
+		h[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+	}
+}
+
+// measureReadBW returns the median of five timed streaming reads of a
+// buffer beyond the last-level cache, in bytes per second.
+func measureReadBW(threads int) float64 {
+	buf := make([]uint64, synth.BeyondLLC/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	cpu.StreamRead(buf, threads)
+	var rates []float64
+	for range 5 {
+		t0 := time.Now()
+		cpu.StreamRead(buf, threads)
+		rates = append(rates, float64(len(buf)*8)/time.Since(t0).Seconds())
+	}
+	slices.Sort(rates)
+	return rates[2]
+}
+
+type progress struct {
+	w      io.Writer
+	total  int
+	off    bool
+	last   int
+	isTerm bool
+}
+
+func newProgress(f *os.File, total int, off bool) *progress {
+	st, err := f.Stat()
+	isTerm := err == nil && st.Mode()&os.ModeCharDevice != 0
+	return &progress{w: f, total: total, off: off, last: -1, isTerm: isTerm}
+}
+
+func (p *progress) update(done int) {
+	if p.off {
+		return
+	}
+	pct := 100 * done / p.total
+	if !p.isTerm && pct/10 == p.last/10 { // plain logs: one line per 10%
+		return
+	}
+	if pct == p.last {
+		return
+	}
+	p.last = pct
+	const width = 40
+	n := width * done / p.total
+	bar := strings.Repeat("#", n) + strings.Repeat(".", width-n)
+	if p.isTerm {
+		fmt.Fprintf(p.w, "\r[%s] %3d%% %d/%d", bar, pct, done, p.total)
+	} else {
+		fmt.Fprintf(p.w, "[%s] %3d%% %d/%d\n", bar, pct, done, p.total)
+	}
+}
+
+func (p *progress) done() {
+	if !p.off && p.isTerm {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+func cmdInspect(args []string) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("inspect: usage: qgemv inspect FILE.qgv")
+	}
+	path := fs.Arg(0)
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	f, err := layout.ReadFile(fh, st.Size())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: .qgv version %d, format %v, %dx%d, %d bytes\n", path, f.Version, f.Format, f.Rows, f.Cols, st.Size())
+	for _, p := range f.Params {
+		fmt.Printf("  param %d\n", p)
+	}
+	for _, s := range f.Sections {
+		fmt.Printf("  section %q: %d bytes, CRC-32C ok\n", s.Tag[:], len(s.Data))
+	}
+	if f.Format != layout.FormatQ4G128 {
+		return nil
+	}
+	m, err := layout.DecodeQ4G128(f)
+	if err != nil {
+		return err
+	}
+	smin, smax := float32(math.Inf(1)), float32(math.Inf(-1))
+	var zhist [16]int
+	for r := 0; r < m.Rows; r++ {
+		for g := 0; g < m.Groups(); g++ {
+			s := m.Scale(r, g)
+			smin, smax = min(smin, s), max(smax, s)
+			zhist[m.Zero(r, g)]++
+		}
+	}
+	fmt.Printf("  padded %dx%d, %d groups/row, %.3f bits/weight\n", m.PRows, m.PCols, m.Groups(), 8*float64(m.StreamBytes())/float64(m.Rows*m.Cols))
+	fmt.Printf("  scales in [%g, %g]; zero-point histogram %v\n", smin, smax, zhist)
+	return nil
+}

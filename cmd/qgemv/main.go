@@ -1,0 +1,55 @@
+// Command qgemv is the command-line face of the qgemv library.
+//
+//	qgemv info                      CPU, features, backends, kernels chosen
+//	qgemv bench [flags]             the main job: a LLaMA FFN block, timed
+//	qgemv quantize [flags] IN.f32   raw float32 matrix -> .qgv
+//	qgemv inspect FILE.qgv          header, sections, statistics
+//
+// Run "qgemv <command> -h" for each command's flags.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: qgemv <command> [flags]
+
+commands:
+  info       show the CPU, its features, the backends found and the kernels chosen
+  bench      run a LLaMA feed-forward block (gate, up, down) on the best backend
+  quantize   quantize a raw little-endian float32 matrix to a .qgv file
+  inspect    describe a .qgv file
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "info":
+		err = cmdInfo(args)
+	case "bench":
+		err = cmdBench(args)
+	case "quantize":
+		err = cmdQuantize(args)
+	case "inspect":
+		err = cmdInspect(args)
+	case "-h", "-help", "--help", "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "qgemv: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qgemv:", err)
+		os.Exit(1)
+	}
+}

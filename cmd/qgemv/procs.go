@@ -1,0 +1,5 @@
+package main
+
+import "runtime"
+
+func maxProcs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,252 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"unsafe"
+
+	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// The assembly kernel sets, best first. Each requires list is every
+// feature its instructions need (checked against the generated
+// "// Requires:" lines by TestRequiresCoverKernels); cpuid reports the AVX
+// families only when the OS saves their registers.
+const (
+	AVX512VNNI ISA = "avx512vnni" // AVX-512 VNNI W4A8, AVX-512F W4A32 (ZMM)
+	AVXVNNI    ISA = "avxvnni"    // AVX-VNNI W4A8 (VEX VPDPBUSD on YMM), AVX2 W4A32
+	AVX2       ISA = "avx2"       // AVX2 W4A8 (VPMADDUBSW), AVX2 W4A32
+)
+
+type kernelFunc func(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// family is one ISA's kernels for one activation type, by batch width M.
+type family struct {
+	lanes int                // result lanes per sub-tile (L)
+	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
+	maxM  int
+	idx   map[int][]int32 // permutation tables by M
+}
+
+func newFamily(lanes int, kernels ...kernelFunc) *family {
+	f := &family{lanes: lanes, byM: map[int]kernelFunc{}, idx: map[int][]int32{}}
+	for i, k := range kernels {
+		m := 1 << i
+		f.byM[m] = k
+		f.maxM = m
+		r := lanes / m
+		t := make([]int32, m*lanes)
+		for u := 0; u < m; u++ {
+			for k := 0; k < lanes; k++ {
+				t[u*lanes+k] = int32(u*r + k/m)
+			}
+		}
+		f.idx[m] = t
+	}
+	return f
+}
+
+var (
+	a8Avx512 = newFamily(16, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniM8, asm.Q4A8Avx512VnniM16)
+	a8AvxVnn = newFamily(8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
+	a8Avx2   = newFamily(8, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
+	a32Av512 = newFamily(8, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
+	a32Avx2  = newFamily(4, asm.Q4A32Avx2M1, asm.Q4A32Avx2M2, asm.Q4A32Avx2M4)
+)
+
+func init() {
+	type def struct {
+		isa         ISA
+		requires    []string
+		fam8, fam32 *family
+	}
+	var sets []*kernelSet
+	for _, d := range []def{
+		{AVX512VNNI, []string{"AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512VL", "AVX512VNNI"}, a8Avx512, a32Av512},
+		{AVXVNNI, []string{"AVX", "AVX2", "FMA3", "AVXVNNI"}, a8AvxVnn, a32Avx2},
+		{AVX2, []string{"AVX", "AVX2", "FMA3"}, a8Avx2, a32Avx2},
+	} {
+		f8, f32 := d.fam8, d.fam32
+		sets = append(sets, &kernelSet{
+			isa:      d.isa,
+			requires: d.requires,
+			prep8:    func(c *call) { f8.prepA8(c.sc, c.m, c.xq, c.xs, c.isum, c.batch) },
+			prep32:   func(c *call) { f32.prepA32(c.sc, c.m, c.x, c.xsum, c.batch) },
+			a8: func(c *call, r0, r1 int) {
+				_, mpad, _ := f8.chunks(c.batch)
+				f8.run(c.m, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
+			},
+			a32: func(c *call, r0, r1 int) {
+				_, mpad, _ := f32.chunks(c.batch)
+				f32.run(c.m, unsafe.Pointer(&c.sc.actf[0]), 4*c.m.Groups()*(128*mpad+16), c.batch, c.dst, r0, r1)
+			},
+		})
+	}
+	kernelSets = append(sets, kernelSets...)
+	if hasAll([]string{"AVX512F"}) {
+		streamRead = func(b []uint64) uint64 { return streamTail(b, asm.StreamReadAvx512(b)) }
+	} else if hasAll([]string{"AVX", "AVX2"}) {
+		streamRead = func(b []uint64) uint64 { return streamTail(b, asm.StreamReadAvx2(b)) }
+	}
+}
+
+// streamTail folds the words the vector loop leaves (len%8) into sum.
+func streamTail(b []uint64, sum uint64) uint64 {
+	for _, v := range b[len(b)&^7:] {
+		sum ^= v
+	}
+	return sum
+}
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// chunks splits batch vectors into runs of at most maxM; each run uses the
+// kernel for the next power of two.
+func (f *family) chunks(batch int) (per, mpad int, n int) {
+	per = min(batch, f.maxM)
+	n = (batch + per - 1) / per
+	per = (batch + n - 1) / n // balance the runs
+	return per, nextPow2(per), n
+}
+
+// prepA8 lays out the int8 activations as the A8 kernels read them (see
+// the asm package): per vector chunk, per group, M blocks of 128 bytes
+// (even columns, then odd columns), then L lane scales and L lane sums
+// padded to 16 each.
+func (f *family) prepA8(sc *scratch, m *layout.Q4G128, xq []int8, xs []float32, isum []int32, batch int) {
+	per, mpad, n := f.chunks(batch)
+	g := m.Groups()
+	block := 128*mpad + 128
+	sc.act = grow(sc.act, n*g*block)
+	for c := 0; c < n; c++ {
+		base := sc.act[c*g*block : (c+1)*g*block]
+		for gi := 0; gi < g; gi++ {
+			blk := base[gi*block : (gi+1)*block]
+			for v := 0; v < mpad; v++ {
+				dst := blk[v*128 : v*128+128]
+				b := c*per + v
+				if v >= per || b >= batch {
+					clear(dst)
+					continue
+				}
+				src := xq[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
+				for j := 0; j < 64; j++ {
+					dst[j] = byte(src[2*j])
+					dst[64+j] = byte(src[2*j+1])
+				}
+			}
+			lanes := blk[128*mpad:]
+			for k := 0; k < 16; k++ {
+				v := k % mpad
+				b := c*per + v
+				var s float32
+				var t int32
+				if k < f.lanes && v < per && b < batch {
+					s, t = xs[b*g+gi], isum[b*g+gi]
+				}
+				putF32(lanes[4*k:], s)
+				putI32(lanes[64+4*k:], t)
+			}
+		}
+	}
+}
+
+// prepA32 lays out float32 activations for the A32 kernels: per vector
+// chunk, per group, M blocks of 128 float32 (even, then odd columns), then
+// 16 lane sums.
+func (f *family) prepA32(sc *scratch, m *layout.Q4G128, x, xsum []float32, batch int) {
+	per, mpad, n := f.chunks(batch)
+	g := m.Groups()
+	block := 128*mpad + 16 // in float32
+	sc.actf = grow(sc.actf, n*g*block)
+	for c := 0; c < n; c++ {
+		base := sc.actf[c*g*block : (c+1)*g*block]
+		for gi := 0; gi < g; gi++ {
+			blk := base[gi*block : (gi+1)*block]
+			for v := 0; v < mpad; v++ {
+				dst := blk[v*128 : v*128+128]
+				b := c*per + v
+				if v >= per || b >= batch {
+					clear(dst)
+					continue
+				}
+				src := x[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
+				for j := 0; j < 64; j++ {
+					dst[j] = src[2*j]
+					dst[64+j] = src[2*j+1]
+				}
+			}
+			lanes := blk[128*mpad:]
+			for k := range lanes {
+				v := k % mpad
+				b := c*per + v
+				lanes[k] = 0
+				if k < f.lanes && v < per && b < batch {
+					lanes[k] = xsum[b*g+gi]
+				}
+			}
+		}
+	}
+}
+
+func putF32(b []byte, v float32) { *(*float32)(unsafe.Pointer(&b[0])) = v }
+func putI32(b []byte, v int32)   { *(*int32)(unsafe.Pointer(&b[0])) = v }
+
+// rowChunk is the rows one kernel call covers when the batch needs several
+// vector chunks: small enough that the chunk's weights stay in L2 between
+// the chunks' passes.
+var rowChunk = 32
+
+// run computes rows [r0, r1) (r0 a multiple of 16) for every vector: act
+// holds n chunks of chunkBytes each; per vector chunk the kernel writes
+// sub-tile results that are scattered into dst.
+func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch int, dst []float32, r0, r1 int) {
+	per, mpad, n := f.chunks(batch)
+	kern := f.byM[mpad]
+	idx := &f.idx[mpad][0]
+	L := f.lanes
+	stride := m.PCols / 2
+	groups := m.Groups()
+	var out [16 * 128]float32
+	step := 128
+	if n > 1 {
+		step = rowChunk
+	}
+	for a := r0; a < r1; {
+		// Stay inside one 128-row block and one row chunk.
+		b := min(r1, (a/128+1)*128, a+step)
+		rows := b - a
+		nst := (rows + L - 1) / L
+		mi := m.MetaIndex(a, 0)
+		w := &m.Weights[a*stride]
+		sc := &m.Scales[mi]
+		z := &m.Zeros[mi/2]
+		for c := 0; c < n; c++ {
+			ap := (*byte)(unsafe.Add(act, c*chunkBytes))
+			direct := n == 1 && mpad == 1 && rows%L == 0
+			if direct {
+				kern(w, stride, sc, z, groups, ap, idx, &dst[a], nst)
+				continue
+			}
+			kern(w, stride, sc, z, groups, ap, idx, &out[0], nst)
+			r := L / mpad
+			for t := 0; t < nst*mpad; t++ {
+				for k := 0; k < L; k++ {
+					row := a + t*r + k/mpad
+					v := c*per + k%mpad
+					if row < b && k%mpad < per && v < batch {
+						dst[v*m.Rows+row] = out[t*L+k]
+					}
+				}
+			}
+		}
+		a = b
+	}
+}

@@ -1,0 +1,53 @@
+package cpu
+
+import "sync"
+
+// StreamRead reads every word of buf once, split across threads
+// goroutines in contiguous ranges, and returns a checksum (so the reads
+// cannot be optimized away). It is the read-bandwidth roofline that GEMV
+// throughput is compared against: time it over a buffer far larger than
+// the last-level cache.
+func StreamRead(buf []uint64, threads int) uint64 {
+	threads = max(1, threads)
+	per := (len(buf) + threads - 1) / threads
+	per = (per + 7) &^ 7
+	sums := make([]uint64, threads*8) // one cache line per goroutine
+	var wg sync.WaitGroup
+	for t := 0; t < threads; t++ {
+		lo := min(t*per, len(buf))
+		hi := min(lo+per, len(buf))
+		wg.Add(1)
+		go func(t int, part []uint64) {
+			defer wg.Done()
+			sums[t*8] = streamRead(part)
+		}(t, buf[lo:hi])
+	}
+	wg.Wait()
+	var s uint64
+	for t := 0; t < threads; t++ {
+		s ^= sums[t*8]
+	}
+	return s
+}
+
+// streamReadGeneric xors every word of b.
+func streamReadGeneric(b []uint64) uint64 {
+	var a0, a1, a2, a3, a4, a5, a6, a7 uint64
+	for len(b) >= 8 {
+		a0 ^= b[0]
+		a1 ^= b[1]
+		a2 ^= b[2]
+		a3 ^= b[3]
+		a4 ^= b[4]
+		a5 ^= b[5]
+		a6 ^= b[6]
+		a7 ^= b[7]
+		b = b[8:]
+	}
+	for _, v := range b {
+		a0 ^= v
+	}
+	return a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7
+}
+
+var streamRead = streamReadGeneric

@@ -1,0 +1,793 @@
+// Command gen writes qgemv's generated files with avo: the amd64 assembly
+// kernels in asm/ and their Go declarations. Run it from the repository
+// root:
+//
+//	go run ./gen
+//
+// It deletes every file it generates first, so each one provably comes from
+// this program; CI regenerates and requires a clean diff.
+//
+// # Kernel shape
+//
+// Every Q4G128 kernel works on "super tiles" of L consecutive rows (L is the
+// number of 32-bit lanes of its result vector: 16 for AVX-512 W4A8, 8 for
+// AVX-512 W4A32 and AVX2 W4A8, 4 for AVX2 W4A32) and a batch of M vectors
+// (M a power of two, M <= L). A super tile is computed as M sub-tiles of
+// R = L/M rows; the result lane k of a sub-tile is row k/M, vector k%M.
+// Rows outside [0, PRows) are never touched, and the Go caller (package cpu)
+// owns tails, threading and the scatter of results.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+const (
+	asmFile  = "asm/q4_amd64.s"
+	stubFile = "asm/q4_amd64.go"
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("gen: ")
+	if _, err := os.Stat("go.mod"); err != nil {
+		log.Fatal("run from the repository root: go run ./gen")
+	}
+	// Remove every generated file first.
+	old, _ := filepath.Glob("asm/*_amd64.*")
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	ConstraintExpr("!noasm,!purego")
+	for _, m := range []int{1, 2, 4, 8, 16} {
+		a8AVX512(m)
+	}
+	for _, m := range []int{1, 2, 4, 8} {
+		a32(m, true)
+	}
+	for _, m := range []int{1, 2, 4, 8} {
+		a8AVX2(m, false)
+		a8AVX2(m, true)
+	}
+	for _, m := range []int{1, 2, 4} {
+		a32(m, false)
+	}
+	streamRead()
+
+	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
+	Generate()
+	if err := insertVEXMacros(asmFile); err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range []string{asmFile, stubFile} {
+		if err := fixHeader(f); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+const kernelSig = "func(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)"
+
+// param loads a kernel argument into a fresh register. Loop-invariant
+// arguments stay in the argument frame and are reloaded where needed, so
+// the hot loops keep enough general-purpose registers.
+func param(name string) GPVirtual { return Load(Param(name), GP64()).(GPVirtual) }
+
+// bump adds n to the pointer argument name in the argument frame.
+func bump(name string, n Op) {
+	r := param(name)
+	ADDQ(n, r)
+	Store(r, Param(name))
+}
+
+// tileLoops emits the super-tile and sub-tile loops every Q4G128 kernel
+// shares. sub emits one sub-tile (rows u*R .. u*R+R-1 of the super tile,
+// u in register u) and must store its L results at the "out" argument.
+func tileLoops(name string, lanes, m int, sub func(u GPVirtual)) {
+	Label(name + "_st")
+	u := GP64()
+	XORQ(u, u)
+	Label(name + "_sub")
+	sub(u)
+	bump("out", U32(4*lanes))
+	INCQ(u)
+	CMPQ(u, U32(m))
+	JB(LabelRef(name + "_sub"))
+
+	// Next super tile: lanes rows down; their scales and zeros follow.
+	t := param("stride")
+	SHLQ(U8(log2(lanes)), t)
+	bump("w", t)
+	bump("sc", U32(4*lanes))
+	bump("z", U32(lanes/2))
+	n := param("nst")
+	DECQ(n)
+	Store(n, Param("nst"))
+	JNZ(LabelRef(name + "_st"))
+	VZEROUPPER()
+	RET()
+}
+
+func log2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// subTilePtrs returns the pointers a sub-tile's group loop walks: the first
+// row's weights (w + u*R*stride), the super tile's scales and zeros, the
+// activations, and the group counter.
+func subTilePtrs(u GPVirtual, r int) (wp, scp, zp, ap, g GPVirtual) {
+	wp = GP64()
+	MOVQ(u, wp)
+	IMULQ(param("stride"), wp)
+	if r > 1 {
+		IMUL3Q(U32(r), wp, wp)
+	}
+	ADDQ(param("w"), wp)
+	return wp, param("sc"), param("z"), param("act"), param("groups")
+}
+
+// loadPerm loads permutation vector u (lanes int32) into dst.
+func loadPerm(u GPVirtual, lanes int, dst VecVirtual) {
+	t := GP64()
+	MOVQ(u, t)
+	SHLQ(U8(log2(4*lanes)), t)
+	ADDQ(param("idx"), t)
+	switch lanes {
+	case 16:
+		VMOVDQU32(Mem{Base: t}, dst)
+	case 8:
+		VMOVDQU(Mem{Base: t}, dst)
+	case 4:
+		VMOVDQU(Mem{Base: t}, dst)
+	}
+}
+
+// nibbleMask returns a register of the given kind with 0x0f in every byte.
+func nibbleMask(v VecVirtual) VecVirtual {
+	t := GP32()
+	MOVL(U32(0x0f0f0f0f), t)
+	VMOVD(t, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+	return v
+}
+
+// kernelDoc writes the doc comment every Q4G128 kernel shares.
+func kernelDoc(name, what string, lanes, m int, actLayout string) {
+	r := lanes / m
+	lines := []string{
+		name + " computes " + what + " for nst super tiles of " + fmt.Sprint(lanes) + " rows of a",
+		"Q4G128 matrix and a batch of " + fmt.Sprint(m) + " vector(s). It is the assembly form of this Go",
+		"loop (see cpu.a8Generic and cpu.a32Generic for the reference):",
+		"",
+		"\tfor st := 0; st < nst; st++ {",
+		"\t\tfor u := 0; u < " + fmt.Sprint(m) + "; u++ { // sub-tile of " + fmt.Sprint(r) + " rows",
+		"\t\t\tfor k := 0; k < " + fmt.Sprint(lanes) + "; k++ {",
+		"\t\t\t\trow, vec := st*" + fmt.Sprint(lanes) + "+u*" + fmt.Sprint(r) + "+k/" + fmt.Sprint(m) + ", k%" + fmt.Sprint(m),
+		"\t\t\t\tout[(st*" + fmt.Sprint(m) + "+u)*" + fmt.Sprint(lanes) + "+k] = dot(row, vec)",
+		"\t\t\t}",
+		"\t\t}",
+		"\t}",
+		"",
+		"with rows counted from w (stride bytes apart), scales from sc and zero",
+		"points from z (block-contiguous: group g of a row is 128 scales further),",
+		"idx the " + fmt.Sprint(m) + " permutation vectors of " + fmt.Sprint(lanes) + " int32 (vector u, lane k holds",
+		"u*" + fmt.Sprint(r) + "+k/" + fmt.Sprint(m) + "), and act the activations prepared per group as:",
+	}
+	lines = append(lines, strings.Split(strings.ReplaceAll(actLayout, "M", fmt.Sprint(m)), "\n")...)
+	lines = append(lines,
+		"",
+		"Preconditions: all rows lie inside one 128-row block of the matrix, the",
+		"first row is a multiple of "+fmt.Sprint(lanes)+", groups >= 1, and every pointer covers what",
+		"the loop reads or writes.",
+	)
+	Doc(lines...)
+}
+
+// ---------------------------------------------------------------------------
+// Reductions
+
+// reduce16 sums each of 16 ZMM int32 accumulators horizontally: lane k of
+// the result holds the sum of acc[k]'s lanes. The accumulators are
+// clobbered.
+func reduce16(acc []VecVirtual) VecVirtual {
+	// Level 1: pairs -> per 128-bit lane [a02 b02 a13 b13].
+	l1 := make([]VecVirtual, 8)
+	for j := 0; j < 8; j++ {
+		a, b := acc[2*j], acc[2*j+1]
+		t := ZMM()
+		VPUNPCKLDQ(b, a, t)
+		VPUNPCKHDQ(b, a, a)
+		VPADDD(t, a, a)
+		l1[j] = a
+	}
+	// Level 2: per 128-bit chunk q, [acc 4j+0..3 summed over chunk q].
+	l2 := make([]VecVirtual, 4)
+	for j := 0; j < 4; j++ {
+		c, d := l1[2*j], l1[2*j+1]
+		t := ZMM()
+		VPUNPCKLQDQ(d, c, t)
+		VPUNPCKHQDQ(d, c, c)
+		VPADDD(t, c, c)
+		l2[j] = c
+	}
+	// Level 3 and 4: sum the four chunks, chunk j of the result = vector j.
+	x01, x23 := ZMM(), ZMM()
+	VSHUFI32X4(U8(0x88), l2[1], l2[0], x01)
+	VSHUFI32X4(U8(0xdd), l2[1], l2[0], l2[0])
+	VPADDD(l2[0], x01, x01)
+	VSHUFI32X4(U8(0x88), l2[3], l2[2], x23)
+	VSHUFI32X4(U8(0xdd), l2[3], l2[2], l2[2])
+	VPADDD(l2[2], x23, x23)
+	res := ZMM()
+	VSHUFI32X4(U8(0x88), x23, x01, res)
+	VSHUFI32X4(U8(0xdd), x23, x01, x01)
+	VPADDD(x01, res, res)
+	return res
+}
+
+// reduce8Y sums each of 8 YMM accumulators horizontally into lane k of the
+// result, with add (VPADDD or VADDPS). The accumulators are clobbered; tmp
+// hands out scratch registers. evex selects EVEX-encodable shuffles (for
+// AVX-512 kernels, whose registers may be Y16..Y31).
+func reduce8Y(acc []Register, add func(a, b, c Op), tmp func() Register, evex bool) Register {
+	l1 := make([]Register, 4)
+	for j := 0; j < 4; j++ {
+		a, b := acc[2*j], acc[2*j+1]
+		t := tmp()
+		VPUNPCKLDQ(b, a, t)
+		VPUNPCKHDQ(b, a, a)
+		add(t, a, a)
+		l1[j] = a
+	}
+	l2 := make([]Register, 2)
+	for j := 0; j < 2; j++ {
+		c, d := l1[2*j], l1[2*j+1]
+		t := tmp()
+		VPUNPCKLQDQ(d, c, t)
+		VPUNPCKHQDQ(d, c, c)
+		add(t, c, c)
+		l2[j] = c
+	}
+	res := tmp()
+	if evex {
+		VSHUFI64X2(U8(0), l2[1], l2[0], res)
+		VSHUFI64X2(U8(3), l2[1], l2[0], l2[0])
+	} else {
+		VPERM2I128(U8(0x20), l2[1], l2[0], res)
+		VPERM2I128(U8(0x31), l2[1], l2[0], l2[0])
+	}
+	add(l2[0], res, res)
+	return res
+}
+
+// reduce4Y sums each of 4 YMM float accumulators into lane k of an XMM.
+func reduce4Y(acc []VecVirtual) VecVirtual {
+	l1 := make([]VecVirtual, 2)
+	for j := 0; j < 2; j++ {
+		a, b := acc[2*j], acc[2*j+1]
+		t := YMM()
+		VPUNPCKLDQ(b, a, t)
+		VPUNPCKHDQ(b, a, a)
+		VADDPS(t, a, a)
+		l1[j] = a
+	}
+	c, d := l1[0], l1[1]
+	t := YMM()
+	VPUNPCKLQDQ(d, c, t)
+	VPUNPCKHQDQ(d, c, c)
+	VADDPS(t, c, c)
+	hi := XMM()
+	VEXTRACTF128(U8(1), c, hi)
+	VADDPS(hi, c.AsX(), hi)
+	return hi
+}
+
+// ---------------------------------------------------------------------------
+// Zero points
+
+// zeroLanes loads the zero points of n consecutive rows (n/2 bytes at zp,
+// n in {4, 8, 16}) and returns them as n int32 lanes of dst (an XMM for
+// n = 4, YMM for 8, ZMM for 16). mask15 must hold 0x0f in every byte (its
+// XMM part is used).
+func zeroLanes(zp Mem, n int, mask15 VecVirtual, dst VecVirtual, gp GPVirtual) {
+	b, h := XMM(), XMM()
+	switch n {
+	case 16:
+		VMOVQ(zp, b)
+	case 8:
+		VMOVD(zp, b)
+	case 4:
+		MOVWLZX(zp, gp.As32())
+		VMOVD(gp.As32(), b)
+	}
+	VPSRLW(U8(4), b, h)
+	VPUNPCKLBW(h, b, b)
+	if mask15.Size() == 64 { // AVX-512 kernel: registers may be X16..X31
+		VPANDD(mask15.AsX(), b, b)
+	} else {
+		VPAND(mask15.AsX(), b, b)
+	}
+	VPMOVZXBD(b, dst)
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512 VNNI, int8 activations
+
+const a8ActLayout = "\tfor each group: M blocks of 128 int8 (the 64 even-column activations, then\n" +
+	"\tthe 64 odd-column ones), then 16 float32 lane scales (xs of vector k%M)\n" +
+	"\tand 16 int32 lane sums (the sum of the group's 128 int8 of vector k%M),\n" +
+	"\tL of each used; the group's block is 128*M + 128 bytes"
+
+// a8Epilogue folds one group's exact int32 dot products isum (lane k) into
+// accF: isum -= z*sum(xq); accF = accF + float32(s*xs) * float32(isum),
+// every operation rounded to float32 as layout.DotA8Exact defines.
+func a8Epilogue(lanes, m int, isum, perm, accF, mask VecVirtual, scp, zp, ap GPVirtual, vec func() VecVirtual) {
+	zl := vec()
+	zeroLanes(Mem{Base: zp}, lanes, mask, zl, GP64())
+	VPERMD(zl, perm, zl)
+	VPMULLD(Mem{Base: ap, Disp: 128*m + 64}, zl, zl)
+	VPSUBD(zl, isum, isum)
+	f := vec()
+	VPERMPS(Mem{Base: scp}, perm, f)
+	VMULPS(Mem{Base: ap, Disp: 128 * m}, f, f)
+	VCVTDQ2PS(isum, isum)
+	VMULPS(isum, f, f)
+	VADDPS(f, accF, accF)
+}
+
+func a8AVX512(m int) {
+	const L = 16
+	r := L / m
+	name := fmt.Sprintf("Q4A8Avx512VnniM%d", m)
+	TEXT(name, NOSPLIT, kernelSig)
+	Pragma("noescape")
+	kernelDoc(name, "W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM)", L, m, a8ActLayout)
+	mask := nibbleMask(ZMM())
+	tileLoops(name, L, m, func(u GPVirtual) {
+		perm := ZMM()
+		loadPerm(u, L, perm)
+		wp, scp, zp, ap, g := subTilePtrs(u, r)
+		stride := param("stride")
+		stride3 := GP64()
+		LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+		accF := ZMM()
+		VPXORD(accF, accF, accF)
+
+		Label(name + "_group")
+		acc := make([]VecVirtual, L)
+		for k := range acc {
+			acc[k] = ZMM()
+			VPXORD(acc[k], acc[k], acc[k])
+		}
+		row := GP64()
+		MOVQ(wp, row)
+		for i := 0; i < r; i++ {
+			src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
+				{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
+			lo, hi := ZMM(), ZMM()
+			VPANDD(src, mask, lo)
+			VPSRLW(U8(4), src, hi)
+			VPANDD(hi, mask, hi)
+			for v := 0; v < m; v++ {
+				VPDPBUSD(Mem{Base: ap, Disp: v * 128}, lo, acc[i*m+v])
+				VPDPBUSD(Mem{Base: ap, Disp: v*128 + 64}, hi, acc[i*m+v])
+			}
+			if i%4 == 3 && i != r-1 {
+				LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
+			}
+		}
+		isum := reduce16(acc)
+		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() })
+
+		ADDQ(U32(64), wp)
+		ADDQ(U32(512), scp)
+		ADDQ(U32(64), zp)
+		ADDQ(U32(128*m+128), ap)
+		DECQ(g)
+		JNZ(LabelRef(name + "_group"))
+		VMOVUPS(accF, Mem{Base: param("out")})
+	})
+}
+
+// ---------------------------------------------------------------------------
+// AVX2 (VPMADDUBSW + VPMADDWD) and AVX-VNNI (VEX VPDPBUSD), int8 activations
+
+// vexVNNI records the VEX-encoded VPDPBUSD forms used, for the macros.
+var vexVNNI = map[string][3]int{}
+
+// vpdpbusdVEX emits the AVX-VNNI "VPDPBUSD b, a, acc" (Go operand order:
+// acc += u8(a) . s8(b), per 32-bit lane) on physical YMM registers, as a
+// macro of BYTEs: the Go assembler only encodes the EVEX form, which needs
+// AVX512VL.
+func vpdpbusdVEX(b, a, acc VecPhysical) {
+	name := fmt.Sprintf("VPDPBUSD_VEX_%s_%s_%s", b.Asm(), a.Asm(), acc.Asm())
+	vexVNNI[name] = [3]int{int(b.PhysicalIndex()), int(a.PhysicalIndex()), int(acc.PhysicalIndex())}
+	Instruction(&ir.Instruction{
+		Opcode:  name,
+		Inputs:  []Op{b, a, acc},
+		Outputs: []Op{acc},
+		ISA:     []string{"AVXVNNI"},
+	})
+}
+
+// insertVEXMacros defines every VPDPBUSD_VEX_* macro used in the file
+// right after its #include line.
+// fixHeader names the real command in the "Code generated" line (avo
+// writes the arguments this program passed to itself).
+func fixHeader(path string) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i := bytes.IndexByte(src, '\n')
+	if i < 0 || !bytes.HasPrefix(src, []byte("// Code generated")) {
+		return fmt.Errorf("%s: no generated-code header", path)
+	}
+	out := append([]byte("// Code generated by command: go run ./gen. DO NOT EDIT."), src[i:]...)
+	return os.WriteFile(path, out, 0o644)
+}
+
+func insertVEXMacros(path string) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var defs bytes.Buffer
+	names := make([]string, 0, len(vexVNNI))
+	for n := range vexVNNI {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r := vexVNNI[n]
+		bReg, aReg, dst := r[0], r[1], r[2]
+		// VEX.256.66.0F38.W0 50 /r: C4 [~R ~X ~B 00010] [W ~vvvv L pp] 50 modrm
+		b1 := 0x02 | 0x40
+		if dst < 8 {
+			b1 |= 0x80
+		}
+		if bReg < 8 {
+			b1 |= 0x20
+		}
+		b2 := (^aReg&15)<<3 | 0x04 | 0x01
+		modrm := 0xc0 | (dst&7)<<3 | bReg&7
+		fmt.Fprintf(&defs, "// %s is VPDPBUSD ymm%d, ymm%d, ymm%d (Intel operand order), VEX-encoded (AVX-VNNI).\n", n, dst, aReg, bReg)
+		fmt.Fprintf(&defs, "#define %s BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x\n\n", n, b1, b2, modrm)
+	}
+	out := bytes.Replace(src, []byte("#include \"textflag.h\"\n"), append([]byte("#include \"textflag.h\"\n\n"), defs.Bytes()...), 1)
+	return os.WriteFile(path, out, 0o644)
+}
+
+func a8AVX2(m int, vnni bool) {
+	const L = 8
+	r := L / m
+	name := fmt.Sprintf("Q4A8Avx2M%d", m)
+	what := "W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD)"
+	if vnni {
+		name = fmt.Sprintf("Q4A8AvxVnniM%d", m)
+		what = "W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM)"
+	}
+	TEXT(name, NOSPLIT, kernelSig)
+	Pragma("noescape")
+	kernelDoc(name, what, L, m, a8ActLayout)
+	// The accumulators, weights and activations of the VPDPBUSD macro are
+	// physical registers Y0..Y10; everything else is allocated around them.
+	acc := []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}
+	lo, hi, xt := Y8, Y9, Y10
+	mask := nibbleMask(YMM())
+	var ones VecVirtual
+	if !vnni {
+		ones = YMM()
+		t := GP32()
+		MOVL(U32(0x00010001), t)
+		VMOVD(t, ones.AsX())
+		VPBROADCASTD(ones.AsX(), ones)
+	}
+	tileLoops(name, L, m, func(u GPVirtual) {
+		perm := YMM()
+		loadPerm(u, L, perm)
+		wp, scp, zp, ap, g := subTilePtrs(u, r)
+		stride := param("stride")
+		accF := YMM()
+		VXORPS(accF, accF, accF)
+
+		Label(name + "_group")
+		for _, a := range acc {
+			VPXOR(a, a, a)
+		}
+		row := GP64()
+		MOVQ(wp, row)
+		for i := 0; i < r; i++ {
+			for h := 0; h < 2; h++ {
+				VMOVDQU(Mem{Base: row, Disp: 32 * h}, lo)
+				VPSRLW(U8(4), lo, hi)
+				VPAND(mask, lo, lo)
+				VPAND(mask, hi, hi)
+				for v := 0; v < m; v++ {
+					a := acc[i*m+v]
+					xe := Mem{Base: ap, Disp: 128*v + 32*h}
+					xo := Mem{Base: ap, Disp: 128*v + 64 + 32*h}
+					if vnni {
+						VMOVDQU(xe, xt)
+						vpdpbusdVEX(xt, lo, a)
+						VMOVDQU(xo, xt)
+						vpdpbusdVEX(xt, hi, a)
+					} else {
+						// Two products of |15*127| per int16 lane never
+						// saturate; widen to int32 before accumulating.
+						VPMADDUBSW(xe, lo, xt)
+						VPMADDWD(ones, xt, xt)
+						VPADDD(xt, a, a)
+						VPMADDUBSW(xo, hi, xt)
+						VPMADDWD(ones, xt, xt)
+						VPADDD(xt, a, a)
+					}
+				}
+			}
+			if i != r-1 {
+				ADDQ(stride, row)
+			}
+		}
+		regs := make([]Register, L)
+		for k, a := range acc {
+			regs[k] = a
+		}
+		isum := reduce8Y(regs, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
+		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() })
+
+		ADDQ(U32(64), wp)
+		ADDQ(U32(512), scp)
+		ADDQ(U32(64), zp)
+		ADDQ(U32(128*m+128), ap)
+		DECQ(g)
+		JNZ(LabelRef(name + "_group"))
+		VMOVUPS(accF, Mem{Base: param("out")})
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Float32 activations: AVX-512F + FMA and AVX2 + FMA
+
+const a32ActLayout = "\tfor each group: M blocks of 128 float32 (the 64 even-column activations,\n" +
+	"\tthen the 64 odd-column ones), then 16 float32 lane sums (the group's\n" +
+	"\tsum of activations of vector k%M, L used); the group's block is\n" +
+	"\t512*M + 64 bytes"
+
+// a32 emits a W4A32 kernel. avx512 selects ZMM accumulators folded to YMM
+// (L = 8); otherwise YMM accumulators (L = 4). The weights of a row are
+// unpacked chunk by chunk (VPMOVZXBD), the nibbles split and converted to
+// float32, and FMA'd with the even and odd activations; each group's dot is
+// scaled into the row's accumulator, and the zero-point term
+// sum_g s*z*sum(x) is subtracted per lane at the end.
+func a32(m int, avx512 bool) {
+	L, chunk, name, what := 4, 8, fmt.Sprintf("Q4A32Avx2M%d", m), "W4A32 dot products with AVX2 and FMA"
+	vec := func() VecVirtual { return YMM() }
+	if avx512 {
+		L, chunk, name, what = 8, 16, fmt.Sprintf("Q4A32Avx512M%d", m), "W4A32 dot products with AVX-512F and FMA"
+		vec = func() VecVirtual { return ZMM() }
+	}
+	r := L / m
+	TEXT(name, NOSPLIT, kernelSig)
+	Pragma("noescape")
+	kernelDoc(name, what, L, m, a32ActLayout)
+	mask := nibbleMask(vec())
+	tileLoops(name, L, m, func(u GPVirtual) {
+		wp, scp, zp, ap, g := subTilePtrs(u, r)
+		stride := param("stride")
+		// scr: scale of sub-tile row 0 (scp + 4*u*R), for broadcasts.
+		scr := GP64()
+		MOVQ(u, scr)
+		SHLQ(U8(2), scr)
+		if r > 1 {
+			IMUL3Q(U32(r), scr, scr)
+		}
+		ADDQ(scp, scr)
+		var perm, corr VecVirtual
+		if avx512 {
+			perm, corr = YMM(), YMM()
+		} else {
+			perm, corr = XMM(), XMM()
+		}
+		loadPerm(u, L, perm)
+		zero := VXORPS
+		if avx512 {
+			zero = VPXORD
+		}
+		zero(corr, corr, corr)
+		acc := make([]VecVirtual, L)
+		for k := range acc {
+			acc[k] = vec()
+			zero(acc[k], acc[k], acc[k])
+		}
+
+		Label(name + "_group")
+		row := GP64()
+		MOVQ(wp, row)
+		for i := 0; i < r; i++ {
+			dots := make([]VecVirtual, m)
+			for v := range dots {
+				dots[v] = vec()
+			}
+			for c := 0; c < 64/(chunk/2)/2; c++ {
+				q, lo, hi := vec(), vec(), vec()
+				VPMOVZXBD(Mem{Base: row, Disp: chunk * c}, q)
+				if avx512 {
+					VPANDD(q, mask, lo)
+				} else {
+					VPAND(q, mask, lo)
+				}
+				VPSRLD(U8(4), q, hi)
+				VCVTDQ2PS(lo, lo)
+				VCVTDQ2PS(hi, hi)
+				for v := 0; v < m; v++ {
+					xe := Mem{Base: ap, Disp: 512*v + 4*chunk*c}
+					xo := Mem{Base: ap, Disp: 512*v + 256 + 4*chunk*c}
+					if c == 0 {
+						VMULPS(xe, lo, dots[v])
+					} else {
+						VFMADD231PS(xe, lo, dots[v])
+					}
+					VFMADD231PS(xo, hi, dots[v])
+				}
+			}
+			for v := 0; v < m; v++ {
+				if avx512 {
+					VFMADD231PS_BCST(Mem{Base: scr, Disp: 4 * i}, dots[v], acc[i*m+v])
+				} else {
+					s := YMM()
+					VBROADCASTSS(Mem{Base: scr, Disp: 4 * i}, s)
+					VFMADD231PS(dots[v], s, acc[i*m+v])
+				}
+			}
+			if i != r-1 {
+				ADDQ(stride, row)
+			}
+		}
+		// corr += s * z * sum(x), lane k = row u*R + k/M, vector k%M.
+		zl, sl := XMM(), XMM()
+		if avx512 {
+			zl, sl = YMM(), YMM()
+		}
+		zeroLanes(Mem{Base: zp}, L, mask, zl, GP64())
+		if avx512 {
+			VPERMD(zl, perm, zl)
+			VPERMPS(Mem{Base: scp}, perm, sl)
+		} else {
+			VPERMILPS(perm, zl, zl)
+			VMOVUPS(Mem{Base: scp}, sl)
+			VPERMILPS(perm, sl, sl)
+		}
+		VCVTDQ2PS(zl, zl)
+		VMULPS(sl, zl, zl)
+		VFMADD231PS(Mem{Base: ap, Disp: 512 * m}, zl, corr)
+
+		ADDQ(U32(64), wp)
+		ADDQ(U32(512), scp)
+		ADDQ(U32(512), scr)
+		ADDQ(U32(64), zp)
+		ADDQ(U32(512*m+64), ap)
+		DECQ(g)
+		JNZ(LabelRef(name + "_group"))
+
+		var res Register
+		if avx512 {
+			ys := make([]Register, L)
+			for k := range acc {
+				h := YMM()
+				VEXTRACTF64X4(U8(1), acc[k], h)
+				VADDPS(h, acc[k].AsY(), h)
+				ys[k] = h
+			}
+			res = reduce8Y(ys, func(a, b, c Op) { VADDPS(a, b, c) }, func() Register { return YMM() }, true)
+		} else {
+			res = reduce4Y(acc)
+		}
+		VSUBPS(corr, res, res)
+		VMOVUPS(res, Mem{Base: param("out")})
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Streaming read (the bandwidth roofline)
+
+func streamRead() {
+	for _, isa := range []string{"Avx512", "Avx2"} {
+		name := "StreamRead" + isa
+		TEXT(name, NOSPLIT, "func(b []uint64) uint64")
+		Pragma("noescape")
+		Doc(
+			name+" xors every 64-byte line of b into a checksum with vector loads,",
+			"the read-bandwidth roofline: it computes the same value as",
+			"",
+			"\tvar acc [8]uint64",
+			"\tfor i, v := range b[:len(b)&^7] { acc[i%8] ^= v }",
+			"\treturn acc[0] ^ acc[1] ^ ... ^ acc[7]",
+			"",
+			"and ignores the len(b)%8 trailing words (the caller xors those).",
+		)
+		base := Load(Param("b").Base(), GP64())
+		n := Load(Param("b").Len(), GP64())
+		SHRQ(U8(3), n)
+		const unroll = 4
+		var acc []VecVirtual
+		for k := 0; k < unroll; k++ {
+			if isa == "Avx512" {
+				acc = append(acc, ZMM())
+			} else {
+				acc = append(acc, YMM(), YMM())
+			}
+		}
+		for _, a := range acc {
+			VPXOR(a.AsY(), a.AsY(), a.AsY())
+		}
+		Label(name + "_big")
+		CMPQ(n, U32(unroll))
+		JB(LabelRef(name + "_one"))
+		for k := 0; k < unroll; k++ {
+			if isa == "Avx512" {
+				VPXORQ(Mem{Base: base, Disp: 64 * k}, acc[k], acc[k])
+			} else {
+				VPXOR(Mem{Base: base, Disp: 64 * k}, acc[2*k], acc[2*k])
+				VPXOR(Mem{Base: base, Disp: 64*k + 32}, acc[2*k+1], acc[2*k+1])
+			}
+		}
+		ADDQ(U32(64*unroll), base)
+		SUBQ(U32(unroll), n)
+		JMP(LabelRef(name + "_big"))
+		Label(name + "_one")
+		TESTQ(n, n)
+		JZ(LabelRef(name + "_done"))
+		if isa == "Avx512" {
+			VPXORQ(Mem{Base: base}, acc[0], acc[0])
+		} else {
+			VPXOR(Mem{Base: base}, acc[0], acc[0])
+			VPXOR(Mem{Base: base, Disp: 32}, acc[1], acc[1])
+		}
+		ADDQ(U32(64), base)
+		DECQ(n)
+		JMP(LabelRef(name + "_one"))
+		Label(name + "_done")
+		if isa == "Avx512" {
+			for k := 1; k < len(acc); k++ {
+				VPXORQ(acc[k], acc[0], acc[0])
+			}
+			h := YMM()
+			VEXTRACTI64X4(U8(1), acc[0], h)
+			VPXOR(h, acc[0].AsY(), h)
+			acc = []VecVirtual{h}
+		} else {
+			for k := 1; k < len(acc); k++ {
+				VPXOR(acc[k], acc[0], acc[0])
+			}
+		}
+		// Fold 4 qwords to 1, lane by lane (any order: xor commutes).
+		x := XMM()
+		VEXTRACTI128(U8(1), acc[0], x)
+		VPXOR(x, acc[0].AsX(), x)
+		lo, hi := GP64(), GP64()
+		VMOVQ(x, lo)
+		VPEXTRQ(U8(1), x, hi)
+		XORQ(hi, lo)
+		Store(lo, ReturnIndex(0))
+		VZEROUPPER()
+		RET()
+	}
+}
