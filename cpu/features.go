@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"runtime"
 	"strings"
 
 	"github.com/klauspost/cpuid/v2"
@@ -42,7 +43,19 @@ func Features() string {
 	return b.String()
 }
 
-// Model returns the CPU brand string, core and thread counts.
+// Model returns the CPU brand string, core and thread counts. Builds with
+// the noasm tag disable cpuid (it honours the tag too); the brand is then
+// "unknown" and the counts come from the runtime.
 func Model() (brand string, cores, threads int) {
-	return cpuid.CPU.BrandName, cpuid.CPU.PhysicalCores, cpuid.CPU.LogicalCores
+	brand, cores, threads = cpuid.CPU.BrandName, cpuid.CPU.PhysicalCores, cpuid.CPU.LogicalCores
+	if brand == "" {
+		brand = "unknown (no cpuid)"
+	}
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	if cores <= 0 {
+		cores = threads
+	}
+	return brand, cores, threads
 }
