@@ -274,36 +274,6 @@ func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //go:noescape
 func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M1 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 1; u++ { // sub-tile of 8 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] = dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 1 permutation vectors of 8 int32 (vector u, lane k holds
-// u*8+k/1), and act the activations prepared per group as:
-//
-//	for each group: 1 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
-//	L of each used; the group's block is 128*1 + 128 bytes
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
-//
-//go:noescape
-func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-
 // Q4A8AvxVnniM1 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
 // Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
 // loop (see cpu.a8Generic and cpu.a32Generic for the reference):
@@ -334,35 +304,35 @@ func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //go:noescape
 func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M2 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
+// Q4A8Avx2M1 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
+// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
 // loop (see cpu.a8Generic and cpu.a32Generic for the reference):
 //
 //	for st := 0; st < nst; st++ {
-//		for u := 0; u < 2; u++ { // sub-tile of 4 rows
+//		for u := 0; u < 1; u++ { // sub-tile of 8 rows
 //			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] = dot(row, vec)
+//				row, vec := st*8+u*8+k/1, k%1
+//				out[(st*1+u)*8+k] = dot(row, vec)
 //			}
 //		}
 //	}
 //
 // with rows counted from w (stride bytes apart), scales from sc and zero
 // points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 2 permutation vectors of 8 int32 (vector u, lane k holds
-// u*4+k/2), and act the activations prepared per group as:
+// idx the 1 permutation vectors of 8 int32 (vector u, lane k holds
+// u*8+k/1), and act the activations prepared per group as:
 //
-//	for each group: 2 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
-//	L of each used; the group's block is 128*2 + 128 bytes
+//	for each group: 1 blocks of 128 int8 (the 64 even-column activations, then
+//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
+//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
+//	L of each used; the group's block is 128*1 + 128 bytes
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
 // the loop reads or writes.
 //
 //go:noescape
-func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8AvxVnniM2 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
 // Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
@@ -394,35 +364,35 @@ func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //go:noescape
 func Q4A8AvxVnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M4 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
+// Q4A8Avx2M2 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
+// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
 // loop (see cpu.a8Generic and cpu.a32Generic for the reference):
 //
 //	for st := 0; st < nst; st++ {
-//		for u := 0; u < 4; u++ { // sub-tile of 2 rows
+//		for u := 0; u < 2; u++ { // sub-tile of 4 rows
 //			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] = dot(row, vec)
+//				row, vec := st*8+u*4+k/2, k%2
+//				out[(st*2+u)*8+k] = dot(row, vec)
 //			}
 //		}
 //	}
 //
 // with rows counted from w (stride bytes apart), scales from sc and zero
 // points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 4 permutation vectors of 8 int32 (vector u, lane k holds
-// u*2+k/4), and act the activations prepared per group as:
+// idx the 2 permutation vectors of 8 int32 (vector u, lane k holds
+// u*4+k/2), and act the activations prepared per group as:
 //
-//	for each group: 4 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
-//	L of each used; the group's block is 128*4 + 128 bytes
+//	for each group: 2 blocks of 128 int8 (the 64 even-column activations, then
+//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
+//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
+//	L of each used; the group's block is 128*2 + 128 bytes
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
 // the loop reads or writes.
 //
 //go:noescape
-func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8AvxVnniM4 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
 // Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
@@ -454,35 +424,35 @@ func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //go:noescape
 func Q4A8AvxVnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M8 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
+// Q4A8Avx2M4 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
+// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
 // loop (see cpu.a8Generic and cpu.a32Generic for the reference):
 //
 //	for st := 0; st < nst; st++ {
-//		for u := 0; u < 8; u++ { // sub-tile of 1 rows
+//		for u := 0; u < 4; u++ { // sub-tile of 2 rows
 //			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] = dot(row, vec)
+//				row, vec := st*8+u*2+k/4, k%4
+//				out[(st*4+u)*8+k] = dot(row, vec)
 //			}
 //		}
 //	}
 //
 // with rows counted from w (stride bytes apart), scales from sc and zero
 // points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 8 permutation vectors of 8 int32 (vector u, lane k holds
-// u*1+k/8), and act the activations prepared per group as:
+// idx the 4 permutation vectors of 8 int32 (vector u, lane k holds
+// u*2+k/4), and act the activations prepared per group as:
 //
-//	for each group: 8 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
-//	L of each used; the group's block is 128*8 + 128 bytes
+//	for each group: 4 blocks of 128 int8 (the 64 even-column activations, then
+//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
+//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
+//	L of each used; the group's block is 128*4 + 128 bytes
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
 // the loop reads or writes.
 //
 //go:noescape
-func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8AvxVnniM8 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
 // Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
@@ -513,6 +483,36 @@ func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //
 //go:noescape
 func Q4A8AvxVnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8Avx2M8 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
+// Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
+// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
+//
+//	for st := 0; st < nst; st++ {
+//		for u := 0; u < 8; u++ { // sub-tile of 1 rows
+//			for k := 0; k < 8; k++ {
+//				row, vec := st*8+u*1+k/8, k%8
+//				out[(st*8+u)*8+k] = dot(row, vec)
+//			}
+//		}
+//	}
+//
+// with rows counted from w (stride bytes apart), scales from sc and zero
+// points from z (block-contiguous: group g of a row is 128 scales further),
+// idx the 8 permutation vectors of 8 int32 (vector u, lane k holds
+// u*1+k/8), and act the activations prepared per group as:
+//
+//	for each group: 8 blocks of 128 int8 (the 64 even-column activations, then
+//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
+//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
+//	L of each used; the group's block is 128*8 + 128 bytes
+//
+// Preconditions: all rows lie inside one 128-row block of the matrix, the
+// first row is a multiple of 8, groups >= 1, and every pointer covers what
+// the loop reads or writes.
+//
+//go:noescape
+func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A32Avx2M1 computes W4A32 dot products with AVX2 and FMA for nst super tiles of 4 rows of a
 // Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go

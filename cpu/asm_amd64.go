@@ -14,7 +14,7 @@ import (
 // "// Requires:" lines by TestRequiresCoverKernels); cpuid reports the AVX
 // families only when the OS saves their registers.
 const (
-	AVX512VNNI ISA = "avx512vnni" // AVX-512 VNNI W4A8, AVX-512F W4A32 (ZMM)
+	AVX512VNNI ISA = "avx512vnni" // AVX-512 VNNI W4A8 on ZMM, AVX-512F W4A32
 	AVXVNNI    ISA = "avxvnni"    // AVX-VNNI W4A8 (VEX VPDPBUSD on YMM), AVX2 W4A32
 	AVX2       ISA = "avx2"       // AVX2 W4A8 (VPMADDUBSW), AVX2 W4A32
 )

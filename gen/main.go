@@ -60,8 +60,8 @@ func main() {
 		a32(m, true)
 	}
 	for _, m := range []int{1, 2, 4, 8} {
-		a8AVX2(m, false)
-		a8AVX2(m, true)
+		a8YMM(m, modeAVXVNNI)
+		a8YMM(m, modeAVX2)
 	}
 	for _, m := range []int{1, 2, 4} {
 		a32(m, false)
@@ -144,18 +144,16 @@ func subTilePtrs(u GPVirtual, r int) (wp, scp, zp, ap, g GPVirtual) {
 	return wp, param("sc"), param("z"), param("act"), param("groups")
 }
 
-// loadPerm loads permutation vector u (lanes int32) into dst.
-func loadPerm(u GPVirtual, lanes int, dst VecVirtual) {
+// loadPerm loads permutation vector u (lanes int32) into dst; evex for
+// kernels whose registers may be X16..X31.
+func loadPerm(u GPVirtual, lanes int, dst VecVirtual, evex bool) {
 	t := GP64()
 	MOVQ(u, t)
 	SHLQ(U8(log2(4*lanes)), t)
 	ADDQ(param("idx"), t)
-	switch lanes {
-	case 16:
+	if evex {
 		VMOVDQU32(Mem{Base: t}, dst)
-	case 8:
-		VMOVDQU(Mem{Base: t}, dst)
-	case 4:
+	} else {
 		VMOVDQU(Mem{Base: t}, dst)
 	}
 }
@@ -307,7 +305,7 @@ func reduce4Y(acc []VecVirtual) VecVirtual {
 // n in {4, 8, 16}) and returns them as n int32 lanes of dst (an XMM for
 // n = 4, YMM for 8, ZMM for 16). mask15 must hold 0x0f in every byte (its
 // XMM part is used).
-func zeroLanes(zp Mem, n int, mask15 VecVirtual, dst VecVirtual, gp GPVirtual) {
+func zeroLanes(zp Mem, n int, mask15 VecVirtual, dst VecVirtual, gp GPVirtual, evex bool) {
 	b, h := XMM(), XMM()
 	switch n {
 	case 16:
@@ -320,7 +318,7 @@ func zeroLanes(zp Mem, n int, mask15 VecVirtual, dst VecVirtual, gp GPVirtual) {
 	}
 	VPSRLW(U8(4), b, h)
 	VPUNPCKLBW(h, b, b)
-	if mask15.Size() == 64 { // AVX-512 kernel: registers may be X16..X31
+	if evex { // AVX-512 kernel: registers may be X16..X31
 		VPANDD(mask15.AsX(), b, b)
 	} else {
 		VPAND(mask15.AsX(), b, b)
@@ -339,9 +337,9 @@ const a8ActLayout = "\tfor each group: M blocks of 128 int8 (the 64 even-column 
 // a8Epilogue folds one group's exact int32 dot products isum (lane k) into
 // accF: isum -= z*sum(xq); accF = accF + float32(s*xs) * float32(isum),
 // every operation rounded to float32 as layout.DotA8Exact defines.
-func a8Epilogue(lanes, m int, isum, perm, accF, mask VecVirtual, scp, zp, ap GPVirtual, vec func() VecVirtual) {
+func a8Epilogue(lanes, m int, isum, perm, accF, mask VecVirtual, scp, zp, ap GPVirtual, vec func() VecVirtual, evex bool) {
 	zl := vec()
-	zeroLanes(Mem{Base: zp}, lanes, mask, zl, GP64())
+	zeroLanes(Mem{Base: zp}, lanes, mask, zl, GP64(), evex)
 	VPERMD(zl, perm, zl)
 	VPMULLD(Mem{Base: ap, Disp: 128*m + 64}, zl, zl)
 	VPSUBD(zl, isum, isum)
@@ -363,7 +361,7 @@ func a8AVX512(m int) {
 	mask := nibbleMask(ZMM())
 	tileLoops(name, L, m, func(u GPVirtual) {
 		perm := ZMM()
-		loadPerm(u, L, perm)
+		loadPerm(u, L, perm, true)
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
 		stride := param("stride")
 		stride3 := GP64()
@@ -372,6 +370,20 @@ func a8AVX512(m int) {
 		VPXORD(accF, accF, accF)
 
 		Label(name + "_group")
+		// For small batches the activations of the group stay in registers
+		// for all rows (one 512-bit load port on some cores makes memory
+		// operands the bottleneck); larger batches read them from L1.
+		xs := make([]Op, 2*m)
+		for v := 0; v < m; v++ {
+			xs[2*v], xs[2*v+1] = Mem{Base: ap, Disp: v * 128}, Mem{Base: ap, Disp: v*128 + 64}
+		}
+		if m <= 4 {
+			for k := range xs {
+				x := ZMM()
+				VMOVDQU64(xs[k], x)
+				xs[k] = x
+			}
+		}
 		acc := make([]VecVirtual, L)
 		for k := range acc {
 			acc[k] = ZMM()
@@ -383,19 +395,20 @@ func a8AVX512(m int) {
 			src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
 				{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
 			lo, hi := ZMM(), ZMM()
-			VPANDD(src, mask, lo)
-			VPSRLW(U8(4), src, hi)
+			VMOVDQU64(src, lo)
+			VPSRLW(U8(4), lo, hi)
+			VPANDD(lo, mask, lo)
 			VPANDD(hi, mask, hi)
 			for v := 0; v < m; v++ {
-				VPDPBUSD(Mem{Base: ap, Disp: v * 128}, lo, acc[i*m+v])
-				VPDPBUSD(Mem{Base: ap, Disp: v*128 + 64}, hi, acc[i*m+v])
+				VPDPBUSD(xs[2*v], lo, acc[i*m+v])
+				VPDPBUSD(xs[2*v+1], hi, acc[i*m+v])
 			}
 			if i%4 == 3 && i != r-1 {
 				LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
 			}
 		}
 		isum := reduce16(acc)
-		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() })
+		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() }, true)
 
 		ADDQ(U32(64), wp)
 		ADDQ(U32(512), scp)
@@ -476,25 +489,42 @@ func insertVEXMacros(path string) error {
 	return os.WriteFile(path, out, 0o644)
 }
 
-func a8AVX2(m int, vnni bool) {
+// a8Mode selects the instruction set of a YMM W4A8 kernel.
+type a8Mode int
+
+const (
+	modeAVX2    a8Mode = iota // VPMADDUBSW + VPMADDWD
+	modeAVXVNNI               // VEX VPDPBUSD (AVX-VNNI)
+)
+
+func a8YMM(m int, mode a8Mode) {
 	const L = 8
 	r := L / m
-	name := fmt.Sprintf("Q4A8Avx2M%d", m)
-	what := "W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD)"
-	if vnni {
-		name = fmt.Sprintf("Q4A8AvxVnniM%d", m)
-		what = "W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM)"
+	var name, what string
+	switch mode {
+	case modeAVX2:
+		name, what = fmt.Sprintf("Q4A8Avx2M%d", m), "W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD)"
+	case modeAVXVNNI:
+		name, what = fmt.Sprintf("Q4A8AvxVnniM%d", m), "W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM)"
 	}
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
 	kernelDoc(name, what, L, m, a8ActLayout)
-	// The accumulators, weights and activations of the VPDPBUSD macro are
-	// physical registers Y0..Y10; everything else is allocated around them.
-	acc := []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}
-	lo, hi, xt := Y8, Y9, Y10
+	// The AVX-VNNI macro needs physical registers: accumulators Y0..Y7,
+	// weights Y8/Y9, activations Y10; everything else is allocated around
+	// them. AVX2 uses virtual registers throughout. (An EVEX variant on YMM
+	// with 32 registers measured slower than the ZMM kernel on Zen 4.)
+	acc := make([]Register, L)
+	var lo, hi, xt Register
+	if mode == modeAVXVNNI {
+		for k := range acc {
+			acc[k] = []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}[k]
+		}
+		lo, hi, xt = Y8, Y9, Y10
+	}
 	mask := nibbleMask(YMM())
 	var ones VecVirtual
-	if !vnni {
+	if mode == modeAVX2 {
 		ones = YMM()
 		t := GP32()
 		MOVL(U32(0x00010001), t)
@@ -503,42 +533,59 @@ func a8AVX2(m int, vnni bool) {
 	}
 	tileLoops(name, L, m, func(u GPVirtual) {
 		perm := YMM()
-		loadPerm(u, L, perm)
+		loadPerm(u, L, perm, false)
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
 		stride := param("stride")
 		accF := YMM()
-		VXORPS(accF, accF, accF)
+		VPXOR(accF, accF, accF)
 
 		Label(name + "_group")
-		for _, a := range acc {
-			VPXOR(a, a, a)
+		// Activation operands: half h (32 bytes) of the even and odd
+		// columns of vector v.
+		xs := make([]Op, 4*m)
+		for v := 0; v < m; v++ {
+			for h := 0; h < 2; h++ {
+				xs[4*v+2*h] = Mem{Base: ap, Disp: 128*v + 32*h}
+				xs[4*v+2*h+1] = Mem{Base: ap, Disp: 128*v + 64 + 32*h}
+			}
+		}
+		for k := range acc {
+			if mode != modeAVXVNNI {
+				acc[k] = YMM()
+			}
+			VPXOR(acc[k], acc[k], acc[k])
 		}
 		row := GP64()
 		MOVQ(wp, row)
 		for i := 0; i < r; i++ {
 			for h := 0; h < 2; h++ {
+				if mode != modeAVXVNNI {
+					lo, hi = YMM(), YMM()
+				}
 				VMOVDQU(Mem{Base: row, Disp: 32 * h}, lo)
 				VPSRLW(U8(4), lo, hi)
 				VPAND(mask, lo, lo)
 				VPAND(mask, hi, hi)
 				for v := 0; v < m; v++ {
 					a := acc[i*m+v]
-					xe := Mem{Base: ap, Disp: 128*v + 32*h}
-					xo := Mem{Base: ap, Disp: 128*v + 64 + 32*h}
-					if vnni {
+					xe, xo := xs[4*v+2*h], xs[4*v+2*h+1]
+					switch mode {
+					case modeAVXVNNI:
 						VMOVDQU(xe, xt)
-						vpdpbusdVEX(xt, lo, a)
+						vpdpbusdVEX(xt.(VecPhysical), lo.(VecPhysical), a.(VecPhysical))
 						VMOVDQU(xo, xt)
-						vpdpbusdVEX(xt, hi, a)
-					} else {
+						vpdpbusdVEX(xt.(VecPhysical), hi.(VecPhysical), a.(VecPhysical))
+					case modeAVX2:
 						// Two products of |15*127| per int16 lane never
 						// saturate; widen to int32 before accumulating.
-						VPMADDUBSW(xe, lo, xt)
-						VPMADDWD(ones, xt, xt)
-						VPADDD(xt, a, a)
-						VPMADDUBSW(xo, hi, xt)
-						VPMADDWD(ones, xt, xt)
-						VPADDD(xt, a, a)
+						t := YMM()
+						VPMADDUBSW(xe, lo, t)
+						VPMADDWD(ones, t, t)
+						VPADDD(t, a, a)
+						t = YMM()
+						VPMADDUBSW(xo, hi, t)
+						VPMADDWD(ones, t, t)
+						VPADDD(t, a, a)
 					}
 				}
 			}
@@ -546,12 +593,8 @@ func a8AVX2(m int, vnni bool) {
 				ADDQ(stride, row)
 			}
 		}
-		regs := make([]Register, L)
-		for k, a := range acc {
-			regs[k] = a
-		}
-		isum := reduce8Y(regs, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
-		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() })
+		isum := reduce8Y(acc, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
+		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() }, false)
 
 		ADDQ(U32(64), wp)
 		ADDQ(U32(512), scp)
@@ -606,7 +649,7 @@ func a32(m int, avx512 bool) {
 		} else {
 			perm, corr = XMM(), XMM()
 		}
-		loadPerm(u, L, perm)
+		loadPerm(u, L, perm, avx512)
 		zero := VXORPS
 		if avx512 {
 			zero = VPXORD
@@ -666,7 +709,7 @@ func a32(m int, avx512 bool) {
 		if avx512 {
 			zl, sl = YMM(), YMM()
 		}
-		zeroLanes(Mem{Base: zp}, L, mask, zl, GP64())
+		zeroLanes(Mem{Base: zp}, L, mask, zl, GP64(), avx512)
 		if avx512 {
 			VPERMD(zl, perm, zl)
 			VPERMPS(Mem{Base: scp}, perm, sl)
