@@ -68,9 +68,16 @@ func init() {
 		{AVX2, []string{"AVX", "AVX2", "FMA3"}, a8Avx2, a32Avx2},
 	} {
 		f8, f32 := d.fam8, d.fam32
+		var kernels []any
+		for _, f := range []*family{f8, f32} {
+			for _, k := range f.byM {
+				kernels = append(kernels, k)
+			}
+		}
 		sets = append(sets, &kernelSet{
 			isa:      d.isa,
 			requires: d.requires,
+			kernels:  kernels,
 			prep8:    func(c *call) { f8.prepA8(c.sc, c.m, c.xq, c.xs, c.isum, c.batch) },
 			prep32:   func(c *call) { f32.prepA32(c.sc, c.m, c.x, c.xsum, c.batch) },
 			a8: func(c *call, r0, r1 int) {
@@ -84,11 +91,23 @@ func init() {
 		})
 	}
 	kernelSets = append(sets, kernelSets...)
-	if hasAll([]string{"AVX512F"}) {
-		streamRead = func(b []uint64) uint64 { return streamTail(b, asm.StreamReadAvx512(b)) }
-	} else if hasAll([]string{"AVX", "AVX2"}) {
-		streamRead = func(b []uint64) uint64 { return streamTail(b, asm.StreamReadAvx2(b)) }
+	for _, s := range streamReaders {
+		if hasAll(s.requires) {
+			read := s.fn
+			streamRead = func(b []uint64) uint64 { return streamTail(b, read(b)) }
+			break
+		}
 	}
+}
+
+// streamReaders are the vector streaming reads, best first, with the
+// features their instructions need.
+var streamReaders = []struct {
+	fn       func([]uint64) uint64
+	requires []string
+}{
+	{asm.StreamReadAvx512, []string{"AVX", "AVX2", "AVX512F"}},
+	{asm.StreamReadAvx2, []string{"AVX", "AVX2"}},
 }
 
 // streamTail folds the words the vector loop leaves (len%8) into sum.

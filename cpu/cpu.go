@@ -41,6 +41,9 @@ type kernelSet struct {
 	// a8 and a32 compute rows [r0, r1) of every vector of the call; r0 is
 	// a multiple of 16.
 	a8, a32 func(c *call, r0, r1 int)
+	// kernels lists the assembly functions a8 and a32 may call (for the
+	// test that checks requires covers their "// Requires:" lines).
+	kernels []any
 }
 
 // call is one multiply's prepared inputs.

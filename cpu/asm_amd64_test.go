@@ -1,0 +1,81 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"bufio"
+	"os"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// requiresLines parses asm/*.s: kernel name -> its "// Requires:" features.
+func requiresLines(t *testing.T) map[string][]string {
+	f, err := os.Open("../asm/q4_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]string{}
+	var fn string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "// func "); ok {
+			fn = rest[:strings.IndexByte(rest, '(')]
+			out[fn] = nil
+		} else if rest, ok := strings.CutPrefix(line, "// Requires: "); ok && fn != "" {
+			out[fn] = strings.Split(rest, ", ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatal("no kernels found in the generated assembly")
+	}
+	return out
+}
+
+func funcName(fn any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	return name[strings.LastIndexByte(name, '.')+1:]
+}
+
+// TestRequiresCoverKernels checks that each kernel set's dispatch condition
+// includes every feature the generated "// Requires:" line of each kernel
+// it calls names (avo's names are cpuid's names), and that every generated
+// kernel is reachable from some gate.
+func TestRequiresCoverKernels(t *testing.T) {
+	req := requiresLines(t)
+	reached := map[string]bool{}
+	check := func(owner, fn string, gate []string) {
+		need, ok := req[fn]
+		if !ok {
+			t.Errorf("%s calls %s, which is not in the generated assembly", owner, fn)
+			return
+		}
+		reached[fn] = true
+		for _, f := range need {
+			if !slices.Contains(gate, f) {
+				t.Errorf("%s calls %s, which requires %s, but its gate %v does not check it", owner, fn, f, gate)
+			}
+		}
+	}
+	for _, s := range kernelSets {
+		for _, k := range s.kernels {
+			check(string(s.isa), funcName(k), s.requires)
+		}
+	}
+	for _, s := range streamReaders {
+		check("streamRead", funcName(s.fn), s.requires)
+	}
+	for fn := range req {
+		if !reached[fn] {
+			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)
+		}
+	}
+}
