@@ -1,0 +1,123 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// shifted returns a copy of m whose slices start off bytes (weights and
+// zeros) or off%16 elements (scales) into larger buffers, so kernels see
+// every alignment.
+func shifted(m *layout.Q4G128, off int) *layout.Q4G128 {
+	c := *m
+	w := make([]byte, len(m.Weights)+off)
+	c.Weights = w[off:]
+	copy(c.Weights, m.Weights)
+	z := make([]byte, len(m.Zeros)+off)
+	c.Zeros = z[off:]
+	copy(c.Zeros, m.Zeros)
+	s := make([]float32, len(m.Scales)+16)
+	c.Scales = s[off%16 : off%16+len(m.Scales)]
+	copy(c.Scales, m.Scales)
+	return &c
+}
+
+// TestSliceOffsets runs every kernel set with the matrix, activation and
+// output slices starting at every offset 0..63 bytes (0..15 elements for
+// float32), against the exact (A8) and float64 (A32) references.
+func TestSliceOffsets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	base := randMatrix(t, rng, 129, 300)
+	const batch = 3
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < 64; off++ {
+			mx, err := be.Load(shifted(base, off))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s/offset%d", isa, off)
+			checkA32(t, name, mx, rng, batch)
+			checkA8(t, name, mx, rng, batch)
+		}
+	}
+}
+
+// FuzzKernels runs the generic and every assembly kernel set this CPU
+// supports on the same random matrix and activations in one process: W4A8
+// results must be identical bit for bit, W4A32 results within the bound of
+// the float64 reference.
+func FuzzKernels(f *testing.F) {
+	f.Add(uint64(1), uint16(1), uint16(1), uint8(1))
+	f.Add(uint64(2), uint16(17), uint16(129), uint8(3))
+	f.Add(uint64(3), uint16(300), uint16(260), uint8(16))
+	f.Add(uint64(4), uint16(128), uint16(512), uint8(9))
+	f.Fuzz(func(t *testing.T, seed uint64, rows16, cols16 uint16, batch8 uint8) {
+		rows := 1 + int(rows16)%300
+		cols := 1 + int(cols16)%700
+		batch := 1 + int(batch8)%16
+		m, err := synth.Q4G128(rows, cols, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := synth.Vector(batch*cols, seed^0xabcdef)
+		rng := rand.New(rand.NewPCG(seed, 9))
+		for i := range x { // some exact zeros and large values
+			switch rng.IntN(8) {
+			case 0:
+				x[i] = 0
+			case 1:
+				x[i] *= 1000
+			}
+		}
+		var want []float32
+		ref := make([]float64, rows)
+		mag := make([]float64, rows)
+		for _, isa := range supportedSets() {
+			be, err := New(Config{ISA: isa, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := be.Load(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, batch*rows)
+			if err := mx.MulA8(got, x, batch); err != nil {
+				t.Fatal(err)
+			}
+			if want == nil {
+				want = slices.Clone(got) // got is reused for A32 below
+			} else {
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s A8 %dx%d batch %d: element %d = %v, %s gave %v", isa, rows, cols, batch, i, got[i], supportedSets()[0], want[i])
+					}
+				}
+			}
+			if err := mx.MulF32(got, x, batch); err != nil {
+				t.Fatal(err)
+			}
+			for b := 0; b < batch; b++ {
+				xb := x[b*cols : (b+1)*cols]
+				_ = m.DotRef(ref, xb)
+				_ = m.DotRefMag(mag, xb)
+				for r := range ref {
+					g := float64(got[b*rows+r])
+					if !(math.Abs(g-ref[r]) <= layout.A32Tolerance*mag[r]) {
+						t.Fatalf("%s A32 %dx%d batch %d: vector %d row %d = %v, want %v (bound %v)", isa, rows, cols, batch, b, r, g, ref[r], layout.A32Tolerance*mag[r])
+					}
+				}
+			}
+		}
+	})
+}
