@@ -77,14 +77,18 @@ var allBatches = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 
 func TestKernelsMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	rowsList, colsList, threadsList := tailDims, tailCols, []int{1, 3}
+	if testing.Short() { // -race runs: every code path, fewer shapes
+		rowsList, colsList, threadsList = []int{1, 129, 300}, []int{127, 129, 300}, []int{3}
+	}
 	for _, isa := range supportedSets() {
-		for _, threads := range []int{1, 3} {
+		for _, threads := range threadsList {
 			be, err := New(Config{ISA: isa, Threads: threads})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, rows := range tailDims {
-				for _, cols := range tailCols {
+			for _, rows := range rowsList {
+				for _, cols := range colsList {
 					m := randMatrix(t, rng, rows, cols)
 					mx, err := be.Load(m)
 					if err != nil {
