@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/asm"
@@ -218,6 +219,10 @@ func (f *family) prepA32(sc *scratch, m *layout.Q4G128, x, xsum []float32, batch
 func putF32(b []byte, v float32) { *(*float32)(unsafe.Pointer(&b[0])) = v }
 func putI32(b []byte, v int32)   { *(*int32)(unsafe.Pointer(&b[0])) = v }
 
+// tilePool holds the kernels' output tiles (one call's results before the
+// scatter); a local array would escape through the kernel's function value.
+var tilePool = sync.Pool{New: func() any { return new([16 * 128]float32) }}
+
 // rowChunk is the rows one kernel call covers when the batch needs several
 // vector chunks: small enough that the chunk's weights stay in L2 between
 // the chunks' passes.
@@ -233,7 +238,8 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 	L := f.lanes
 	stride := m.PCols / 2
 	groups := m.Groups()
-	var out [16 * 128]float32
+	out := tilePool.Get().(*[16 * 128]float32)
+	defer tilePool.Put(out)
 	step := 128
 	if n > 1 {
 		step = rowChunk
