@@ -96,6 +96,23 @@ func (e *Engine) Backend() string { return e.be.Name() }
 // Report returns what the probe found and why the backend was chosen.
 func (e *Engine) Report() dispatch.Report { return e.report }
 
+// QuantizeA8 quantizes the activation vector x to int8 per 128 inputs,
+// exactly as layout.QuantizeA8 specifies, in parallel: xq needs len(x)
+// rounded up to a multiple of 128 values and xs one scale per 128. Use it
+// with MulInt8 when several matrices share one input (an FFN's gate and
+// up projections).
+func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if err := e.be.QuantizeA8(xq, xs, x); err != nil {
+		return fmt.Errorf("qgemv: quantize activations: %w", err)
+	}
+	return nil
+}
+
 // Close releases the engine. Matrices loaded on it become unusable.
 func (e *Engine) Close() error {
 	e.mu.Lock()

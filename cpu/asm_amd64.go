@@ -79,8 +79,10 @@ func init() {
 			isa:      d.isa,
 			requires: d.requires,
 			kernels:  kernels,
-			prep8:    func(c *call) { f8.prepA8(c.sc, c.m, c.xq, c.xs, c.isum, c.batch) },
-			prep32:   func(c *call) { f32.prepA32(c.sc, c.m, c.x, c.xsum, c.batch) },
+			alloc8:   func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
+			alloc32:  func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
+			prep8:    f8.prepA8,
+			prep32:   f32.prepA32,
 			a8: func(c *call, r0, r1 int) {
 				_, mpad, _ := f8.chunks(c.batch)
 				f8.run(c.m, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
@@ -136,27 +138,38 @@ func (f *family) chunks(batch int) (per, mpad int, n int) {
 	return per, nextPow2(per), n
 }
 
-// prepA8 lays out the int8 activations as the A8 kernels read them (see
-// the asm package): per vector chunk, per group, M blocks of 128 bytes
-// (even columns, then odd columns), then L lane scales and L lane sums
-// padded to 16 each.
-func (f *family) prepA8(sc *scratch, m *layout.Q4G128, xq []int8, xs []float32, isum []int32, batch int) {
-	per, mpad, n := f.chunks(batch)
+// actBytes returns the size of the call's kernel-layout activations.
+func actBytes(f *family, c *call, a8 bool) int {
+	_, mpad, n := f.chunks(c.batch)
+	g := c.m.Groups()
+	if a8 {
+		return n * g * (128*mpad + 128)
+	}
+	return n * g * 4 * (128*mpad + 16)
+}
+
+// prepA8 lays out groups [g0, g1) of the int8 activations as the A8
+// kernels read them (see the asm package): per vector chunk, per group, M
+// blocks of 128 bytes (even columns, then odd columns), then 16 lane scales
+// and 16 lane sums.
+func (f *family) prepA8(c *call, g0, g1 int) {
+	per, mpad, n := f.chunks(c.batch)
+	m := c.m
 	g := m.Groups()
 	block := 128*mpad + 128
-	sc.act = grow(sc.act, n*g*block)
-	for c := 0; c < n; c++ {
-		base := sc.act[c*g*block : (c+1)*g*block]
-		for gi := 0; gi < g; gi++ {
+	act := c.sc.act
+	for ch := 0; ch < n; ch++ {
+		base := act[ch*g*block : (ch+1)*g*block]
+		for gi := g0; gi < g1; gi++ {
 			blk := base[gi*block : (gi+1)*block]
 			for v := 0; v < mpad; v++ {
 				dst := blk[v*128 : v*128+128]
-				b := c*per + v
-				if v >= per || b >= batch {
+				b := ch*per + v
+				if v >= per || b >= c.batch {
 					clear(dst)
 					continue
 				}
-				src := xq[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
+				src := c.xq[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
 				for j := 0; j < 64; j++ {
 					dst[j] = byte(src[2*j])
 					dst[64+j] = byte(src[2*j+1])
@@ -165,11 +178,11 @@ func (f *family) prepA8(sc *scratch, m *layout.Q4G128, xq []int8, xs []float32, 
 			lanes := blk[128*mpad:]
 			for k := 0; k < 16; k++ {
 				v := k % mpad
-				b := c*per + v
+				b := ch*per + v
 				var s float32
 				var t int32
-				if k < f.lanes && v < per && b < batch {
-					s, t = xs[b*g+gi], isum[b*g+gi]
+				if k < f.lanes && v < per && b < c.batch {
+					s, t = c.xs[b*g+gi], c.isum[b*g+gi]
 				}
 				putF32(lanes[4*k:], s)
 				putI32(lanes[64+4*k:], t)
@@ -178,26 +191,27 @@ func (f *family) prepA8(sc *scratch, m *layout.Q4G128, xq []int8, xs []float32, 
 	}
 }
 
-// prepA32 lays out float32 activations for the A32 kernels: per vector
-// chunk, per group, M blocks of 128 float32 (even, then odd columns), then
-// 16 lane sums.
-func (f *family) prepA32(sc *scratch, m *layout.Q4G128, x, xsum []float32, batch int) {
-	per, mpad, n := f.chunks(batch)
+// prepA32 lays out groups [g0, g1) of the float32 activations for the A32
+// kernels: per vector chunk, per group, M blocks of 128 float32 (even, then
+// odd columns), then 16 lane sums.
+func (f *family) prepA32(c *call, g0, g1 int) {
+	per, mpad, n := f.chunks(c.batch)
+	m := c.m
 	g := m.Groups()
 	block := 128*mpad + 16 // in float32
-	sc.actf = grow(sc.actf, n*g*block)
-	for c := 0; c < n; c++ {
-		base := sc.actf[c*g*block : (c+1)*g*block]
-		for gi := 0; gi < g; gi++ {
+	act := c.sc.actf
+	for ch := 0; ch < n; ch++ {
+		base := act[ch*g*block : (ch+1)*g*block]
+		for gi := g0; gi < g1; gi++ {
 			blk := base[gi*block : (gi+1)*block]
 			for v := 0; v < mpad; v++ {
 				dst := blk[v*128 : v*128+128]
-				b := c*per + v
-				if v >= per || b >= batch {
+				b := ch*per + v
+				if v >= per || b >= c.batch {
 					clear(dst)
 					continue
 				}
-				src := x[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
+				src := c.x[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
 				for j := 0; j < 64; j++ {
 					dst[j] = src[2*j]
 					dst[64+j] = src[2*j+1]
@@ -206,10 +220,10 @@ func (f *family) prepA32(sc *scratch, m *layout.Q4G128, x, xsum []float32, batch
 			lanes := blk[128*mpad:]
 			for k := range lanes {
 				v := k % mpad
-				b := c*per + v
+				b := ch*per + v
 				lanes[k] = 0
-				if k < f.lanes && v < per && b < batch {
-					lanes[k] = xsum[b*g+gi]
+				if k < f.lanes && v < per && b < c.batch {
+					lanes[k] = c.xsum[b*g+gi]
 				}
 			}
 		}

@@ -35,9 +35,12 @@ type kernelSet struct {
 	// requires lists the CPU features (as cpuid names them) every
 	// instruction of the set needs, OS support included.
 	requires []string
-	// prep8 and prep32, if set, lay out the call's activations for the
-	// kernels once per multiply, before the rows are split.
-	prep8, prep32 func(c *call)
+	// prep8 and prep32, if set, lay out groups [g0, g1) of the call's
+	// activations for the kernels, once per multiply, before the rows are
+	// split (in parallel over groups).
+	prep8, prep32 func(c *call, g0, g1 int)
+	// alloc8 and alloc32, if set, size the buffers prep8 and prep32 fill.
+	alloc8, alloc32 func(c *call)
 	// a8 and a32 compute rows [r0, r1) of every vector of the call; r0 is
 	// a multiple of 16.
 	a8, a32 func(c *call, r0, r1 int)
@@ -222,11 +225,18 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	sc := getScratch()
 	defer putScratch(sc)
 	c := &call{m: m, batch: batch, dst: dst, sc: sc}
-	c.x, c.xsum = sc.prepareF32(m, x, batch)
+	c.x, c.xsum = sc.f32Bufs(m, batch)
 	set := mx.b.set
-	if set.prep32 != nil {
-		set.prep32(c)
+	if set.alloc32 != nil {
+		set.alloc32(c)
 	}
+	_ = mx.b.parallelFor(m.Groups(), groupGrain, func(g0, g1 int) error {
+		prepareF32(c, x, g0, g1)
+		if set.prep32 != nil {
+			set.prep32(c, g0, g1)
+		}
+		return nil
+	})
 	mx.b.parallel(m, func(r0, r1 int) { set.a32(c, r0, r1) })
 	return nil
 }
@@ -242,16 +252,14 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if err := checkLen("x", len(x), batch, m.Cols); err != nil {
 		return err
 	}
+	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
+		return err
+	}
 	sc := getScratch()
 	defer putScratch(sc)
-	xq, xs := sc.int8Bufs(m.PCols, batch)
-	g := m.Groups()
-	for b := 0; b < batch; b++ {
-		if err := layout.QuantizeA8(xq[b*m.PCols:(b+1)*m.PCols], xs[b*g:(b+1)*g], x[b*m.Cols:(b+1)*m.Cols]); err != nil {
-			return fmt.Errorf("cpu: vector %d: %w", b, err)
-		}
-	}
-	return mx.mulI8(sc, dst, xq, xs, batch)
+	c := &call{m: m, batch: batch, dst: dst, sc: sc}
+	c.xq, c.xs = sc.int8Bufs(m.PCols, batch)
+	return mx.mulI8(c, x)
 }
 
 // MulI8 computes the W4A8 product for activations already quantized with
@@ -268,6 +276,9 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	if err := checkLen("xs", len(xs), batch, m.Groups()); err != nil {
 		return err
 	}
+	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
+		return err
+	}
 	for i, s := range xs {
 		if s != s || s < 0 || s > 3.4e38 {
 			return fmt.Errorf("cpu: activation scale %d is %v, want finite and >= 0", i, s)
@@ -275,26 +286,89 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	return mx.mulI8(sc, dst, xq, xs, batch)
+	return mx.mulI8(&call{m: m, batch: batch, dst: dst, sc: sc, xq: xq, xs: xs}, nil)
 }
 
-func (mx *Matrix) mulI8(sc *scratch, dst []float32, xq []int8, xs []float32, batch int) error {
-	m := mx.m
-	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
-		return err
-	}
-	c := &call{m: m, batch: batch, dst: dst, sc: sc, xq: xq, xs: xs}
-	c.isum = sc.prepareI8(m, xq, batch)
+// mulI8 prepares the int8 activations group by group in parallel
+// (quantizing x first when it is not nil), then runs the kernels.
+func (mx *Matrix) mulI8(c *call, x []float32) error {
+	m := c.m
+	c.isum = c.sc.int32Buf(c.batch * m.Groups())
 	set := mx.b.set
-	if set.prep8 != nil {
-		set.prep8(c)
+	if set.alloc8 != nil {
+		set.alloc8(c)
+	}
+	err := mx.b.parallelFor(m.Groups(), groupGrain, func(g0, g1 int) error {
+		if x != nil {
+			if err := quantizeA8(c, x, g0, g1); err != nil {
+				return err
+			}
+		}
+		prepareI8(c, g0, g1)
+		if set.prep8 != nil {
+			set.prep8(c, g0, g1)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	mx.b.parallel(m, func(r0, r1 int) { set.a8(c, r0, r1) })
 	return nil
 }
 
-// minRowsPerTask keeps small multiplies on one goroutine.
+// QuantizeA8 is layout.QuantizeA8 (same bytes) split across the
+// backend's goroutines by groups of 128 inputs.
+func (b *Backend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
+	if len(xq)%128 != 0 || len(xs) != len(xq)/128 || len(x) > len(xq) {
+		return layout.QuantizeA8(xq, xs, x) // reports the length error
+	}
+	return b.parallelFor(len(xs), groupGrain*4, func(g0, g1 int) error {
+		lo, hi := min(len(x), g0*128), min(len(x), g1*128)
+		if err := layout.QuantizeA8(xq[g0*128:g1*128], xs[g0:g1], x[lo:hi]); err != nil {
+			return fmt.Errorf("cpu: inputs from %d: %w", lo, err)
+		}
+		return nil
+	})
+}
+
+// minBytesPerTask keeps small multiplies on one goroutine.
 const minBytesPerTask = 256 << 10
+
+// groupGrain is the fewest 128-input groups one goroutine prepares.
+const groupGrain = 8
+
+// parallelFor splits [0, n) into at most Threads contiguous ranges of at
+// least grain items and runs fn on each concurrently. It returns the error
+// of the lowest range that failed.
+func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
+	k := min(b.threads, max(1, n/grain))
+	if k <= 1 {
+		return fn(0, n)
+	}
+	per := (n + k - 1) / k
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for t := 1; t < k; t++ {
+		i0 := t * per
+		if i0 >= n {
+			break
+		}
+		wg.Add(1)
+		go func(t, i0 int) {
+			defer wg.Done()
+			errs[t] = fn(i0, min(i0+per, n))
+		}(t, i0)
+	}
+	errs[0] = fn(0, min(per, n))
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // parallel splits the true rows of m into contiguous ranges, one per
 // goroutine, and runs fn on each.

@@ -209,3 +209,34 @@ func TestBadInput(t *testing.T) {
 		t.Error("New accepted Threads = -1")
 	}
 }
+
+// TestQuantizeA8Parallel checks the parallel quantizer writes the same
+// bytes as layout.QuantizeA8 and reports its errors.
+func TestQuantizeA8Parallel(t *testing.T) {
+	be, err := New(Config{Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 127, 128, 129, 4095, 14336} {
+		x := randVec(rand.New(rand.NewPCG(uint64(n), 1)), n)
+		pc := layout.Pad128(n)
+		q1, s1 := make([]int8, pc), make([]float32, pc/128)
+		q2, s2 := make([]int8, pc), make([]float32, pc/128)
+		if err := layout.QuantizeA8(q1, s1, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := be.QuantizeA8(q2, s2, x); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(q1, q2) || !slices.Equal(s1, s2) {
+			t.Fatalf("n=%d: parallel quantization differs", n)
+		}
+		x[n-1] = float32(math.NaN())
+		if err := be.QuantizeA8(q2, s2, x); err == nil {
+			t.Fatalf("n=%d: NaN accepted", n)
+		}
+		if err := be.QuantizeA8(q2[:pc-1], s2, x); err == nil {
+			t.Fatalf("n=%d: short xq accepted", n)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/qgemv/qgemv/layout"
@@ -30,24 +31,11 @@ func grow[T any](b []T, n int) []T {
 	return b[:n]
 }
 
-// prepareF32 pads each vector to PCols with zeros and computes the sum of
-// every 128-input group: the zero-point correction term z*sum(x).
-func (s *scratch) prepareF32(m *layout.Q4G128, x []float32, batch int) (xp, xsum []float32) {
-	pc, g := m.PCols, m.Groups()
-	s.xf = grow(s.xf, batch*pc)
-	s.sumf = grow(s.sumf, batch*g)
-	for b := 0; b < batch; b++ {
-		dst := s.xf[b*pc : (b+1)*pc]
-		n := copy(dst, x[b*m.Cols:(b+1)*m.Cols])
-		clear(dst[n:])
-		for j := 0; j < g; j++ {
-			var acc float32
-			for _, v := range dst[j*128 : j*128+128] {
-				acc += v
-			}
-			s.sumf[b*g+j] = acc
-		}
-	}
+// f32Bufs returns the padded activations and per-group sums of a float32
+// multiply.
+func (s *scratch) f32Bufs(m *layout.Q4G128, batch int) (xp, xsum []float32) {
+	s.xf = grow(s.xf, batch*m.PCols)
+	s.sumf = grow(s.sumf, batch*m.Groups())
 	return s.xf, s.sumf
 }
 
@@ -58,16 +46,62 @@ func (s *scratch) int8Bufs(pc, batch int) ([]int8, []float32) {
 	return s.xq, s.xs
 }
 
-// prepareI8 computes the per-group sums of the quantized activations.
-func (s *scratch) prepareI8(m *layout.Q4G128, xq []int8, batch int) []int32 {
-	g := m.Groups()
-	s.sumi = grow(s.sumi, batch*g)
-	for i := range s.sumi {
-		var acc int32
-		for _, v := range xq[i*128 : i*128+128] {
-			acc += int32(v)
-		}
-		s.sumi[i] = acc
-	}
+// int32Buf returns the per-group int32 sums buffer.
+func (s *scratch) int32Buf(n int) []int32 {
+	s.sumi = grow(s.sumi, n)
 	return s.sumi
+}
+
+// prepareF32 copies groups [g0, g1) of every vector of x into the padded
+// c.x (zeros past Cols) and sums each group: the zero-point correction
+// term z*sum(x).
+func prepareF32(c *call, x []float32, g0, g1 int) {
+	m := c.m
+	pc, cols, g := m.PCols, m.Cols, m.Groups()
+	for b := 0; b < c.batch; b++ {
+		xb := x[b*cols : (b+1)*cols]
+		for j := g0; j < g1; j++ {
+			dst := c.x[b*pc+j*128 : b*pc+j*128+128]
+			n := 0
+			if j*128 < cols {
+				n = copy(dst, xb[j*128:min(cols, j*128+128)])
+			}
+			clear(dst[n:])
+			var acc float32
+			for _, v := range dst {
+				acc += v
+			}
+			c.xsum[b*g+j] = acc
+		}
+	}
+}
+
+// quantizeA8 quantizes groups [g0, g1) of every vector of x into c.xq,
+// c.xs (layout.QuantizeA8, group by group).
+func quantizeA8(c *call, x []float32, g0, g1 int) error {
+	m := c.m
+	pc, cols, g := m.PCols, m.Cols, m.Groups()
+	for b := 0; b < c.batch; b++ {
+		lo, hi := min(cols, g0*128), min(cols, g1*128)
+		err := layout.QuantizeA8(c.xq[b*pc+g0*128:b*pc+g1*128], c.xs[b*g+g0:b*g+g1], x[b*cols+lo:b*cols+hi])
+		if err != nil {
+			return fmt.Errorf("cpu: vector %d, from input %d: %w", b, lo, err)
+		}
+	}
+	return nil
+}
+
+// prepareI8 sums groups [g0, g1) of the quantized activations.
+func prepareI8(c *call, g0, g1 int) {
+	g := c.m.Groups()
+	for b := 0; b < c.batch; b++ {
+		for j := g0; j < g1; j++ {
+			i := b*g + j
+			var acc int32
+			for _, v := range c.xq[i*128 : i*128+128] {
+				acc += int32(v)
+			}
+			c.isum[i] = acc
+		}
+	}
 }

@@ -52,6 +52,9 @@ type Backend interface {
 	Name() string
 	// Load validates m and prepares it for this backend.
 	Load(m *layout.Q4G128) (Matrix, error)
+	// QuantizeA8 quantizes activations exactly as layout.QuantizeA8 does,
+	// using the backend's parallelism.
+	QuantizeA8(xq []int8, xs []float32, x []float32) error
 	// Close releases the backend's resources.
 	Close() error
 }

@@ -119,7 +119,7 @@ func cmdBench(args []string) error {
 	block := func(l ffnLayer) error {
 		if a == qgemv.A8 {
 			t0 := time.Now()
-			if err := layout.QuantizeA8(xq, xs, x); err != nil {
+			if err := eng.QuantizeA8(xq, xs, x); err != nil {
 				return err
 			}
 			quantTime += time.Since(t0)
@@ -131,7 +131,7 @@ func cmdBench(args []string) error {
 			}
 			swiglu(h, gate, up)
 			t0 = time.Now()
-			if err := layout.QuantizeA8(hq, hs, h); err != nil {
+			if err := eng.QuantizeA8(hq, hs, h); err != nil {
 				return err
 			}
 			quantTime += time.Since(t0)
