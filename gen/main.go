@@ -158,6 +158,20 @@ func loadPerm(u GPVirtual, lanes int, dst VecVirtual, evex bool) {
 	}
 }
 
+var nibbleFloatsMem *Mem
+
+// nibbleFloats returns the read-only table float32{0, 1, ..., 15}.
+func nibbleFloats() Mem {
+	if nibbleFloatsMem == nil {
+		m := GLOBL("nibbleFloats", RODATA|NOPTR)
+		for k := 0; k < 16; k++ {
+			DATA(4*k, F32(float32(k)))
+		}
+		nibbleFloatsMem = &m
+	}
+	return *nibbleFloatsMem
+}
+
 // nibbleMask returns a register of the given kind with 0x0f in every byte.
 func nibbleMask(v VecVirtual) VecVirtual {
 	t := GP32()
@@ -632,6 +646,11 @@ func a32(m int, avx512 bool) {
 	Pragma("noescape")
 	kernelDoc(name, what, L, m, a32ActLayout)
 	mask := nibbleMask(vec())
+	var table VecVirtual
+	if avx512 { // float32 0, 1, ..., 15
+		table = ZMM()
+		VMOVUPS(nibbleFloats(), table)
+	}
 	tileLoops(name, L, m, func(u GPVirtual) {
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
 		stride := param("stride")
@@ -672,14 +691,17 @@ func a32(m int, avx512 bool) {
 			for c := 0; c < 64/(chunk/2)/2; c++ {
 				q, lo, hi := vec(), vec(), vec()
 				VPMOVZXBD(Mem{Base: row, Disp: chunk * c}, q)
+				VPSRLD(U8(4), q, hi)
 				if avx512 {
-					VPANDD(q, mask, lo)
+					// VPERMPS reads the low 4 bits of each index: the
+					// table lookup is float32(q & 15) in one instruction.
+					VPERMPS(table, q, lo)
+					VPERMPS(table, hi, hi)
 				} else {
 					VPAND(q, mask, lo)
+					VCVTDQ2PS(lo, lo)
+					VCVTDQ2PS(hi, hi)
 				}
-				VPSRLD(U8(4), q, hi)
-				VCVTDQ2PS(lo, lo)
-				VCVTDQ2PS(hi, hi)
 				for v := 0; v < m; v++ {
 					xe := Mem{Base: ap, Disp: 512*v + 4*chunk*c}
 					xo := Mem{Base: ap, Disp: 512*v + 256 + 4*chunk*c}
