@@ -13,7 +13,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/qgemv/qgemv/layout"
 )
@@ -339,8 +338,8 @@ const minBytesPerTask = 256 << 10
 const groupGrain = 8
 
 // parallelFor splits [0, n) into at most Threads contiguous ranges of at
-// least grain items and runs fn on each concurrently. It returns the error
-// of the lowest range that failed.
+// least grain items and runs fn on each concurrently (on the worker team).
+// It returns the error of the lowest range that failed.
 func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 	k := min(b.threads, max(1, n/grain))
 	if k <= 1 {
@@ -348,20 +347,12 @@ func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 	}
 	per := (n + k - 1) / k
 	errs := make([]error, k)
-	var wg sync.WaitGroup
-	for t := 1; t < k; t++ {
-		i0 := t * per
-		if i0 >= n {
-			break
-		}
-		wg.Add(1)
-		go func(t, i0 int) {
-			defer wg.Done()
-			errs[t] = fn(i0, min(i0+per, n))
-		}(t, i0)
+	var fns []func()
+	for t := 0; t*per < n; t++ {
+		i0, i1 := t*per, min(t*per+per, n)
+		fns = append(fns, func() { errs[t] = fn(i0, i1) })
 	}
-	errs[0] = fn(0, min(per, n))
-	wg.Wait()
+	theTeam.run(fns)
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -371,7 +362,7 @@ func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 }
 
 // parallel splits the true rows of m into contiguous ranges, one per
-// goroutine, and runs fn on each.
+// goroutine, and runs fn on each (on the worker team).
 func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
 	rows := m.Rows
 	rowBytes := m.PCols / 2
@@ -385,14 +376,10 @@ func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
 	const tile = 16
 	per := (rows + n - 1) / n
 	per = (per + tile - 1) / tile * tile
-	var wg sync.WaitGroup
-	for r0 := per; r0 < rows; r0 += per {
-		wg.Add(1)
-		go func(r0 int) {
-			defer wg.Done()
-			fn(r0, min(r0+per, rows))
-		}(r0)
+	var fns []func()
+	for r0 := 0; r0 < rows; r0 += per {
+		r1 := min(r0+per, rows)
+		fns = append(fns, func() { fn(r0, r1) })
 	}
-	fn(0, min(per, rows))
-	wg.Wait()
+	theTeam.run(fns)
 }
