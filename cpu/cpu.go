@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/qgemv/qgemv/layout"
 )
@@ -361,8 +362,15 @@ func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 	return nil
 }
 
-// parallel splits the true rows of m into contiguous ranges, one per
-// goroutine, and runs fn on each (on the worker team).
+// chunksPerThread is how many row chunks each goroutine gets on average:
+// goroutines claim chunks dynamically, so a slow core (a noisy neighbour,
+// a busier memory channel) delays a multiply by one chunk, not by its
+// whole share.
+const chunksPerThread = 4
+
+// parallel splits the true rows of m into chunks (multiples of 16 rows)
+// claimed dynamically by up to Threads goroutines of the worker team, and
+// runs fn on each.
 func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
 	rows := m.Rows
 	rowBytes := m.PCols / 2
@@ -371,15 +379,23 @@ func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
 		fn(0, rows)
 		return
 	}
-	// Ranges are multiples of 16 rows (SIMD kernels work on row tiles);
-	// the last one takes the remainder.
-	const tile = 16
-	per := (rows + n - 1) / n
+	const tile = 16 // SIMD kernels work on row tiles
+	per := (rows + n*chunksPerThread - 1) / (n * chunksPerThread)
 	per = (per + tile - 1) / tile * tile
-	var fns []func()
-	for r0 := 0; r0 < rows; r0 += per {
-		r1 := min(r0+per, rows)
-		fns = append(fns, func() { fn(r0, r1) })
+	chunks := (rows + per - 1) / per
+	var next atomic.Int64
+	work := func() {
+		for {
+			c := int(next.Add(1) - 1)
+			if c >= chunks {
+				return
+			}
+			fn(c*per, min(c*per+per, rows))
+		}
+	}
+	fns := make([]func(), min(n, chunks))
+	for i := range fns {
+		fns[i] = work
 	}
 	theTeam.run(fns)
 }
