@@ -1,7 +1,5 @@
 package cpu
 
-import "sync"
-
 // StreamRead reads every word of buf once, split across threads
 // goroutines in contiguous ranges, and returns a checksum (so the reads
 // cannot be optimized away). It is the read-bandwidth roofline that GEMV
@@ -12,17 +10,13 @@ func StreamRead(buf []uint64, threads int) uint64 {
 	per := (len(buf) + threads - 1) / threads
 	per = (per + 7) &^ 7
 	sums := make([]uint64, threads*8) // one cache line per goroutine
-	var wg sync.WaitGroup
-	for t := 0; t < threads; t++ {
+	fns := make([]func(), threads)
+	for t := range fns {
 		lo := min(t*per, len(buf))
-		hi := min(lo+per, len(buf))
-		wg.Add(1)
-		go func(t int, part []uint64) {
-			defer wg.Done()
-			sums[t*8] = streamRead(part)
-		}(t, buf[lo:hi])
+		part := buf[lo:min(lo+per, len(buf))]
+		fns[t] = func() { sums[t*8] = streamRead(part) }
 	}
-	wg.Wait()
+	theTeam.run(fns) // the same workers a multiply uses
 	var s uint64
 	for t := 0; t < threads; t++ {
 		s ^= sums[t*8]

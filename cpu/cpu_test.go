@@ -240,3 +240,19 @@ func TestQuantizeA8Parallel(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamRead(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 1000, 4099} {
+		buf := make([]uint64, n)
+		var want uint64
+		for i := range buf {
+			buf[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
+			want ^= buf[i]
+		}
+		for _, threads := range []int{1, 3} {
+			if got := StreamRead(buf, threads); got != want {
+				t.Errorf("n=%d threads=%d: checksum %x, want %x", n, threads, got, want)
+			}
+		}
+	}
+}

@@ -14,7 +14,9 @@
 // weights q in [0, 15], one float32 scale s and one 4-bit zero point z per
 // (row, group of 128 columns). The dequantized weight is
 //
-//	w = float32(q - z) * s
+//	w = (q - z) * s
+//
+// (exact in float64; Dequantize rounds it once to float32).
 //
 // R and C are padded up to PR and PC, multiples of 128; the true R and C
 // are kept. Padding weights have q == z (dequantize to exactly zero) and

@@ -131,13 +131,15 @@ func (m *Q4G128) Validate() error {
 }
 
 // Dequantize returns the Rows x Cols float32 matrix (row-major, true shape)
-// that m represents: w = float32(q - z) * s, exactly.
+// that m represents: each weight is (q - z) * s computed exactly and
+// rounded once to float32 (the exact product can need 28 significant
+// bits; it is exact in float64, which DotRef uses).
 func (m *Q4G128) Dequantize() []float32 {
 	out := make([]float32, m.Rows*m.Cols)
 	for r := 0; r < m.Rows; r++ {
 		for c := 0; c < m.Cols; c++ {
 			g := c / GroupSize
-			out[r*m.Cols+c] = float32(int(m.Q(r, c))-int(m.Zero(r, g))) * m.Scale(r, g)
+			out[r*m.Cols+c] = float32(float64(int(m.Q(r, c))-int(m.Zero(r, g))) * float64(m.Scale(r, g)))
 		}
 	}
 	return out
@@ -218,6 +220,18 @@ func (m *Q4G128) DotA8Exact(out []float32, xq []int8, xs []float32) error {
 	return nil
 }
 
+// roundMagic is 1.5 * 2^23: for |v| <= 2^22, (v + roundMagic) - roundMagic
+// is v rounded to an integer, half to even, in float32 arithmetic.
+const roundMagic = 12582912
+
+// roundClamp127 rounds v half to even and clamps it to [-127, 127]. The
+// product x*inv of QuantizeA8 is within a few ulps of [-127, 127], so the
+// clamp only absorbs those ulps.
+func roundClamp127(v float32) int32 {
+	r := float32(float32(v+roundMagic) - roundMagic)
+	return int32(max(-127, min(127, r)))
+}
+
 // QuantizeA8 quantizes the activation vector x (at most dst's length, the
 // rest treated as zero) to int8 per group of 128, as the package
 // documentation specifies. len(dst) must be a multiple of 128 and
@@ -256,13 +270,7 @@ func QuantizeA8(dst []int8, scales []float32, x []float32) error {
 				q[i] = 0
 				continue
 			}
-			v := math.RoundToEven(float64(x[lo+i] * inv))
-			if v > 127 {
-				v = 127
-			} else if v < -127 {
-				v = -127
-			}
-			q[i] = int8(v)
+			q[i] = int8(roundClamp127(float32(x[lo+i] * inv)))
 		}
 	}
 	return nil
