@@ -362,11 +362,12 @@ func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 	return nil
 }
 
-// chunksPerThread is how many row chunks each goroutine gets on average:
+// chunksPerThread is how many row chunks each goroutine gets on average
+// (16 measured 5-10% above 4 at 16 threads on a Xeon, W4A8 beyond LLC):
 // goroutines claim chunks dynamically, so a slow core (a noisy neighbour,
 // a busier memory channel) delays a multiply by one chunk, not by its
 // whole share.
-const chunksPerThread = 4
+const chunksPerThread = 16
 
 // parallel splits the true rows of m into chunks (multiples of 16 rows)
 // claimed dynamically by up to Threads goroutines of the worker team, and
