@@ -54,7 +54,7 @@
 
 
 // func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·Q4A8Avx512VnniM1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -82,6 +82,9 @@ Q4A8Avx512VnniM1_sub:
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
 	VPXORD    Z2, Z2, Z2
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
 
 Q4A8Avx512VnniM1_group:
 	VMOVDQU64   (SI), Z3
@@ -102,101 +105,117 @@ Q4A8Avx512VnniM1_group:
 	VPXORD      Z18, Z18, Z18
 	VPXORD      Z19, Z19, Z19
 	VPXORD      Z20, Z20, Z20
-	MOVQ        CX, R10
-	VMOVDQU64   (R10), Z21
+	MOVQ        CX, R11
+	PREFETCHT1  (R10)
+	VMOVDQU64   (R11), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z5
 	VPDPBUSD    Z4, Z22, Z5
-	VMOVDQU64   (R10)(R8*1), Z21
+	PREFETCHT1  64(R10)
+	VMOVDQU64   (R11)(R8*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z6
 	VPDPBUSD    Z4, Z22, Z6
-	VMOVDQU64   (R10)(R8*2), Z21
+	PREFETCHT1  128(R10)
+	VMOVDQU64   (R11)(R8*2), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z7
 	VPDPBUSD    Z4, Z22, Z7
-	VMOVDQU64   (R10)(R9*1), Z21
+	PREFETCHT1  192(R10)
+	VMOVDQU64   (R11)(R9*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z8
 	VPDPBUSD    Z4, Z22, Z8
-	LEAQ        (R10)(R8*4), R10
-	VMOVDQU64   (R10), Z21
+	LEAQ        (R11)(R8*4), R11
+	PREFETCHT1  256(R10)
+	VMOVDQU64   (R11), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z9
 	VPDPBUSD    Z4, Z22, Z9
-	VMOVDQU64   (R10)(R8*1), Z21
+	PREFETCHT1  320(R10)
+	VMOVDQU64   (R11)(R8*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z10
 	VPDPBUSD    Z4, Z22, Z10
-	VMOVDQU64   (R10)(R8*2), Z21
+	PREFETCHT1  384(R10)
+	VMOVDQU64   (R11)(R8*2), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z11
 	VPDPBUSD    Z4, Z22, Z11
-	VMOVDQU64   (R10)(R9*1), Z21
+	PREFETCHT1  448(R10)
+	VMOVDQU64   (R11)(R9*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z12
 	VPDPBUSD    Z4, Z22, Z12
-	LEAQ        (R10)(R8*4), R10
-	VMOVDQU64   (R10), Z21
+	LEAQ        (R11)(R8*4), R11
+	PREFETCHT1  512(R10)
+	VMOVDQU64   (R11), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z13
 	VPDPBUSD    Z4, Z22, Z13
-	VMOVDQU64   (R10)(R8*1), Z21
+	PREFETCHT1  576(R10)
+	VMOVDQU64   (R11)(R8*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z14
 	VPDPBUSD    Z4, Z22, Z14
-	VMOVDQU64   (R10)(R8*2), Z21
+	PREFETCHT1  640(R10)
+	VMOVDQU64   (R11)(R8*2), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z15
 	VPDPBUSD    Z4, Z22, Z15
-	VMOVDQU64   (R10)(R9*1), Z21
+	PREFETCHT1  704(R10)
+	VMOVDQU64   (R11)(R9*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z16
 	VPDPBUSD    Z4, Z22, Z16
-	LEAQ        (R10)(R8*4), R10
-	VMOVDQU64   (R10), Z21
+	LEAQ        (R11)(R8*4), R11
+	PREFETCHT1  768(R10)
+	VMOVDQU64   (R11), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z17
 	VPDPBUSD    Z4, Z22, Z17
-	VMOVDQU64   (R10)(R8*1), Z21
+	PREFETCHT1  832(R10)
+	VMOVDQU64   (R11)(R8*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z18
 	VPDPBUSD    Z4, Z22, Z18
-	VMOVDQU64   (R10)(R8*2), Z21
+	PREFETCHT1  896(R10)
+	VMOVDQU64   (R11)(R8*2), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
 	VPDPBUSD    Z3, Z21, Z19
 	VPDPBUSD    Z4, Z22, Z19
-	VMOVDQU64   (R10)(R9*1), Z21
+	PREFETCHT1  960(R10)
+	VMOVDQU64   (R11)(R9*1), Z21
 	VPSRLW      $0x04, Z21, Z22
 	VPANDD      Z21, Z0, Z21
 	VPANDD      Z22, Z0, Z22
@@ -260,6 +279,7 @@ Q4A8Avx512VnniM1_group:
 	VCVTDQ2PS   Z21, Z21
 	VMULPS      Z21, Z3, Z3
 	VADDPS      Z3, Z2, Z2
+	ADDQ        $0x00000400, R10
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -293,7 +313,7 @@ Q4A8Avx512VnniM1_group:
 	RET
 
 // func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·Q4A8Avx512VnniM2(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -321,6 +341,9 @@ Q4A8Avx512VnniM2_sub:
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
 	VPXORD    Z2, Z2, Z2
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
 
 Q4A8Avx512VnniM2_group:
 	VMOVDQU64   (SI), Z3
@@ -343,8 +366,9 @@ Q4A8Avx512VnniM2_group:
 	VPXORD      Z20, Z20, Z20
 	VPXORD      Z21, Z21, Z21
 	VPXORD      Z22, Z22, Z22
-	MOVQ        CX, R10
-	VMOVDQU64   (R10), Z23
+	MOVQ        CX, R11
+	PREFETCHT1  (R10)
+	VMOVDQU64   (R11), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -352,7 +376,8 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z7
 	VPDPBUSD    Z5, Z23, Z8
 	VPDPBUSD    Z6, Z24, Z8
-	VMOVDQU64   (R10)(R8*1), Z23
+	PREFETCHT1  64(R10)
+	VMOVDQU64   (R11)(R8*1), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -360,7 +385,8 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z9
 	VPDPBUSD    Z5, Z23, Z10
 	VPDPBUSD    Z6, Z24, Z10
-	VMOVDQU64   (R10)(R8*2), Z23
+	PREFETCHT1  128(R10)
+	VMOVDQU64   (R11)(R8*2), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -368,7 +394,8 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z11
 	VPDPBUSD    Z5, Z23, Z12
 	VPDPBUSD    Z6, Z24, Z12
-	VMOVDQU64   (R10)(R9*1), Z23
+	PREFETCHT1  192(R10)
+	VMOVDQU64   (R11)(R9*1), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -376,8 +403,9 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z13
 	VPDPBUSD    Z5, Z23, Z14
 	VPDPBUSD    Z6, Z24, Z14
-	LEAQ        (R10)(R8*4), R10
-	VMOVDQU64   (R10), Z23
+	LEAQ        (R11)(R8*4), R11
+	PREFETCHT1  256(R10)
+	VMOVDQU64   (R11), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -385,7 +413,8 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z15
 	VPDPBUSD    Z5, Z23, Z16
 	VPDPBUSD    Z6, Z24, Z16
-	VMOVDQU64   (R10)(R8*1), Z23
+	PREFETCHT1  320(R10)
+	VMOVDQU64   (R11)(R8*1), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -393,7 +422,8 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z17
 	VPDPBUSD    Z5, Z23, Z18
 	VPDPBUSD    Z6, Z24, Z18
-	VMOVDQU64   (R10)(R8*2), Z23
+	PREFETCHT1  384(R10)
+	VMOVDQU64   (R11)(R8*2), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -401,7 +431,8 @@ Q4A8Avx512VnniM2_group:
 	VPDPBUSD    Z4, Z24, Z19
 	VPDPBUSD    Z5, Z23, Z20
 	VPDPBUSD    Z6, Z24, Z20
-	VMOVDQU64   (R10)(R9*1), Z23
+	PREFETCHT1  448(R10)
+	VMOVDQU64   (R11)(R9*1), Z23
 	VPSRLW      $0x04, Z23, Z24
 	VPANDD      Z23, Z0, Z23
 	VPANDD      Z24, Z0, Z24
@@ -467,6 +498,7 @@ Q4A8Avx512VnniM2_group:
 	VCVTDQ2PS   Z5, Z5
 	VMULPS      Z5, Z3, Z3
 	VADDPS      Z3, Z2, Z2
+	ADDQ        $0x00000200, R10
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -500,7 +532,7 @@ Q4A8Avx512VnniM2_group:
 	RET
 
 // func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·Q4A8Avx512VnniM4(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -528,6 +560,9 @@ Q4A8Avx512VnniM4_sub:
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
 	VPXORD    Z2, Z2, Z2
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
 
 Q4A8Avx512VnniM4_group:
 	VMOVDQU64   (SI), Z3
@@ -554,8 +589,9 @@ Q4A8Avx512VnniM4_group:
 	VPXORD      Z24, Z24, Z24
 	VPXORD      Z25, Z25, Z25
 	VPXORD      Z26, Z26, Z26
-	MOVQ        CX, R10
-	VMOVDQU64   (R10), Z27
+	MOVQ        CX, R11
+	PREFETCHT1  (R10)
+	VMOVDQU64   (R11), Z27
 	VPSRLW      $0x04, Z27, Z28
 	VPANDD      Z27, Z0, Z27
 	VPANDD      Z28, Z0, Z28
@@ -567,7 +603,8 @@ Q4A8Avx512VnniM4_group:
 	VPDPBUSD    Z8, Z28, Z13
 	VPDPBUSD    Z9, Z27, Z14
 	VPDPBUSD    Z10, Z28, Z14
-	VMOVDQU64   (R10)(R8*1), Z27
+	PREFETCHT1  64(R10)
+	VMOVDQU64   (R11)(R8*1), Z27
 	VPSRLW      $0x04, Z27, Z28
 	VPANDD      Z27, Z0, Z27
 	VPANDD      Z28, Z0, Z28
@@ -579,7 +616,8 @@ Q4A8Avx512VnniM4_group:
 	VPDPBUSD    Z8, Z28, Z17
 	VPDPBUSD    Z9, Z27, Z18
 	VPDPBUSD    Z10, Z28, Z18
-	VMOVDQU64   (R10)(R8*2), Z27
+	PREFETCHT1  128(R10)
+	VMOVDQU64   (R11)(R8*2), Z27
 	VPSRLW      $0x04, Z27, Z28
 	VPANDD      Z27, Z0, Z27
 	VPANDD      Z28, Z0, Z28
@@ -591,7 +629,8 @@ Q4A8Avx512VnniM4_group:
 	VPDPBUSD    Z8, Z28, Z21
 	VPDPBUSD    Z9, Z27, Z22
 	VPDPBUSD    Z10, Z28, Z22
-	VMOVDQU64   (R10)(R9*1), Z27
+	PREFETCHT1  192(R10)
+	VMOVDQU64   (R11)(R9*1), Z27
 	VPSRLW      $0x04, Z27, Z28
 	VPANDD      Z27, Z0, Z27
 	VPANDD      Z28, Z0, Z28
@@ -661,6 +700,7 @@ Q4A8Avx512VnniM4_group:
 	VCVTDQ2PS   Z5, Z5
 	VMULPS      Z5, Z3, Z3
 	VADDPS      Z3, Z2, Z2
+	ADDQ        $0x00000100, R10
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -694,7 +734,7 @@ Q4A8Avx512VnniM4_group:
 	RET
 
 // func Q4A8Avx512VnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·Q4A8Avx512VnniM8(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -722,6 +762,9 @@ Q4A8Avx512VnniM8_sub:
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
 	VPXORD    Z2, Z2, Z2
+	MOVQ      stride+8(FP), R9
+	SHLQ      $0x04, R9
+	ADDQ      CX, R9
 
 Q4A8Avx512VnniM8_group:
 	VPXORD      Z3, Z3, Z3
@@ -740,8 +783,9 @@ Q4A8Avx512VnniM8_group:
 	VPXORD      Z16, Z16, Z16
 	VPXORD      Z17, Z17, Z17
 	VPXORD      Z18, Z18, Z18
-	MOVQ        CX, R9
-	VMOVDQU64   (R9), Z19
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU64   (R10), Z19
 	VPSRLW      $0x04, Z19, Z20
 	VPANDD      Z19, Z0, Z19
 	VPANDD      Z20, Z0, Z20
@@ -761,7 +805,8 @@ Q4A8Avx512VnniM8_group:
 	VPDPBUSD    832(SI), Z20, Z9
 	VPDPBUSD    896(SI), Z19, Z10
 	VPDPBUSD    960(SI), Z20, Z10
-	VMOVDQU64   (R9)(R8*1), Z19
+	PREFETCHT1  64(R9)
+	VMOVDQU64   (R10)(R8*1), Z19
 	VPSRLW      $0x04, Z19, Z20
 	VPANDD      Z19, Z0, Z19
 	VPANDD      Z20, Z0, Z20
@@ -839,6 +884,7 @@ Q4A8Avx512VnniM8_group:
 	VCVTDQ2PS   Z21, Z21
 	VMULPS      Z21, Z19, Z19
 	VADDPS      Z19, Z2, Z2
+	ADDQ        $0x00000080, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -872,7 +918,7 @@ Q4A8Avx512VnniM8_group:
 	RET
 
 // func Q4A8Avx512VnniM16(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·Q4A8Avx512VnniM16(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -899,6 +945,9 @@ Q4A8Avx512VnniM16_sub:
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R8
 	VPXORD    Z2, Z2, Z2
+	MOVQ      stride+8(FP), R8
+	SHLQ      $0x04, R8
+	ADDQ      CX, R8
 
 Q4A8Avx512VnniM16_group:
 	VPXORD      Z3, Z3, Z3
@@ -917,8 +966,9 @@ Q4A8Avx512VnniM16_group:
 	VPXORD      Z16, Z16, Z16
 	VPXORD      Z17, Z17, Z17
 	VPXORD      Z18, Z18, Z18
-	MOVQ        CX, R8
-	VMOVDQU64   (R8), Z19
+	MOVQ        CX, R9
+	PREFETCHT1  (R8)
+	VMOVDQU64   (R9), Z19
 	VPSRLW      $0x04, Z19, Z20
 	VPANDD      Z19, Z0, Z19
 	VPANDD      Z20, Z0, Z20
@@ -1012,6 +1062,7 @@ Q4A8Avx512VnniM16_group:
 	VCVTDQ2PS   Z21, Z21
 	VMULPS      Z21, Z19, Z19
 	VADDPS      Z19, Z2, Z2
+	ADDQ        $0x00000040, R8
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -1045,7 +1096,7 @@ Q4A8Avx512VnniM16_group:
 	RET
 
 // func Q4A32Avx512M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Q4A32Avx512M1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -1085,210 +1136,221 @@ Q4A32Avx512M1_sub:
 	VPXORD    Z9, Z9, Z9
 	VPXORD    Z10, Z10, Z10
 	VPXORD    Z11, Z11, Z11
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x03, R10
+	ADDQ      CX, R10
 
 Q4A32Avx512M1_group:
-	MOVQ             CX, R10
-	VPMOVZXBD        (R10), Z12
+	MOVQ             CX, R11
+	PREFETCHT1       (R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST (R9), Z12, Z4
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       64(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST 4(R9), Z12, Z5
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       128(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST 8(R9), Z12, Z6
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       192(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST 12(R9), Z12, Z7
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       256(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST 16(R9), Z12, Z8
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       320(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST 20(R9), Z12, Z9
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       384(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      192(SI), Z13, Z12
 	VFMADD231PS      448(SI), Z14, Z12
 	VFMADD231PS.BCST 24(R9), Z12, Z10
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       448(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z13
 	VPERMPS          Z1, Z12, Z12
 	VPERMPS          Z1, Z13, Z13
 	VMULPS           (SI), Z12, Z12
 	VFMADD231PS      256(SI), Z13, Z12
-	VPMOVZXBD        16(R10), Z13
+	VPMOVZXBD        16(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      64(SI), Z13, Z12
 	VFMADD231PS      320(SI), Z14, Z12
-	VPMOVZXBD        32(R10), Z13
+	VPMOVZXBD        32(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
 	VFMADD231PS      128(SI), Z13, Z12
 	VFMADD231PS      384(SI), Z14, Z12
-	VPMOVZXBD        48(R10), Z13
+	VPMOVZXBD        48(R11), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPERMPS          Z1, Z13, Z13
 	VPERMPS          Z1, Z14, Z14
@@ -1305,6 +1367,7 @@ Q4A32Avx512M1_group:
 	VCVTDQ2PS        Y12, Y12
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      512(SI), Y12, Y3
+	ADDQ             $0x00000200, R10
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
 	ADDQ             $0x00000200, R9
@@ -1395,7 +1458,7 @@ DATA nibbleFloats<>+60(SB)/4, $(15.0)
 GLOBL nibbleFloats<>(SB), RODATA|NOPTR, $64
 
 // func Q4A32Avx512M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Q4A32Avx512M2(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -1435,10 +1498,14 @@ Q4A32Avx512M2_sub:
 	VPXORD    Z9, Z9, Z9
 	VPXORD    Z10, Z10, Z10
 	VPXORD    Z11, Z11, Z11
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x03, R10
+	ADDQ      CX, R10
 
 Q4A32Avx512M2_group:
-	MOVQ             CX, R10
-	VPMOVZXBD        (R10), Z12
+	MOVQ             CX, R11
+	PREFETCHT1       (R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z14
 	VPERMPS          Z1, Z12, Z13
 	VPERMPS          Z1, Z14, Z14
@@ -1446,7 +1513,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      256(SI), Z14, Z12
 	VMULPS           512(SI), Z13, Z13
 	VFMADD231PS      768(SI), Z14, Z13
-	VPMOVZXBD        16(R10), Z14
+	VPMOVZXBD        16(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1454,7 +1521,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      320(SI), Z15, Z12
 	VFMADD231PS      576(SI), Z14, Z13
 	VFMADD231PS      832(SI), Z15, Z13
-	VPMOVZXBD        32(R10), Z14
+	VPMOVZXBD        32(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1462,7 +1529,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      384(SI), Z15, Z12
 	VFMADD231PS      640(SI), Z14, Z13
 	VFMADD231PS      896(SI), Z15, Z13
-	VPMOVZXBD        48(R10), Z14
+	VPMOVZXBD        48(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1472,8 +1539,9 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      960(SI), Z15, Z13
 	VFMADD231PS.BCST (R9), Z12, Z4
 	VFMADD231PS.BCST (R9), Z13, Z5
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       64(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z14
 	VPERMPS          Z1, Z12, Z13
 	VPERMPS          Z1, Z14, Z14
@@ -1481,7 +1549,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      256(SI), Z14, Z12
 	VMULPS           512(SI), Z13, Z13
 	VFMADD231PS      768(SI), Z14, Z13
-	VPMOVZXBD        16(R10), Z14
+	VPMOVZXBD        16(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1489,7 +1557,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      320(SI), Z15, Z12
 	VFMADD231PS      576(SI), Z14, Z13
 	VFMADD231PS      832(SI), Z15, Z13
-	VPMOVZXBD        32(R10), Z14
+	VPMOVZXBD        32(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1497,7 +1565,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      384(SI), Z15, Z12
 	VFMADD231PS      640(SI), Z14, Z13
 	VFMADD231PS      896(SI), Z15, Z13
-	VPMOVZXBD        48(R10), Z14
+	VPMOVZXBD        48(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1507,8 +1575,9 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      960(SI), Z15, Z13
 	VFMADD231PS.BCST 4(R9), Z12, Z6
 	VFMADD231PS.BCST 4(R9), Z13, Z7
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       128(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z14
 	VPERMPS          Z1, Z12, Z13
 	VPERMPS          Z1, Z14, Z14
@@ -1516,7 +1585,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      256(SI), Z14, Z12
 	VMULPS           512(SI), Z13, Z13
 	VFMADD231PS      768(SI), Z14, Z13
-	VPMOVZXBD        16(R10), Z14
+	VPMOVZXBD        16(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1524,7 +1593,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      320(SI), Z15, Z12
 	VFMADD231PS      576(SI), Z14, Z13
 	VFMADD231PS      832(SI), Z15, Z13
-	VPMOVZXBD        32(R10), Z14
+	VPMOVZXBD        32(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1532,7 +1601,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      384(SI), Z15, Z12
 	VFMADD231PS      640(SI), Z14, Z13
 	VFMADD231PS      896(SI), Z15, Z13
-	VPMOVZXBD        48(R10), Z14
+	VPMOVZXBD        48(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1542,8 +1611,9 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      960(SI), Z15, Z13
 	VFMADD231PS.BCST 8(R9), Z12, Z8
 	VFMADD231PS.BCST 8(R9), Z13, Z9
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       192(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z14
 	VPERMPS          Z1, Z12, Z13
 	VPERMPS          Z1, Z14, Z14
@@ -1551,7 +1621,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      256(SI), Z14, Z12
 	VMULPS           512(SI), Z13, Z13
 	VFMADD231PS      768(SI), Z14, Z13
-	VPMOVZXBD        16(R10), Z14
+	VPMOVZXBD        16(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1559,7 +1629,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      320(SI), Z15, Z12
 	VFMADD231PS      576(SI), Z14, Z13
 	VFMADD231PS      832(SI), Z15, Z13
-	VPMOVZXBD        32(R10), Z14
+	VPMOVZXBD        32(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1567,7 +1637,7 @@ Q4A32Avx512M2_group:
 	VFMADD231PS      384(SI), Z15, Z12
 	VFMADD231PS      640(SI), Z14, Z13
 	VFMADD231PS      896(SI), Z15, Z13
-	VPMOVZXBD        48(R10), Z14
+	VPMOVZXBD        48(R11), Z14
 	VPSRLD           $0x04, Z14, Z15
 	VPERMPS          Z1, Z14, Z14
 	VPERMPS          Z1, Z15, Z15
@@ -1587,6 +1657,7 @@ Q4A32Avx512M2_group:
 	VCVTDQ2PS        Y12, Y12
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      1024(SI), Y12, Y3
+	ADDQ             $0x00000100, R10
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
 	ADDQ             $0x00000200, R9
@@ -1659,7 +1730,7 @@ Q4A32Avx512M2_group:
 	RET
 
 // func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Q4A32Avx512M4(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -1699,10 +1770,14 @@ Q4A32Avx512M4_sub:
 	VPXORD    Z9, Z9, Z9
 	VPXORD    Z10, Z10, Z10
 	VPXORD    Z11, Z11, Z11
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x03, R10
+	ADDQ      CX, R10
 
 Q4A32Avx512M4_group:
-	MOVQ             CX, R10
-	VPMOVZXBD        (R10), Z12
+	MOVQ             CX, R11
+	PREFETCHT1       (R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z16
 	VPERMPS          Z1, Z12, Z15
 	VPERMPS          Z1, Z16, Z16
@@ -1714,7 +1789,7 @@ Q4A32Avx512M4_group:
 	VFMADD231PS      1280(SI), Z16, Z14
 	VMULPS           1536(SI), Z15, Z15
 	VFMADD231PS      1792(SI), Z16, Z15
-	VPMOVZXBD        16(R10), Z16
+	VPMOVZXBD        16(R11), Z16
 	VPSRLD           $0x04, Z16, Z17
 	VPERMPS          Z1, Z16, Z16
 	VPERMPS          Z1, Z17, Z17
@@ -1726,7 +1801,7 @@ Q4A32Avx512M4_group:
 	VFMADD231PS      1344(SI), Z17, Z14
 	VFMADD231PS      1600(SI), Z16, Z15
 	VFMADD231PS      1856(SI), Z17, Z15
-	VPMOVZXBD        32(R10), Z16
+	VPMOVZXBD        32(R11), Z16
 	VPSRLD           $0x04, Z16, Z17
 	VPERMPS          Z1, Z16, Z16
 	VPERMPS          Z1, Z17, Z17
@@ -1738,7 +1813,7 @@ Q4A32Avx512M4_group:
 	VFMADD231PS      1408(SI), Z17, Z14
 	VFMADD231PS      1664(SI), Z16, Z15
 	VFMADD231PS      1920(SI), Z17, Z15
-	VPMOVZXBD        48(R10), Z16
+	VPMOVZXBD        48(R11), Z16
 	VPSRLD           $0x04, Z16, Z17
 	VPERMPS          Z1, Z16, Z16
 	VPERMPS          Z1, Z17, Z17
@@ -1754,8 +1829,9 @@ Q4A32Avx512M4_group:
 	VFMADD231PS.BCST (R9), Z13, Z5
 	VFMADD231PS.BCST (R9), Z14, Z6
 	VFMADD231PS.BCST (R9), Z15, Z7
-	ADDQ             R8, R10
-	VPMOVZXBD        (R10), Z12
+	ADDQ             R8, R11
+	PREFETCHT1       64(R10)
+	VPMOVZXBD        (R11), Z12
 	VPSRLD           $0x04, Z12, Z16
 	VPERMPS          Z1, Z12, Z15
 	VPERMPS          Z1, Z16, Z16
@@ -1767,7 +1843,7 @@ Q4A32Avx512M4_group:
 	VFMADD231PS      1280(SI), Z16, Z14
 	VMULPS           1536(SI), Z15, Z15
 	VFMADD231PS      1792(SI), Z16, Z15
-	VPMOVZXBD        16(R10), Z16
+	VPMOVZXBD        16(R11), Z16
 	VPSRLD           $0x04, Z16, Z17
 	VPERMPS          Z1, Z16, Z16
 	VPERMPS          Z1, Z17, Z17
@@ -1779,7 +1855,7 @@ Q4A32Avx512M4_group:
 	VFMADD231PS      1344(SI), Z17, Z14
 	VFMADD231PS      1600(SI), Z16, Z15
 	VFMADD231PS      1856(SI), Z17, Z15
-	VPMOVZXBD        32(R10), Z16
+	VPMOVZXBD        32(R11), Z16
 	VPSRLD           $0x04, Z16, Z17
 	VPERMPS          Z1, Z16, Z16
 	VPERMPS          Z1, Z17, Z17
@@ -1791,7 +1867,7 @@ Q4A32Avx512M4_group:
 	VFMADD231PS      1408(SI), Z17, Z14
 	VFMADD231PS      1664(SI), Z16, Z15
 	VFMADD231PS      1920(SI), Z17, Z15
-	VPMOVZXBD        48(R10), Z16
+	VPMOVZXBD        48(R11), Z16
 	VPSRLD           $0x04, Z16, Z17
 	VPERMPS          Z1, Z16, Z16
 	VPERMPS          Z1, Z17, Z17
@@ -1817,6 +1893,7 @@ Q4A32Avx512M4_group:
 	VCVTDQ2PS        Y12, Y12
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      2048(SI), Y12, Y3
+	ADDQ             $0x00000080, R10
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
 	ADDQ             $0x00000200, R9
@@ -1889,7 +1966,7 @@ Q4A32Avx512M4_group:
 	RET
 
 // func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Q4A32Avx512M8(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -1927,10 +2004,14 @@ Q4A32Avx512M8_sub:
 	VPXORD    Z9, Z9, Z9
 	VPXORD    Z10, Z10, Z10
 	VPXORD    Z11, Z11, Z11
+	MOVQ      stride+8(FP), R9
+	SHLQ      $0x03, R9
+	ADDQ      CX, R9
 
 Q4A32Avx512M8_group:
-	MOVQ             CX, R9
-	VPMOVZXBD        (R9), Z12
+	MOVQ             CX, R10
+	PREFETCHT1       (R9)
+	VPMOVZXBD        (R10), Z12
 	VPSRLD           $0x04, Z12, Z20
 	VPERMPS          Z1, Z12, Z19
 	VPERMPS          Z1, Z20, Z20
@@ -1950,7 +2031,7 @@ Q4A32Avx512M8_group:
 	VFMADD231PS      3328(SI), Z20, Z18
 	VMULPS           3584(SI), Z19, Z19
 	VFMADD231PS      3840(SI), Z20, Z19
-	VPMOVZXBD        16(R9), Z20
+	VPMOVZXBD        16(R10), Z20
 	VPSRLD           $0x04, Z20, Z21
 	VPERMPS          Z1, Z20, Z20
 	VPERMPS          Z1, Z21, Z21
@@ -1970,7 +2051,7 @@ Q4A32Avx512M8_group:
 	VFMADD231PS      3392(SI), Z21, Z18
 	VFMADD231PS      3648(SI), Z20, Z19
 	VFMADD231PS      3904(SI), Z21, Z19
-	VPMOVZXBD        32(R9), Z20
+	VPMOVZXBD        32(R10), Z20
 	VPSRLD           $0x04, Z20, Z21
 	VPERMPS          Z1, Z20, Z20
 	VPERMPS          Z1, Z21, Z21
@@ -1990,7 +2071,7 @@ Q4A32Avx512M8_group:
 	VFMADD231PS      3456(SI), Z21, Z18
 	VFMADD231PS      3712(SI), Z20, Z19
 	VFMADD231PS      3968(SI), Z21, Z19
-	VPMOVZXBD        48(R9), Z20
+	VPMOVZXBD        48(R10), Z20
 	VPSRLD           $0x04, Z20, Z21
 	VPERMPS          Z1, Z20, Z20
 	VPERMPS          Z1, Z21, Z21
@@ -2028,6 +2109,7 @@ Q4A32Avx512M8_group:
 	VCVTDQ2PS        Y12, Y12
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      4096(SI), Y12, Y3
+	ADDQ             $0x00000040, R9
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
 	ADDQ             $0x00000200, R8
@@ -2100,7 +2182,7 @@ Q4A32Avx512M8_group:
 	RET
 
 // func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVXVNNI
+// Requires: AVX, AVX2, AVXVNNI, MMX+
 TEXT ·Q4A8AvxVnniM1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
@@ -2127,6 +2209,9 @@ Q4A8AvxVnniM1_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y13, Y13, Y13
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
 
 Q4A8AvxVnniM1_group:
 	VPXOR       Y0, Y0, Y0
@@ -2137,8 +2222,9 @@ Q4A8AvxVnniM1_group:
 	VPXOR       Y5, Y5, Y5
 	VPXOR       Y6, Y6, Y6
 	VPXOR       Y7, Y7, Y7
-	MOVQ        CX, R9
-	VMOVDQU     (R9), Y8
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2146,7 +2232,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y0
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y0
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2154,8 +2240,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y0
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y0
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2163,7 +2250,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y1
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y1
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2171,8 +2258,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y1
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y1
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  128(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2180,7 +2268,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y2
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y2
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2188,8 +2276,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y2
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y2
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  192(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2197,7 +2286,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y3
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y3
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2205,8 +2294,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y3
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y3
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  256(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2214,7 +2304,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y4
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y4
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2222,8 +2312,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y4
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y4
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  320(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2231,7 +2322,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y5
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y5
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2239,8 +2330,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y5
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y5
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  384(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2248,7 +2340,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y6
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y6
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2256,8 +2348,9 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y6
 	VMOVDQU     96(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y6
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  448(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2265,7 +2358,7 @@ Q4A8AvxVnniM1_group:
 	VPDPBUSD_VEX_Y10_Y8_Y7
 	VMOVDQU     64(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y7
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2307,6 +2400,7 @@ Q4A8AvxVnniM1_group:
 	VCVTDQ2PS   Y1, Y1
 	VMULPS      Y1, Y0, Y0
 	VADDPS      Y0, Y13, Y13
+	ADDQ        $0x00000200, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -2340,7 +2434,7 @@ Q4A8AvxVnniM1_group:
 	RET
 
 // func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·Q4A8Avx2M1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -2370,6 +2464,9 @@ Q4A8Avx2M1_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y3, Y3, Y3
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
 
 Q4A8Avx2M1_group:
 	VPXOR       Y4, Y4, Y4
@@ -2380,8 +2477,9 @@ Q4A8Avx2M1_group:
 	VPXOR       Y9, Y9, Y9
 	VPXOR       Y10, Y10, Y10
 	VPXOR       Y11, Y11, Y11
-	MOVQ        CX, R9
-	VMOVDQU     (R9), Y12
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2391,7 +2489,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y4, Y4
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2401,8 +2499,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y4, Y4
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2412,7 +2511,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y5, Y5
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2422,8 +2521,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y5, Y5
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  128(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2433,7 +2533,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y6, Y6
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2443,8 +2543,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y6, Y6
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  192(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2454,7 +2555,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y7, Y7
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2464,8 +2565,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y7, Y7
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  256(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2475,7 +2577,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y8, Y8
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2485,8 +2587,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y8, Y8
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  320(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2496,7 +2599,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y9, Y9
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2506,8 +2609,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y9, Y9
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  384(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2517,7 +2621,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y10, Y10
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2527,8 +2631,9 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  96(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y10, Y10
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  448(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2538,7 +2643,7 @@ Q4A8Avx2M1_group:
 	VPMADDUBSW  64(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y11, Y11
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2582,6 +2687,7 @@ Q4A8Avx2M1_group:
 	VCVTDQ2PS   Y5, Y5
 	VMULPS      Y5, Y4, Y4
 	VADDPS      Y4, Y3, Y3
+	ADDQ        $0x00000200, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -2615,7 +2721,7 @@ Q4A8Avx2M1_group:
 	RET
 
 // func Q4A8AvxVnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVXVNNI
+// Requires: AVX, AVX2, AVXVNNI, MMX+
 TEXT ·Q4A8AvxVnniM2(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
@@ -2642,6 +2748,9 @@ Q4A8AvxVnniM2_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y13, Y13, Y13
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
 
 Q4A8AvxVnniM2_group:
 	VPXOR       Y0, Y0, Y0
@@ -2652,8 +2761,9 @@ Q4A8AvxVnniM2_group:
 	VPXOR       Y5, Y5, Y5
 	VPXOR       Y6, Y6, Y6
 	VPXOR       Y7, Y7, Y7
-	MOVQ        CX, R9
-	VMOVDQU     (R9), Y8
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2665,7 +2775,7 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y1
 	VMOVDQU     192(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y1
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2677,8 +2787,9 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y1
 	VMOVDQU     224(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y1
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2690,7 +2801,7 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y3
 	VMOVDQU     192(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y3
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2702,8 +2813,9 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y3
 	VMOVDQU     224(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y3
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  128(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2715,7 +2827,7 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y5
 	VMOVDQU     192(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y5
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2727,8 +2839,9 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y5
 	VMOVDQU     224(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y5
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  192(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2740,7 +2853,7 @@ Q4A8AvxVnniM2_group:
 	VPDPBUSD_VEX_Y10_Y8_Y7
 	VMOVDQU     192(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y7
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -2786,6 +2899,7 @@ Q4A8AvxVnniM2_group:
 	VCVTDQ2PS   Y1, Y1
 	VMULPS      Y1, Y0, Y0
 	VADDPS      Y0, Y13, Y13
+	ADDQ        $0x00000100, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -2819,7 +2933,7 @@ Q4A8AvxVnniM2_group:
 	RET
 
 // func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·Q4A8Avx2M2(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -2849,6 +2963,9 @@ Q4A8Avx2M2_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y3, Y3, Y3
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
 
 Q4A8Avx2M2_group:
 	VPXOR       Y4, Y4, Y4
@@ -2859,8 +2976,9 @@ Q4A8Avx2M2_group:
 	VPXOR       Y9, Y9, Y9
 	VPXOR       Y10, Y10, Y10
 	VPXOR       Y11, Y11, Y11
-	MOVQ        CX, R9
-	VMOVDQU     (R9), Y12
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2876,7 +2994,7 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  192(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y5, Y5
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2892,8 +3010,9 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  224(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y5, Y5
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2909,7 +3028,7 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  192(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y7, Y7
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2925,8 +3044,9 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  224(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y7, Y7
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  128(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2942,7 +3062,7 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  192(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y9, Y9
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2958,8 +3078,9 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  224(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y9, Y9
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  192(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -2975,7 +3096,7 @@ Q4A8Avx2M2_group:
 	VPMADDUBSW  192(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y11, Y11
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3025,6 +3146,7 @@ Q4A8Avx2M2_group:
 	VCVTDQ2PS   Y5, Y5
 	VMULPS      Y5, Y4, Y4
 	VADDPS      Y4, Y3, Y3
+	ADDQ        $0x00000100, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -3058,7 +3180,7 @@ Q4A8Avx2M2_group:
 	RET
 
 // func Q4A8AvxVnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVXVNNI
+// Requires: AVX, AVX2, AVXVNNI, MMX+
 TEXT ·Q4A8AvxVnniM4(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
@@ -3085,6 +3207,9 @@ Q4A8AvxVnniM4_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y13, Y13, Y13
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
 
 Q4A8AvxVnniM4_group:
 	VPXOR       Y0, Y0, Y0
@@ -3095,8 +3220,9 @@ Q4A8AvxVnniM4_group:
 	VPXOR       Y5, Y5, Y5
 	VPXOR       Y6, Y6, Y6
 	VPXOR       Y7, Y7, Y7
-	MOVQ        CX, R9
-	VMOVDQU     (R9), Y8
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -3116,7 +3242,7 @@ Q4A8AvxVnniM4_group:
 	VPDPBUSD_VEX_Y10_Y8_Y3
 	VMOVDQU     448(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y3
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -3136,8 +3262,9 @@ Q4A8AvxVnniM4_group:
 	VPDPBUSD_VEX_Y10_Y8_Y3
 	VMOVDQU     480(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y3
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y8
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -3157,7 +3284,7 @@ Q4A8AvxVnniM4_group:
 	VPDPBUSD_VEX_Y10_Y8_Y7
 	VMOVDQU     448(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y7
-	VMOVDQU     32(R9), Y8
+	VMOVDQU     32(R10), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -3211,6 +3338,7 @@ Q4A8AvxVnniM4_group:
 	VCVTDQ2PS   Y1, Y1
 	VMULPS      Y1, Y0, Y0
 	VADDPS      Y0, Y13, Y13
+	ADDQ        $0x00000080, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -3244,7 +3372,7 @@ Q4A8AvxVnniM4_group:
 	RET
 
 // func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·Q4A8Avx2M4(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -3274,6 +3402,9 @@ Q4A8Avx2M4_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y3, Y3, Y3
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
 
 Q4A8Avx2M4_group:
 	VPXOR       Y4, Y4, Y4
@@ -3284,8 +3415,9 @@ Q4A8Avx2M4_group:
 	VPXOR       Y9, Y9, Y9
 	VPXOR       Y10, Y10, Y10
 	VPXOR       Y11, Y11, Y11
-	MOVQ        CX, R9
-	VMOVDQU     (R9), Y12
+	MOVQ        CX, R10
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3313,7 +3445,7 @@ Q4A8Avx2M4_group:
 	VPMADDUBSW  448(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y7, Y7
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3341,8 +3473,9 @@ Q4A8Avx2M4_group:
 	VPMADDUBSW  480(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y7, Y7
-	ADDQ        R8, R9
-	VMOVDQU     (R9), Y12
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3370,7 +3503,7 @@ Q4A8Avx2M4_group:
 	VPMADDUBSW  448(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y11, Y11
-	VMOVDQU     32(R9), Y12
+	VMOVDQU     32(R10), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3432,6 +3565,7 @@ Q4A8Avx2M4_group:
 	VCVTDQ2PS   Y5, Y5
 	VMULPS      Y5, Y4, Y4
 	VADDPS      Y4, Y3, Y3
+	ADDQ        $0x00000080, R9
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -3465,7 +3599,7 @@ Q4A8Avx2M4_group:
 	RET
 
 // func Q4A8AvxVnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, AVXVNNI
+// Requires: AVX, AVX2, AVXVNNI, MMX+
 TEXT ·Q4A8AvxVnniM8(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
@@ -3491,6 +3625,9 @@ Q4A8AvxVnniM8_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y13, Y13, Y13
+	MOVQ    stride+8(FP), R8
+	SHLQ    $0x03, R8
+	ADDQ    CX, R8
 
 Q4A8AvxVnniM8_group:
 	VPXOR       Y0, Y0, Y0
@@ -3501,8 +3638,9 @@ Q4A8AvxVnniM8_group:
 	VPXOR       Y5, Y5, Y5
 	VPXOR       Y6, Y6, Y6
 	VPXOR       Y7, Y7, Y7
-	MOVQ        CX, R8
-	VMOVDQU     (R8), Y8
+	MOVQ        CX, R9
+	PREFETCHT1  (R8)
+	VMOVDQU     (R9), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -3538,7 +3676,7 @@ Q4A8AvxVnniM8_group:
 	VPDPBUSD_VEX_Y10_Y8_Y7
 	VMOVDQU     960(SI), Y10
 	VPDPBUSD_VEX_Y10_Y9_Y7
-	VMOVDQU     32(R8), Y8
+	VMOVDQU     32(R9), Y8
 	VPSRLW      $0x04, Y8, Y9
 	VPAND       Y11, Y8, Y8
 	VPAND       Y11, Y9, Y9
@@ -3608,6 +3746,7 @@ Q4A8AvxVnniM8_group:
 	VCVTDQ2PS   Y1, Y1
 	VMULPS      Y1, Y0, Y0
 	VADDPS      Y0, Y13, Y13
+	ADDQ        $0x00000040, R8
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -3641,7 +3780,7 @@ Q4A8AvxVnniM8_group:
 	RET
 
 // func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·Q4A8Avx2M8(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -3670,6 +3809,9 @@ Q4A8Avx2M8_sub:
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
 	VPXOR   Y3, Y3, Y3
+	MOVQ    stride+8(FP), R8
+	SHLQ    $0x03, R8
+	ADDQ    CX, R8
 
 Q4A8Avx2M8_group:
 	VPXOR       Y4, Y4, Y4
@@ -3680,8 +3822,9 @@ Q4A8Avx2M8_group:
 	VPXOR       Y9, Y9, Y9
 	VPXOR       Y10, Y10, Y10
 	VPXOR       Y11, Y11, Y11
-	MOVQ        CX, R8
-	VMOVDQU     (R8), Y12
+	MOVQ        CX, R9
+	PREFETCHT1  (R8)
+	VMOVDQU     (R9), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3733,7 +3876,7 @@ Q4A8Avx2M8_group:
 	VPMADDUBSW  960(SI), Y13, Y12
 	VPMADDWD    Y1, Y12, Y12
 	VPADDD      Y12, Y11, Y11
-	VMOVDQU     32(R8), Y12
+	VMOVDQU     32(R9), Y12
 	VPSRLW      $0x04, Y12, Y13
 	VPAND       Y0, Y12, Y12
 	VPAND       Y0, Y13, Y13
@@ -3819,6 +3962,7 @@ Q4A8Avx2M8_group:
 	VCVTDQ2PS   Y5, Y5
 	VMULPS      Y5, Y4, Y4
 	VADDPS      Y4, Y3, Y3
+	ADDQ        $0x00000040, R8
 	ADDQ        $0x00000040, CX
 	ADDQ        $0x00000200, DX
 	ADDQ        $0x00000040, BX
@@ -3852,7 +3996,7 @@ Q4A8Avx2M8_group:
 	RET
 
 // func Q4A32Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Q4A32Avx2M1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -3887,59 +4031,63 @@ Q4A32Avx2M1_sub:
 	VXORPS  Y4, Y4, Y4
 	VXORPS  Y5, Y5, Y5
 	VXORPS  Y6, Y6, Y6
+	MOVQ    stride+8(FP), R10
+	SHLQ    $0x02, R10
+	ADDQ    CX, R10
 
 Q4A32Avx2M1_group:
-	MOVQ         CX, R10
-	VPMOVZXBD    (R10), Y7
+	MOVQ         CX, R11
+	PREFETCHT1   (R10)
+	VPMOVZXBD    (R11), Y7
 	VPSRLD       $0x04, Y7, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       (SI), Y7, Y7
 	VFMADD231PS  256(SI), Y8, Y7
-	VPMOVZXBD    8(R10), Y8
+	VPMOVZXBD    8(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  32(SI), Y8, Y7
 	VFMADD231PS  288(SI), Y9, Y7
-	VPMOVZXBD    16(R10), Y8
+	VPMOVZXBD    16(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  64(SI), Y8, Y7
 	VFMADD231PS  320(SI), Y9, Y7
-	VPMOVZXBD    24(R10), Y8
+	VPMOVZXBD    24(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  96(SI), Y8, Y7
 	VFMADD231PS  352(SI), Y9, Y7
-	VPMOVZXBD    32(R10), Y8
+	VPMOVZXBD    32(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  128(SI), Y8, Y7
 	VFMADD231PS  384(SI), Y9, Y7
-	VPMOVZXBD    40(R10), Y8
+	VPMOVZXBD    40(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  160(SI), Y8, Y7
 	VFMADD231PS  416(SI), Y9, Y7
-	VPMOVZXBD    48(R10), Y8
+	VPMOVZXBD    48(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  192(SI), Y8, Y7
 	VFMADD231PS  448(SI), Y9, Y7
-	VPMOVZXBD    56(R10), Y8
+	VPMOVZXBD    56(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
@@ -3948,57 +4096,58 @@ Q4A32Avx2M1_group:
 	VFMADD231PS  480(SI), Y9, Y7
 	VBROADCASTSS (R9), Y8
 	VFMADD231PS  Y7, Y8, Y3
-	ADDQ         R8, R10
-	VPMOVZXBD    (R10), Y7
+	ADDQ         R8, R11
+	PREFETCHT1   64(R10)
+	VPMOVZXBD    (R11), Y7
 	VPSRLD       $0x04, Y7, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       (SI), Y7, Y7
 	VFMADD231PS  256(SI), Y8, Y7
-	VPMOVZXBD    8(R10), Y8
+	VPMOVZXBD    8(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  32(SI), Y8, Y7
 	VFMADD231PS  288(SI), Y9, Y7
-	VPMOVZXBD    16(R10), Y8
+	VPMOVZXBD    16(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  64(SI), Y8, Y7
 	VFMADD231PS  320(SI), Y9, Y7
-	VPMOVZXBD    24(R10), Y8
+	VPMOVZXBD    24(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  96(SI), Y8, Y7
 	VFMADD231PS  352(SI), Y9, Y7
-	VPMOVZXBD    32(R10), Y8
+	VPMOVZXBD    32(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  128(SI), Y8, Y7
 	VFMADD231PS  384(SI), Y9, Y7
-	VPMOVZXBD    40(R10), Y8
+	VPMOVZXBD    40(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  160(SI), Y8, Y7
 	VFMADD231PS  416(SI), Y9, Y7
-	VPMOVZXBD    48(R10), Y8
+	VPMOVZXBD    48(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  192(SI), Y8, Y7
 	VFMADD231PS  448(SI), Y9, Y7
-	VPMOVZXBD    56(R10), Y8
+	VPMOVZXBD    56(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
@@ -4007,57 +4156,58 @@ Q4A32Avx2M1_group:
 	VFMADD231PS  480(SI), Y9, Y7
 	VBROADCASTSS 4(R9), Y8
 	VFMADD231PS  Y7, Y8, Y4
-	ADDQ         R8, R10
-	VPMOVZXBD    (R10), Y7
+	ADDQ         R8, R11
+	PREFETCHT1   128(R10)
+	VPMOVZXBD    (R11), Y7
 	VPSRLD       $0x04, Y7, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       (SI), Y7, Y7
 	VFMADD231PS  256(SI), Y8, Y7
-	VPMOVZXBD    8(R10), Y8
+	VPMOVZXBD    8(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  32(SI), Y8, Y7
 	VFMADD231PS  288(SI), Y9, Y7
-	VPMOVZXBD    16(R10), Y8
+	VPMOVZXBD    16(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  64(SI), Y8, Y7
 	VFMADD231PS  320(SI), Y9, Y7
-	VPMOVZXBD    24(R10), Y8
+	VPMOVZXBD    24(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  96(SI), Y8, Y7
 	VFMADD231PS  352(SI), Y9, Y7
-	VPMOVZXBD    32(R10), Y8
+	VPMOVZXBD    32(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  128(SI), Y8, Y7
 	VFMADD231PS  384(SI), Y9, Y7
-	VPMOVZXBD    40(R10), Y8
+	VPMOVZXBD    40(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  160(SI), Y8, Y7
 	VFMADD231PS  416(SI), Y9, Y7
-	VPMOVZXBD    48(R10), Y8
+	VPMOVZXBD    48(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  192(SI), Y8, Y7
 	VFMADD231PS  448(SI), Y9, Y7
-	VPMOVZXBD    56(R10), Y8
+	VPMOVZXBD    56(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
@@ -4066,57 +4216,58 @@ Q4A32Avx2M1_group:
 	VFMADD231PS  480(SI), Y9, Y7
 	VBROADCASTSS 8(R9), Y8
 	VFMADD231PS  Y7, Y8, Y5
-	ADDQ         R8, R10
-	VPMOVZXBD    (R10), Y7
+	ADDQ         R8, R11
+	PREFETCHT1   192(R10)
+	VPMOVZXBD    (R11), Y7
 	VPSRLD       $0x04, Y7, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       (SI), Y7, Y7
 	VFMADD231PS  256(SI), Y8, Y7
-	VPMOVZXBD    8(R10), Y8
+	VPMOVZXBD    8(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  32(SI), Y8, Y7
 	VFMADD231PS  288(SI), Y9, Y7
-	VPMOVZXBD    16(R10), Y8
+	VPMOVZXBD    16(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  64(SI), Y8, Y7
 	VFMADD231PS  320(SI), Y9, Y7
-	VPMOVZXBD    24(R10), Y8
+	VPMOVZXBD    24(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  96(SI), Y8, Y7
 	VFMADD231PS  352(SI), Y9, Y7
-	VPMOVZXBD    32(R10), Y8
+	VPMOVZXBD    32(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  128(SI), Y8, Y7
 	VFMADD231PS  384(SI), Y9, Y7
-	VPMOVZXBD    40(R10), Y8
+	VPMOVZXBD    40(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  160(SI), Y8, Y7
 	VFMADD231PS  416(SI), Y9, Y7
-	VPMOVZXBD    48(R10), Y8
+	VPMOVZXBD    48(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  192(SI), Y8, Y7
 	VFMADD231PS  448(SI), Y9, Y7
-	VPMOVZXBD    56(R10), Y8
+	VPMOVZXBD    56(R11), Y8
 	VPSRLD       $0x04, Y8, Y9
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
@@ -4125,8 +4276,8 @@ Q4A32Avx2M1_group:
 	VFMADD231PS  480(SI), Y9, Y7
 	VBROADCASTSS 12(R9), Y8
 	VFMADD231PS  Y7, Y8, Y6
-	MOVWLZX      (BX), R10
-	VMOVD        R10, X7
+	MOVWLZX      (BX), R11
+	VMOVD        R11, X7
 	VPSRLW       $0x04, X7, X8
 	VPUNPCKLBW   X8, X7, X7
 	VPAND        X0, X7, X7
@@ -4137,6 +4288,7 @@ Q4A32Avx2M1_group:
 	VCVTDQ2PS    X7, X7
 	VMULPS       X8, X7, X7
 	VFMADD231PS  512(SI), X7, X2
+	ADDQ         $0x00000100, R10
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000200, DX
 	ADDQ         $0x00000200, R9
@@ -4183,7 +4335,7 @@ Q4A32Avx2M1_group:
 	RET
 
 // func Q4A32Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Q4A32Avx2M2(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -4218,10 +4370,14 @@ Q4A32Avx2M2_sub:
 	VXORPS  Y4, Y4, Y4
 	VXORPS  Y5, Y5, Y5
 	VXORPS  Y6, Y6, Y6
+	MOVQ    stride+8(FP), R10
+	SHLQ    $0x02, R10
+	ADDQ    CX, R10
 
 Q4A32Avx2M2_group:
-	MOVQ         CX, R10
-	VPMOVZXBD    (R10), Y7
+	MOVQ         CX, R11
+	PREFETCHT1   (R10)
+	VPMOVZXBD    (R11), Y7
 	VPSRLD       $0x04, Y7, Y9
 	VPAND        Y7, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
@@ -4230,7 +4386,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  256(SI), Y9, Y7
 	VMULPS       512(SI), Y8, Y8
 	VFMADD231PS  768(SI), Y9, Y8
-	VPMOVZXBD    8(R10), Y9
+	VPMOVZXBD    8(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4239,7 +4395,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  288(SI), Y10, Y7
 	VFMADD231PS  544(SI), Y9, Y8
 	VFMADD231PS  800(SI), Y10, Y8
-	VPMOVZXBD    16(R10), Y9
+	VPMOVZXBD    16(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4248,7 +4404,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  320(SI), Y10, Y7
 	VFMADD231PS  576(SI), Y9, Y8
 	VFMADD231PS  832(SI), Y10, Y8
-	VPMOVZXBD    24(R10), Y9
+	VPMOVZXBD    24(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4257,7 +4413,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  352(SI), Y10, Y7
 	VFMADD231PS  608(SI), Y9, Y8
 	VFMADD231PS  864(SI), Y10, Y8
-	VPMOVZXBD    32(R10), Y9
+	VPMOVZXBD    32(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4266,7 +4422,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  384(SI), Y10, Y7
 	VFMADD231PS  640(SI), Y9, Y8
 	VFMADD231PS  896(SI), Y10, Y8
-	VPMOVZXBD    40(R10), Y9
+	VPMOVZXBD    40(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4275,7 +4431,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  416(SI), Y10, Y7
 	VFMADD231PS  672(SI), Y9, Y8
 	VFMADD231PS  928(SI), Y10, Y8
-	VPMOVZXBD    48(R10), Y9
+	VPMOVZXBD    48(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4284,7 +4440,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  448(SI), Y10, Y7
 	VFMADD231PS  704(SI), Y9, Y8
 	VFMADD231PS  960(SI), Y10, Y8
-	VPMOVZXBD    56(R10), Y9
+	VPMOVZXBD    56(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4297,8 +4453,9 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  Y7, Y9, Y3
 	VBROADCASTSS (R9), Y7
 	VFMADD231PS  Y8, Y7, Y4
-	ADDQ         R8, R10
-	VPMOVZXBD    (R10), Y7
+	ADDQ         R8, R11
+	PREFETCHT1   64(R10)
+	VPMOVZXBD    (R11), Y7
 	VPSRLD       $0x04, Y7, Y9
 	VPAND        Y7, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
@@ -4307,7 +4464,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  256(SI), Y9, Y7
 	VMULPS       512(SI), Y8, Y8
 	VFMADD231PS  768(SI), Y9, Y8
-	VPMOVZXBD    8(R10), Y9
+	VPMOVZXBD    8(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4316,7 +4473,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  288(SI), Y10, Y7
 	VFMADD231PS  544(SI), Y9, Y8
 	VFMADD231PS  800(SI), Y10, Y8
-	VPMOVZXBD    16(R10), Y9
+	VPMOVZXBD    16(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4325,7 +4482,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  320(SI), Y10, Y7
 	VFMADD231PS  576(SI), Y9, Y8
 	VFMADD231PS  832(SI), Y10, Y8
-	VPMOVZXBD    24(R10), Y9
+	VPMOVZXBD    24(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4334,7 +4491,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  352(SI), Y10, Y7
 	VFMADD231PS  608(SI), Y9, Y8
 	VFMADD231PS  864(SI), Y10, Y8
-	VPMOVZXBD    32(R10), Y9
+	VPMOVZXBD    32(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4343,7 +4500,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  384(SI), Y10, Y7
 	VFMADD231PS  640(SI), Y9, Y8
 	VFMADD231PS  896(SI), Y10, Y8
-	VPMOVZXBD    40(R10), Y9
+	VPMOVZXBD    40(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4352,7 +4509,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  416(SI), Y10, Y7
 	VFMADD231PS  672(SI), Y9, Y8
 	VFMADD231PS  928(SI), Y10, Y8
-	VPMOVZXBD    48(R10), Y9
+	VPMOVZXBD    48(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4361,7 +4518,7 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  448(SI), Y10, Y7
 	VFMADD231PS  704(SI), Y9, Y8
 	VFMADD231PS  960(SI), Y10, Y8
-	VPMOVZXBD    56(R10), Y9
+	VPMOVZXBD    56(R11), Y9
 	VPSRLD       $0x04, Y9, Y10
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
@@ -4374,8 +4531,8 @@ Q4A32Avx2M2_group:
 	VFMADD231PS  Y7, Y9, Y5
 	VBROADCASTSS 4(R9), Y7
 	VFMADD231PS  Y8, Y7, Y6
-	MOVWLZX      (BX), R10
-	VMOVD        R10, X7
+	MOVWLZX      (BX), R11
+	VMOVD        R11, X7
 	VPSRLW       $0x04, X7, X8
 	VPUNPCKLBW   X8, X7, X7
 	VPAND        X0, X7, X7
@@ -4386,6 +4543,7 @@ Q4A32Avx2M2_group:
 	VCVTDQ2PS    X7, X7
 	VMULPS       X8, X7, X7
 	VFMADD231PS  1024(SI), X7, X2
+	ADDQ         $0x00000080, R10
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000200, DX
 	ADDQ         $0x00000200, R9
@@ -4432,7 +4590,7 @@ Q4A32Avx2M2_group:
 	RET
 
 // func Q4A32Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Q4A32Avx2M4(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -4465,10 +4623,14 @@ Q4A32Avx2M4_sub:
 	VXORPS  Y4, Y4, Y4
 	VXORPS  Y5, Y5, Y5
 	VXORPS  Y6, Y6, Y6
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x02, R9
+	ADDQ    CX, R9
 
 Q4A32Avx2M4_group:
-	MOVQ         CX, R9
-	VPMOVZXBD    (R9), Y7
+	MOVQ         CX, R10
+	PREFETCHT1   (R9)
+	VPMOVZXBD    (R10), Y7
 	VPSRLD       $0x04, Y7, Y11
 	VPAND        Y7, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
@@ -4481,7 +4643,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1280(SI), Y11, Y9
 	VMULPS       1536(SI), Y10, Y10
 	VFMADD231PS  1792(SI), Y11, Y10
-	VPMOVZXBD    8(R9), Y11
+	VPMOVZXBD    8(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4494,7 +4656,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1312(SI), Y12, Y9
 	VFMADD231PS  1568(SI), Y11, Y10
 	VFMADD231PS  1824(SI), Y12, Y10
-	VPMOVZXBD    16(R9), Y11
+	VPMOVZXBD    16(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4507,7 +4669,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1344(SI), Y12, Y9
 	VFMADD231PS  1600(SI), Y11, Y10
 	VFMADD231PS  1856(SI), Y12, Y10
-	VPMOVZXBD    24(R9), Y11
+	VPMOVZXBD    24(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4520,7 +4682,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1376(SI), Y12, Y9
 	VFMADD231PS  1632(SI), Y11, Y10
 	VFMADD231PS  1888(SI), Y12, Y10
-	VPMOVZXBD    32(R9), Y11
+	VPMOVZXBD    32(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4533,7 +4695,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1408(SI), Y12, Y9
 	VFMADD231PS  1664(SI), Y11, Y10
 	VFMADD231PS  1920(SI), Y12, Y10
-	VPMOVZXBD    40(R9), Y11
+	VPMOVZXBD    40(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4546,7 +4708,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1440(SI), Y12, Y9
 	VFMADD231PS  1696(SI), Y11, Y10
 	VFMADD231PS  1952(SI), Y12, Y10
-	VPMOVZXBD    48(R9), Y11
+	VPMOVZXBD    48(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4559,7 +4721,7 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  1472(SI), Y12, Y9
 	VFMADD231PS  1728(SI), Y11, Y10
 	VFMADD231PS  1984(SI), Y12, Y10
-	VPMOVZXBD    56(R9), Y11
+	VPMOVZXBD    56(R10), Y11
 	VPSRLD       $0x04, Y11, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
@@ -4580,8 +4742,8 @@ Q4A32Avx2M4_group:
 	VFMADD231PS  Y9, Y7, Y5
 	VBROADCASTSS (R8), Y7
 	VFMADD231PS  Y10, Y7, Y6
-	MOVWLZX      (BX), R9
-	VMOVD        R9, X7
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X7
 	VPSRLW       $0x04, X7, X8
 	VPUNPCKLBW   X8, X7, X7
 	VPAND        X0, X7, X7
@@ -4592,6 +4754,7 @@ Q4A32Avx2M4_group:
 	VCVTDQ2PS    X7, X7
 	VMULPS       X8, X7, X7
 	VFMADD231PS  2048(SI), X7, X2
+	ADDQ         $0x00000040, R9
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000200, DX
 	ADDQ         $0x00000200, R8

@@ -144,6 +144,20 @@ func subTilePtrs(u GPVirtual, r int) (wp, scp, zp, ap, g GPVirtual) {
 	return wp, param("sc"), param("z"), param("act"), param("groups")
 }
 
+// nextTile returns a pointer to the sub-tile's rows in the next super tile
+// (wp + lanes*stride). Those rows are one contiguous block, so prefetching
+// it 64 bytes per weight line processed (PREFETCHT1, into L2) turns the
+// tile's many short row streams into one sequential stream for DRAM and
+// the prefetchers; a sub-tile of R rows over all groups covers exactly its
+// R rows of the next tile. Prefetches past the matrix never fault.
+func nextTile(wp GPVirtual, lanes int) GPVirtual {
+	pf := GP64()
+	MOVQ(param("stride"), pf)
+	SHLQ(U8(log2(lanes)), pf)
+	ADDQ(wp, pf)
+	return pf
+}
+
 // loadPerm loads permutation vector u (lanes int32) into dst; evex for
 // kernels whose registers may be X16..X31.
 func loadPerm(u GPVirtual, lanes int, dst VecVirtual, evex bool) {
@@ -382,6 +396,7 @@ func a8AVX512(m int) {
 		LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
 		accF := ZMM()
 		VPXORD(accF, accF, accF)
+		pf := nextTile(wp, L)
 
 		Label(name + "_group")
 		// For small batches the activations of the group stay in registers
@@ -409,6 +424,7 @@ func a8AVX512(m int) {
 			src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
 				{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
 			lo, hi := ZMM(), ZMM()
+			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
 			VMOVDQU64(src, lo)
 			VPSRLW(U8(4), lo, hi)
 			VPANDD(lo, mask, lo)
@@ -424,6 +440,7 @@ func a8AVX512(m int) {
 		isum := reduce16(acc)
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() }, true)
 
+		ADDQ(U32(64*r), pf)
 		ADDQ(U32(64), wp)
 		ADDQ(U32(512), scp)
 		ADDQ(U32(64), zp)
@@ -552,6 +569,7 @@ func a8YMM(m int, mode a8Mode) {
 		stride := param("stride")
 		accF := YMM()
 		VPXOR(accF, accF, accF)
+		pf := nextTile(wp, L)
 
 		Label(name + "_group")
 		// Activation operands: half h (32 bytes) of the even and odd
@@ -572,6 +590,7 @@ func a8YMM(m int, mode a8Mode) {
 		row := GP64()
 		MOVQ(wp, row)
 		for i := 0; i < r; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
 			for h := 0; h < 2; h++ {
 				if mode != modeAVXVNNI {
 					lo, hi = YMM(), YMM()
@@ -610,6 +629,7 @@ func a8YMM(m int, mode a8Mode) {
 		isum := reduce8Y(acc, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() }, false)
 
+		ADDQ(U32(64*r), pf)
 		ADDQ(U32(64), wp)
 		ADDQ(U32(512), scp)
 		ADDQ(U32(64), zp)
@@ -680,10 +700,13 @@ func a32(m int, avx512 bool) {
 			zero(acc[k], acc[k], acc[k])
 		}
 
+		pf := nextTile(wp, L)
+
 		Label(name + "_group")
 		row := GP64()
 		MOVQ(wp, row)
 		for i := 0; i < r; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
 			dots := make([]VecVirtual, m)
 			for v := range dots {
 				dots[v] = vec()
@@ -744,6 +767,7 @@ func a32(m int, avx512 bool) {
 		VMULPS(sl, zl, zl)
 		VFMADD231PS(Mem{Base: ap, Disp: 512 * m}, zl, corr)
 
+		ADDQ(U32(64*r), pf)
 		ADDQ(U32(64), wp)
 		ADDQ(U32(512), scp)
 		ADDQ(U32(512), scr)
