@@ -15,7 +15,7 @@ import (
 // "// Requires:" lines by TestRequiresCoverKernels); cpuid reports the AVX
 // families only when the OS saves their registers.
 const (
-	AVX512VNNI ISA = "avx512vnni" // AVX-512 VNNI W4A8 on ZMM, AVX-512F W4A32
+	AVX512VNNI ISA = "avx512vnni" // AVX-512 VNNI (+GFNI) W4A8 on ZMM, AVX-512F W4A32
 	AVXVNNI    ISA = "avxvnni"    // AVX-VNNI W4A8 (VEX VPDPBUSD on YMM), AVX2 W4A32
 	AVX2       ISA = "avx2"       // AVX2 W4A8 (VPMADDUBSW), AVX2 W4A32
 )
@@ -64,7 +64,7 @@ func init() {
 	}
 	var sets []*kernelSet
 	for _, d := range []def{
-		{AVX512VNNI, []string{"AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512VL", "AVX512VNNI"}, a8Avx512, a32Av512},
+		{AVX512VNNI, []string{"AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512VL", "AVX512VNNI", "GFNI"}, a8Avx512, a32Av512},
 		{AVXVNNI, []string{"AVX", "AVX2", "FMA3", "AVXVNNI"}, a8AvxVnn, a32Avx2},
 		{AVX2, []string{"AVX", "AVX2", "FMA3"}, a8Avx2, a32Avx2},
 	} {

@@ -29,7 +29,7 @@ func missing(features []string) []string {
 func Features() string {
 	var b strings.Builder
 	for i, f := range []cpuid.FeatureID{cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C, cpuid.BMI2,
-		cpuid.AVXVNNI, cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI, cpuid.AMXINT8} {
+		cpuid.AVXVNNI, cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI, cpuid.GFNI, cpuid.AMXINT8} {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
