@@ -5,11 +5,11 @@ go 1.26.8
 require (
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/mmcloughlin/avo v0.6.0
+	golang.org/x/sys v0.41.0
 )
 
 require (
 	golang.org/x/mod v0.21.0 // indirect
 	golang.org/x/sync v0.8.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/tools v0.25.1 // indirect
 )

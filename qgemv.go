@@ -68,12 +68,22 @@ func WithBackend(name string) Option { return func(o *dispatch.Options) { o.Back
 // WithThreads bounds the CPU goroutines one multiply may use.
 func WithThreads(n int) Option { return func(o *dispatch.Options) { o.Threads = n } }
 
+// WithHugePages makes Load copy each matrix into memory backed by
+// transparent huge pages (Linux; CPU backend), freed by Matrix.Close.
+// Streaming weights through 2 MiB pages measured about 10% faster on one
+// core; the cost is the copy at load time and its memory while the
+// caller still holds the original.
+func WithHugePages(on bool) Option { return func(o *dispatch.Options) { o.HugePages = on } }
+
 // Engine is an opened backend. It is safe for concurrent use.
 type Engine struct {
 	mu     sync.RWMutex
 	be     dispatch.Backend
 	report dispatch.Report
 	closed bool
+
+	matsMu sync.Mutex
+	mats   map[*Matrix]struct{} // loaded and not yet closed
 }
 
 // Open probes the machine and opens the best backend (or the one forced by
@@ -87,7 +97,7 @@ func Open(opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: open: %w", err)
 	}
-	return &Engine{be: be, report: r}, nil
+	return &Engine{be: be, report: r, mats: map[*Matrix]struct{}{}}, nil
 }
 
 // Backend returns the name of the engine's backend, e.g. "cpu-generic".
@@ -113,7 +123,8 @@ func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
 	return nil
 }
 
-// Close releases the engine. Matrices loaded on it become unusable.
+// Close releases the engine and every matrix still loaded on it; those
+// matrices return ErrClosed afterwards.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -121,7 +132,20 @@ func (e *Engine) Close() error {
 		return ErrClosed
 	}
 	e.closed = true
-	return e.be.Close()
+	e.matsMu.Lock()
+	mats := e.mats
+	e.mats = nil
+	e.matsMu.Unlock()
+	var first error
+	for m := range mats {
+		if err := m.close(false); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := e.be.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
 }
 
 // Matrix is a quantized matrix loaded onto an engine.
@@ -149,7 +173,11 @@ func (e *Engine) Load(m *layout.Q4G128) (*Matrix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: load: %w", err)
 	}
-	return &Matrix{e: e, m: dm, rows: m.Rows, cols: m.Cols, pcols: m.PCols}, nil
+	mat := &Matrix{e: e, m: dm, rows: m.Rows, cols: m.Cols, pcols: m.PCols}
+	e.matsMu.Lock()
+	e.mats[mat] = struct{}{}
+	e.matsMu.Unlock()
+	return mat, nil
 }
 
 // Rows returns the number of outputs per vector.
@@ -206,13 +234,20 @@ func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) erro
 	return nil
 }
 
-// Close releases the matrix.
-func (m *Matrix) Close() error {
+// Close releases the matrix and what the backend allocated for it.
+func (m *Matrix) Close() error { return m.close(true) }
+
+func (m *Matrix) close(unregister bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
 	m.closed = true
-	return nil
+	if unregister {
+		m.e.matsMu.Lock()
+		delete(m.e.mats, m)
+		m.e.matsMu.Unlock()
+	}
+	return m.m.Close()
 }

@@ -14,7 +14,9 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -134,12 +136,18 @@ type Config struct {
 	// Threads is the number of goroutines a multiply may use; 0 means
 	// runtime.GOMAXPROCS(0).
 	Threads int
+	// HugePages makes Load copy each matrix into memory backed by
+	// transparent huge pages (Linux; ordinary memory elsewhere) instead
+	// of using it in place: weights then stream without a TLB miss every
+	// 4 KiB. The copy is freed by Matrix.Close.
+	HugePages bool
 }
 
 // Backend runs multiplies on the CPU with one kernel set.
 type Backend struct {
 	set     *kernelSet
 	threads int
+	huge    bool
 }
 
 // New returns a CPU backend. A forced ISA that is unknown or that this CPU
@@ -163,7 +171,7 @@ func New(cfg Config) (*Backend, error) {
 	if t == 0 {
 		t = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{set: k, threads: t}, nil
+	return &Backend{set: k, threads: t, huge: cfg.HugePages}, nil
 }
 
 // ISA returns the backend's kernel set.
@@ -172,20 +180,61 @@ func (b *Backend) ISA() ISA { return b.set.isa }
 // Threads returns the number of goroutines a multiply may use.
 func (b *Backend) Threads() int { return b.threads }
 
-// Matrix is a Q4G128 matrix bound to a CPU backend. It is safe for
-// concurrent use; the matrix must not be modified while loaded.
+// Matrix is a Q4G128 matrix bound to a CPU backend. Multiplies are safe
+// for concurrent use; Close must not run concurrently with them. The
+// matrix must not be modified while loaded.
 type Matrix struct {
-	b *Backend
-	m *layout.Q4G128
+	b      *Backend
+	m      *layout.Q4G128
+	block  *hugemem.Block // the huge-page copy, if any
+	closed atomic.Bool
 }
 
+// ErrClosed is returned by a multiply on a closed matrix.
+var ErrClosed = errors.New("cpu: matrix is closed")
+
 // Load validates m and binds it to the backend. The matrix is used in
-// place, not copied.
+// place, or copied into huge-page memory if the backend was configured
+// with HugePages.
 func (b *Backend) Load(m *layout.Q4G128) (*Matrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &Matrix{b: b, m: m}, nil
+	mx := &Matrix{b: b, m: m}
+	if b.huge {
+		mx.m, mx.block = hugeCopy(m)
+		runtime.SetFinalizer(mx, (*Matrix).Close) // backstop; Close is the API
+	}
+	return mx, nil
+}
+
+// hugeCopy copies m's weights, scales and zeros into one huge-page block.
+func hugeCopy(m *layout.Q4G128) (*layout.Q4G128, *hugemem.Block) {
+	align := func(n int) int { return (n + 63) &^ 63 }
+	nw, ns, nz := len(m.Weights), 4*len(m.Scales), len(m.Zeros)
+	blk := hugemem.Alloc(align(nw) + align(ns) + nz)
+	c := *m
+	c.Weights = blk.Bytes[:nw:nw]
+	copy(c.Weights, m.Weights)
+	sb := blk.Bytes[align(nw) : align(nw)+ns]
+	c.Scales = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(sb))), len(m.Scales))
+	copy(c.Scales, m.Scales)
+	c.Zeros = blk.Bytes[align(nw)+align(ns):][:nz:nz]
+	copy(c.Zeros, m.Zeros)
+	return &c, blk
+}
+
+// Close releases the matrix (and its huge-page copy). Multiplies after
+// Close return ErrClosed.
+func (mx *Matrix) Close() error {
+	if mx.closed.Swap(true) {
+		return ErrClosed
+	}
+	if mx.block != nil {
+		runtime.SetFinalizer(mx, nil)
+		mx.block.Free()
+	}
+	return nil
 }
 
 // Q4G128 returns the loaded matrix.
@@ -195,6 +244,9 @@ func (mx *Matrix) Q4G128() *layout.Q4G128 { return mx.m }
 var ErrBatch = errors.New("cpu: batch must be between 1 and 16")
 
 func (mx *Matrix) checkBatch(batch int) error {
+	if mx.closed.Load() {
+		return ErrClosed
+	}
 	if batch < 1 || batch > maxBatch {
 		return fmt.Errorf("%w (got %d)", ErrBatch, batch)
 	}

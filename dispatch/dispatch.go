@@ -33,6 +33,8 @@ type Options struct {
 	Backend string
 	// Threads bounds the CPU goroutines per multiply; 0 means GOMAXPROCS.
 	Threads int
+	// HugePages copies matrices into huge-page memory at Load (CPU).
+	HugePages bool
 }
 
 // Matrix is a matrix loaded onto a backend.
@@ -44,6 +46,8 @@ type Matrix interface {
 	MulA8(dst, x []float32, batch int) error
 	// MulI8 multiplies activations already quantized by layout.QuantizeA8.
 	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
+	// Close releases what Load allocated.
+	Close() error
 }
 
 // Backend runs multiplies.
@@ -141,9 +145,9 @@ func Open(opts Options) (Backend, Report, error) {
 func open(name string, opts Options) (Backend, error) {
 	switch {
 	case name == "cpu":
-		return newCPU(cpu.Config{Threads: opts.Threads})
+		return newCPU(cpu.Config{Threads: opts.Threads, HugePages: opts.HugePages})
 	case strings.HasPrefix(name, "cpu-"):
-		return newCPU(cpu.Config{ISA: cpu.ISA(strings.TrimPrefix(name, "cpu-")), Threads: opts.Threads})
+		return newCPU(cpu.Config{ISA: cpu.ISA(strings.TrimPrefix(name, "cpu-")), Threads: opts.Threads, HugePages: opts.HugePages})
 	case name == "opencl" || name == "cuda":
 		return openGPU(name, opts)
 	}

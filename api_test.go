@@ -1,0 +1,113 @@
+package qgemv_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// TestHugePagesSameResults: a matrix copied into huge-page memory gives
+// bit-identical results, and closing the engine closes its matrices.
+func TestHugePagesSameResults(t *testing.T) {
+	m, err := synth.Q4G128(300, 1000, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := synth.Vector(2*1000, 8)
+	var want [2][]float32
+	for i, huge := range []bool{false, true} {
+		eng, err := qgemv.Open(qgemv.WithHugePages(huge))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mat, err := eng.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+			y := make([]float32, 2*300)
+			if err := mat.Mul(y, x, 2, act); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				want[j] = y
+				continue
+			}
+			for k := range y {
+				if y[k] != want[j][k] {
+					t.Fatalf("%v: huge-page copy differs at %d: %v vs %v", act, k, y[k], want[j][k])
+				}
+			}
+		}
+		if err := eng.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := mat.Mul(make([]float32, 300), x[:1000], 1, qgemv.A8); !errors.Is(err, qgemv.ErrClosed) {
+			t.Fatalf("multiply after engine Close: %v", err)
+		}
+		if err := mat.Close(); !errors.Is(err, qgemv.ErrClosed) {
+			t.Fatalf("second close: %v", err)
+		}
+	}
+}
+
+func TestAPIBadInput(t *testing.T) {
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu-generic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eng.Backend() != "cpu-generic" {
+		t.Fatalf("backend %s", eng.Backend())
+	}
+	if _, err := eng.Load(nil); err == nil {
+		t.Error("Load(nil) accepted")
+	}
+	bad, _ := layout.NewQ4G128(4, 4)
+	bad.Scales[0] = float32(rand.NormFloat64()) / 0 // +-Inf
+	if _, err := eng.Load(bad); err == nil {
+		t.Error("Load accepted an infinite scale")
+	}
+	m, _ := layout.NewQ4G128(4, 130)
+	mat, err := eng.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, x := make([]float32, 4), make([]float32, 130)
+	if err := mat.Mul(y, x, 1, qgemv.Activation(7)); err == nil {
+		t.Error("unknown activation accepted")
+	}
+	if err := mat.MulInt8(y, make([]int8, 130), make([]float32, 2), 1); err == nil {
+		t.Error("MulInt8 accepted xq shorter than PCols")
+	}
+	if err := mat.MulInt8(y, make([]int8, 256), make([]float32, 2), 1); err != nil {
+		t.Errorf("MulInt8 with padded xq: %v", err)
+	}
+	if err := eng.QuantizeA8(make([]int8, 128), make([]float32, 2), x); err == nil {
+		t.Error("QuantizeA8 accepted mismatched lengths")
+	}
+	if _, err := qgemv.Open(qgemv.WithBackend("nope")); err == nil {
+		t.Error("unknown backend opened")
+	}
+	if _, err := qgemv.Open(qgemv.WithThreads(-2)); err == nil {
+		t.Error("negative threads accepted")
+	}
+	if err := mat.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mat.Mul(y, x, 1, qgemv.A32); !errors.Is(err, qgemv.ErrClosed) {
+		t.Errorf("multiply after Close: %v", err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Load(m); !errors.Is(err, qgemv.ErrClosed) {
+		t.Errorf("Load after Close: %v", err)
+	}
+	if err := eng.Close(); !errors.Is(err, qgemv.ErrClosed) {
+		t.Errorf("second engine Close: %v", err)
+	}
+}
