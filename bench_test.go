@@ -11,15 +11,19 @@ package qgemv_test
 // BenchmarkReadBandwidth from the same run. Shapes without a suffix rotate
 // over enough distinct matrices to exceed the last-level cache (weights
 // stream from DRAM); shapes suffixed "-cached" reuse one small matrix.
+// Matrices are loaded WithHugePages(true) and the roofline buffer is
+// huge-page memory too, so both see the same paging.
 
 import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -77,7 +81,7 @@ func benchBackends() []string {
 }
 
 func benchGEMV(b *testing.B, backend string, threads int, s benchShape, act qgemv.Activation, batch int) {
-	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(threads))
+	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(threads), qgemv.WithHugePages(true))
 	if err != nil {
 		b.Skip(err)
 	}
@@ -142,7 +146,9 @@ func BenchmarkGEMVBatch(b *testing.B) {
 // BenchmarkReadBandwidth streams a buffer far larger than the last-level
 // cache with 1 and with all threads: the roofline for BenchmarkGEMV.
 func BenchmarkReadBandwidth(b *testing.B) {
-	buf := make([]uint64, synth.BeyondLLC/8)
+	blk := hugemem.Alloc(synth.BeyondLLC) // as the matrices (WithHugePages)
+	defer blk.Free()
+	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
 	for i := range buf {
 		buf[i] = uint64(i)
 	}

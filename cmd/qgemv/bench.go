@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -52,6 +54,7 @@ func cmdBench(args []string) error {
 	minWS := fs.Int("working-set-mib", synth.BeyondLLC>>20, "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,7 +76,7 @@ func cmdBench(args []string) error {
 	if err := layout.CheckDims(*inter, *hidden); err != nil {
 		return fmt.Errorf("bench: -hidden/-intermediate: %w", err)
 	}
-	eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads))
+	eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads), qgemv.WithHugePages(*huge))
 	if err != nil {
 		return err
 	}
@@ -147,7 +150,7 @@ func cmdBench(args []string) error {
 		return l.down.Mul(y, h, 1, a)
 	}
 
-	bw1 := measureReadBW(nthreads)
+	bw1 := measureReadBW(nthreads, *huge)
 	for _, l := range layers { // warm-up: one pass over every layer
 		if err := block(l); err != nil {
 			return err
@@ -167,7 +170,7 @@ func cmdBench(args []string) error {
 	}
 	total := time.Since(start)
 	prog.done()
-	bw2 := measureReadBW(nthreads)
+	bw2 := measureReadBW(nthreads, *huge)
 	readBW := (bw1 + bw2) / 2
 
 	slices.Sort(times)
@@ -218,9 +221,17 @@ func swiglu(h, gate, up []float32) {
 }
 
 // measureReadBW returns the median of five timed streaming reads of a
-// buffer beyond the last-level cache, in bytes per second.
-func measureReadBW(threads int) float64 {
-	buf := make([]uint64, synth.BeyondLLC/8)
+// buffer beyond the last-level cache, in bytes per second; huge puts the
+// buffer in huge-page memory, as the matrices are.
+func measureReadBW(threads int, huge bool) float64 {
+	var buf []uint64
+	if huge {
+		blk := hugemem.Alloc(synth.BeyondLLC)
+		defer blk.Free()
+		buf = unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
+	} else {
+		buf = make([]uint64, synth.BeyondLLC/8)
+	}
 	for i := range buf {
 		buf[i] = uint64(i)
 	}
