@@ -260,18 +260,23 @@ func checkLen(what string, got, batch, per int) error {
 	return nil
 }
 
+// checkFloatArgs checks a multiply's batch and float32 slice lengths.
+func (mx *Matrix) checkFloatArgs(dst, x []float32, batch int) error {
+	if err := mx.checkBatch(batch); err != nil {
+		return err
+	}
+	if err := checkLen("x", len(x), batch, mx.m.Cols); err != nil {
+		return err
+	}
+	return checkLen("dst", len(dst), batch, mx.m.Rows)
+}
+
 // MulF32 computes dst[m*Rows+r] = sum_c W[r,c] * x[m*Cols+c] for m < batch
 // with float32 activations (W4A32). Non-finite activations are not
 // checked: they propagate as in any float computation.
 func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	m := mx.m
-	if err := mx.checkBatch(batch); err != nil {
-		return err
-	}
-	if err := checkLen("x", len(x), batch, m.Cols); err != nil {
-		return err
-	}
-	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
+	if err := mx.checkFloatArgs(dst, x, batch); err != nil {
 		return err
 	}
 	sc := getScratch()
@@ -298,13 +303,7 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 // kernel sets and backends. Non-finite activations are an error.
 func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	m := mx.m
-	if err := mx.checkBatch(batch); err != nil {
-		return err
-	}
-	if err := checkLen("x", len(x), batch, m.Cols); err != nil {
-		return err
-	}
-	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
+	if err := mx.checkFloatArgs(dst, x, batch); err != nil {
 		return err
 	}
 	sc := getScratch()
