@@ -1,0 +1,184 @@
+package layout
+
+import (
+	"fmt"
+	"math"
+)
+
+// BitsOptions configures QuantizeBits and QuantizeSparse12.
+type BitsOptions struct {
+	Method      QuantMethod // MinMax, or Search (never worse per group)
+	IntegerZero bool        // round zero points to integers (needed for A8)
+	FP32Meta    bool        // store scales and zeros as float32, not binary16
+}
+
+// metaRound rounds a scale or zero to its stored precision.
+func metaRound(v float32, fp32 bool) float32 {
+	if fp32 {
+		return v
+	}
+	return ToFP16(v).Float32()
+}
+
+// groupFit is a candidate (scale, zero) for one group.
+type groupFit struct {
+	s, z float32
+	sse  float64
+}
+
+// fitter quantizes one group of values to n-bit codes.
+type fitter struct {
+	qmax float64
+	opt  BitsOptions
+	tmp  []uint32
+}
+
+// stored rounds a candidate to what the matrix stores; ok is false if the
+// scale cannot be stored (non-finite or lost to underflow).
+func (f *fitter) stored(s, z float64) (float32, float32, bool) {
+	if f.opt.IntegerZero {
+		z = math.Round(z)
+	}
+	ss, zz := metaRound(float32(s), f.opt.FP32Meta), metaRound(float32(z), f.opt.FP32Meta)
+	if isBad(ss) || isBad(zz) || (s != 0 && ss == 0) {
+		return 0, 0, false
+	}
+	return ss, zz, true
+}
+
+// encode writes the nearest codes for (s, z) into q and returns the
+// squared error of the dequantized group.
+func (f *fitter) encode(vals []float32, q []uint32, s, z float32) float64 {
+	var e float64
+	for i, v := range vals {
+		c := 0.0
+		if s != 0 {
+			c = math.Round(float64(v)/float64(s) + float64(z))
+		}
+		c = max(0, min(f.qmax, c))
+		q[i] = uint32(c)
+		d := (c-float64(z))*float64(s) - float64(v)
+		e += d * d
+	}
+	return e
+}
+
+// fit chooses (s, z) for a group and writes its codes into q.
+func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
+	lo, hi := float64(vals[0]), float64(vals[0])
+	for _, v := range vals {
+		lo, hi = min(lo, float64(v)), max(hi, float64(v))
+	}
+	if len(f.tmp) < len(vals) {
+		f.tmp = make([]uint32, len(vals))
+	}
+	tmp := f.tmp[:len(vals)]
+	best := groupFit{sse: math.Inf(1)}
+	try := func(s, z float64) {
+		ss, zz, ok := f.stored(s, z)
+		if !ok {
+			return
+		}
+		if e := f.encode(vals, tmp, ss, zz); e < best.sse {
+			best = groupFit{ss, zz, e}
+			copy(q, tmp)
+		}
+	}
+	rangeFit := func(lo, hi float64) (float64, float64) {
+		if f.opt.IntegerZero { // the integer zero must be a code: include 0
+			lo, hi = min(lo, 0), max(hi, 0)
+		}
+		if hi == lo {
+			if lo == 0 {
+				return 0, 0
+			}
+			return math.Abs(lo), -math.Copysign(1, lo) // q = 0 gives lo
+		}
+		s := (hi - lo) / f.qmax
+		return s, -lo / s
+	}
+	try(rangeFit(lo, hi))
+	if f.opt.Method == Search && hi > lo {
+		for step := 1; step <= 20; step++ {
+			k := 1 - float64(step)*0.025
+			mid := (lo + hi) / 2
+			for _, p := range [3][2]float64{{mid - (mid-lo)*k, mid + (hi-mid)*k}, {lo * k, hi}, {lo, hi * k}} {
+				try(rangeFit(p[0], p[1]))
+			}
+		}
+		// Alternate: least-squares (s, z) for the best codes, re-encode.
+		for iter := 0; iter < 4; iter++ {
+			var sq, sv, sqq, sqv float64
+			for i, v := range vals {
+				c := float64(q[i])
+				sq, sv, sqq, sqv = sq+c, sv+float64(v), sqq+c*c, sqv+c*float64(v)
+			}
+			n := float64(len(vals))
+			den := n*sqq - sq*sq
+			if den == 0 {
+				break
+			}
+			a := (n*sqv - sq*sv) / den // w ~ a*q + b = (q - z)*s
+			b := (sv - a*sq) / n
+			if a <= 0 {
+				break
+			}
+			try(a, -b/a)
+		}
+	}
+	if math.IsInf(best.sse, 1) {
+		return 0, 0, fmt.Errorf("values in [%g, %g] need a scale or zero point binary16 cannot store (use FP32Meta)", lo, hi)
+	}
+	return best.s, best.z, nil
+}
+
+// QuantizeBits quantizes the rows x cols row-major matrix w to n-bit
+// weights with groups of g columns (0: the whole row).
+func QuantizeBits(w []float32, rows, cols, n, g int, opt BitsOptions) (*Bits, error) {
+	if err := checkQuantInput(w, rows, cols, opt.Method); err != nil {
+		return nil, err
+	}
+	b, err := NewBits(rows, cols, n, g, opt.FP32Meta)
+	if err != nil {
+		return nil, err
+	}
+	f := &fitter{qmax: float64(int(1)<<n - 1), opt: opt}
+	q := make([]uint32, b.G)
+	for r := 0; r < rows; r++ {
+		for gi := 0; gi < b.Groups(); gi++ {
+			c0 := gi * b.G
+			if c0 >= cols {
+				break // padding groups keep s = z = 0, q = 0
+			}
+			vals := w[r*cols+c0 : r*cols+min(cols, c0+b.G)]
+			s, z, err := f.fit(vals, q[:len(vals)])
+			if err != nil {
+				return nil, fmt.Errorf("layout: quantize %s: row %d group %d: %w", b.Name(), r, gi, err)
+			}
+			b.setMeta(r, gi, s, z)
+			for i := range vals {
+				b.SetQ(r, c0+i, q[i])
+			}
+		}
+	}
+	return b, nil
+}
+
+// checkQuantInput validates a quantizer's float input.
+func checkQuantInput(w []float32, rows, cols int, method QuantMethod) error {
+	if err := CheckDims(rows, cols); err != nil {
+		return err
+	}
+	if int64(len(w)) != int64(rows)*int64(cols) {
+		return fmt.Errorf("layout: quantize: w has %d values, want %d x %d = %d", len(w), rows, cols, int64(rows)*int64(cols))
+	}
+	if method != MinMax && method != Search {
+		return fmt.Errorf("layout: quantize: unknown method %v", method)
+	}
+	for i, v := range w {
+		if isBad(v) {
+			return fmt.Errorf("layout: quantize: w[%d] (row %d, column %d) is %v", i, i/cols, i%cols, v)
+		}
+	}
+	return nil
+}

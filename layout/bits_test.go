@@ -1,0 +1,172 @@
+package layout
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestBitsPacking writes random codes with SetQ and checks every word
+// against the packing formula of the package doc, written independently.
+func TestBitsPacking(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range BitWidths {
+		b, err := NewBits(3, 700, n, 64, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := make([]uint32, b.PRows*b.PCols)
+		for r := 0; r < b.PRows; r++ {
+			for c := 0; c < b.PCols; c++ {
+				q := rng.Uint32() & (1<<n - 1)
+				codes[r*b.PCols+c] = q
+				b.SetQ(r, c, q)
+			}
+		}
+		step := 32 / n
+		for r := 0; r < b.PRows; r++ {
+			for wi := 0; wi < b.WordsPerRow(); wi++ {
+				k, tl := wi/32, wi%32
+				var want uint32
+				for i := 0; i < step; i++ {
+					col := (k*step+i)*32 + tl
+					want |= codes[r*b.PCols+col] << (32 - n*(i+1))
+				}
+				if got := b.Words[r*b.WordsPerRow()+wi]; got != want {
+					t.Fatalf("n=%d row %d word %d: %08x, want %08x", n, r, wi, got, want)
+				}
+			}
+		}
+		if err := b.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestBitsShapes(t *testing.T) {
+	for _, c := range []struct{ rows, cols, n, g, prows, pcols, group int }{
+		{1, 1, 4, 128, 16, 256, 128},
+		{17, 4096, 4, 128, 32, 4096, 128},
+		{4096, 14336, 3, 128, 4096, 14720, 128},
+		{5, 100, 1, 0, 16, 1024, 1024},
+		{5, 100, 8, 256, 16, 256, 256},
+		{5, 300, 2, 32, 16, 512, 32},
+	} {
+		pr, pc, g, err := BitsShape(c.rows, c.cols, c.n, c.g)
+		if err != nil || pr != c.prows || pc != c.pcols || g != c.group {
+			t.Errorf("BitsShape(%d, %d, n=%d, g=%d) = %d, %d, %d, %v; want %d, %d, %d", c.rows, c.cols, c.n, c.g, pr, pc, g, err, c.prows, c.pcols, c.group)
+		}
+	}
+	for _, c := range []struct{ rows, cols, n, g int }{{4, 4, 5, 128}, {4, 4, 4, 100}, {0, 4, 4, 128}, {4, MaxDim + 1, 4, 128}} {
+		if _, _, _, err := BitsShape(c.rows, c.cols, c.n, c.g); err == nil {
+			t.Errorf("BitsShape(%v) accepted", c)
+		}
+	}
+}
+
+// TestBitsQuantizeError reports the relative RMS error per width and group
+// on Gaussian and Student-t matrices, and checks it falls with more bits,
+// that Search never loses to MinMax, and that dequantization matches the
+// codes and metadata.
+func TestBitsQuantizeError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const rows, cols = 32, 512
+	for _, dist := range []struct {
+		name string
+		w    []float32
+	}{{"gaussian", gaussian(rng, rows*cols)}, {"student-t3", studentT(rng, rows*cols)}} {
+		prev := map[QuantMethod]float64{}
+		for _, n := range BitWidths {
+			var line []string
+			for _, method := range []QuantMethod{MinMax, Search} {
+				b, err := QuantizeBits(dist.w, rows, cols, n, 128, BitsOptions{Method: method})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				e := RelRMSError(b.Dequantize(), dist.w)
+				line = append(line, fmt.Sprintf("%v %.4f", method, e))
+				if p, ok := prev[method]; ok && e < p {
+					t.Errorf("%s %v: %d bits error %.4f below the wider width's %.4f", dist.name, method, n, e, p)
+				}
+				prev[method] = e
+				if method == Search {
+					mm, _ := QuantizeBits(dist.w, rows, cols, n, 128, BitsOptions{Method: MinMax})
+					if em := RelRMSError(mm.Dequantize(), dist.w); e > em*1.0001 {
+						t.Errorf("%s n=%d: search %.4f worse than minmax %.4f", dist.name, n, e, em)
+					}
+				}
+			}
+			b, _ := NewBits(rows, 4096, n, 128, false)
+			t.Logf("%s Bits%dG128 (%.3f bits/weight at 4096 columns): %s", dist.name, n, b.BitsPerWeight(), strings.Join(line, ", "))
+		}
+	}
+}
+
+func TestBitsIntegerZeros(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	w := gaussian(rng, 4*300)
+	for i := range w {
+		w[i] += 3 // an offset makes fractional zeros likely
+	}
+	frac, err := QuantizeBits(w, 4, 300, 4, 64, BitsOptions{Method: Search})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := frac.IntegerZeros(); err == nil || !strings.Contains(err.Error(), "integer zero") {
+		t.Errorf("fractional zeros accepted for A8: %v", err)
+	}
+	xq, xs := make([]int8, frac.PCols), make([]float32, frac.PCols/128)
+	if err := frac.DotA8Exact(make([]float32, 4), xq, xs); err == nil {
+		t.Error("DotA8Exact accepted fractional zeros")
+	}
+	ints, err := QuantizeBits(w, 4, 300, 4, 64, BitsOptions{Method: Search, IntegerZero: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ints.IntegerZeros(); err != nil {
+		t.Error(err)
+	}
+	t.Logf("offset Gaussian 4-bit g64: fractional zeros %.4f, integer zeros %.4f",
+		RelRMSError(frac.Dequantize(), w), RelRMSError(ints.Dequantize(), w))
+}
+
+func TestBitsBadInput(t *testing.T) {
+	if _, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, BitsOptions{}); err == nil || !strings.Contains(err.Error(), "FP32Meta") {
+		t.Errorf("tiny range with binary16 metadata: %v", err)
+	}
+	if b, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, BitsOptions{FP32Meta: true}); err != nil || RelRMSError(b.Dequantize(), []float32{1e-9, 2e-9}) > 1e-6 {
+		t.Errorf("tiny range with float32 metadata: %v", err)
+	}
+	if _, err := QuantizeBits([]float32{1e6, 1e6 + 1}, 1, 2, 8, 128, BitsOptions{}); err == nil { // z ~ -2.55e8
+		t.Error("range beyond binary16 accepted")
+	}
+	if _, err := QuantizeBits([]float32{float32(math.NaN())}, 1, 1, 4, 128, BitsOptions{}); err == nil {
+		t.Error("NaN weight accepted")
+	}
+	if _, err := QuantizeBits(make([]float32, 3), 2, 2, 4, 128, BitsOptions{}); err == nil {
+		t.Error("short w accepted")
+	}
+	b, _ := NewBits(4, 300, 3, 128, false)
+	for name, mut := range map[string]func(b *Bits){
+		"short words":  func(b *Bits) { b.Words = b.Words[1:] },
+		"short scales": func(b *Bits) { b.Scales16 = b.Scales16[1:] },
+		"mixed meta":   func(b *Bits) { b.Scales32 = make([]float32, 1) },
+		"spare bits":   func(b *Bits) { b.Words[3] |= 1 },
+		"inf scale":    func(b *Bits) { b.Scales16[2] = 0x7c00 },
+		"bad width":    func(b *Bits) { b.N = 5 },
+		"bad pad":      func(b *Bits) { b.PCols += 320 },
+	} {
+		c := *b
+		c.Words = append([]uint32(nil), b.Words...)
+		c.Scales16 = append([]FP16(nil), b.Scales16...)
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted it", name)
+		}
+	}
+}

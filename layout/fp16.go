@@ -1,0 +1,64 @@
+package layout
+
+import "math"
+
+// FP16 is an IEEE 754 binary16 value (1 sign, 5 exponent, 10 fraction
+// bits), as stored in Bits metadata and A16 activations.
+type FP16 uint16
+
+// ToFP16 rounds f to the nearest binary16 value, ties to even; values past
+// the largest finite half (65504) become infinities, NaN stays NaN.
+func ToFP16(f float32) FP16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	frac := b & 0x7fffff
+	switch {
+	case exp == 0xff: // Inf or NaN
+		if frac != 0 {
+			return FP16(sign | 0x7e00)
+		}
+		return FP16(sign | 0x7c00)
+	case exp > 127+15: // overflow
+		return FP16(sign | 0x7c00)
+	case exp >= 127-14: // normal half
+		h := uint32(exp-127+15)<<10 | frac>>13
+		rest := frac & 0x1fff
+		if rest > 0x1000 || rest == 0x1000 && h&1 == 1 {
+			h++ // may carry into the exponent, up to infinity: correct
+		}
+		return FP16(sign | uint16(h))
+	case exp >= 127-25: // subnormal half
+		m := frac | 0x800000 // 24-bit significand
+		shift := uint(126 - 14 - exp + 13 + 1)
+		h := m >> shift
+		rest := m & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rest > half || rest == half && h&1 == 1 {
+			h++
+		}
+		return FP16(sign | uint16(h))
+	}
+	return FP16(sign) // underflow to zero
+}
+
+// Float32 widens h to float32 exactly.
+func (h FP16) Float32() float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
+	case exp != 0:
+		return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+	case frac == 0:
+		return math.Float32frombits(sign)
+	}
+	// Subnormal: value = frac * 2^-24.
+	f := float32(frac) * (1.0 / (1 << 24))
+	if sign != 0 {
+		f = -f
+	}
+	return f
+}
