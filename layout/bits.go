@@ -45,11 +45,88 @@ type Bits struct {
 	N            int  // bits per weight: 8, 4, 3, 2 or 1
 	G            int  // group size in columns (PCols for whole-row groups)
 	WholeRow     bool // G spans the (padded) row
-	FP32Meta     bool // metadata stored as float32 instead of binary16
 
-	Words             []uint32
+	Words []uint32
+	GroupMeta
+}
+
+// GroupMeta stores one scale and one zero point per (row, group), group
+// major: the pair of (row r, group g) is at index g*PRows + r, as binary16
+// or, with FP32Meta, float32. Bits and Sparse12 embed it.
+type GroupMeta struct {
+	FP32Meta          bool      // float32 instead of binary16
 	Scales16, Zeros16 []FP16    // without FP32Meta
 	Scales32, Zeros32 []float32 // with FP32Meta
+}
+
+func newGroupMeta(n int, fp32 bool) GroupMeta {
+	if fp32 {
+		return GroupMeta{FP32Meta: true, Scales32: make([]float32, n), Zeros32: make([]float32, n)}
+	}
+	return GroupMeta{Scales16: make([]FP16, n), Zeros16: make([]FP16, n)}
+}
+
+func (m *GroupMeta) scale(i int) float32 {
+	if m.FP32Meta {
+		return m.Scales32[i]
+	}
+	return m.Scales16[i].Float32()
+}
+
+func (m *GroupMeta) zero(i int) float32 {
+	if m.FP32Meta {
+		return m.Zeros32[i]
+	}
+	return m.Zeros16[i].Float32()
+}
+
+// set stores scale and zero (already representable) at index i.
+func (m *GroupMeta) set(i int, s, z float32) {
+	if m.FP32Meta {
+		m.Scales32[i], m.Zeros32[i] = s, z
+	} else {
+		m.Scales16[i], m.Zeros16[i] = ToFP16(s), ToFP16(z)
+	}
+}
+
+// metaBytes returns the bytes of n (scale, zero) pairs.
+func (m *GroupMeta) metaBytes(n int) int64 {
+	if m.FP32Meta {
+		return 8 * int64(n)
+	}
+	return 4 * int64(n)
+}
+
+// validate checks the lengths (prows*groups pairs) and that every value
+// is finite.
+func (m *GroupMeta) validate(name string, groups, prows int) error {
+	n := groups * prows
+	if m.FP32Meta {
+		if len(m.Scales32) != n || len(m.Zeros32) != n || m.Scales16 != nil || m.Zeros16 != nil {
+			return fmt.Errorf("layout: %s: float32 metadata: %d scales, %d zeros, want %d each (and no binary16 metadata)", name, len(m.Scales32), len(m.Zeros32), n)
+		}
+	} else if len(m.Scales16) != n || len(m.Zeros16) != n || m.Scales32 != nil || m.Zeros32 != nil {
+		return fmt.Errorf("layout: %s: binary16 metadata: %d scales, %d zeros, want %d each (and no float32 metadata)", name, len(m.Scales16), len(m.Zeros16), n)
+	}
+	for i := 0; i < n; i++ {
+		if s, z := m.scale(i), m.zero(i); isBad(s) || isBad(z) {
+			return fmt.Errorf("layout: %s: row %d group %d: scale %v, zero %v (want finite)", name, i%prows, i/prows, s, z)
+		}
+	}
+	return nil
+}
+
+// integerZeros returns an error naming the first fractional zero point of
+// the true rows.
+func (m *GroupMeta) integerZeros(name string, groups, prows, rows int) error {
+	for g := 0; g < groups; g++ {
+		for r := 0; r < rows; r++ {
+			if z := m.zero(g*prows + r); z != float32(math.Round(float64(z))) || math.Abs(float64(z)) > 1<<16 {
+				return fmt.Errorf("layout: %s: int8 activations need integer zero points; row %d group %d has zero %v (quantize with IntegerZero)", name, r, g, z)
+			}
+		}
+	}
+	return nil
 }
 
 // BitWidths lists the supported weight widths.
@@ -112,14 +189,9 @@ func NewBits(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0, FP32Meta: fp32Meta}
+	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0}
 	b.Words = make([]uint32, prows*b.WordsPerRow())
-	nm := b.Groups() * prows
-	if fp32Meta {
-		b.Scales32, b.Zeros32 = make([]float32, nm), make([]float32, nm)
-	} else {
-		b.Scales16, b.Zeros16 = make([]FP16, nm), make([]FP16, nm)
-	}
+	b.GroupMeta = newGroupMeta(b.Groups()*prows, fp32Meta)
 	return b, nil
 }
 
@@ -159,37 +231,14 @@ func (b *Bits) SetQ(r, c int, q uint32) {
 }
 
 // Scale returns the scale of row r, group g.
-func (b *Bits) Scale(r, g int) float32 {
-	if b.FP32Meta {
-		return b.Scales32[g*b.PRows+r]
-	}
-	return b.Scales16[g*b.PRows+r].Float32()
-}
+func (b *Bits) Scale(r, g int) float32 { return b.scale(g*b.PRows + r) }
 
 // Zero returns the zero point of row r, group g.
-func (b *Bits) Zero(r, g int) float32 {
-	if b.FP32Meta {
-		return b.Zeros32[g*b.PRows+r]
-	}
-	return b.Zeros16[g*b.PRows+r].Float32()
-}
-
-// setMeta stores scale and zero (already representable) for (r, g).
-func (b *Bits) setMeta(r, g int, s, z float32) {
-	if b.FP32Meta {
-		b.Scales32[g*b.PRows+r], b.Zeros32[g*b.PRows+r] = s, z
-	} else {
-		b.Scales16[g*b.PRows+r], b.Zeros16[g*b.PRows+r] = ToFP16(s), ToFP16(z)
-	}
-}
+func (b *Bits) Zero(r, g int) float32 { return b.zero(g*b.PRows + r) }
 
 // StreamBytes returns the bytes a GEMV reads from the matrix.
 func (b *Bits) StreamBytes() int64 {
-	meta := int64(2)
-	if b.FP32Meta {
-		meta = 4
-	}
-	return 4*int64(len(b.Words)) + 2*meta*int64(b.Groups()*b.PRows)
+	return 4*int64(len(b.Words)) + b.metaBytes(b.Groups()*b.PRows)
 }
 
 // BitsPerWeight returns the storage cost per true weight, metadata
@@ -217,21 +266,8 @@ func (b *Bits) Validate() error {
 	if want := b.PRows * b.WordsPerRow(); len(b.Words) != want {
 		return fmt.Errorf("layout: %s: %d weight words, want %d", b.Name(), len(b.Words), want)
 	}
-	nm := b.Groups() * b.PRows
-	if b.FP32Meta {
-		if len(b.Scales32) != nm || len(b.Zeros32) != nm || b.Scales16 != nil || b.Zeros16 != nil {
-			return fmt.Errorf("layout: %s: float32 metadata: %d scales, %d zeros, want %d each (and no binary16 metadata)", b.Name(), len(b.Scales32), len(b.Zeros32), nm)
-		}
-	} else if len(b.Scales16) != nm || len(b.Zeros16) != nm || b.Scales32 != nil || b.Zeros32 != nil {
-		return fmt.Errorf("layout: %s: binary16 metadata: %d scales, %d zeros, want %d each (and no float32 metadata)", b.Name(), len(b.Scales16), len(b.Zeros16), nm)
-	}
-	for gi := 0; gi < b.Groups(); gi++ {
-		for r := 0; r < b.PRows; r++ {
-			s, z := b.Scale(r, gi), b.Zero(r, gi)
-			if isBad(s) || isBad(z) {
-				return fmt.Errorf("layout: %s: row %d group %d: scale %v, zero %v (want finite)", b.Name(), r, gi, s, z)
-			}
-		}
+	if err := b.validate(b.Name(), b.Groups(), b.PRows); err != nil {
+		return err
 	}
 	if b.N == 3 { // the spare top 2 bits of each word must be zero
 		for i, w := range b.Words {
@@ -248,14 +284,7 @@ func isBad(f float32) bool { return f != f || f > math.MaxFloat32 || f < -math.M
 // IntegerZeros returns an error naming the first fractional zero point:
 // int8 activations (A8) need integer zero points.
 func (b *Bits) IntegerZeros() error {
-	for gi := 0; gi < b.Groups(); gi++ {
-		for r := 0; r < b.Rows; r++ {
-			if z := b.Zero(r, gi); z != float32(math.Round(float64(z))) || math.Abs(float64(z)) > 1<<16 {
-				return fmt.Errorf("layout: %s: int8 activations need integer zero points; row %d group %d has zero %v (quantize with IntegerZero)", b.Name(), r, gi, z)
-			}
-		}
-	}
-	return nil
+	return b.integerZeros(b.Name(), b.Groups(), b.PRows, b.Rows)
 }
 
 // Dequantize returns the Rows x Cols float32 matrix: (q - z) * s rounded

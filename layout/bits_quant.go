@@ -155,7 +155,7 @@ func QuantizeBits(w []float32, rows, cols, n, g int, opt BitsOptions) (*Bits, er
 			if err != nil {
 				return nil, fmt.Errorf("layout: quantize %s: row %d group %d: %w", b.Name(), r, gi, err)
 			}
-			b.setMeta(r, gi, s, z)
+			b.set(gi*b.PRows+r, s, z)
 			for i := range vals {
 				b.SetQ(r, c0+i, q[i])
 			}

@@ -1,0 +1,75 @@
+package layout
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestSparse12(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const rows, cols = 20, 700
+	for _, dist := range []struct {
+		name string
+		w    []float32
+	}{{"gaussian", gaussian(rng, rows*cols)}, {"student-t3", studentT(rng, rows*cols)}} {
+		for _, g := range []int{32, 128, 0} {
+			m, dropped, err := QuantizeSparse12(dist.w, rows, cols, g, BitsOptions{Method: Search})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			d := m.Dequantize()
+			// Exactly one of each pair survives, the larger in magnitude.
+			var pruned []float32
+			for r := 0; r < rows; r++ {
+				for c := 0; c+1 < cols; c += 2 {
+					a, b := dist.w[r*cols+c], dist.w[r*cols+c+1]
+					if d[r*cols+c] != 0 && d[r*cols+c+1] != 0 {
+						t.Fatalf("row %d pair %d: both weights nonzero", r, c/2)
+					}
+					if math.Abs(float64(b)) > math.Abs(float64(a)) {
+						a = 0
+					} else {
+						b = 0
+					}
+					pruned = append(pruned, a, b)
+				}
+				if cols%2 == 1 {
+					pruned = append(pruned, dist.w[r*cols+cols-1])
+				}
+			}
+			// Dropped energy matches the pruned matrix.
+			var e, tot float64
+			for i, v := range dist.w {
+				tot += float64(v) * float64(v)
+				dd := float64(v) - float64(pruned[i])
+				e += dd * dd
+			}
+			if math.Abs(e/tot-dropped) > 1e-9 {
+				t.Errorf("reported dropped energy %v, want %v", dropped, e/tot)
+			}
+			t.Logf("%s Sparse12 g=%d: dropped energy %.4f, 7-bit error vs pruned %.4f, vs dense %.4f",
+				dist.name, g, dropped, RelRMSError(d, pruned), RelRMSError(d, dist.w))
+			// 7 bits over a whole heavy-tailed row reach about 0.025.
+			if q := RelRMSError(d, pruned); q > 0.03 {
+				t.Errorf("7-bit quantization error %.4f too large", q)
+			}
+		}
+	}
+	// Pair packing follows the 8-bit universal layout.
+	m, _ := NewSparse12(1, 300, 64, false)
+	m.SetPair(0, 131, 1, 77)
+	w := 1*32 + 3 // pair 131: chunk 1, o = 3: i = 0 (top byte), t = 3
+	if pos, q := m.Pair(0, 131); pos != 1 || q != 77 {
+		t.Fatalf("pair 131 = %d, %d", pos, q)
+	}
+	if m.Words[w]>>24 != 1<<7|77 {
+		t.Fatalf("pair 131 not in word %d top byte: %08x", w, m.Words[w])
+	}
+	if _, _, err := QuantizeSparse12(make([]float32, 4), 2, 2, 100, BitsOptions{}); err == nil {
+		t.Error("group 100 accepted")
+	}
+}
