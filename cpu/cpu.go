@@ -424,8 +424,11 @@ const chunksPerThread = 16
 // claimed dynamically by up to Threads goroutines of the worker team, and
 // runs fn on each.
 func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
-	rows := m.Rows
-	rowBytes := m.PCols / 2
+	b.parallelRows(m.Rows, m.PCols/2, fn)
+}
+
+// parallelRows is parallel for any matrix of rows rows of rowBytes bytes.
+func (b *Backend) parallelRows(rows, rowBytes int, fn func(r0, r1 int)) {
 	n := min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
 	if n <= 1 {
 		fn(0, rows)

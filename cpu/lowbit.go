@@ -1,0 +1,289 @@
+package cpu
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// LowMatrix is a Bits or Sparse12 matrix bound to a CPU backend. Its
+// kernels are the generic Go ones (the oracle for future assembly): each
+// row is decoded once and used for every vector of the batch.
+type LowMatrix struct {
+	b      *Backend
+	bits   *layout.Bits
+	sp     *layout.Sparse12
+	rows   int
+	cols   int
+	pcols  int
+	g      int // group size
+	groups int
+	closed bool
+	mu     sync.RWMutex
+}
+
+// LoadBits validates m and binds it to the backend (used in place).
+func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &LowMatrix{b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups()}, nil
+}
+
+// LoadSparse12 validates m and binds it to the backend (used in place).
+func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &LowMatrix{b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups()}, nil
+}
+
+func (mx *LowMatrix) name() string {
+	if mx.bits != nil {
+		return mx.bits.Name()
+	}
+	return mx.sp.Name()
+}
+
+// Close releases the matrix; later multiplies return ErrClosed.
+func (mx *LowMatrix) Close() error {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
+		return ErrClosed
+	}
+	mx.closed = true
+	return nil
+}
+
+func (mx *LowMatrix) check(dstLen, xLen, batch, xPer int) error {
+	if mx.closed {
+		return ErrClosed
+	}
+	if batch < 1 || batch > maxBatch {
+		return fmt.Errorf("%w (got %d)", ErrBatch, batch)
+	}
+	if err := checkLen("x", xLen, batch, xPer); err != nil {
+		return err
+	}
+	return checkLen("dst", dstLen, batch, mx.rows)
+}
+
+// rowCodes decodes row r into q (PCols codes; for Sparse12 the dropped
+// column of each pair gets code 0 and keep[c] false).
+func (mx *LowMatrix) rowCodes(r int, q []uint8, keep []bool) {
+	if b := mx.bits; b != nil {
+		n := uint(b.N)
+		step := 32 / b.N
+		mask := uint32(1)<<n - 1
+		words := b.Words[r*b.WordsPerRow() : (r+1)*b.WordsPerRow()]
+		for wi, w := range words {
+			k, t := wi/32, wi%32
+			for i := 0; i < step; i++ {
+				q[(k*step+i)*32+t] = uint8(w >> (32 - n*uint(i+1)) & mask)
+			}
+		}
+		return
+	}
+	sp := mx.sp
+	words := sp.Words[r*sp.WordsPerRow() : (r+1)*sp.WordsPerRow()]
+	for wi, w := range words {
+		k, t := wi/32, wi%32
+		for i := 0; i < 4; i++ {
+			p := (k*4+i)*32 + t
+			by := w >> (24 - 8*uint(i)) & 255
+			pos := int(by >> 7)
+			q[2*p+pos], q[2*p+1-pos] = uint8(by&127), 0
+			keep[2*p+pos], keep[2*p+1-pos] = true, false
+		}
+	}
+}
+
+func (mx *LowMatrix) meta(r, g int) (float32, float32) {
+	if mx.bits != nil {
+		return mx.bits.Scale(r, g), mx.bits.Zero(r, g)
+	}
+	return mx.sp.Scale(r, g), mx.sp.Zero(r, g)
+}
+
+// lowScratch is one goroutine's decoded row.
+type lowScratch struct {
+	q    []uint8
+	keep []bool
+}
+
+var lowPool = sync.Pool{New: func() any { return new(lowScratch) }}
+
+func (mx *LowMatrix) rowsParallel(fn func(r0, r1 int, s *lowScratch)) {
+	rowBytes := int(mx.streamBytes() / int64(max(1, mx.rows)))
+	mx.b.parallelRows(mx.rows, rowBytes, func(r0, r1 int) {
+		s := lowPool.Get().(*lowScratch)
+		s.q, s.keep = grow(s.q, mx.pcols), grow(s.keep, mx.pcols)
+		for i := range s.keep {
+			s.keep[i] = true
+		}
+		fn(r0, r1, s)
+		lowPool.Put(s)
+	})
+}
+
+func (mx *LowMatrix) streamBytes() int64 {
+	if mx.bits != nil {
+		return mx.bits.StreamBytes()
+	}
+	return mx.sp.StreamBytes()
+}
+
+// MulF32 multiplies float32 activations: dst[v*Rows+r] = sum_c W[r,c] *
+// x[v*Cols+c], within layout.BitsTolerance of the float64 reference.
+func (mx *LowMatrix) MulF32(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	if err := mx.check(len(dst), len(x), batch, mx.cols); err != nil {
+		return err
+	}
+	xp := make([]float32, batch*mx.pcols)
+	for v := 0; v < batch; v++ {
+		copy(xp[v*mx.pcols:], x[v*mx.cols:(v+1)*mx.cols])
+	}
+	mx.mulF32(dst, xp, batch)
+	return nil
+}
+
+// MulF16 multiplies binary16 activations, widened exactly to float32.
+func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	if err := mx.check(len(dst), len(x), batch, mx.cols); err != nil {
+		return err
+	}
+	xp := make([]float32, batch*mx.pcols)
+	for v := 0; v < batch; v++ {
+		for c, h := range x[v*mx.cols : (v+1)*mx.cols] {
+			xp[v*mx.pcols+c] = h.Float32()
+		}
+	}
+	mx.mulF32(dst, xp, batch)
+	return nil
+}
+
+// mulF32 runs the float kernel on padded activations: per group,
+// s * (sum q*x - z * sum x) with the sums over the kept columns.
+func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
+	pc, g := mx.pcols, mx.g
+	mx.rowsParallel(func(r0, r1 int, s *lowScratch) {
+		var dot, sx, acc [maxBatch]float32
+		for r := r0; r < r1; r++ {
+			mx.rowCodes(r, s.q, s.keep)
+			clear(acc[:batch])
+			for gi := 0; gi < mx.groups; gi++ {
+				clear(dot[:batch])
+				clear(sx[:batch])
+				for c := gi * g; c < (gi+1)*g; c++ {
+					if !s.keep[c] {
+						continue
+					}
+					qf := float32(s.q[c])
+					for v := 0; v < batch; v++ {
+						xv := xp[v*pc+c]
+						dot[v] += qf * xv
+						sx[v] += xv
+					}
+				}
+				sc, z := mx.meta(r, gi)
+				for v := 0; v < batch; v++ {
+					acc[v] += sc * (dot[v] - z*sx[v])
+				}
+			}
+			for v := 0; v < batch; v++ {
+				dst[v*mx.rows+r] = acc[v]
+			}
+		}
+	})
+}
+
+// MulA8 quantizes x per 128 inputs (layout.QuantizeA8) and multiplies
+// exactly (the result equals DotA8Exact bit for bit). The matrix needs
+// integer zero points.
+func (mx *LowMatrix) MulA8(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	if err := mx.check(len(dst), len(x), batch, mx.cols); err != nil {
+		return err
+	}
+	xq := make([]int8, batch*mx.pcols)
+	xs := make([]float32, batch*mx.pcols/128)
+	for v := 0; v < batch; v++ {
+		if err := mx.b.QuantizeA8(xq[v*mx.pcols:(v+1)*mx.pcols], xs[v*mx.pcols/128:(v+1)*mx.pcols/128], x[v*mx.cols:(v+1)*mx.cols]); err != nil {
+			return fmt.Errorf("cpu: vector %d: %w", v, err)
+		}
+	}
+	return mx.mulI8(dst, xq, xs, batch)
+}
+
+// MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
+// and PCols/128 scales per vector).
+func (mx *LowMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	if err := mx.check(len(dst), len(xq), batch, mx.pcols); err != nil {
+		return err
+	}
+	if err := checkLen("xs", len(xs), batch, mx.pcols/128); err != nil {
+		return err
+	}
+	for i, s := range xs {
+		if s != s || s < 0 || s > 3.4e38 {
+			return fmt.Errorf("cpu: activation scale %d is %v, want finite and >= 0", i, s)
+		}
+	}
+	return mx.mulI8(dst, xq, xs, batch)
+}
+
+func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	var err error
+	if mx.bits != nil {
+		err = mx.bits.IntegerZeros()
+	} else {
+		err = mx.sp.IntegerZeros()
+	}
+	if err != nil {
+		return err
+	}
+	pc, g := mx.pcols, mx.g
+	blk := min(g, 128)
+	mx.rowsParallel(func(r0, r1 int, s *lowScratch) {
+		var dot, sx [maxBatch]int32
+		var acc [maxBatch]float32
+		for r := r0; r < r1; r++ {
+			mx.rowCodes(r, s.q, s.keep)
+			clear(acc[:batch])
+			for c0 := 0; c0 < pc; c0 += blk {
+				clear(dot[:batch])
+				clear(sx[:batch])
+				for c := c0; c < c0+blk; c++ {
+					if !s.keep[c] {
+						continue
+					}
+					qi := int32(s.q[c])
+					for v := 0; v < batch; v++ {
+						xv := int32(xq[v*pc+c])
+						dot[v] += qi * xv
+						sx[v] += xv
+					}
+				}
+				sc, z := mx.meta(r, c0/g)
+				zi := int32(z)
+				for v := 0; v < batch; v++ {
+					f := float32(sc * xs[v*pc/128+c0/128])
+					acc[v] = float32(acc[v] + float32(f*float32(dot[v]-zi*sx[v])))
+				}
+			}
+			for v := 0; v < batch; v++ {
+				dst[v*mx.rows+r] = acc[v]
+			}
+		}
+	})
+	return nil
+}

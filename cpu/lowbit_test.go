@@ -1,0 +1,156 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// lowCase is a low-bit matrix under test with its references.
+type lowCase struct {
+	name string
+	mx   *LowMatrix
+	ref  func(out []float64, x []float32) error
+	mag  func(out []float64, x []float32) error
+	a8   func(out []float32, xq []int8, xs []float32) error
+}
+
+func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool) []lowCase {
+	be, err := New(Config{ISA: Generic, Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := randVec(rng, rows*cols)
+	opt := layout.BitsOptions{Method: layout.Search, IntegerZero: intZero}
+	var out []lowCase
+	for _, n := range layout.BitWidths {
+		for _, g := range layout.BitsGroups {
+			b, err := layout.QuantizeBits(w, rows, cols, n, g, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := be.LoadBits(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact})
+		}
+	}
+	for _, g := range []int{32, 128, 0} {
+		sp, _, err := layout.QuantizeSparse12(w, rows, cols, g, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mx, err := be.LoadSparse12(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, lowCase{sp.Name(), mx, sp.DotRef, sp.DotRefMag, sp.DotA8Exact})
+	}
+	return out
+}
+
+// TestLowBitKernels checks every width, group and Sparse12 against the
+// float64 reference (A32, A16) and the exact int8 reference (A8) on tails
+// and batch sizes, with guard bands.
+func TestLowBitKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	shapes := [][2]int{{1, 1}, {17, 300}, {33, 1100}}
+	if testing.Short() {
+		shapes = shapes[1:2]
+	}
+	for _, sh := range shapes {
+		rows, cols := sh[0], sh[1]
+		for _, c := range lowCases(t, rng, rows, cols, true) {
+			for _, batch := range []int{1, 3, 16} {
+				name := fmt.Sprintf("%s/%dx%d/b%d", c.name, rows, cols, batch)
+				x := randVec(rng, batch*cols)
+				full, dst := guarded(batch * rows)
+				if err := c.mx.MulF32(dst, x, batch); err != nil {
+					t.Fatal(err)
+				}
+				checkGuards(t, full, batch*rows)
+				checkFloat(t, name+"/A32", c, dst, x, batch, rows, cols)
+				h := make([]layout.FP16, len(x))
+				xh := make([]float32, len(x))
+				for i, v := range x {
+					h[i] = layout.ToFP16(v)
+					xh[i] = h[i].Float32()
+				}
+				if err := c.mx.MulF16(dst, h, batch); err != nil {
+					t.Fatal(err)
+				}
+				checkFloat(t, name+"/A16", c, dst, xh, batch, rows, cols)
+				if err := c.mx.MulA8(dst, x, batch); err != nil {
+					t.Fatal(err)
+				}
+				pc := c.mx.pcols
+				xq, xs := make([]int8, pc), make([]float32, pc/128)
+				want := make([]float32, rows)
+				for v := 0; v < batch; v++ {
+					_ = layout.QuantizeA8(xq, xs, x[v*cols:(v+1)*cols])
+					if err := c.a8(want, xq, xs); err != nil {
+						t.Fatal(err)
+					}
+					for r := range want {
+						if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
+							t.Fatalf("%s/A8: vector %d row %d = %v, want exactly %v", name, v, r, dst[v*rows+r], want[r])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkFloat(t *testing.T, name string, c lowCase, dst, x []float32, batch, rows, cols int) {
+	t.Helper()
+	ref, mag := make([]float64, rows), make([]float64, rows)
+	for v := 0; v < batch; v++ {
+		_ = c.ref(ref, x[v*cols:(v+1)*cols])
+		_ = c.mag(mag, x[v*cols:(v+1)*cols])
+		for r := range ref {
+			if d := math.Abs(float64(dst[v*rows+r]) - ref[r]); !(d <= layout.BitsTolerance*mag[r]) {
+				t.Fatalf("%s: vector %d row %d = %v, want %v (bound %v)", name, v, r, dst[v*rows+r], ref[r], layout.BitsTolerance*mag[r])
+			}
+		}
+	}
+}
+
+func TestLowBitBadInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	cs := lowCases(t, rng, 5, 200, false) // fractional zeros
+	c := cs[1]
+	x := make([]float32, 200)
+	dst := make([]float32, 5)
+	if err := c.mx.MulA8(dst, x, 1); err == nil || !strings.Contains(err.Error(), "integer zero") {
+		t.Errorf("A8 with fractional zeros: %v", err)
+	}
+	for _, err := range []error{
+		c.mx.MulF32(dst, x[:199], 1),
+		c.mx.MulF32(dst[:4], x, 1),
+		c.mx.MulF32(dst, x, 0),
+		c.mx.MulF16(dst, make([]layout.FP16, 199), 1),
+		c.mx.MulI8(dst, make([]int8, 100), make([]float32, 2), 1),
+	} {
+		if err == nil {
+			t.Error("bad input accepted")
+		}
+	}
+	if err := c.mx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.mx.MulF32(dst, x, 1); err != ErrClosed {
+		t.Errorf("closed: %v", err)
+	}
+	be, _ := New(Config{ISA: Generic})
+	bad, _ := layout.NewBits(4, 100, 4, 64, false)
+	bad.Words = bad.Words[1:]
+	if _, err := be.LoadBits(bad); err == nil {
+		t.Error("LoadBits accepted short words")
+	}
+}
