@@ -111,3 +111,76 @@ func TestAPIBadInput(t *testing.T) {
 		t.Errorf("second engine Close: %v", err)
 	}
 }
+
+// TestLowBitThroughAPI loads Bits and Sparse12 matrices through the public
+// API and checks A32, A16 and A8 against the layout references.
+func TestLowBitThroughAPI(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows, cols = 40, 333
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	opt := layout.BitsOptions{Method: layout.Search, IntegerZero: true}
+	b2, err := layout.QuantizeBits(w, rows, cols, 2, 64, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _, err := layout.QuantizeSparse12(w, rows, cols, 128, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	x := make([]float32, cols)
+	xh := make([]layout.FP16, cols)
+	for i := range x {
+		xh[i] = layout.ToFP16(float32(rng.NormFloat64()))
+		x[i] = xh[i].Float32()
+	}
+	for _, m := range []interface {
+		layout.Matrix
+		DotRef([]float64, []float32) error
+		DotA8Exact([]float32, []int8, []float32) error
+	}{b2, sp} {
+		mat, err := eng.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mat.Format() != m.Name() {
+			t.Errorf("format %s, want %s", mat.Format(), m.Name())
+		}
+		ref := make([]float64, rows)
+		_ = m.DotRef(ref, x)
+		y32, y16, y8 := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+		if err := mat.Mul(y32, x, 1, qgemv.A32); err != nil {
+			t.Fatal(err)
+		}
+		if err := mat.MulFP16(y16, xh, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := mat.Mul(y8, x, 1, qgemv.A8); err != nil {
+			t.Fatal(err)
+		}
+		xq, xs := make([]int8, (cols+255)/256*256), make([]float32, (cols+255)/256*2)
+		if m.Name() == b2.Name() {
+			xq, xs = make([]int8, b2.PCols), make([]float32, b2.PCols/128)
+		}
+		_ = layout.QuantizeA8(xq, xs, x)
+		want8 := make([]float32, rows)
+		if err := m.DotA8Exact(want8, xq, xs); err != nil {
+			t.Fatal(err)
+		}
+		for r := range ref {
+			if d := float64(y32[r]) - ref[r]; d*d > 1e-6 || y16[r] != y32[r] || y8[r] != want8[r] {
+				t.Fatalf("%s row %d: A32 %v, A16 %v, ref %v; A8 %v, exact %v", m.Name(), r, y32[r], y16[r], ref[r], y8[r], want8[r])
+			}
+		}
+		if err := mat.Mul(y32, x, 1, qgemv.A16); err == nil {
+			t.Error("Mul with A16 accepted")
+		}
+	}
+}

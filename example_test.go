@@ -91,3 +91,40 @@ func ExampleMatrix_Mul_errors() {
 	// qgemv: mul: cpu: x has 100 elements, want batch 1 x 128 = 128
 	// qgemv: engine or matrix is closed
 }
+
+// A 2-bit matrix with groups of 64 columns and integer zero points (so
+// int8 activations work too), multiplied with float32 and fp16 inputs.
+func ExampleEngine_Load_bits() {
+	rows, cols := 2, 256
+	w := make([]float32, rows*cols)
+	for c := 0; c < cols; c++ {
+		w[c] = float32(c%4) - 1 // row 0: -1, 0, 1, 2, ...
+		w[cols+c] = 0.5         // row 1: constant
+	}
+	m, err := layout.QuantizeBits(w, rows, cols, 2, 64, layout.BitsOptions{IntegerZero: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	eng, _ := qgemv.Open()
+	defer eng.Close()
+	mat, err := eng.Load(m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	x := make([]float32, cols)
+	xh := make([]layout.FP16, cols)
+	for i := range x {
+		x[i], xh[i] = 1, layout.ToFP16(1)
+	}
+	y := make([]float32, rows)
+	_ = mat.Mul(y, x, 1, qgemv.A32)
+	fmt.Printf("%s A32: %.1f %.1f\n", mat.Format(), y[0], y[1])
+	_ = mat.MulFP16(y, xh, 1)
+	fmt.Printf("%s A16: %.1f %.1f\n", mat.Format(), y[0], y[1])
+	_ = mat.Mul(y, x, 1, qgemv.A8)
+	fmt.Printf("%s A8:  %.1f %.1f\n", mat.Format(), y[0], y[1])
+	// Output:
+	// Bits2G64 A32: 128.0 128.0
+	// Bits2G64 A16: 128.0 128.0
+	// Bits2G64 A8:  128.0 128.0
+}

@@ -17,6 +17,7 @@ package qgemv
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/qgemv/qgemv/dispatch"
@@ -34,6 +35,8 @@ const (
 	// accumulates in int32 (W4A8); the result is bit-exact across
 	// backends.
 	A8
+	// A16 names binary16 activations (Matrix.MulFP16); Mul rejects it.
+	A16
 )
 
 // String returns "A32" or "A8".
@@ -43,6 +46,8 @@ func (a Activation) String() string {
 		return "A32"
 	case A8:
 		return "A8"
+	case A16:
+		return "A16"
 	}
 	return fmt.Sprintf("Activation(%d)", int(a))
 }
@@ -153,32 +158,37 @@ type Matrix struct {
 	e          *Engine
 	m          dispatch.Matrix
 	rows, cols int
-	pcols      int
+	format     string
 	mu         sync.RWMutex
 	closed     bool
 }
 
-// Load validates m and loads it onto the engine. The CPU backend uses m in
-// place: do not modify it while loaded.
-func (e *Engine) Load(m *layout.Q4G128) (*Matrix, error) {
+// Load validates m (a *layout.Q4G128, *layout.Bits or *layout.Sparse12)
+// and loads it onto the engine. The CPU backend uses m in place unless
+// WithHugePages is set: do not modify it while loaded.
+func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
 		return nil, ErrClosed
 	}
-	if m == nil {
+	if m == nil || reflect.ValueOf(m).IsNil() {
 		return nil, errors.New("qgemv: load: matrix is nil")
 	}
 	dm, err := e.be.Load(m)
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: load: %w", err)
 	}
-	mat := &Matrix{e: e, m: dm, rows: m.Rows, cols: m.Cols, pcols: m.PCols}
+	rows, cols := m.Shape()
+	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, format: m.Name()}
 	e.matsMu.Lock()
 	e.mats[mat] = struct{}{}
 	e.matsMu.Unlock()
 	return mat, nil
 }
+
+// Format names the matrix's format, e.g. "Q4G128" or "Bits2G64".
+func (m *Matrix) Format() string { return m.format }
 
 // Rows returns the number of outputs per vector.
 func (m *Matrix) Rows() int { return m.rows }
@@ -211,10 +221,24 @@ func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
 	case A8:
 		err = m.m.MulA8(dst, x, batch)
 	default:
-		return fmt.Errorf("qgemv: mul: unsupported activation %v for Q4G128", act)
+		return fmt.Errorf("qgemv: mul: unsupported activation %v for %s (use MulFP16 for A16)", act, m.format)
 	}
 	if err != nil {
 		return fmt.Errorf("qgemv: mul: %w", err)
+	}
+	return nil
+}
+
+// MulFP16 multiplies binary16 activations (A16): x holds batch*Cols
+// values, widened exactly to float32 (the float-path bound applies).
+func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := m.m.MulF16(dst, x, batch); err != nil {
+		return fmt.Errorf("qgemv: mul fp16: %w", err)
 	}
 	return nil
 }

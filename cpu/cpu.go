@@ -298,6 +298,22 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	return nil
 }
 
+// MulF16 multiplies binary16 activations, widened exactly to float32
+// (W4A16); the result is that of MulF32 on the widened values.
+func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	if err := mx.checkBatch(batch); err != nil {
+		return err
+	}
+	if err := checkLen("x", len(x), batch, mx.m.Cols); err != nil {
+		return err
+	}
+	xf := make([]float32, len(x))
+	for i, h := range x {
+		xf[i] = h.Float32()
+	}
+	return mx.MulF32(dst, xf, batch)
+}
+
 // MulA8 quantizes x to int8 per 128 inputs (layout.QuantizeA8) and
 // computes the W4A8 product into dst. The result is bit-exact across
 // kernel sets and backends. Non-finite activations are an error.

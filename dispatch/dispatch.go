@@ -42,6 +42,8 @@ type Matrix interface {
 	// MulF32 multiplies with float32 activations: x is batch*Cols,
 	// dst batch*Rows.
 	MulF32(dst, x []float32, batch int) error
+	// MulF16 multiplies with binary16 activations.
+	MulF16(dst []float32, x []layout.FP16, batch int) error
 	// MulA8 quantizes x to int8 per 128 inputs and multiplies exactly.
 	MulA8(dst, x []float32, batch int) error
 	// MulI8 multiplies activations already quantized by layout.QuantizeA8.
@@ -54,8 +56,9 @@ type Matrix interface {
 type Backend interface {
 	// Name is the backend's dispatch name, e.g. "cpu-generic".
 	Name() string
-	// Load validates m and prepares it for this backend.
-	Load(m *layout.Q4G128) (Matrix, error)
+	// Load validates m and prepares it for this backend; a format the
+	// backend does not implement is an error.
+	Load(m layout.Matrix) (Matrix, error)
 	// QuantizeA8 quantizes activations exactly as layout.QuantizeA8 does,
 	// using the backend's parallelism.
 	QuantizeA8(xq []int8, xs []float32, x []float32) error
@@ -166,8 +169,21 @@ func newCPU(cfg cpu.Config) (Backend, error) {
 
 func (c cpuBackend) Name() string { return "cpu-" + string(c.ISA()) }
 func (c cpuBackend) Close() error { return nil }
-func (c cpuBackend) Load(m *layout.Q4G128) (Matrix, error) {
-	mx, err := c.Backend.Load(m)
+func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
+	var (
+		mx  Matrix
+		err error
+	)
+	switch m := m.(type) {
+	case *layout.Q4G128:
+		mx, err = c.Backend.Load(m)
+	case *layout.Bits:
+		mx, err = c.Backend.LoadBits(m)
+	case *layout.Sparse12:
+		mx, err = c.Backend.LoadSparse12(m)
+	default:
+		return nil, fmt.Errorf("dispatch: backend %s does not implement format %T", c.Name(), m)
+	}
 	if err != nil {
 		return nil, err
 	}
