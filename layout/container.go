@@ -109,6 +109,13 @@ const (
 	// FormatQ4G128 is Q4G128: 4-bit weights, one float32 scale and one
 	// 4-bit zero point per (row, 128-column group). It has no parameters.
 	FormatQ4G128 FormatID = 1
+	// FormatBits is Bits; parameters: bits per weight, group size (0 for
+	// the whole row), 1 for float32 metadata else 0. Sections WRDS (the
+	// words, uint32), SCAL and ZERO (GroupMeta order, binary16 or float32).
+	FormatBits FormatID = 2
+	// FormatSparse12 is Sparse12; parameters: group size (0 for the whole
+	// row), 1 for float32 metadata else 0; sections as FormatBits.
+	FormatSparse12 FormatID = 3
 )
 
 // String returns the format's name, or FormatID(n) for an unknown id.
@@ -116,6 +123,10 @@ func (id FormatID) String() string {
 	switch id {
 	case FormatQ4G128:
 		return "Q4G128"
+	case FormatBits:
+		return "Bits"
+	case FormatSparse12:
+		return "Sparse12"
 	}
 	return fmt.Sprintf("FormatID(%d)", uint32(id))
 }
@@ -571,6 +582,11 @@ func SaveQ4G128(path string, m *Q4G128) (err error) {
 	if err := m.Validate(); err != nil {
 		return err
 	}
+	return saveAtomic(path, m)
+}
+
+// saveAtomic writes m's encoding to path atomically (see SaveQ4G128).
+func saveAtomic(path string, m io.WriterTo) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -617,6 +633,19 @@ func SaveQ4G128(path string, m *Q4G128) (err error) {
 // LoadQ4G128 reads the Q4G128 matrix in the .qgv file path. Errors about
 // the file's content are prefixed with path.
 func LoadQ4G128(path string) (*Q4G128, error) {
+	f, err := loadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeQ4G128(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// loadFile reads and checks the .qgv container at path.
+func loadFile(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -629,9 +658,9 @@ func LoadQ4G128(path string) (*Q4G128, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w", path, errf("not a regular file"))
 	}
-	m, err := ReadQ4G128(fh, st.Size())
+	f, err := ReadFile(fh, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return m, nil
+	return f, nil
 }

@@ -413,7 +413,7 @@ func TestQGVHostile(t *testing.T) {
 		{"version0", patch(good, func(c []byte) { le.PutUint32(c[8:], 0) }), "unsupported version 0"},
 		{"version2", patch(good, func(c []byte) { le.PutUint32(c[8:], 2) }), "unsupported version 2"},
 		{"format0", patch(good, func(c []byte) { le.PutUint32(c[12:], 0) }), "format id 0"},
-		{"format2", patch(good, func(c []byte) { le.PutUint32(c[12:], 2) }), "format is FormatID(2), want Q4G128"},
+		{"format99", patch(good, func(c []byte) { le.PutUint32(c[12:], 99) }), "format is FormatID(99), want Q4G128"},
 		{"huge nparams", patch(good, func(c []byte) { le.PutUint32(c[32:], math.MaxUint32) }), "4294967295 format parameters"},
 		{"nparams 17", patch(good, func(c []byte) { le.PutUint32(c[32:], 17) }), "17 format parameters"},
 		{"params for Q4G128", rawFile(1, 1, 1, 1, []uint64{4}, 0, nil, nil), "no format parameters"},

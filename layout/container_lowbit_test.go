@@ -1,0 +1,97 @@
+package layout
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestLowbitContainerRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	w := gaussian(rng, 7*300)
+	var ms []interface {
+		Matrix
+		WriteTo(w interface{ Write([]byte) (int, error) }) (int64, error)
+	}
+	_ = ms
+	dir := t.TempDir()
+	for _, fp32 := range []bool{false, true} {
+		for _, n := range BitWidths {
+			b, err := QuantizeBits(w, 7, 300, n, 64, BitsOptions{FP32Meta: fp32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, b.Name()+".qgv")
+			if err := SaveMatrix(path, b); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadMatrix(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, Matrix(b)) {
+				t.Fatalf("%s fp32=%v: round trip differs", b.Name(), fp32)
+			}
+		}
+		sp, _, err := QuantizeSparse12(w, 7, 300, 0, BitsOptions{FP32Meta: fp32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := sp.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		f, err := ReadFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, Matrix(sp)) {
+			t.Fatal("Sparse12 round trip differs")
+		}
+		// Every truncation is an error.
+		data := buf.Bytes()
+		for cut := 0; cut < len(data); cut += 97 {
+			if f, err := ReadFile(bytes.NewReader(data[:cut]), int64(cut)); err == nil {
+				if _, err := Decode(f); err == nil {
+					t.Fatalf("truncated to %d bytes: no error", cut)
+				}
+			}
+		}
+	}
+}
+
+func TestLowbitContainerBadParams(t *testing.T) {
+	b, _ := NewBits(3, 100, 4, 64, false)
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(f *File){
+		"bits 5":        func(f *File) { f.Params = []uint64{5, 64, 0} },
+		"bits 1<<40":    func(f *File) { f.Params = []uint64{1 << 40, 64, 0} },
+		"group 100":     func(f *File) { f.Params = []uint64{4, 100, 0} },
+		"meta flag 2":   func(f *File) { f.Params = []uint64{4, 64, 2} },
+		"fp32 mismatch": func(f *File) { f.Params = []uint64{4, 64, 1} },
+		"two params":    func(f *File) { f.Params = []uint64{4, 64} },
+		"huge rows":     func(f *File) { f.Rows = 1 << 40 },
+		"rows mismatch": func(f *File) { f.Rows = 100 },
+		"wrong format":  func(f *File) { f.Format = FormatSparse12 },
+	} {
+		c := *f
+		c.Params = append([]uint64(nil), f.Params...)
+		mut(&c)
+		if _, err := Decode(&c); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
