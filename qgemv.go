@@ -158,6 +158,7 @@ type Matrix struct {
 	e          *Engine
 	m          dispatch.Matrix
 	rows, cols int
+	pcols      int
 	format     string
 	mu         sync.RWMutex
 	closed     bool
@@ -180,7 +181,7 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 		return nil, fmt.Errorf("qgemv: load: %w", err)
 	}
 	rows, cols := m.Shape()
-	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, format: m.Name()}
+	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, pcols: m.PaddedCols(), format: m.Name()}
 	e.matsMu.Lock()
 	e.mats[mat] = struct{}{}
 	e.matsMu.Unlock()
@@ -189,6 +190,10 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 
 // Format names the matrix's format, e.g. "Q4G128" or "Bits2G64".
 func (m *Matrix) Format() string { return m.format }
+
+// PaddedCols returns the int8 activations per vector MulInt8 expects
+// (Cols padded as the format stores it).
+func (m *Matrix) PaddedCols() int { return m.pcols }
 
 // Rows returns the number of outputs per vector.
 func (m *Matrix) Rows() int { return m.rows }

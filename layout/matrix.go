@@ -12,6 +12,9 @@ type Matrix interface {
 	Validate() error
 	// StreamBytes returns the bytes a GEMV reads from the matrix.
 	StreamBytes() int64
+	// PaddedCols returns the columns padded as the format stores them
+	// (the int8 activations per vector of an A8 multiply).
+	PaddedCols() int
 }
 
 // Name returns "Q4G128".
@@ -31,3 +34,13 @@ var (
 	_ Matrix = (*Bits)(nil)
 	_ Matrix = (*Sparse12)(nil)
 )
+
+// PaddedCols returns PCols, the int8 activations per vector MulInt8
+// expects.
+func (m *Q4G128) PaddedCols() int { return m.PCols }
+
+// PaddedCols returns PCols.
+func (b *Bits) PaddedCols() int { return b.PCols }
+
+// PaddedCols returns PCols.
+func (m *Sparse12) PaddedCols() int { return m.PCols }

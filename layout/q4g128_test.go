@@ -261,3 +261,24 @@ func BenchmarkQuantizeA8(b *testing.B) {
 		_ = QuantizeA8(q, s, x)
 	}
 }
+
+func TestParseFormatSpec(t *testing.T) {
+	for _, s := range []string{"q4g128", "bits4g64", "bits2row", "bits3g128", "bits1g32", "bits8g256", "sparse12g128", "sparse12row"} {
+		f, err := ParseFormatSpec(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if f.String() != s {
+			t.Errorf("%s parsed and printed as %s", s, f)
+		}
+		m, _, err := f.Quantize(make([]float32, 2*300), 2, 300, BitsOptions{IntegerZero: true})
+		if err != nil || m.Validate() != nil {
+			t.Errorf("%s: quantize: %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "q4", "bits5g64", "bits4g100", "bits4", "bits4x64", "sparse12g7", "sparse12", "bitsxg64"} {
+		if _, err := ParseFormatSpec(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}

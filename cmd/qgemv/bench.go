@@ -22,6 +22,7 @@ import (
 // benchResult is what "qgemv bench -json" prints.
 type benchResult struct {
 	Backend        string  `json:"backend"`
+	Format         string  `json:"format"`
 	Activation     string  `json:"activation"`
 	Hidden         int     `json:"hidden"`
 	Intermediate   int     `json:"intermediate"`
@@ -48,7 +49,8 @@ func cmdBench(args []string) error {
 	iters := fs.Int("iters", 200, "iterations (FFN blocks) in the burst")
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
 	threads := fs.Int("threads", 0, "CPU goroutines per multiply (0: all)")
-	act := fs.String("act", "a8", "activations: a8 (int8, VNNI) or a32 (float32)")
+	act := fs.String("act", "a8", "activations: a8 (int8, VNNI), a16 (binary16) or a32 (float32)")
+	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row")
 	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
 	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
 	minWS := fs.Int("working-set-mib", synth.BeyondLLC>>20, "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small)")
@@ -70,8 +72,14 @@ func cmdBench(args []string) error {
 		a = qgemv.A8
 	case "a32":
 		a = qgemv.A32
+	case "a16":
+		a = qgemv.A16
 	default:
-		return fmt.Errorf("bench: -act %q: want a8 or a32", *act)
+		return fmt.Errorf("bench: -act %q: want a8, a16 or a32", *act)
+	}
+	spec, err := layout.ParseFormatSpec(*format)
+	if err != nil {
+		return fmt.Errorf("bench: -format: %w", err)
 	}
 	if err := layout.CheckDims(*inter, *hidden); err != nil {
 		return fmt.Errorf("bench: -hidden/-intermediate: %w", err)
@@ -94,7 +102,7 @@ func cmdBench(args []string) error {
 	for l := 0; l < nLayers; l++ {
 		var mats [3]*qgemv.Matrix
 		for k, shape := range [3][2]int{{I, H}, {I, H}, {H, I}} {
-			m, err := synth.Q4G128(shape[0], shape[1], uint64(3*l+k+1))
+			m, err := synth.Matrix(spec, shape[0], shape[1], uint64(3*l+k+1))
 			if err != nil {
 				return err
 			}
@@ -116,8 +124,9 @@ func cmdBench(args []string) error {
 	up := make([]float32, I)
 	h := make([]float32, I)
 	y := make([]float32, H)
-	xq, xs := make([]int8, layout.Pad128(H)), make([]float32, layout.Pad128(H)/128)
-	hq, hs := make([]int8, layout.Pad128(I)), make([]float32, layout.Pad128(I)/128)
+	xq, xs := make([]int8, layers[0].gate.PaddedCols()), make([]float32, layers[0].gate.PaddedCols()/128)
+	hq, hs := make([]int8, layers[0].down.PaddedCols()), make([]float32, layers[0].down.PaddedCols()/128)
+	xh, hh := make([]layout.FP16, H), make([]layout.FP16, I)
 	var quantTime time.Duration
 	block := func(l ffnLayer) error {
 		if a == qgemv.A8 {
@@ -139,6 +148,18 @@ func cmdBench(args []string) error {
 			}
 			quantTime += time.Since(t0)
 			return l.down.MulInt8(y, hq, hs, 1)
+		}
+		if a == qgemv.A16 { // activations travel as binary16
+			toFP16(xh, x)
+			if err := l.gate.MulFP16(gate, xh, 1); err != nil {
+				return err
+			}
+			if err := l.up.MulFP16(up, xh, 1); err != nil {
+				return err
+			}
+			swiglu(h, gate, up)
+			toFP16(hh, h)
+			return l.down.MulFP16(y, hh, 1)
 		}
 		if err := l.gate.Mul(gate, x, 1, a); err != nil {
 			return err
@@ -179,7 +200,7 @@ func cmdBench(args []string) error {
 	bytes := perLayer + actBytes
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	res := benchResult{
-		Backend: eng.Backend(), Activation: a.String(), Hidden: H, Intermediate: I,
+		Backend: eng.Backend(), Format: layers[0].gate.Format(), Activation: a.String(), Hidden: H, Intermediate: I,
 		Layers: len(layers), WorkingSetMiB: float64(perLayer*int64(len(layers))) / (1 << 20),
 		Iters: *iters, Threads: nthreads,
 		BlockMedianUS: us(med), BlockMeanUS: us(total) / float64(*iters),
@@ -198,8 +219,8 @@ func cmdBench(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Printf("qgemv bench: LLaMA FFN block (gate+up %dx%d, down %dx%d), Q4G128 W4%s, backend %s, %d threads\n",
-		I, H, H, I, res.Activation, res.Backend, nthreads)
+	fmt.Printf("qgemv bench: LLaMA FFN block (gate+up %dx%d, down %dx%d), %s %s, backend %s, %d threads\n",
+		I, H, H, I, layers[0].gate.Format(), res.Activation, res.Backend, nthreads)
 	fmt.Printf("  working set   %.0f MiB (%d layers rotated)\n", res.WorkingSetMiB, res.Layers)
 	fmt.Printf("  time/block    %.1f us median (mean %.1f, p10 %.1f, p90 %.1f) over %d iterations\n",
 		res.BlockMedianUS, res.BlockMeanUS, res.BlockP10US, res.BlockP90US, res.Iters)
@@ -211,6 +232,12 @@ func cmdBench(args []string) error {
 		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
 	}
 	return nil
+}
+
+func toFP16(dst []layout.FP16, x []float32) {
+	for i, v := range x {
+		dst[i] = layout.ToFP16(v)
+	}
 }
 
 // swiglu computes h = silu(gate) * up.

@@ -38,12 +38,15 @@ func cmdInspect(args []string) error {
 	for _, s := range f.Sections {
 		fmt.Printf("  section %q: %d bytes, CRC-32C ok\n", s.Tag[:], len(s.Data))
 	}
-	if f.Format != layout.FormatQ4G128 {
-		return nil
-	}
-	m, err := layout.DecodeQ4G128(f)
+	dm, err := layout.Decode(f)
 	if err != nil {
 		return err
+	}
+	rows, cols := dm.Shape()
+	fmt.Printf("  %s, padded columns %d, %.3f bits/weight\n", dm.Name(), dm.PaddedCols(), 8*float64(dm.StreamBytes())/float64(rows*cols))
+	m, ok := dm.(*layout.Q4G128)
+	if !ok {
+		return nil
 	}
 	smin, smax := float32(math.Inf(1)), float32(math.Inf(-1))
 	var zhist [16]int
@@ -54,7 +57,6 @@ func cmdInspect(args []string) error {
 			zhist[m.Zero(r, g)]++
 		}
 	}
-	fmt.Printf("  padded %dx%d, %d groups/row, %.3f bits/weight\n", m.PRows, m.PCols, m.Groups(), 8*float64(m.StreamBytes())/float64(m.Rows*m.Cols))
 	fmt.Printf("  scales in [%g, %g]; zero-point histogram %v\n", smin, smax, zhist)
 	return nil
 }

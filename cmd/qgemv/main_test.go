@@ -34,6 +34,15 @@ func TestQuantizeInspect(t *testing.T) {
 	if err := cmdInspect([]string{out}); err != nil {
 		t.Fatal(err)
 	}
+	for _, format := range []string{"bits4g64", "bits1row", "sparse12g32"} {
+		o := filepath.Join(dir, format+".qgv")
+		if err := cmdQuantize([]string{"-format", format, "-rows", "3", "-cols", "200", "-o", o, in}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if err := cmdInspect([]string{o}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+	}
 	// Bad inputs are errors.
 	for _, args := range [][]string{
 		{"-rows", "3", "-cols", "201", "-o", out, in}, // size mismatch
@@ -55,12 +64,14 @@ func TestQuantizeInspect(t *testing.T) {
 }
 
 func TestBenchSmall(t *testing.T) {
-	for _, act := range []string{"a8", "a32"} {
-		if err := cmdBench([]string{"-hidden", "256", "-intermediate", "384", "-iters", "3", "-working-set-mib", "0", "-json", "-act", act}); err != nil {
-			t.Fatal(err)
+	for _, format := range []string{"q4g128", "bits2g64", "bits3row", "sparse12g128"} {
+		for _, act := range []string{"a8", "a16", "a32"} {
+			if err := cmdBench([]string{"-format", format, "-hidden", "256", "-intermediate", "384", "-iters", "3", "-working-set-mib", "0", "-json", "-act", act}); err != nil {
+				t.Fatalf("%s %s: %v", format, act, err)
+			}
 		}
 	}
-	for _, args := range [][]string{{"-iters", "0"}, {"-act", "a4"}, {"-hidden", "0"}, {"extra"}, {"-backend", "nope"}} {
+	for _, args := range [][]string{{"-iters", "0"}, {"-act", "a4"}, {"-format", "bits5g64"}, {"-hidden", "0"}, {"extra"}, {"-backend", "nope"}} {
 		if err := cmdBench(args); err == nil {
 			t.Errorf("bench %v: no error", args)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 
@@ -14,8 +15,10 @@ func cmdQuantize(args []string) error {
 	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
 	rows := fs.Int("rows", 0, "rows (outputs) of the matrix")
 	cols := fs.Int("cols", 0, "columns (inputs) of the matrix")
-	format := fs.String("format", "q4g128", "output format")
+	format := fs.String("format", "q4g128", "output format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row")
 	method := fs.String("method", "search", "scale/zero choice: minmax or search (error-minimizing)")
+	intZero := fs.Bool("intzero", true, "integer zero points (Bits, Sparse12; needed for int8 activations)")
+	fp32Meta := fs.Bool("fp32meta", false, "float32 scales and zeros instead of binary16 (Bits, Sparse12)")
 	out := fs.String("o", "", "output .qgv file")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: qgemv quantize -rows R -cols C [-method search] -o OUT.qgv IN.f32\n\nIN.f32 holds R*C little-endian float32 values, row-major.")
@@ -28,8 +31,9 @@ func cmdQuantize(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("quantize: need one input file and -o")
 	}
-	if *format != "q4g128" {
-		return fmt.Errorf("quantize: unknown format %q (supported: q4g128)", *format)
+	spec, err := layout.ParseFormatSpec(*format)
+	if err != nil {
+		return fmt.Errorf("quantize: %w", err)
 	}
 	qm, err := layout.ParseQuantMethod(*method)
 	if err != nil {
@@ -55,15 +59,22 @@ func cmdQuantize(args []string) error {
 	for i := range w {
 		w[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
-	m, err := layout.QuantizeQ4G128(w, *rows, *cols, qm)
+	m, dropped, err := spec.Quantize(w, *rows, *cols, layout.BitsOptions{Method: qm, IntegerZero: *intZero, FP32Meta: *fp32Meta})
 	if err != nil {
 		return err
 	}
-	rel := layout.RelRMSError(m.Dequantize(), w)
-	if err := layout.SaveQ4G128(*out, m); err != nil {
+	rel := layout.RelRMSError(m.(interface{ Dequantize() []float32 }).Dequantize(), w)
+	if err := layout.SaveMatrix(*out, m.(interface {
+		layout.Matrix
+		io.WriterTo
+	})); err != nil {
 		return err
 	}
-	fmt.Printf("%s: Q4G128 %dx%d, method %v, relative RMS error %.5f, %.3f bits/weight\n",
-		*out, *rows, *cols, qm, rel, 8*float64(m.StreamBytes())/float64(*rows**cols))
+	fmt.Printf("%s: %s %dx%d, method %v, relative RMS error %.5f, %.3f bits/weight",
+		*out, m.Name(), *rows, *cols, qm, rel, 8*float64(m.StreamBytes())/float64(*rows**cols))
+	if spec.Format == layout.FormatSparse12 {
+		fmt.Printf(", pruned energy %.4f", dropped)
+	}
+	fmt.Println()
 	return nil
 }

@@ -6,6 +6,7 @@ package synth
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/qgemv/qgemv/layout"
@@ -60,3 +61,45 @@ func Rotation(bytesEach int64, minBytes int64) int {
 // stream from DRAM: four times the largest last-level cache a laptop or
 // this project's VMs effectively give one process.
 const BeyondLLC = 256 << 20
+
+// Matrix returns a synthetic matrix of the given format: random codes,
+// scales in [0.001, 0.02) and integer zero points (so every activation
+// type works), determined by seed.
+func Matrix(spec layout.FormatSpec, rows, cols int, seed uint64) (layout.Matrix, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	switch spec.Format {
+	case layout.FormatQ4G128:
+		return Q4G128(rows, cols, seed)
+	case layout.FormatBits:
+		b, err := layout.NewBits(rows, cols, spec.N, spec.G, false)
+		if err != nil {
+			return nil, err
+		}
+		for i := range b.Words {
+			b.Words[i] = rng.Uint32()
+			if spec.N == 3 {
+				b.Words[i] &^= 3 // spare bits are zero
+			}
+		}
+		fillMeta(rng, &b.GroupMeta, 1<<spec.N-1)
+		return b, nil
+	case layout.FormatSparse12:
+		m, err := layout.NewSparse12(rows, cols, spec.G, false)
+		if err != nil {
+			return nil, err
+		}
+		for i := range m.Words {
+			m.Words[i] = rng.Uint32()
+		}
+		fillMeta(rng, &m.GroupMeta, 127)
+		return m, nil
+	}
+	return nil, fmt.Errorf("synth: format %v unsupported", spec.Format)
+}
+
+func fillMeta(rng *rand.Rand, m *layout.GroupMeta, qmax int) {
+	for i := range m.Scales16 {
+		m.Scales16[i] = layout.ToFP16(0.001 + 0.019*rng.Float32())
+		m.Zeros16[i] = layout.ToFP16(float32(rng.IntN(qmax + 1)))
+	}
+}

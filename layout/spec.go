@@ -1,0 +1,93 @@
+package layout
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FormatSpec is a format and its parameters as names spell them:
+// "q4g128", "bits<n>g<g>" or "bits<n>row" (e.g. "bits4g64", "bits2row"),
+// "sparse12g<g>" or "sparse12row".
+type FormatSpec struct {
+	Format FormatID
+	N      int // bits per weight (Bits)
+	G      int // group size, 0 for the whole row (Bits, Sparse12)
+}
+
+// ParseFormatSpec parses a format name (case-insensitive).
+func ParseFormatSpec(s string) (FormatSpec, error) {
+	name := strings.ToLower(s)
+	bad := fmt.Errorf("layout: unknown format %q (want q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g> or sparse12row)", s)
+	group := func(rest string) (int, error) {
+		if rest == "row" {
+			return 0, nil
+		}
+		g, err := strconv.Atoi(strings.TrimPrefix(rest, "g"))
+		if err != nil || !strings.HasPrefix(rest, "g") {
+			return 0, bad
+		}
+		return g, nil
+	}
+	switch {
+	case name == "q4g128":
+		return FormatSpec{Format: FormatQ4G128, N: 4, G: 128}, nil
+	case strings.HasPrefix(name, "sparse12"):
+		g, err := group(strings.TrimPrefix(name, "sparse12"))
+		if err != nil {
+			return FormatSpec{}, err
+		}
+		if _, _, _, err := Sparse12Shape(1, 1, g); err != nil {
+			return FormatSpec{}, err
+		}
+		return FormatSpec{Format: FormatSparse12, N: 8, G: g}, nil
+	case strings.HasPrefix(name, "bits") && len(name) > 5:
+		n, err := strconv.Atoi(name[4:5])
+		if err != nil {
+			return FormatSpec{}, bad
+		}
+		g, err := group(name[5:])
+		if err != nil {
+			return FormatSpec{}, err
+		}
+		if _, _, _, err := BitsShape(1, 1, n, g); err != nil {
+			return FormatSpec{}, err
+		}
+		return FormatSpec{Format: FormatBits, N: n, G: g}, nil
+	}
+	return FormatSpec{}, bad
+}
+
+// String returns the spec's name as ParseFormatSpec reads it.
+func (f FormatSpec) String() string {
+	g := fmt.Sprintf("g%d", f.G)
+	if f.G == 0 {
+		g = "row"
+	}
+	switch f.Format {
+	case FormatQ4G128:
+		return "q4g128"
+	case FormatBits:
+		return fmt.Sprintf("bits%d%s", f.N, g)
+	case FormatSparse12:
+		return "sparse12" + g
+	}
+	return f.Format.String()
+}
+
+// Quantize quantizes the rows x cols matrix w to this format. Q4G128 uses
+// opt.Method only; Sparse12 also returns the dropped energy fraction (0
+// for the other formats).
+func (f FormatSpec) Quantize(w []float32, rows, cols int, opt BitsOptions) (Matrix, float64, error) {
+	switch f.Format {
+	case FormatQ4G128:
+		m, err := QuantizeQ4G128(w, rows, cols, opt.Method)
+		return m, 0, err
+	case FormatBits:
+		m, err := QuantizeBits(w, rows, cols, f.N, f.G, opt)
+		return m, 0, err
+	case FormatSparse12:
+		return QuantizeSparse12(w, rows, cols, f.G, opt)
+	}
+	return nil, 0, fmt.Errorf("layout: cannot quantize to %v", f.Format)
+}
