@@ -74,14 +74,20 @@ func (mx *LowMatrix) check(dstLen, xLen, batch, xPer int) error {
 // column of each pair gets code 0 and keep[c] false).
 func (mx *LowMatrix) rowCodes(r int, q []uint8, keep []bool) {
 	if b := mx.bits; b != nil {
+		// Plane by plane: element i of the 32 words of a chunk are 32
+		// consecutive columns, so reads and writes are both sequential.
 		n := uint(b.N)
 		step := 32 / b.N
 		mask := uint32(1)<<n - 1
 		words := b.Words[r*b.WordsPerRow() : (r+1)*b.WordsPerRow()]
-		for wi, w := range words {
-			k, t := wi/32, wi%32
+		for k := 0; k < len(words)/32; k++ {
+			chunk := words[k*32 : k*32+32]
 			for i := 0; i < step; i++ {
-				q[(k*step+i)*32+t] = uint8(w >> (32 - n*uint(i+1)) & mask)
+				sh := 32 - n*uint(i+1)
+				dst := q[(k*step+i)*32 : (k*step+i)*32+32]
+				for t, w := range chunk {
+					dst[t] = uint8(w >> sh & mask)
+				}
 			}
 		}
 		return
@@ -180,15 +186,20 @@ func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
 			for gi := 0; gi < mx.groups; gi++ {
 				clear(dot[:batch])
 				clear(sx[:batch])
-				for c := gi * g; c < (gi+1)*g; c++ {
-					if !s.keep[c] {
-						continue
-					}
-					qf := float32(s.q[c])
-					for v := 0; v < batch; v++ {
-						xv := xp[v*pc+c]
-						dot[v] += qf * xv
-						sx[v] += xv
+				switch {
+				case mx.bits != nil && batch == 1:
+					dot[0], sx[0] = dotF32Codes(s.q[gi*g:(gi+1)*g], xp[gi*g:(gi+1)*g])
+				default:
+					for c := gi * g; c < (gi+1)*g; c++ {
+						if !s.keep[c] {
+							continue
+						}
+						qf := float32(s.q[c])
+						for v := 0; v < batch; v++ {
+							xv := xp[v*pc+c]
+							dot[v] += qf * xv
+							sx[v] += xv
+						}
 					}
 				}
 				sc, z := mx.meta(r, gi)
@@ -262,15 +273,20 @@ func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) er
 			for c0 := 0; c0 < pc; c0 += blk {
 				clear(dot[:batch])
 				clear(sx[:batch])
-				for c := c0; c < c0+blk; c++ {
-					if !s.keep[c] {
-						continue
-					}
-					qi := int32(s.q[c])
-					for v := 0; v < batch; v++ {
-						xv := int32(xq[v*pc+c])
-						dot[v] += qi * xv
-						sx[v] += xv
+				switch {
+				case mx.bits != nil && batch == 1:
+					dot[0], sx[0] = dotI8Codes(s.q[c0:c0+blk], xq[c0:c0+blk])
+				default:
+					for c := c0; c < c0+blk; c++ {
+						if !s.keep[c] {
+							continue
+						}
+						qi := int32(s.q[c])
+						for v := 0; v < batch; v++ {
+							xv := int32(xq[v*pc+c])
+							dot[v] += qi * xv
+							sx[v] += xv
+						}
 					}
 				}
 				sc, z := mx.meta(r, c0/g)
@@ -286,4 +302,41 @@ func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) er
 		}
 	})
 	return nil
+}
+
+// dotI8Codes returns sum q*x and sum x over one block (batch 1, dense).
+func dotI8Codes(q []uint8, x []int8) (dot, sum int32) {
+	x = x[:len(q)]
+	var d0, d1, s0, s1 int32
+	i := 0
+	for ; i+1 < len(q); i += 2 {
+		a, b := int32(x[i]), int32(x[i+1])
+		d0 += int32(q[i]) * a
+		d1 += int32(q[i+1]) * b
+		s0 += a
+		s1 += b
+	}
+	for ; i < len(q); i++ {
+		d0 += int32(q[i]) * int32(x[i])
+		s0 += int32(x[i])
+	}
+	return d0 + d1, s0 + s1
+}
+
+// dotF32Codes returns sum q*x and sum x over one group (batch 1, dense).
+func dotF32Codes(q []uint8, x []float32) (dot, sum float32) {
+	x = x[:len(q)]
+	var d0, d1, s0, s1 float32
+	i := 0
+	for ; i+1 < len(q); i += 2 {
+		d0 += float32(q[i]) * x[i]
+		d1 += float32(q[i+1]) * x[i+1]
+		s0 += x[i]
+		s1 += x[i+1]
+	}
+	for ; i < len(q); i++ {
+		d0 += float32(q[i]) * x[i]
+		s0 += x[i]
+	}
+	return d0 + d1, s0 + s1
 }
