@@ -42,14 +42,23 @@ func (s benchShape) String() string {
 
 var benchShapes = []benchShape{{4096, 14336, false}, {14336, 4096, false}, {1024, 4096, true}}
 
-var matCache = map[benchShape][]*layout.Q4G128{}
+type matKey struct {
+	format string
+	shape  benchShape
+}
+
+var matCache = map[matKey][]layout.Matrix{}
+
+var q4 = layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}
 
 // benchMatrices returns the distinct matrices a benchmark rotates over.
-func benchMatrices(b *testing.B, s benchShape) []*layout.Q4G128 {
-	if ms, ok := matCache[s]; ok {
+func benchMatrices(b *testing.B, spec layout.FormatSpec, s benchShape) []layout.Matrix {
+	key := matKey{spec.String(), s}
+	if ms, ok := matCache[key]; ok {
 		return ms
 	}
-	first, err := synth.Q4G128(s.rows, s.cols, 1)
+	clear(matCache) // keep one format's matrices in memory at a time
+	first, err := synth.Matrix(spec, s.rows, s.cols, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,15 +66,15 @@ func benchMatrices(b *testing.B, s benchShape) []*layout.Q4G128 {
 	if !s.cached {
 		n = synth.Rotation(first.StreamBytes(), synth.BeyondLLC)
 	}
-	ms := []*layout.Q4G128{first}
+	ms := []layout.Matrix{first}
 	for i := 1; i < n; i++ {
-		m, err := synth.Q4G128(s.rows, s.cols, uint64(i+1))
+		m, err := synth.Matrix(spec, s.rows, s.cols, uint64(i+1))
 		if err != nil {
 			b.Fatal(err)
 		}
 		ms = append(ms, m)
 	}
-	matCache[s] = ms
+	matCache[key] = ms
 	return ms
 }
 
@@ -80,7 +89,7 @@ func benchBackends() []string {
 	return out
 }
 
-func benchGEMV(b *testing.B, backend string, threads int, s benchShape, act qgemv.Activation, batch int) {
+func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec, s benchShape, act qgemv.Activation, batch int) {
 	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(threads), qgemv.WithHugePages(true))
 	if err != nil {
 		b.Skip(err)
@@ -88,7 +97,7 @@ func benchGEMV(b *testing.B, backend string, threads int, s benchShape, act qgem
 	defer eng.Close()
 	var mats []*qgemv.Matrix
 	var streamed int64
-	for _, m := range benchMatrices(b, s) {
+	for _, m := range benchMatrices(b, spec, s) {
 		mx, err := eng.Load(m)
 		if err != nil {
 			b.Fatal(err)
@@ -97,10 +106,20 @@ func benchGEMV(b *testing.B, backend string, threads int, s benchShape, act qgem
 		streamed = m.StreamBytes()
 	}
 	x := synth.Vector(batch*s.cols, 3)
+	xh := make([]layout.FP16, len(x))
+	for i, v := range x {
+		xh[i] = layout.ToFP16(v)
+	}
 	y := make([]float32, batch*s.rows)
 	streamed += int64(batch) * int64(s.cols+s.rows) * 4
+	mul := func(mx *qgemv.Matrix) error {
+		if act == qgemv.A16 {
+			return mx.MulFP16(y, xh, batch)
+		}
+		return mx.Mul(y, x, batch, act)
+	}
 	for _, mx := range mats { // warm up: page in every matrix
-		if err := mx.Mul(y, x, batch, act); err != nil {
+		if err := mul(mx); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -108,7 +127,7 @@ func benchGEMV(b *testing.B, backend string, threads int, s benchShape, act qgem
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := mats[i%len(mats)].Mul(y, x, batch, act); err != nil {
+		if err := mul(mats[i%len(mats)]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -120,14 +139,37 @@ func BenchmarkGEMV(b *testing.B) {
 		for _, s := range benchShapes {
 			for _, be := range benchBackends() {
 				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s", act, s, be), func(b *testing.B) {
-					benchGEMV(b, be, 0, s, act, 1)
+					benchGEMV(b, be, 0, q4, s, act, 1)
 				})
 				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s-1thread", act, s, be), func(b *testing.B) {
-					benchGEMV(b, be, 1, s, act, 1)
+					benchGEMV(b, be, 1, q4, s, act, 1)
 				})
 			}
 		}
 	}
+	// The low-bit family: its kernels are generic Go on every CPU backend
+	// so far, hence the name.
+	for _, name := range []string{"bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "sparse12g128"} {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := benchShapes[0]
+		for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A16, qgemv.A32} {
+			b.Run(fmt.Sprintf("%s/%v/%v/cpu-generic", formatName(spec), act, s), func(b *testing.B) {
+				benchGEMV(b, "cpu-generic", 0, spec, s, act, 1)
+			})
+		}
+	}
+}
+
+// formatName is the format's benchmark name, e.g. "Bits4G128".
+func formatName(spec layout.FormatSpec) string {
+	m, err := synth.Matrix(spec, 1, 1, 0)
+	if err != nil {
+		return spec.String()
+	}
+	return m.Name()
 }
 
 func BenchmarkGEMVBatch(b *testing.B) {
@@ -136,7 +178,7 @@ func BenchmarkGEMVBatch(b *testing.B) {
 		for _, batch := range []int{1, 4, 16} {
 			for _, be := range benchBackends() {
 				b.Run(fmt.Sprintf("Q4G128/%v/b%d/%v/%s", act, batch, s, be), func(b *testing.B) {
-					benchGEMV(b, be, 0, s, act, batch)
+					benchGEMV(b, be, 0, q4, s, act, batch)
 				})
 			}
 		}

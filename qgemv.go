@@ -188,6 +188,10 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	return mat, nil
 }
 
+// Kernel names the kernel set running this matrix, e.g.
+// "cpu-avx512vnni" (the low-bit formats run "cpu-generic" for now).
+func (m *Matrix) Kernel() string { return m.m.Kernel() }
+
 // Format names the matrix's format, e.g. "Q4G128" or "Bits2G64".
 func (m *Matrix) Format() string { return m.format }
 

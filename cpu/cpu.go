@@ -237,6 +237,9 @@ func (mx *Matrix) Close() error {
 	return nil
 }
 
+// Kernel names the kernel set the matrix runs, e.g. "cpu-avx512vnni".
+func (mx *Matrix) Kernel() string { return "cpu-" + string(mx.b.set.isa) }
+
 // Q4G128 returns the loaded matrix.
 func (mx *Matrix) Q4G128() *layout.Q4G128 { return mx.m }
 

@@ -46,6 +46,9 @@ func (mx *LowMatrix) name() string {
 	return mx.sp.Name()
 }
 
+// Kernel names the kernels the matrix runs: the generic Go ones.
+func (mx *LowMatrix) Kernel() string { return "cpu-" + string(Generic) }
+
 // Close releases the matrix; later multiplies return ErrClosed.
 func (mx *LowMatrix) Close() error {
 	mx.mu.Lock()

@@ -48,6 +48,9 @@ type Matrix interface {
 	MulA8(dst, x []float32, batch int) error
 	// MulI8 multiplies activations already quantized by layout.QuantizeA8.
 	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
+	// Kernel names the kernel set that runs this matrix's multiplies
+	// (a format may run on a narrower set than the backend's best).
+	Kernel() string
 	// Close releases what Load allocated.
 	Close() error
 }

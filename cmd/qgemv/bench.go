@@ -200,7 +200,7 @@ func cmdBench(args []string) error {
 	bytes := perLayer + actBytes
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	res := benchResult{
-		Backend: eng.Backend(), Format: layers[0].gate.Format(), Activation: a.String(), Hidden: H, Intermediate: I,
+		Backend: layers[0].gate.Kernel(), Format: layers[0].gate.Format(), Activation: a.String(), Hidden: H, Intermediate: I,
 		Layers: len(layers), WorkingSetMiB: float64(perLayer*int64(len(layers))) / (1 << 20),
 		Iters: *iters, Threads: nthreads,
 		BlockMedianUS: us(med), BlockMeanUS: us(total) / float64(*iters),
@@ -219,8 +219,8 @@ func cmdBench(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Printf("qgemv bench: LLaMA FFN block (gate+up %dx%d, down %dx%d), %s %s, backend %s, %d threads\n",
-		I, H, H, I, layers[0].gate.Format(), res.Activation, res.Backend, nthreads)
+	fmt.Printf("qgemv bench: LLaMA FFN block (gate+up %dx%d, down %dx%d), %s %s, kernels %s, %d threads\n",
+		I, H, H, I, layers[0].gate.Format(), res.Activation, layers[0].gate.Kernel(), nthreads)
 	fmt.Printf("  working set   %.0f MiB (%d layers rotated)\n", res.WorkingSetMiB, res.Layers)
 	fmt.Printf("  time/block    %.1f us median (mean %.1f, p10 %.1f, p90 %.1f) over %d iterations\n",
 		res.BlockMedianUS, res.BlockMeanUS, res.BlockP10US, res.BlockP90US, res.Iters)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
 )
 
 func cmdInfo(args []string) error {
@@ -19,9 +21,22 @@ func cmdInfo(args []string) error {
 	}
 	defer eng.Close()
 	fmt.Print(eng.Report())
-	fmt.Println("kernels:")
-	for _, act := range []qgemv.Activation{qgemv.A32, qgemv.A8} {
-		fmt.Printf("  Q4G128/%-4v %s\n", act, eng.Backend())
+	fmt.Println("kernels (A32, A16, A8):")
+	for _, name := range []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "sparse12g128"} {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			return err
+		}
+		m, err := synth.Matrix(spec, 16, 256, 1)
+		if err != nil {
+			return err
+		}
+		mat, err := eng.Load(m)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-14s %s\n", m.Name(), mat.Kernel())
+		mat.Close()
 	}
 	return nil
 }
