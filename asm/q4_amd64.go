@@ -604,6 +604,98 @@ func Q4A32Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byt
 //go:noescape
 func Q4A32Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
+// Bits8A8Avx512 computes W8A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact. meta holds, per tile and chunk,
+// 16 float32 scales and 16 int32 zeros in lane order (row i, block b of
+// the chunk at lane i*1+b); act holds per chunk 1 blocks x 2 halves of
+// 64 activation bytes in the regrouped order, then 16 float32 lane scales
+// and 16 int32 lane sums; ctrl the 1 VPMULTISHIFTQB control vectors; idx the
+// 1 permutations gathering lane i*1+b into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Avx512 computes W4A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact. meta holds, per tile and chunk,
+// 16 float32 scales and 16 int32 zeros in lane order (row i, block b of
+// the chunk at lane i*2+b); act holds per chunk 2 blocks x 2 halves of
+// 64 activation bytes in the regrouped order, then 16 float32 lane scales
+// and 16 int32 lane sums; ctrl the 2 VPMULTISHIFTQB control vectors; idx the
+// 2 permutations gathering lane i*2+b into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8Avx512 computes W2A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact. meta holds, per tile and chunk,
+// 16 float32 scales and 16 int32 zeros in lane order (row i, block b of
+// the chunk at lane i*4+b); act holds per chunk 4 blocks x 2 halves of
+// 64 activation bytes in the regrouped order, then 16 float32 lane scales
+// and 16 int32 lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx the
+// 4 permutations gathering lane i*4+b into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits2A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits1A8Avx512 computes W1A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact. meta holds, per tile and chunk,
+// 16 float32 scales and 16 int32 zeros in lane order (row i, block b of
+// the chunk at lane i*8+b); act holds per chunk 8 blocks x 2 halves of
+// 64 activation bytes in the regrouped order, then 16 float32 lane scales
+// and 16 int32 lane sums; ctrl the 8 VPMULTISHIFTQB control vectors; idx the
+// 8 permutations gathering lane i*8+b into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits1A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as
 //

@@ -79,6 +79,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, s := range streamReaders {
 		check("streamRead", funcName(s.fn), s.requires)
 	}
+	for _, k := range bitsA8Kernels.byN {
+		check("bitsA8", funcName(k), bitsA8Kernels.requires)
+	}
 	for fn := range req {
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)

@@ -21,6 +21,8 @@ type LowMatrix struct {
 	groups int
 	closed bool
 	mu     sync.RWMutex
+	simd   *bitsSIMD // the assembly A8 kernel's state, if it applies
+	intErr error     // why A8 is impossible (fractional zeros), checked at load
 }
 
 // LoadBits validates m and binds it to the backend (used in place).
@@ -28,7 +30,8 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &LowMatrix{b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups()}, nil
+	return &LowMatrix{b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
+		simd: newBitsSIMD(b, m), intErr: m.IntegerZeros()}, nil
 }
 
 // LoadSparse12 validates m and binds it to the backend (used in place).
@@ -36,7 +39,7 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &LowMatrix{b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups()}, nil
+	return &LowMatrix{b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(), intErr: m.IntegerZeros()}, nil
 }
 
 func (mx *LowMatrix) name() string {
@@ -46,8 +49,15 @@ func (mx *LowMatrix) name() string {
 	return mx.sp.Name()
 }
 
-// Kernel names the kernels the matrix runs: the generic Go ones.
-func (mx *LowMatrix) Kernel() string { return "cpu-" + string(Generic) }
+// Kernel names the kernels the matrix runs: generic Go, and for Bits with
+// 8/4/2/1 bits and groups of at least 128 columns the AVX-512 kernel for
+// int8 activations at batch 1 ("cpu-avx512vnni-a8+generic").
+func (mx *LowMatrix) Kernel() string {
+	if mx.simd != nil {
+		return mx.simd.kernelName()
+	}
+	return "cpu-" + string(Generic)
+}
 
 // Close releases the matrix; later multiplies return ErrClosed.
 func (mx *LowMatrix) Close() error {
@@ -256,14 +266,12 @@ func (mx *LowMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) er
 }
 
 func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error {
-	var err error
-	if mx.bits != nil {
-		err = mx.bits.IntegerZeros()
-	} else {
-		err = mx.sp.IntegerZeros()
+	if mx.intErr != nil {
+		return mx.intErr
 	}
-	if err != nil {
-		return err
+	if mx.simd != nil && batch == 1 {
+		mx.mulI8SIMD(dst, xq, xs)
+		return nil
 	}
 	pc, g := mx.pcols, mx.g
 	blk := min(g, 128)

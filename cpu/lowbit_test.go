@@ -19,8 +19,8 @@ type lowCase struct {
 	a8   func(out []float32, xq []int8, xs []float32) error
 }
 
-func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool) []lowCase {
-	be, err := New(Config{ISA: Generic, Threads: 3})
+func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool, isa ISA) []lowCase {
+	be, err := New(Config{ISA: isa, Threads: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool) []lowC
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact})
+			out = append(out, lowCase{b.Name() + "/" + mx.Kernel(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact})
 		}
 	}
 	for _, g := range []int{32, 128, 0} {
@@ -59,13 +59,20 @@ func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool) []lowC
 // and batch sizes, with guard bands.
 func TestLowBitKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	shapes := [][2]int{{1, 1}, {17, 300}, {33, 1100}}
+	shapes := [][2]int{{1, 1}, {17, 300}, {70, 2100}}
 	if testing.Short() {
 		shapes = shapes[1:2]
 	}
 	for _, sh := range shapes {
 		rows, cols := sh[0], sh[1]
-		for _, c := range lowCases(t, rng, rows, cols, true) {
+		var cases []lowCase
+		for _, isa := range []ISA{Generic, Best()} {
+			if isa == Generic && rows*cols > 40000 && Best() != Generic {
+				continue // the large shape is for the assembly tiles and chunks
+			}
+			cases = append(cases, lowCases(t, rng, rows, cols, true, isa)...)
+		}
+		for _, c := range cases {
 			for _, batch := range []int{1, 3, 16} {
 				name := fmt.Sprintf("%s/%dx%d/b%d", c.name, rows, cols, batch)
 				x := randVec(rng, batch*cols)
@@ -123,7 +130,7 @@ func checkFloat(t *testing.T, name string, c lowCase, dst, x []float32, batch, r
 
 func TestLowBitBadInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	cs := lowCases(t, rng, 5, 200, false) // fractional zeros
+	cs := lowCases(t, rng, 5, 200, false, Generic) // fractional zeros
 	c := cs[1]
 	x := make([]float32, 200)
 	dst := make([]float32, 5)

@@ -66,6 +66,9 @@ func main() {
 	for _, m := range []int{1, 2, 4} {
 		a32(m, false)
 	}
+	for _, n := range []int{8, 4, 2, 1} {
+		bitsA8AVX512(n)
+	}
 	streamRead()
 
 	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
@@ -887,4 +890,147 @@ func streamRead() {
 		VZEROUPPER()
 		RET()
 	}
+}
+
+// ---------------------------------------------------------------------------
+// Bits(n, g) with int8 activations, AVX-512 VNNI + VBMI, batch 1
+
+const bitsKernelSig = "func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)"
+
+// bitsA8AVX512 emits the W(n)A8 kernel for Bits with n in 8, 4, 2, 1 and
+// groups of at least 128 columns. A chunk (32 words, 128 bytes) of a row
+// holds bpc = 8/n blocks of 128 columns; a tile is R = 16/bpc rows, so the
+// 16 accumulators are the (row, block) pairs of one chunk, lane i*bpc + b.
+// VPMULTISHIFTQB regroups the codes so each dword lane holds the 4 codes of
+// planes 4b..4b+3 of one block (n = 8 needs no regrouping: the word's bytes
+// are planes 3..0), so every VPDPBUSD sums within one block.
+func bitsA8AVX512(n int) {
+	bpc := 8 / n
+	R := 16 / bpc
+	name := fmt.Sprintf("Bits%dA8Avx512", n)
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of at least 128",
+		"columns) for ntiles tiles of "+fmt.Sprint(R)+" rows with AVX-512 VNNI and VBMI. For tile T,",
+		"row i < "+fmt.Sprint(R)+" of the tile (row T*"+fmt.Sprint(R)+"+i from w, stride bytes apart), it computes",
+		"",
+		"\tacc = 0",
+		"\tfor each 128-column block B in column order:",
+		"\t\tisum = sum q*xq - z*sum xq        (int32)",
+		"\t\tacc = acc + float32(s*xs[B]) * float32(isum)",
+		"\tout[T*16+i] = acc",
+		"",
+		"exactly as layout.(*Bits).DotA8Exact. meta holds, per tile and chunk,",
+		"16 float32 scales and 16 int32 zeros in lane order (row i, block b of",
+		"the chunk at lane i*"+fmt.Sprint(bpc)+"+b); act holds per chunk "+fmt.Sprint(bpc)+" blocks x 2 halves of",
+		"64 activation bytes in the regrouped order, then 16 float32 lane scales",
+		"and 16 int32 lane sums; ctrl the "+fmt.Sprint(bpc)+" VPMULTISHIFTQB control vectors; idx the",
+		fmt.Sprint(bpc)+" permutations gathering lane i*"+fmt.Sprint(bpc)+"+b into lane i.",
+		"",
+		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
+		"or written, zero points integers.",
+	)
+	actChunk := bpc*128 + 128
+	mask := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(uint32(0x01010101)*uint32(1<<n-1)), t)
+		VPBROADCASTD(t, mask)
+	}
+	ctrls := make([]VecVirtual, 0, bpc)
+	if n != 8 {
+		cp := param("ctrl")
+		for b := 0; b < bpc; b++ {
+			c := ZMM()
+			VMOVDQU64(Mem{Base: cp, Disp: 64 * b}, c)
+			ctrls = append(ctrls, c)
+		}
+	}
+
+	Label(name + "_tile")
+	accRow := ZMM()
+	VPXORD(accRow, accRow, accRow)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_chunk")
+	{
+		acc := make([]VecVirtual, 16)
+		for i := range acc {
+			acc[i] = ZMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		}
+		// ap = act + k*actChunk; wp = w + k*128
+		ap := GP64()
+		IMUL3Q(U32(actChunk), k, ap)
+		ADDQ(param("act"), ap)
+		wp := GP64()
+		MOVQ(k, wp)
+		SHLQ(U8(7), wp)
+		ADDQ(param("w"), wp)
+		stride := param("stride")
+		for i := 0; i < R; i++ {
+			for h := 0; h < 2; h++ {
+				data := ZMM()
+				VMOVDQU64(Mem{Base: wp, Disp: 64 * h}, data)
+				for b := 0; b < bpc; b++ {
+					codes := data
+					if n != 8 {
+						codes = ZMM()
+						VPMULTISHIFTQB(data, ctrls[b], codes)
+						VPANDD(codes, mask, codes)
+					}
+					VPDPBUSD(Mem{Base: ap, Disp: (b*2 + h) * 64}, codes, acc[i*bpc+b])
+				}
+			}
+			if i != R-1 {
+				ADDQ(stride, wp)
+			}
+		}
+		isum := reduce16(acc)
+		// meta block of (tile, chunk): mp = meta + k*128 (meta advances per tile)
+		mp := GP64()
+		MOVQ(k, mp)
+		SHLQ(U8(7), mp)
+		ADDQ(param("meta"), mp)
+		zl := ZMM()
+		VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
+		VPMULLD(Mem{Base: ap, Disp: bpc*128 + 64}, zl, zl)
+		VPSUBD(zl, isum, isum)
+		f := ZMM()
+		VMOVUPS(Mem{Base: mp}, f)
+		VMULPS(Mem{Base: ap, Disp: bpc * 128}, f, f)
+		VCVTDQ2PS(isum, isum)
+		VMULPS(isum, f, f)
+		if bpc == 1 {
+			VADDPS(f, accRow, accRow)
+		} else {
+			ip := param("idx")
+			for b := 0; b < bpc; b++ {
+				p, t := ZMM(), ZMM()
+				VMOVDQU32(Mem{Base: ip, Disp: 64 * b}, p)
+				VPERMPS(f, p, t)
+				VADDPS(t, accRow, accRow)
+			}
+		}
+	}
+	INCQ(k)
+	CMPQ(k, param("chunks"))
+	JB(LabelRef(name + "_chunk"))
+
+	VMOVUPS(accRow, Mem{Base: param("out")})
+	bump("out", U32(64))
+	// Next tile: R rows down; its meta follows this tile's chunks.
+	t := param("stride")
+	IMUL3Q(U32(R), t, t)
+	bump("w", t)
+	m := param("chunks")
+	SHLQ(U8(7), m)
+	bump("meta", m)
+	nt := param("ntiles")
+	DECQ(nt)
+	Store(nt, Param("ntiles"))
+	JNZ(LabelRef(name + "_tile"))
+	VZEROUPPER()
+	RET()
 }

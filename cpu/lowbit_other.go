@@ -1,0 +1,14 @@
+//go:build noasm || purego || !amd64
+
+package cpu
+
+import "github.com/qgemv/qgemv/layout"
+
+// bitsSIMD has no assembly kernel on this build.
+type bitsSIMD struct{}
+
+func newBitsSIMD(*Backend, *layout.Bits) *bitsSIMD { return nil }
+
+func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32) {}
+
+func (s *bitsSIMD) kernelName() string { return "" }
