@@ -951,6 +951,11 @@ func bitsA8AVX512(n int) {
 	Label(name + "_tile")
 	accRow := ZMM()
 	VPXORD(accRow, accRow, accRow)
+	// pf walks the next tile's rows (one contiguous block) linearly, R*128
+	// bytes per chunk, as nextTile does for Q4G128.
+	pf := param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
 	k := GP64()
 	XORQ(k, k)
 	Label(name + "_chunk")
@@ -970,6 +975,8 @@ func bitsA8AVX512(n int) {
 		ADDQ(param("w"), wp)
 		stride := param("stride")
 		for i := 0; i < R; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
+			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
 			for h := 0; h < 2; h++ {
 				data := ZMM()
 				VMOVDQU64(Mem{Base: wp, Disp: 64 * h}, data)
@@ -1014,6 +1021,7 @@ func bitsA8AVX512(n int) {
 			}
 		}
 	}
+	ADDQ(U32(128*R), pf)
 	INCQ(k)
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))
