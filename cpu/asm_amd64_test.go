@@ -82,6 +82,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsA8Kernels.byN {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}
+	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	for fn := range req {
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)

@@ -39,7 +39,8 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &LowMatrix{b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(), intErr: m.IntegerZeros()}, nil
+	return &LowMatrix{b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
+		simd: newSparseSIMD(b, m), intErr: m.IntegerZeros()}, nil
 }
 
 func (mx *LowMatrix) name() string {

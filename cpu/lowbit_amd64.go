@@ -27,10 +27,26 @@ var bitsA8Kernels = struct {
 type bitsSIMD struct {
 	n, bpc, r int
 	chunks    int
-	meta      []byte // per tile, per chunk: 16 float32 scales, 16 int32 zeros
+	metaBlock int    // meta bytes per (tile, chunk)
+	meta      []byte // per tile, per chunk, in lane order (see the kernels)
 	ctrl      []byte
 	idx       []int32
+	words     []uint32
+	stride    int // bytes per row
+	actChunk  int // activation bytes per chunk
+	prep      func(act []byte, xq []int8, xs []float32)
 	kern      func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+}
+
+// laneIdx returns the bpc permutations gathering lane i*bpc+b into lane i.
+func laneIdx(bpc int) []int32 {
+	idx := make([]int32, bpc*16)
+	for b := 0; b < bpc; b++ {
+		for i := 0; i < 16/bpc; i++ {
+			idx[b*16+i] = int32(i*bpc + b)
+		}
+	}
+	return idx
 }
 
 // newBitsSIMD returns the assembly state for b, or nil where the kernel
@@ -43,7 +59,9 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		return nil
 	}
 	bpc := 8 / b.N
-	s := &bitsSIMD{n: b.N, bpc: bpc, r: 16 / bpc, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
+	s := &bitsSIMD{n: b.N, bpc: bpc, r: 16 / bpc, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
+		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: bpc*128 + 128}
+	s.prep = s.prepAct
 	tiles := b.PRows / s.r
 	s.meta = make([]byte, tiles*s.chunks*128)
 	for t := 0; t < tiles; t++ {
@@ -67,10 +85,79 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 			s.ctrl[bb*64+j] = byte(32*d + 32 - b.N*(plane+1))
 		}
 	}
-	s.idx = make([]int32, bpc*16)
-	for bb := 0; bb < bpc; bb++ {
-		for i := 0; i < s.r; i++ {
-			s.idx[bb*16+i] = int32(i*bpc + bb)
+	s.idx = laneIdx(bpc)
+	return s
+}
+
+// sparseA8 is the Sparse12 A8 kernel and its features.
+var sparseA8 = struct {
+	fn       func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+	requires []string
+}{asm.Sparse12A8Avx512, []string{"AVX", "AVX512F", "AVX512BW", "AVX512VNNI", "AVX512VBMI"}}
+
+// newSparseSIMD returns the assembly state for m, or nil where the kernel
+// does not apply (groups below 128 columns, zero points outside 0..127,
+// a CPU without the features, a narrower forced kernel set).
+func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
+	if m.G < 128 || be.set.isa != AVX512VNNI || !hasAll(sparseA8.requires) {
+		return nil
+	}
+	for g := 0; g < m.Groups(); g++ {
+		for r := 0; r < m.PRows; r++ {
+			if z := m.Zero(r, g); z < 0 || z > 127 || z != float32(int32(z)) {
+				return nil
+			}
+		}
+	}
+	const bpc, R = 2, 8
+	s := &bitsSIMD{n: 8, bpc: bpc, r: R, chunks: m.PCols / 256, kern: sparseA8.fn,
+		metaBlock: 192, words: m.Words, stride: 4 * m.WordsPerRow(), actChunk: bpc*128 + 64}
+	tiles := m.PRows / R
+	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
+	for t := 0; t < tiles; t++ {
+		for k := 0; k < s.chunks; k++ {
+			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
+			for i := 0; i < R; i++ {
+				r := t*R + i
+				for b := 0; b < bpc; b++ {
+					lane := i*bpc + b
+					g := (k*256 + b*128) / m.G
+					z := int32(m.Zero(r, g))
+					var sq int32
+					for p := k*128 + b*64; p < k*128+b*64+64; p++ {
+						_, q := m.Pair(r, p)
+						sq += int32(q) - z
+					}
+					putF32(blk[4*lane:], m.Scale(r, g))
+					putI32(blk[64+4*lane:], 128*sq)
+					blk[128+lane] = byte(z)
+				}
+			}
+		}
+	}
+	// VPERMT2B indexes: byte j of block b is plane 2b + j%2 of word j/2.
+	s.ctrl = make([]byte, bpc*64)
+	for b := 0; b < bpc; b++ {
+		for j := 0; j < 64; j++ {
+			w, plane := j/2, 2*b+j%2
+			s.ctrl[b*64+j] = byte((w/16)*64 + (w%16)*4 + 3 - plane)
+		}
+	}
+	s.idx = laneIdx(bpc)
+	s.prep = func(act []byte, xq []int8, xs []float32) {
+		for k := 0; k < s.chunks; k++ {
+			a := act[k*s.actChunk : (k+1)*s.actChunk]
+			for b := 0; b < bpc; b++ {
+				for j := 0; j < 64; j++ {
+					w, plane := j/2, 2*b+j%2
+					pair := (k*4+plane)*32 + w
+					a[b*128+j] = byte(int(xq[2*pair]) + 128)
+					a[b*128+64+j] = byte(int(xq[2*pair+1]) + 128)
+				}
+			}
+			for lane := 0; lane < 16; lane++ {
+				putF32(a[bpc*128+4*lane:], xs[k*bpc+lane%bpc])
+			}
 		}
 	}
 	return s
@@ -117,16 +204,15 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32) {
 
 // mulI8SIMD runs the assembly kernel for one vector.
 func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32) {
-	s, b := mx.simd, mx.bits
-	act := make([]byte, s.chunks*(s.bpc*128+128))
-	s.prepAct(act, xq, xs)
-	stride := b.WordsPerRow() * 4
-	mx.b.parallelRows(mx.rows, stride, func(r0, r1 int) {
+	s := mx.simd
+	act := make([]byte, s.chunks*s.actChunk)
+	s.prep(act, xq, xs)
+	mx.b.parallelRows(mx.rows, s.stride, func(r0, r1 int) {
 		t0 := r0 / s.r
 		nt := (r1 - r0 + s.r - 1) / s.r
 		out := make([]float32, 16*nt)
-		w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()]))
-		s.kern(w, stride, &s.meta[t0*s.chunks*128], &act[0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
+		w := (*byte)(unsafe.Pointer(&s.words[r0*s.stride/4]))
+		s.kern(w, s.stride, &s.meta[t0*s.chunks*s.metaBlock], &act[0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
 		for t := 0; t < nt; t++ {
 			for i := 0; i < s.r; i++ {
 				if r := r0 + t*s.r + i; r < r1 {

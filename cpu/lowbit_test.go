@@ -49,7 +49,7 @@ func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool, isa IS
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, lowCase{sp.Name(), mx, sp.DotRef, sp.DotRefMag, sp.DotA8Exact})
+		out = append(out, lowCase{sp.Name() + "/" + mx.Kernel(), mx, sp.DotRef, sp.DotRefMag, sp.DotA8Exact})
 	}
 	return out
 }

@@ -69,6 +69,7 @@ func main() {
 	for _, n := range []int{8, 4, 2, 1} {
 		bitsA8AVX512(n)
 	}
+	sparseA8AVX512()
 	streamRead()
 
 	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
@@ -1034,6 +1035,135 @@ func bitsA8AVX512(n int) {
 	bump("w", t)
 	m := param("chunks")
 	SHLQ(U8(7), m)
+	bump("meta", m)
+	nt := param("ntiles")
+	DECQ(nt)
+	Store(nt, Param("ntiles"))
+	JNZ(LabelRef(name + "_tile"))
+	VZEROUPPER()
+	RET()
+}
+
+// ---------------------------------------------------------------------------
+// Sparse12 with int8 activations, AVX-512 VNNI + VBMI + BW, batch 1
+
+// sparseA8AVX512 emits the W(1:2, 7-bit)A8 kernel for Sparse12 with groups
+// of at least 128 columns. A chunk (32 words) holds 128 pairs = 256
+// columns = 2 blocks; planes 0,1 (bytes 3,2 of each word) are block 0 and
+// planes 2,3 block 1. Per row and block, VPERMT2B gathers the block's 64
+// pair bytes from the chunk's two halves; the position bits (VPMOVB2M)
+// select each pair's activation (VPBLENDMB of the even- and odd-column
+// activations, biased by 128 to u8); the 7-bit value minus the row's zero
+// point is a signed byte, so VPDPBUSD(x+128, q-z) accumulates
+// sum (q-z)*x + 128*sum (q-z), and the load-time correction 128*sum(q-z)
+// per (row, block) leaves the exact isum. Tiles are 8 rows x 2 blocks.
+func sparseA8AVX512() {
+	const bpc, R = 2, 8
+	const metaBlock = 192 // per (tile, chunk): 16 f32 scales, 16 i32 corrections, 16 zero bytes (+pad)
+	const actChunk = bpc*128 + 64
+	name := "Sparse12A8Avx512"
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	Doc(
+		name+" computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices",
+		"(groups of at least 128 columns) for ntiles tiles of 8 rows with AVX-512",
+		"VNNI, VBMI and BW, as layout.(*Sparse12).DotA8Exact: per row, over the",
+		"128-column blocks in order, acc = acc + float32(s*xs[B]) * float32(isum).",
+		"meta holds per tile and chunk 16 float32 scales, 16 int32 corrections",
+		"128*sum(q-z) and 16 zero-point bytes, lane i*2+b (row i, block b), in 192",
+		"bytes; act per chunk the two blocks' 64 even-column and 64 odd-column",
+		"activations (+128, in the order ctrl gathers pairs), then 16 float32",
+		"lane scales; ctrl the two VPERMT2B index vectors; idx the two lane",
+		"permutations. Preconditions: chunks, ntiles >= 1; zero points in",
+		"0..127; pointers cover what is read or written.",
+	)
+	mask7f := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(0x7f7f7f7f), t)
+		VPBROADCASTD(t, mask7f)
+	}
+	cp := param("ctrl")
+	tables := [bpc]VecVirtual{ZMM(), ZMM()}
+	for b := 0; b < bpc; b++ {
+		VMOVDQU64(Mem{Base: cp, Disp: 64 * b}, tables[b])
+	}
+
+	Label(name + "_tile")
+	accRow := ZMM()
+	VPXORD(accRow, accRow, accRow)
+	pf := param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_chunk")
+	{
+		acc := make([]VecVirtual, 16)
+		for i := range acc {
+			acc[i] = ZMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		}
+		ap := GP64()
+		IMUL3Q(U32(actChunk), k, ap)
+		ADDQ(param("act"), ap)
+		mp := GP64()
+		IMUL3Q(U32(metaBlock), k, mp)
+		ADDQ(param("meta"), mp)
+		wp := GP64()
+		MOVQ(k, wp)
+		SHLQ(U8(7), wp)
+		ADDQ(param("w"), wp)
+		stride := param("stride")
+		for i := 0; i < R; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
+			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			for b := 0; b < bpc; b++ {
+				pairs := ZMM()
+				VMOVDQU64(Mem{Base: wp}, pairs)
+				VPERMT2B(Mem{Base: wp, Disp: 64}, tables[b], pairs)
+				pos := K()
+				VPMOVB2M(pairs, pos)
+				x := ZMM()
+				VMOVDQU64(Mem{Base: ap, Disp: b * 128}, x)
+				VPBLENDMB(Mem{Base: ap, Disp: b*128 + 64}, x, pos, x)
+				VPANDD(pairs, mask7f, pairs)
+				zb := ZMM()
+				VPBROADCASTB(Mem{Base: mp, Disp: 128 + i*bpc + b}, zb)
+				VPSUBB(zb, pairs, pairs)
+				VPDPBUSD(pairs, x, acc[i*bpc+b])
+			}
+			if i != R-1 {
+				ADDQ(stride, wp)
+			}
+		}
+		isum := reduce16(acc)
+		VPSUBD(Mem{Base: mp, Disp: 64}, isum, isum)
+		f := ZMM()
+		VMOVUPS(Mem{Base: mp}, f)
+		VMULPS(Mem{Base: ap, Disp: bpc * 128}, f, f)
+		VCVTDQ2PS(isum, isum)
+		VMULPS(isum, f, f)
+		ip := param("idx")
+		for b := 0; b < bpc; b++ {
+			p, t := ZMM(), ZMM()
+			VMOVDQU32(Mem{Base: ip, Disp: 64 * b}, p)
+			VPERMPS(f, p, t)
+			VADDPS(t, accRow, accRow)
+		}
+	}
+	ADDQ(U32(128*R), pf)
+	INCQ(k)
+	CMPQ(k, param("chunks"))
+	JB(LabelRef(name + "_chunk"))
+
+	VMOVUPS(accRow, Mem{Base: param("out")})
+	bump("out", U32(64))
+	t := param("stride")
+	IMUL3Q(U32(R), t, t)
+	bump("w", t)
+	m := param("chunks")
+	IMUL3Q(U32(metaBlock), m, m)
 	bump("meta", m)
 	nt := param("ntiles")
 	DECQ(nt)
