@@ -165,7 +165,7 @@ func BenchmarkGEMV(b *testing.B) {
 }
 
 // lowKernel names the kernel set the best CPU backend runs for a low-bit
-// format and activation: the assembly exists for A8 (batch 1) only so far.
+// format and activation: the assembly exists for A8 only so far.
 func lowKernel(b *testing.B, spec layout.FormatSpec, act qgemv.Activation) string {
 	if act != qgemv.A8 {
 		return "cpu-generic"

@@ -51,8 +51,8 @@ func (mx *LowMatrix) name() string {
 }
 
 // Kernel names the kernels the matrix runs: generic Go, and for Bits with
-// 8/4/2/1 bits and groups of at least 128 columns the AVX-512 kernel for
-// int8 activations at batch 1 ("cpu-avx512vnni-a8+generic").
+// 8/4/2/1 bits and Sparse12, groups of at least 128 columns, the AVX-512
+// kernels for int8 activations ("cpu-avx512vnni-a8+generic").
 func (mx *LowMatrix) Kernel() string {
 	if mx.simd != nil {
 		return mx.simd.kernelName()
@@ -270,8 +270,8 @@ func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) er
 	if mx.intErr != nil {
 		return mx.intErr
 	}
-	if mx.simd != nil && batch == 1 {
-		mx.mulI8SIMD(dst, xq, xs)
+	if mx.simd != nil {
+		mx.mulI8SIMD(dst, xq, xs, batch)
 		return nil
 	}
 	pc, g := mx.pcols, mx.g

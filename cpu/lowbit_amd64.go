@@ -202,23 +202,41 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32) {
 	}
 }
 
-// mulI8SIMD runs the assembly kernel for one vector.
-func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32) {
+// mulI8SIMD runs the assembly kernel for each vector of the batch. With
+// several vectors, rows go in chunks of simdRowChunk so that a chunk's
+// weights stay in L2 while each vector's pass re-reads them.
+func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int) {
 	s := mx.simd
-	act := make([]byte, s.chunks*s.actChunk)
-	s.prep(act, xq, xs)
-	mx.b.parallelRows(mx.rows, s.stride, func(r0, r1 int) {
-		t0 := r0 / s.r
-		nt := (r1 - r0 + s.r - 1) / s.r
-		out := make([]float32, 16*nt)
-		w := (*byte)(unsafe.Pointer(&s.words[r0*s.stride/4]))
-		s.kern(w, s.stride, &s.meta[t0*s.chunks*s.metaBlock], &act[0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
-		for t := 0; t < nt; t++ {
-			for i := 0; i < s.r; i++ {
-				if r := r0 + t*s.r + i; r < r1 {
-					dst[r] = out[16*t+i]
+	pc := mx.pcols
+	acts := make([][]byte, batch)
+	for v := range acts {
+		acts[v] = make([]byte, s.chunks*s.actChunk)
+		s.prep(acts[v], xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128])
+	}
+	mx.b.parallelRows(mx.rows, s.stride*batch, func(r0, r1 int) {
+		step := r1 - r0
+		if batch > 1 {
+			step = simdRowChunk
+		}
+		out := make([]float32, 16*((min(step, r1-r0)+s.r-1)/s.r))
+		for a := r0; a < r1; a += step {
+			b := min(r1, a+step)
+			nt := (b - a + s.r - 1) / s.r
+			w := (*byte)(unsafe.Pointer(&s.words[a*s.stride/4]))
+			for v := 0; v < batch; v++ {
+				s.kern(w, s.stride, &s.meta[a/s.r*s.chunks*s.metaBlock], &acts[v][0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
+				for t := 0; t < nt; t++ {
+					for i := 0; i < s.r; i++ {
+						if r := a + t*s.r + i; r < b {
+							dst[v*mx.rows+r] = out[16*t+i]
+						}
+					}
 				}
 			}
 		}
 	})
 }
+
+// simdRowChunk is the rows one pass covers when a batch re-reads them
+// (a multiple of 16: every range then starts on a tile).
+const simdRowChunk = 32

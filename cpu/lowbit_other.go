@@ -11,6 +11,6 @@ func newBitsSIMD(*Backend, *layout.Bits) *bitsSIMD { return nil }
 
 func newSparseSIMD(*Backend, *layout.Sparse12) *bitsSIMD { return nil }
 
-func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32) {}
+func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32, int) {}
 
 func (s *bitsSIMD) kernelName() string { return "" }
