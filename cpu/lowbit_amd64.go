@@ -32,9 +32,9 @@ type bitsSIMD struct {
 	ctrl      []byte
 	idx       []int32
 	words     []uint32
-	stride    int // bytes per row
-	actChunk  int // activation bytes per chunk
-	prep      func(act []byte, xq []int8, xs []float32)
+	stride    int                                                   // bytes per row
+	actChunk  int                                                   // activation bytes per chunk
+	prep      func(act []byte, xq []int8, xs []float32, k0, k1 int) // chunks [k0, k1)
 	kern      func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 }
 
@@ -144,8 +144,8 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 		}
 	}
 	s.idx = laneIdx(bpc)
-	s.prep = func(act []byte, xq []int8, xs []float32) {
-		for k := 0; k < s.chunks; k++ {
+	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
+		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
 			for b := 0; b < bpc; b++ {
 				for j := 0; j < 64; j++ {
@@ -174,11 +174,13 @@ func (s *bitsSIMD) plane(b, j int) int {
 	return 4*b + j
 }
 
-// prepAct lays out one vector's int8 activations for the kernel.
-func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32) {
+// prepAct lays out chunks [k0, k1) of one vector's int8 activations for
+// the kernel.
+func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 	step := 32 / s.n
 	block := s.bpc*128 + 128
-	for k := 0; k < s.chunks; k++ {
+	var sums [8]int32
+	for k := k0; k < k1; k++ {
 		a := act[k*block : (k+1)*block]
 		for b := 0; b < s.bpc; b++ {
 			for h := 0; h < 2; h++ {
@@ -190,14 +192,18 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32) {
 				}
 			}
 		}
-		for lane := 0; lane < 16; lane++ { // lane i*bpc+b: block b of the chunk
-			blk := k*s.bpc + lane%s.bpc
+		for b := 0; b < s.bpc; b++ {
+			blk := k*s.bpc + b
 			var sum int32
 			for _, v := range xq[blk*128 : blk*128+128] {
 				sum += int32(v)
 			}
-			putF32(a[s.bpc*128+4*lane:], xs[blk])
-			putI32(a[s.bpc*128+64+4*lane:], sum)
+			sums[b] = sum
+		}
+		for lane := 0; lane < 16; lane++ { // lane i*bpc+b: block b of the chunk
+			b := lane % s.bpc
+			putF32(a[s.bpc*128+4*lane:], xs[k*s.bpc+b])
+			putI32(a[s.bpc*128+64+4*lane:], sums[b])
 		}
 	}
 }
@@ -211,8 +217,13 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 	acts := make([][]byte, batch)
 	for v := range acts {
 		acts[v] = make([]byte, s.chunks*s.actChunk)
-		s.prep(acts[v], xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128])
 	}
+	_ = mx.b.parallelFor(s.chunks, 4, func(k0, k1 int) error {
+		for v := range acts {
+			s.prep(acts[v], xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128], k0, k1)
+		}
+		return nil
+	})
 	mx.b.parallelRows(mx.rows, s.stride*batch, func(r0, r1 int) {
 		step := r1 - r0
 		if batch > 1 {
