@@ -225,11 +225,13 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 		return nil
 	})
 	mx.b.parallelRows(mx.rows, s.stride*batch, func(r0, r1 int) {
-		step := r1 - r0
+		step := min(r1-r0, 128) // at most 64 tiles: the pooled tile buffer
 		if batch > 1 {
 			step = simdRowChunk
 		}
-		out := make([]float32, 16*((min(step, r1-r0)+s.r-1)/s.r))
+		outp := tilePool.Get().(*[16 * 128]float32)
+		defer tilePool.Put(outp)
+		out := outp[:]
 		for a := r0; a < r1; a += step {
 			b := min(r1, a+step)
 			nt := (b - a + s.r - 1) / s.r
