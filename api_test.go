@@ -13,10 +13,20 @@ import (
 // TestHugePagesSameResults: a matrix copied into huge-page memory gives
 // bit-identical results, and closing the engine closes its matrices.
 func TestHugePagesSameResults(t *testing.T) {
-	m, err := synth.Q4G128(300, 1000, 7)
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"q4g128", "bits4g128", "sparse12g128"} {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := synth.Matrix(spec, 300, 1000, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) { hugePagesSame(t, m) })
 	}
+}
+
+func hugePagesSame(t *testing.T, m layout.Matrix) {
 	x := synth.Vector(2*1000, 8)
 	var want [2][]float32
 	for i, huge := range []bool{false, true} {

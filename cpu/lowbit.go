@@ -3,7 +3,9 @@ package cpu
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -23,23 +25,49 @@ type LowMatrix struct {
 	mu     sync.RWMutex
 	simd   *bitsSIMD // the assembly A8 kernel's state, if it applies
 	intErr error     // why A8 is impossible (fractional zeros), checked at load
+	block  *hugemem.Block
 }
 
-// LoadBits validates m and binds it to the backend (used in place).
+// hugeWords copies words into huge-page memory (HugePages backends).
+func hugeWords(words []uint32) ([]uint32, *hugemem.Block) {
+	blk := hugemem.Alloc(4 * len(words))
+	if len(words) == 0 {
+		return words, blk
+	}
+	c := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), len(words))
+	copy(c, words)
+	return c, blk
+}
+
+// LoadBits validates m and binds it to the backend (used in place, or its
+// weights copied into huge-page memory with HugePages).
 func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &LowMatrix{b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
+	var blk *hugemem.Block
+	if b.huge {
+		c := *m
+		c.Words, blk = hugeWords(m.Words)
+		m = &c
+	}
+	return &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
 		simd: newBitsSIMD(b, m), intErr: m.IntegerZeros()}, nil
 }
 
-// LoadSparse12 validates m and binds it to the backend (used in place).
+// LoadSparse12 validates m and binds it to the backend (used in place, or
+// its weights copied into huge-page memory with HugePages).
 func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &LowMatrix{b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
+	var blk *hugemem.Block
+	if b.huge {
+		c := *m
+		c.Words, blk = hugeWords(m.Words)
+		m = &c
+	}
+	return &LowMatrix{block: blk, b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
 		simd: newSparseSIMD(b, m), intErr: m.IntegerZeros()}, nil
 }
 
@@ -68,6 +96,9 @@ func (mx *LowMatrix) Close() error {
 		return ErrClosed
 	}
 	mx.closed = true
+	if mx.block != nil {
+		mx.block.Free()
+	}
 	return nil
 }
 
