@@ -164,12 +164,10 @@ func BenchmarkGEMV(b *testing.B) {
 	}
 }
 
-// lowKernel names the kernel set the best CPU backend runs for a low-bit
-// format and activation: the assembly exists for A8 only so far.
-func lowKernel(b *testing.B, spec layout.FormatSpec, act qgemv.Activation) string {
-	if act != qgemv.A8 {
-		return "cpu-generic"
-	}
+// lowKernel names the kernel sets the best CPU backend runs for a low-bit
+// format (Matrix.Kernel: e.g. "cpu-avx512vnni-a8+generic" when only the A8
+// path has assembly).
+func lowKernel(b *testing.B, spec layout.FormatSpec, _ qgemv.Activation) string {
 	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
 	if err != nil {
 		b.Fatal(err)

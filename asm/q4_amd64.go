@@ -711,6 +711,276 @@ func Bits1A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *
 //go:noescape
 func Sparse12A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A32S1Avx512 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S2Avx512 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S4Avx512 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S1Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S2Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S4Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S8Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S1Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S2Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S4Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S8Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S1Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S2Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S4Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S8Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S32Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 32 planes (1024 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S32Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as
 //

@@ -6092,6 +6092,3939 @@ Sparse12A8Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits8A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits8A32S1Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits8A32S1Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits8A32S1Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z3
+	VMOVDQU64        64(SI), Z4
+	VPSRLD           $0x18, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (DX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      64(DX), Z6, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (BX), X5, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x10, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           128(DX), Z5, Z5
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      192(DX), Z6, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (BX), X5, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x08, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           256(DX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      320(DX), Z6, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (BX), X5, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPANDD           Z3, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           384(DX), Z3, Z3
+	VPANDD           Z4, Z0, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS      448(DX), Z4, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (BX), X3, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000200, DX
+	DECQ             DI
+	JNZ              Bits8A32S1Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), DX
+	VMOVSS           X4, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits8A32S1Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits8A32S2Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits8A32S2Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits8A32S2Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z3
+	VMOVDQU64        64(SI), Z4
+	VPSRLD           $0x18, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (DX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      64(DX), Z6, Z5
+	VPSRLD           $0x10, Z3, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      128(DX), Z6, Z5
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      192(DX), Z6, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (BX), X5, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x08, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           256(DX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      320(DX), Z6, Z5
+	VPANDD           Z3, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VFMADD231PS      384(DX), Z3, Z5
+	VPANDD           Z4, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VFMADD231PS      448(DX), Z3, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (BX), X3, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000200, DX
+	DECQ             DI
+	JNZ              Bits8A32S2Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), DX
+	VMOVSS           X4, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits8A32S2Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits8A32S4Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits8A32S4Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits8A32S4Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z3
+	VMOVDQU64        64(SI), Z4
+	VPSRLD           $0x18, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (DX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      64(DX), Z6, Z5
+	VPSRLD           $0x10, Z3, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      128(DX), Z6, Z5
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      192(DX), Z6, Z5
+	VPSRLD           $0x08, Z3, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      256(DX), Z6, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS      320(DX), Z6, Z5
+	VPANDD           Z3, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VFMADD231PS      384(DX), Z3, Z5
+	VPANDD           Z4, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VFMADD231PS      448(DX), Z3, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (BX), X3, X2
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000200, DX
+	DECQ             DI
+	JNZ              Bits8A32S4Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), DX
+	VMOVSS           X4, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits8A32S4Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits4A32S1Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S1Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits4A32S1Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x18, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           128(DX), Z6, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x14, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           384(DX), Z6, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           640(DX), Z6, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x04, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VMULPS           896(DX), Z4, Z4
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VFMADD231PS      960(DX), Z5, Z4
+	VFMADD231PS.BCST (CX), Z4, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000400, DX
+	DECQ             DI
+	JNZ              Bits4A32S1Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits4A32S1Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits4A32S2Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S2Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits4A32S2Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x14, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x04, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      896(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      960(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000400, DX
+	DECQ             DI
+	JNZ              Bits4A32S2Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits4A32S2Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits4A32S4Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S4Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits4A32S4Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      896(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      960(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000400, DX
+	DECQ             DI
+	JNZ              Bits4A32S4Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits4A32S4Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits4A32S8Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S8Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits4A32S8Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      896(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      960(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000400, DX
+	DECQ             DI
+	JNZ              Bits4A32S8Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits4A32S8Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits2A32S1Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S1Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits2A32S1Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           128(DX), Z6, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x18, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           384(DX), Z6, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x16, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x14, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           640(DX), Z6, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x12, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           896(DX), Z6, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1152(DX), Z6, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1280(DX), Z6, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1408(DX), Z6, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x06, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1536(DX), Z6, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x04, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1664(DX), Z6, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x02, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1792(DX), Z6, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VMULPS           1920(DX), Z4, Z4
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VFMADD231PS      1984(DX), Z5, Z4
+	VFMADD231PS.BCST (CX), Z4, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000800, DX
+	DECQ             DI
+	JNZ              Bits2A32S1Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits2A32S1Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits2A32S2Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S2Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits2A32S2Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x16, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x12, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1280(DX), Z6, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x06, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1536(DX), Z6, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x02, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1792(DX), Z6, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1920(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000800, DX
+	DECQ             DI
+	JNZ              Bits2A32S2Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits2A32S2Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits2A32S4Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S4Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits2A32S4Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x16, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x06, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1536(DX), Z6, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1920(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000800, DX
+	DECQ             DI
+	JNZ              Bits2A32S4Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits2A32S4Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits2A32S8Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S8Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits2A32S8Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1536(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1920(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000800, DX
+	DECQ             DI
+	JNZ              Bits2A32S8Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits2A32S8Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits2A32S16Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits2A32S16Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1024(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1536(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1920(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000800, DX
+	DECQ             DI
+	JNZ              Bits2A32S16Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits2A32S16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits1A32S1Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S1Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits1A32S1Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           128(DX), Z6, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           384(DX), Z6, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x1b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           640(DX), Z6, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x19, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x19, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x18, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           896(DX), Z6, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x17, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x16, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1152(DX), Z6, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x15, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1280(DX), Z6, Z6
+	VPSRLD           $0x15, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x14, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1408(DX), Z6, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x13, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1536(DX), Z6, Z6
+	VPSRLD           $0x13, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x12, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1664(DX), Z6, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x11, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1792(DX), Z6, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1920(DX), Z6, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1984(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2048(DX), Z6, Z6
+	VPSRLD           $0x0f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2112(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2176(DX), Z6, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2240(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2304(DX), Z6, Z6
+	VPSRLD           $0x0d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2368(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0c, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2432(DX), Z6, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2496(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2560(DX), Z6, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2624(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2688(DX), Z6, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2752(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x09, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2816(DX), Z6, Z6
+	VPSRLD           $0x09, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2880(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2944(DX), Z6, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3008(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x07, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3072(DX), Z6, Z6
+	VPSRLD           $0x07, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3136(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x06, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3200(DX), Z6, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3264(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x05, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3328(DX), Z6, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3392(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x04, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3456(DX), Z6, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3520(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x03, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3584(DX), Z6, Z6
+	VPSRLD           $0x03, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3648(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x02, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3712(DX), Z6, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3776(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x01, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3840(DX), Z6, Z6
+	VPSRLD           $0x01, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3904(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VMULPS           3968(DX), Z4, Z4
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VFMADD231PS      4032(DX), Z5, Z4
+	VFMADD231PS.BCST (CX), Z4, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00001000, DX
+	DECQ             DI
+	JNZ              Bits1A32S1Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits1A32S1Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits1A32S2Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S2Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits1A32S2Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x1b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x19, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x19, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x17, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x15, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1280(DX), Z6, Z6
+	VPSRLD           $0x15, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x13, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1536(DX), Z6, Z6
+	VPSRLD           $0x13, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x11, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1792(DX), Z6, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1920(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1984(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2048(DX), Z6, Z6
+	VPSRLD           $0x0f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2112(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2176(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2240(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2304(DX), Z6, Z6
+	VPSRLD           $0x0d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2368(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2432(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2496(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2560(DX), Z6, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2624(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2688(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2752(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x09, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2816(DX), Z6, Z6
+	VPSRLD           $0x09, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2880(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2944(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3008(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x07, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3072(DX), Z6, Z6
+	VPSRLD           $0x07, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3136(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3200(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3264(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x05, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3328(DX), Z6, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3392(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3456(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3520(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x03, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3584(DX), Z6, Z6
+	VPSRLD           $0x03, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3648(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3712(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3776(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x01, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3840(DX), Z6, Z6
+	VPSRLD           $0x01, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3904(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      3968(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00001000, DX
+	DECQ             DI
+	JNZ              Bits1A32S2Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits1A32S2Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits1A32S4Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S4Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits1A32S4Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x1b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x19, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x19, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x17, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x15, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x15, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x13, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1536(DX), Z6, Z6
+	VPSRLD           $0x13, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x11, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1920(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1984(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2048(DX), Z6, Z6
+	VPSRLD           $0x0f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2112(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2176(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2240(DX), Z7, Z6
+	VPSRLD           $0x0d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2304(DX), Z7, Z6
+	VPSRLD           $0x0d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2368(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2432(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2496(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2560(DX), Z6, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2624(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2688(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2752(DX), Z7, Z6
+	VPSRLD           $0x09, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2816(DX), Z7, Z6
+	VPSRLD           $0x09, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2880(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2944(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3008(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x07, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3072(DX), Z6, Z6
+	VPSRLD           $0x07, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3136(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3200(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3264(DX), Z7, Z6
+	VPSRLD           $0x05, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3328(DX), Z7, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3392(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3456(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3520(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x03, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3584(DX), Z6, Z6
+	VPSRLD           $0x03, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3648(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3712(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3776(DX), Z7, Z6
+	VPSRLD           $0x01, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3840(DX), Z7, Z6
+	VPSRLD           $0x01, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3904(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      3968(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00001000, DX
+	DECQ             DI
+	JNZ              Bits1A32S4Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits1A32S4Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits1A32S8Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S8Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits1A32S8Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x1b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x1b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x19, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x19, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x17, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x15, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x15, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VPSRLD           $0x13, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1536(DX), Z7, Z6
+	VPSRLD           $0x13, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x11, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1920(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1984(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2048(DX), Z6, Z6
+	VPSRLD           $0x0f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2112(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2176(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2240(DX), Z7, Z6
+	VPSRLD           $0x0d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2304(DX), Z7, Z6
+	VPSRLD           $0x0d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2368(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2432(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2496(DX), Z7, Z6
+	VPSRLD           $0x0b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2560(DX), Z7, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2624(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2688(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2752(DX), Z7, Z6
+	VPSRLD           $0x09, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2816(DX), Z7, Z6
+	VPSRLD           $0x09, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2880(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2944(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3008(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x07, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           3072(DX), Z6, Z6
+	VPSRLD           $0x07, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3136(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3200(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3264(DX), Z7, Z6
+	VPSRLD           $0x05, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3328(DX), Z7, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3392(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3456(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3520(DX), Z7, Z6
+	VPSRLD           $0x03, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3584(DX), Z7, Z6
+	VPSRLD           $0x03, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3648(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3712(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3776(DX), Z7, Z6
+	VPSRLD           $0x01, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3840(DX), Z7, Z6
+	VPSRLD           $0x01, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3904(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      3968(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00001000, DX
+	DECQ             DI
+	JNZ              Bits1A32S8Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits1A32S8Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits1A32S16Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits1A32S16Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x1b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x1b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x19, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x19, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VPSRLD           $0x17, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1024(DX), Z7, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x15, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x15, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VPSRLD           $0x13, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1536(DX), Z7, Z6
+	VPSRLD           $0x13, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x11, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1920(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1984(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           2048(DX), Z6, Z6
+	VPSRLD           $0x0f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2112(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2176(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2240(DX), Z7, Z6
+	VPSRLD           $0x0d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2304(DX), Z7, Z6
+	VPSRLD           $0x0d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2368(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2432(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2496(DX), Z7, Z6
+	VPSRLD           $0x0b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2560(DX), Z7, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2624(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2688(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2752(DX), Z7, Z6
+	VPSRLD           $0x09, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2816(DX), Z7, Z6
+	VPSRLD           $0x09, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2880(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2944(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3008(DX), Z7, Z6
+	VPSRLD           $0x07, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3072(DX), Z7, Z6
+	VPSRLD           $0x07, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3136(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3200(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3264(DX), Z7, Z6
+	VPSRLD           $0x05, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3328(DX), Z7, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3392(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3456(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3520(DX), Z7, Z6
+	VPSRLD           $0x03, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3584(DX), Z7, Z6
+	VPSRLD           $0x03, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3648(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3712(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3776(DX), Z7, Z6
+	VPSRLD           $0x01, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3840(DX), Z7, Z6
+	VPSRLD           $0x01, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3904(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      3968(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00001000, DX
+	DECQ             DI
+	JNZ              Bits1A32S16Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits1A32S16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S32Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits1A32S32Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S32Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits1A32S32Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1f, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x1d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x1c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x1c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x1b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x1b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x19, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x19, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x18, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x18, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VPSRLD           $0x17, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1024(DX), Z7, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x16, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1152(DX), Z7, Z6
+	VPSRLD           $0x16, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1216(DX), Z7, Z6
+	VPSRLD           $0x15, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1280(DX), Z7, Z6
+	VPSRLD           $0x15, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1344(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1408(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1472(DX), Z7, Z6
+	VPSRLD           $0x13, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1536(DX), Z7, Z6
+	VPSRLD           $0x13, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1600(DX), Z7, Z6
+	VPSRLD           $0x12, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1664(DX), Z7, Z6
+	VPSRLD           $0x12, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1728(DX), Z7, Z6
+	VPSRLD           $0x11, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1792(DX), Z7, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1856(DX), Z7, Z6
+	VPSRLD           $0x10, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1920(DX), Z7, Z6
+	VPSRLD           $0x10, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1984(DX), Z7, Z6
+	VPSRLD           $0x0f, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2048(DX), Z7, Z6
+	VPSRLD           $0x0f, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2112(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2176(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2240(DX), Z7, Z6
+	VPSRLD           $0x0d, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2304(DX), Z7, Z6
+	VPSRLD           $0x0d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2368(DX), Z7, Z6
+	VPSRLD           $0x0c, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2432(DX), Z7, Z6
+	VPSRLD           $0x0c, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2496(DX), Z7, Z6
+	VPSRLD           $0x0b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2560(DX), Z7, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2624(DX), Z7, Z6
+	VPSRLD           $0x0a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2688(DX), Z7, Z6
+	VPSRLD           $0x0a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2752(DX), Z7, Z6
+	VPSRLD           $0x09, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2816(DX), Z7, Z6
+	VPSRLD           $0x09, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2880(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      2944(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3008(DX), Z7, Z6
+	VPSRLD           $0x07, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3072(DX), Z7, Z6
+	VPSRLD           $0x07, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3136(DX), Z7, Z6
+	VPSRLD           $0x06, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3200(DX), Z7, Z6
+	VPSRLD           $0x06, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3264(DX), Z7, Z6
+	VPSRLD           $0x05, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3328(DX), Z7, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3392(DX), Z7, Z6
+	VPSRLD           $0x04, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3456(DX), Z7, Z6
+	VPSRLD           $0x04, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3520(DX), Z7, Z6
+	VPSRLD           $0x03, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3584(DX), Z7, Z6
+	VPSRLD           $0x03, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3648(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3712(DX), Z7, Z6
+	VPSRLD           $0x02, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3776(DX), Z7, Z6
+	VPSRLD           $0x01, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3840(DX), Z7, Z6
+	VPSRLD           $0x01, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      3904(DX), Z7, Z6
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      3968(DX), Z4, Z6
+	VPANDD           Z5, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00001000, DX
+	DECQ             DI
+	JNZ              Bits1A32S32Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits1A32S32Avx512_row
+	VZEROUPPER
+	RET
+
 // func StreamReadAvx512(b []uint64) uint64
 // Requires: AVX, AVX2, AVX512F
 TEXT ·StreamReadAvx512(SB), NOSPLIT, $0-32

@@ -83,6 +83,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
+	for _, k := range bitsA32Kernels.byNS {
+		check("bitsA32", funcName(k), bitsA32Kernels.requires)
+	}
 	for fn := range req {
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)

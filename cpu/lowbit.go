@@ -24,6 +24,7 @@ type LowMatrix struct {
 	closed bool
 	mu     sync.RWMutex
 	simd   *bitsSIMD // the assembly A8 kernel's state, if it applies
+	a32    *bitsA32  // the assembly A32/A16 kernel's state, if it applies
 	intErr error     // why A8 is impossible (fractional zeros), checked at load
 	block  *hugemem.Block
 }
@@ -52,7 +53,7 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 		m = &c
 	}
 	return &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
-		simd: newBitsSIMD(b, m), intErr: m.IntegerZeros()}, nil
+		simd: newBitsSIMD(b, m), a32: newBitsA32(b, m), intErr: m.IntegerZeros()}, nil
 }
 
 // LoadSparse12 validates m and binds it to the backend (used in place, or
@@ -82,8 +83,13 @@ func (mx *LowMatrix) name() string {
 // 8/4/2/1 bits and Sparse12, groups of at least 128 columns, the AVX-512
 // kernels for int8 activations ("cpu-avx512vnni-a8+generic").
 func (mx *LowMatrix) Kernel() string {
-	if mx.simd != nil {
+	switch {
+	case mx.simd != nil && mx.a32 != nil:
+		return "cpu-" + string(mx.b.set.isa)
+	case mx.simd != nil:
 		return mx.simd.kernelName()
+	case mx.a32 != nil:
+		return "cpu-" + string(mx.b.set.isa) + "-a32+generic"
 	}
 	return "cpu-" + string(Generic)
 }
@@ -222,6 +228,10 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 // mulF32 runs the float kernel on padded activations: per group,
 // s * (sum q*x - z * sum x) with the sums over the kept columns.
 func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
+	if mx.a32 != nil {
+		mx.mulF32SIMD(dst, xp, batch)
+		return
+	}
 	pc, g := mx.pcols, mx.g
 	mx.rowsParallel(func(r0, r1 int, s *lowScratch) {
 		var dot, sx, acc [maxBatch]float32

@@ -253,3 +253,79 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 // simdRowChunk is the rows one pass covers when a batch re-reads them
 // (a multiple of 16: every range then starts on a tile).
 const simdRowChunk = 32
+
+type bitsA32Func = func(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// bitsA32Kernels are the AVX-512 W(n)A32 kernels for Bits by [n, seg].
+var bitsA32Kernels = struct {
+	byNS     map[[2]int]bitsA32Func
+	requires []string
+}{
+	byNS: map[[2]int]bitsA32Func{
+		{8, 1}: asm.Bits8A32S1Avx512, {8, 2}: asm.Bits8A32S2Avx512, {8, 4}: asm.Bits8A32S4Avx512,
+		{4, 1}: asm.Bits4A32S1Avx512, {4, 2}: asm.Bits4A32S2Avx512, {4, 4}: asm.Bits4A32S4Avx512, {4, 8}: asm.Bits4A32S8Avx512,
+		{2, 1}: asm.Bits2A32S1Avx512, {2, 2}: asm.Bits2A32S2Avx512, {2, 4}: asm.Bits2A32S4Avx512, {2, 8}: asm.Bits2A32S8Avx512,
+		{2, 16}: asm.Bits2A32S16Avx512,
+		{1, 1}:  asm.Bits1A32S1Avx512, {1, 2}: asm.Bits1A32S2Avx512, {1, 4}: asm.Bits1A32S4Avx512, {1, 8}: asm.Bits1A32S8Avx512,
+		{1, 16}: asm.Bits1A32S16Avx512, {1, 32}: asm.Bits1A32S32Avx512,
+	},
+	requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3"},
+}
+
+// bitsA32 is a Bits matrix's state for the assembly float kernel: per row
+// and segment (seg planes = seg*32 columns, inside one group) the float32
+// pair (s, s*z), derived once at load.
+type bitsA32 struct {
+	seg, nseg, chunks int
+	meta              []float32
+	kern              bitsA32Func
+}
+
+func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
+	step := 32 / b.N
+	seg := min(b.G/32, step)
+	kern, ok := bitsA32Kernels.byNS[[2]int{b.N, seg}]
+	if !ok || be.set.isa != AVX512VNNI || !hasAll(bitsA32Kernels.requires) {
+		return nil
+	}
+	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
+	a.meta = make([]float32, 2*b.Rows*a.nseg)
+	for r := 0; r < b.Rows; r++ {
+		for j := 0; j < a.nseg; j++ {
+			g := j * seg * 32 / b.G
+			s, z := b.Scale(r, g), b.Zero(r, g)
+			a.meta[2*(r*a.nseg+j)] = s
+			a.meta[2*(r*a.nseg+j)+1] = s * z
+		}
+	}
+	return a
+}
+
+// mulF32SIMD runs the float kernel on padded activations xp.
+func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
+	a, b := mx.a32, mx.bits
+	pc := mx.pcols
+	// Segment sums in column order: segment j covers plane p = j*seg ..
+	// of chunk, i.e. columns (k*step + i)*32 + t for its planes.
+	step := 32 / b.N
+	xsum := make([]float32, batch*a.nseg)
+	for v := 0; v < batch; v++ {
+		x := xp[v*pc : (v+1)*pc]
+		for k := 0; k < a.chunks; k++ {
+			for s0 := 0; s0 < step; s0 += a.seg {
+				var acc float32
+				for c := (k*step + s0) * 32; c < (k*step+s0+a.seg)*32; c++ {
+					acc += x[c]
+				}
+				xsum[v*a.nseg+k*(step/a.seg)+s0/a.seg] = acc
+			}
+		}
+	}
+	stride := 4 * b.WordsPerRow()
+	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
+		w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()]))
+		for v := 0; v < batch; v++ {
+			a.kern(w, stride, &a.meta[2*r0*a.nseg], &xp[v*pc], &xsum[v*a.nseg], &dst[v*mx.rows+r0], r1-r0, a.chunks)
+		}
+	})
+}

@@ -14,3 +14,10 @@ func newSparseSIMD(*Backend, *layout.Sparse12) *bitsSIMD { return nil }
 func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32, int) {}
 
 func (s *bitsSIMD) kernelName() string { return "" }
+
+// bitsA32 has no assembly kernel on this build.
+type bitsA32 struct{}
+
+func newBitsA32(*Backend, *layout.Bits) *bitsA32 { return nil }
+
+func (mx *LowMatrix) mulF32SIMD([]float32, []float32, int) {}

@@ -70,6 +70,11 @@ func main() {
 		bitsA8AVX512(n)
 	}
 	sparseA8AVX512()
+	for _, n := range []int{8, 4, 2, 1} {
+		for seg := 1; seg <= 32/n; seg *= 2 {
+			bitsA32AVX512(n, seg)
+		}
+	}
 	streamRead()
 
 	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
@@ -1169,6 +1174,120 @@ func sparseA8AVX512() {
 	DECQ(nt)
 	Store(nt, Param("ntiles"))
 	JNZ(LabelRef(name + "_tile"))
+	VZEROUPPER()
+	RET()
+}
+
+// ---------------------------------------------------------------------------
+// Bits(n, g) with float32 activations, AVX-512F, one row at a time
+
+const bitsA32Sig = "func(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)"
+
+// bitsA32AVX512 emits the W(n)A32 kernel for Bits with n in 8, 4, 2, 1 and
+// segments of seg planes (seg*32 columns, within one group).
+func bitsA32AVX512(n, seg int) {
+	step := 32 / n
+	name := fmt.Sprintf("Bits%dA32S%dAvx512", n, seg)
+	TEXT(name, NOSPLIT, bitsA32Sig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices, one row at a time",
+		"(rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:",
+		"",
+		"\tout[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]",
+		"",
+		"where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns, inside one group), meta holds",
+		"per row and segment the float32 pair (s, s*z), x the zero-padded",
+		"activations and xsum their sum per segment. The universal packing needs",
+		"no activation reordering: plane i of 16 words is 16 consecutive columns.",
+		"Within layout.BitsTolerance of the float64 reference. Preconditions:",
+		"rows, chunks >= 1; pointers cover what is read or written.",
+	)
+	mask := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(uint32(1)<<n-1), t)
+		VPBROADCASTD(t, mask)
+	}
+	var table VecVirtual
+	if n <= 4 {
+		table = ZMM()
+		VMOVUPS(nibbleFloats(), table)
+	}
+	wp, mp := param("w"), param("meta")
+	Label(name + "_row")
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	corr := XMM()
+	VPXORD(corr, corr, corr)
+	xk, xs := param("x"), param("xsum")
+	row := GP64()
+	MOVQ(wp, row)
+	k := param("chunks")
+	Label(name + "_chunk")
+	PREFETCHT1(Mem{Base: row, Disp: 1024})
+	PREFETCHT1(Mem{Base: row, Disp: 1024 + 64})
+	data := [2]VecVirtual{ZMM(), ZMM()}
+	VMOVDQU64(Mem{Base: row}, data[0])
+	VMOVDQU64(Mem{Base: row, Disp: 64}, data[1])
+	for s0 := 0; s0 < step; s0 += seg {
+		dot := ZMM()
+		for i := s0; i < s0+seg; i++ {
+			for h := 0; h < 2; h++ {
+				c := ZMM()
+				sh := 32 - n*(i+1)
+				if sh != 0 {
+					VPSRLD(U8(sh), data[h], c)
+					VPANDD(c, mask, c)
+				} else {
+					VPANDD(data[h], mask, c)
+				}
+				if n <= 4 {
+					VPERMPS(table, c, c)
+				} else {
+					VCVTDQ2PS(c, c)
+				}
+				xm := Mem{Base: xk, Disp: (i*32 + 16*h) * 4}
+				if i == s0 && h == 0 {
+					VMULPS(xm, c, dot)
+				} else {
+					VFMADD231PS(xm, c, dot)
+				}
+			}
+		}
+		VFMADD231PS_BCST(Mem{Base: mp}, dot, acc)
+		sz := XMM()
+		VMOVSS(Mem{Base: mp, Disp: 4}, sz)
+		VFMADD231SS(Mem{Base: xs}, sz, corr)
+		ADDQ(U32(8), mp)
+		ADDQ(U32(4), xs)
+	}
+	ADDQ(U32(128), row)
+	ADDQ(U32(step*128), xk)
+	DECQ(k)
+	JNZ(LabelRef(name + "_chunk"))
+	// Horizontal sum of acc (EVEX-encodable shuffles: registers may be
+	// X16..X31), minus the zero-point correction.
+	h := YMM()
+	VEXTRACTF64X4(U8(1), acc, h)
+	VADDPS(h, acc.AsY(), h)
+	res, t2 := XMM(), XMM()
+	VEXTRACTF32X4(U8(1), h, res)
+	VADDPS(res, h.AsX(), res)
+	VPERMILPS(U8(0x4e), res, t2)
+	VADDPS(t2, res, res)
+	VPERMILPS(U8(0xb1), res, t2)
+	VADDPS(t2, res, res)
+	VSUBSS(corr, res, res)
+	op := param("out")
+	VMOVSS(res, Mem{Base: op})
+	ADDQ(U32(4), op)
+	Store(op, Param("out"))
+	ADDQ(param("stride"), wp)
+	r := param("rows")
+	DECQ(r)
+	Store(r, Param("rows"))
+	JNZ(LabelRef(name + "_row"))
 	VZEROUPPER()
 	RET()
 }
