@@ -981,6 +981,48 @@ func Bits1A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *flo
 //go:noescape
 func Bits1A32S32Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
+// Sparse12A32S1Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 1 planes (64 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S1Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S2Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 2 planes (128 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S4Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 4 planes (256 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as
 //

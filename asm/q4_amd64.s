@@ -10025,6 +10025,387 @@ Bits1A32S32Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Sparse12A32S1Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·Sparse12A32S1Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000007f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x00000080, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z2
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Sparse12A32S1Avx512_row:
+	VPXORD Z3, Z3, Z3
+	MOVQ   xe+24(FP), DX
+	MOVQ   xo+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Sparse12A32S1Avx512_chunk:
+	PREFETCHT1        1024(SI)
+	PREFETCHT1        1088(SI)
+	VMOVDQU64         (SI), Z4
+	VMOVDQU64         64(SI), Z5
+	VPSRLD            $0x18, Z4, Z6
+	VPANDD            Z6, Z2, Z6
+	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMOVUPS           (DX), Z7
+	VBLENDMPS         (BX), Z7, K1, Z7
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z7
+	VPSRLD            $0x18, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           64(DX), Z9
+	VBLENDMPS         64(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VFMADD231PS.BCST  (CX), Z6, Z3
+	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	ADDQ              $0x00000008, CX
+	VPSRLD            $0x10, Z4, Z6
+	VPANDD            Z6, Z2, Z6
+	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMOVUPS           128(DX), Z7
+	VBLENDMPS         128(BX), Z7, K1, Z7
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z7
+	VPSRLD            $0x10, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           192(DX), Z9
+	VBLENDMPS         192(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VFMADD231PS.BCST  (CX), Z6, Z3
+	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	ADDQ              $0x00000008, CX
+	VPSRLD            $0x08, Z4, Z6
+	VPANDD            Z6, Z2, Z6
+	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMOVUPS           256(DX), Z7
+	VBLENDMPS         256(BX), Z7, K1, Z7
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z7
+	VPSRLD            $0x08, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           320(DX), Z9
+	VBLENDMPS         320(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VFMADD231PS.BCST  (CX), Z6, Z3
+	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	ADDQ              $0x00000008, CX
+	VPANDD            Z4, Z2, Z4
+	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMOVUPS           384(DX), Z6
+	VBLENDMPS         384(BX), Z6, K1, Z6
+	VMULPS            Z6, Z4, Z4
+	VMOVAPS           Z6, Z6
+	VPANDD            Z5, Z2, Z5
+	VPTESTMD          Z1, Z5, K1
+	VPANDD            Z5, Z0, Z5
+	VCVTDQ2PS         Z5, Z5
+	VMOVUPS           448(DX), Z7
+	VBLENDMPS         448(BX), Z7, K1, Z7
+	VFMADD231PS       Z7, Z5, Z4
+	VADDPS            Z7, Z6, Z6
+	VFMADD231PS.BCST  (CX), Z4, Z3
+	VFNMADD231PS.BCST 4(CX), Z6, Z3
+	ADDQ              $0x00000008, CX
+	ADDQ              $0x00000080, SI
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000200, BX
+	DECQ              DI
+	JNZ               Sparse12A32S1Avx512_chunk
+	VEXTRACTF64X4     $0x01, Z3, Y4
+	VADDPS            Y4, Y3, Y4
+	VEXTRACTF32X4     $0x01, Y4, X5
+	VADDPS            X5, X4, X5
+	VPERMILPS         $0x4e, X5, X4
+	VADDPS            X4, X5, X5
+	VPERMILPS         $0xb1, X5, X4
+	VADDPS            X4, X5, X5
+	MOVQ              out+40(FP), DX
+	VMOVSS            X5, (DX)
+	ADDQ              $0x00000004, DX
+	MOVQ              DX, out+40(FP)
+	MOVQ              stride+8(FP), DX
+	ADDQ              DX, AX
+	MOVQ              rows+48(FP), DX
+	DECQ              DX
+	MOVQ              DX, rows+48(FP)
+	JNZ               Sparse12A32S1Avx512_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·Sparse12A32S2Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000007f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x00000080, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z2
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Sparse12A32S2Avx512_row:
+	VPXORD Z3, Z3, Z3
+	MOVQ   xe+24(FP), DX
+	MOVQ   xo+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Sparse12A32S2Avx512_chunk:
+	PREFETCHT1        1024(SI)
+	PREFETCHT1        1088(SI)
+	VMOVDQU64         (SI), Z4
+	VMOVDQU64         64(SI), Z5
+	VPSRLD            $0x18, Z4, Z6
+	VPANDD            Z6, Z2, Z6
+	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMOVUPS           (DX), Z7
+	VBLENDMPS         (BX), Z7, K1, Z7
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z7
+	VPSRLD            $0x18, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           64(DX), Z9
+	VBLENDMPS         64(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPSRLD            $0x10, Z4, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           128(DX), Z9
+	VBLENDMPS         128(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPSRLD            $0x10, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           192(DX), Z9
+	VBLENDMPS         192(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VFMADD231PS.BCST  (CX), Z6, Z3
+	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	ADDQ              $0x00000008, CX
+	VPSRLD            $0x08, Z4, Z6
+	VPANDD            Z6, Z2, Z6
+	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMOVUPS           256(DX), Z7
+	VBLENDMPS         256(BX), Z7, K1, Z7
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z7
+	VPSRLD            $0x08, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           320(DX), Z9
+	VBLENDMPS         320(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPANDD            Z4, Z2, Z4
+	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMOVUPS           384(DX), Z8
+	VBLENDMPS         384(BX), Z8, K1, Z8
+	VFMADD231PS       Z8, Z4, Z6
+	VADDPS            Z8, Z7, Z7
+	VPANDD            Z5, Z2, Z4
+	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMOVUPS           448(DX), Z5
+	VBLENDMPS         448(BX), Z5, K1, Z5
+	VFMADD231PS       Z5, Z4, Z6
+	VADDPS            Z5, Z7, Z7
+	VFMADD231PS.BCST  (CX), Z6, Z3
+	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	ADDQ              $0x00000008, CX
+	ADDQ              $0x00000080, SI
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000200, BX
+	DECQ              DI
+	JNZ               Sparse12A32S2Avx512_chunk
+	VEXTRACTF64X4     $0x01, Z3, Y4
+	VADDPS            Y4, Y3, Y4
+	VEXTRACTF32X4     $0x01, Y4, X5
+	VADDPS            X5, X4, X5
+	VPERMILPS         $0x4e, X5, X4
+	VADDPS            X4, X5, X5
+	VPERMILPS         $0xb1, X5, X4
+	VADDPS            X4, X5, X5
+	MOVQ              out+40(FP), DX
+	VMOVSS            X5, (DX)
+	ADDQ              $0x00000004, DX
+	MOVQ              DX, out+40(FP)
+	MOVQ              stride+8(FP), DX
+	ADDQ              DX, AX
+	MOVQ              rows+48(FP), DX
+	DECQ              DX
+	MOVQ              DX, rows+48(FP)
+	JNZ               Sparse12A32S2Avx512_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·Sparse12A32S4Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x0000007f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x00000080, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z2
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Sparse12A32S4Avx512_row:
+	VPXORD Z3, Z3, Z3
+	MOVQ   xe+24(FP), DX
+	MOVQ   xo+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Sparse12A32S4Avx512_chunk:
+	PREFETCHT1        1024(SI)
+	PREFETCHT1        1088(SI)
+	VMOVDQU64         (SI), Z4
+	VMOVDQU64         64(SI), Z5
+	VPSRLD            $0x18, Z4, Z6
+	VPANDD            Z6, Z2, Z6
+	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMOVUPS           (DX), Z7
+	VBLENDMPS         (BX), Z7, K1, Z7
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z7
+	VPSRLD            $0x18, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           64(DX), Z9
+	VBLENDMPS         64(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPSRLD            $0x10, Z4, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           128(DX), Z9
+	VBLENDMPS         128(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPSRLD            $0x10, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           192(DX), Z9
+	VBLENDMPS         192(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPSRLD            $0x08, Z4, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           256(DX), Z9
+	VBLENDMPS         256(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPSRLD            $0x08, Z5, Z8
+	VPANDD            Z8, Z2, Z8
+	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMOVUPS           320(DX), Z9
+	VBLENDMPS         320(BX), Z9, K1, Z9
+	VFMADD231PS       Z9, Z8, Z6
+	VADDPS            Z9, Z7, Z7
+	VPANDD            Z4, Z2, Z4
+	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMOVUPS           384(DX), Z8
+	VBLENDMPS         384(BX), Z8, K1, Z8
+	VFMADD231PS       Z8, Z4, Z6
+	VADDPS            Z8, Z7, Z7
+	VPANDD            Z5, Z2, Z4
+	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMOVUPS           448(DX), Z5
+	VBLENDMPS         448(BX), Z5, K1, Z5
+	VFMADD231PS       Z5, Z4, Z6
+	VADDPS            Z5, Z7, Z7
+	VFMADD231PS.BCST  (CX), Z6, Z3
+	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	ADDQ              $0x00000008, CX
+	ADDQ              $0x00000080, SI
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000200, BX
+	DECQ              DI
+	JNZ               Sparse12A32S4Avx512_chunk
+	VEXTRACTF64X4     $0x01, Z3, Y4
+	VADDPS            Y4, Y3, Y4
+	VEXTRACTF32X4     $0x01, Y4, X5
+	VADDPS            X5, X4, X5
+	VPERMILPS         $0x4e, X5, X4
+	VADDPS            X4, X5, X5
+	VPERMILPS         $0xb1, X5, X4
+	VADDPS            X4, X5, X5
+	MOVQ              out+40(FP), DX
+	VMOVSS            X5, (DX)
+	ADDQ              $0x00000004, DX
+	MOVQ              DX, out+40(FP)
+	MOVQ              stride+8(FP), DX
+	ADDQ              DX, AX
+	MOVQ              rows+48(FP), DX
+	DECQ              DX
+	MOVQ              DX, rows+48(FP)
+	JNZ               Sparse12A32S4Avx512_row
+	VZEROUPPER
+	RET
+
 // func StreamReadAvx512(b []uint64) uint64
 // Requires: AVX, AVX2, AVX512F
 TEXT ·StreamReadAvx512(SB), NOSPLIT, $0-32

@@ -86,6 +86,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsA32Kernels.byNS {
 		check("bitsA32", funcName(k), bitsA32Kernels.requires)
 	}
+	for _, k := range sparseA32Kernels.bySeg {
+		check("sparseA32", funcName(k), sparseA32Kernels.requires)
+	}
 	for fn := range req {
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)

@@ -25,6 +25,7 @@ type LowMatrix struct {
 	mu     sync.RWMutex
 	simd   *bitsSIMD // the assembly A8 kernel's state, if it applies
 	a32    *bitsA32  // the assembly A32/A16 kernel's state, if it applies
+	sa32   *sparseA32
 	intErr error     // why A8 is impossible (fractional zeros), checked at load
 	block  *hugemem.Block
 }
@@ -69,7 +70,7 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 		m = &c
 	}
 	return &LowMatrix{block: blk, b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
-		simd: newSparseSIMD(b, m), intErr: m.IntegerZeros()}, nil
+		simd: newSparseSIMD(b, m), sa32: newSparseA32(b, m), intErr: m.IntegerZeros()}, nil
 }
 
 func (mx *LowMatrix) name() string {
@@ -83,12 +84,13 @@ func (mx *LowMatrix) name() string {
 // 8/4/2/1 bits and Sparse12, groups of at least 128 columns, the AVX-512
 // kernels for int8 activations ("cpu-avx512vnni-a8+generic").
 func (mx *LowMatrix) Kernel() string {
+	float := mx.a32 != nil || mx.sa32 != nil
 	switch {
-	case mx.simd != nil && mx.a32 != nil:
+	case mx.simd != nil && float:
 		return "cpu-" + string(mx.b.set.isa)
 	case mx.simd != nil:
 		return mx.simd.kernelName()
-	case mx.a32 != nil:
+	case float:
 		return "cpu-" + string(mx.b.set.isa) + "-a32+generic"
 	}
 	return "cpu-" + string(Generic)
@@ -230,6 +232,10 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
 	if mx.a32 != nil {
 		mx.mulF32SIMD(dst, xp, batch)
+		return
+	}
+	if mx.sa32 != nil {
+		mx.mulF32Sparse(dst, xp, batch)
 		return
 	}
 	pc, g := mx.pcols, mx.g

@@ -329,3 +329,58 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 		}
 	})
 }
+
+type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// sparseA32Kernels are the AVX-512 W(1:2)A32 kernels by segment planes.
+var sparseA32Kernels = struct {
+	bySeg    map[int]sparseA32Func
+	requires []string
+}{
+	bySeg:    map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
+	requires: []string{"AVX", "AVX512F", "AVX512VL"},
+}
+
+// sparseA32 is a Sparse12 matrix's state for the float kernel: (s, s*z)
+// per row and segment (seg planes = seg*64 columns), derived at load.
+type sparseA32 struct {
+	seg, nseg, chunks int
+	meta              []float32
+	kern              sparseA32Func
+}
+
+func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
+	seg := min(m.G/64, 4)
+	kern, ok := sparseA32Kernels.bySeg[seg]
+	if !ok || be.set.isa != AVX512VNNI || !hasAll(sparseA32Kernels.requires) {
+		return nil // groups of 32 columns split a plane: generic
+	}
+	a := &sparseA32{seg: seg, nseg: m.PCols / (64 * seg), chunks: m.PCols / 256, kern: kern}
+	a.meta = make([]float32, 2*m.Rows*a.nseg)
+	for r := 0; r < m.Rows; r++ {
+		for j := 0; j < a.nseg; j++ {
+			g := j * seg * 64 / m.G
+			s, z := m.Scale(r, g), m.Zero(r, g)
+			a.meta[2*(r*a.nseg+j)] = s
+			a.meta[2*(r*a.nseg+j)+1] = s * z
+		}
+	}
+	return a
+}
+
+// mulF32Sparse runs the Sparse12 float kernel on padded activations.
+func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
+	a, m := mx.sa32, mx.sp
+	pc := mx.pcols
+	xe, xo := make([]float32, batch*pc/2), make([]float32, batch*pc/2)
+	for i := range xe {
+		xe[i], xo[i] = xp[2*i], xp[2*i+1] // pc is even: pairs never straddle vectors
+	}
+	stride := 4 * m.WordsPerRow()
+	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
+		w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()]))
+		for v := 0; v < batch; v++ {
+			a.kern(w, stride, &a.meta[2*r0*a.nseg], &xe[v*pc/2], &xo[v*pc/2], &dst[v*mx.rows+r0], r1-r0, a.chunks)
+		}
+	})
+}

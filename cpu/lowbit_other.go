@@ -21,3 +21,10 @@ type bitsA32 struct{}
 func newBitsA32(*Backend, *layout.Bits) *bitsA32 { return nil }
 
 func (mx *LowMatrix) mulF32SIMD([]float32, []float32, int) {}
+
+// sparseA32 has no assembly kernel on this build.
+type sparseA32 struct{}
+
+func newSparseA32(*Backend, *layout.Sparse12) *sparseA32 { return nil }
+
+func (mx *LowMatrix) mulF32Sparse([]float32, []float32, int) {}

@@ -75,6 +75,9 @@ func main() {
 			bitsA32AVX512(n, seg)
 		}
 	}
+	for _, seg := range []int{1, 2, 4} {
+		sparseA32AVX512(seg)
+	}
 	streamRead()
 
 	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
@@ -1279,6 +1282,112 @@ func bitsA32AVX512(n, seg int) {
 	VPERMILPS(U8(0xb1), res, t2)
 	VADDPS(t2, res, res)
 	VSUBSS(corr, res, res)
+	op := param("out")
+	VMOVSS(res, Mem{Base: op})
+	ADDQ(U32(4), op)
+	Store(op, Param("out"))
+	ADDQ(param("stride"), wp)
+	r := param("rows")
+	DECQ(r)
+	Store(r, Param("rows"))
+	JNZ(LabelRef(name + "_row"))
+	VZEROUPPER()
+	RET()
+}
+
+// ---------------------------------------------------------------------------
+// Sparse12 with float32 activations, AVX-512F, one row at a time
+
+const sparseA32Sig = "func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)"
+
+// sparseA32AVX512 emits the W(1:2)A32 kernel for Sparse12 with segments
+// of seg planes (seg*64 columns, inside one group of at least 64).
+func sparseA32AVX512(seg int) {
+	name := fmt.Sprintf("Sparse12A32S%dAvx512", seg)
+	TEXT(name, NOSPLIT, sparseA32Sig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row",
+		"at a time with AVX-512F: for each pair byte (pos<<7 | q) the position",
+		"bit selects xe[p] or xo[p] (the even- and odd-column activations of",
+		"pair p), and per segment of "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*64)+" columns)",
+		"",
+		"\tacc += s*sum(q*x_sel) - (s*z)*sum(x_sel)",
+		"",
+		"with (s, s*z) per row and segment in meta. Within layout.BitsTolerance",
+		"of the float64 reference. Preconditions: rows, chunks >= 1; pointers",
+		"cover what is read or written.",
+	)
+	m7f, m80, mff := ZMM(), ZMM(), ZMM()
+	for _, c := range []struct {
+		v   VecVirtual
+		val uint32
+	}{{m7f, 0x7f}, {m80, 0x80}, {mff, 0xff}} {
+		t := GP32()
+		MOVL(U32(c.val), t)
+		VPBROADCASTD(t, c.v)
+	}
+	wp, mp := param("w"), param("meta")
+	Label(name + "_row")
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	xe, xo := param("xe"), param("xo")
+	row := GP64()
+	MOVQ(wp, row)
+	k := param("chunks")
+	Label(name + "_chunk")
+	PREFETCHT1(Mem{Base: row, Disp: 1024})
+	PREFETCHT1(Mem{Base: row, Disp: 1024 + 64})
+	data := [2]VecVirtual{ZMM(), ZMM()}
+	VMOVDQU64(Mem{Base: row}, data[0])
+	VMOVDQU64(Mem{Base: row, Disp: 64}, data[1])
+	for s0 := 0; s0 < 4; s0 += seg {
+		dot, sx := ZMM(), ZMM()
+		for i := s0; i < s0+seg; i++ {
+			for h := 0; h < 2; h++ {
+				c := ZMM()
+				if sh := 24 - 8*i; sh != 0 {
+					VPSRLD(U8(sh), data[h], c)
+					VPANDD(c, mff, c)
+				} else {
+					VPANDD(data[h], mff, c)
+				}
+				pos := K()
+				VPTESTMD(m80, c, pos)
+				VPANDD(c, m7f, c)
+				VCVTDQ2PS(c, c)
+				off := (i*32 + 16*h) * 4
+				x := ZMM()
+				VMOVUPS(Mem{Base: xe, Disp: off}, x)
+				VBLENDMPS(Mem{Base: xo, Disp: off}, x, pos, x)
+				if i == s0 && h == 0 {
+					VMULPS(x, c, dot)
+					VMOVAPS(x, sx)
+				} else {
+					VFMADD231PS(x, c, dot)
+					VADDPS(x, sx, sx)
+				}
+			}
+		}
+		VFMADD231PS_BCST(Mem{Base: mp}, dot, acc)
+		VFNMADD231PS_BCST(Mem{Base: mp, Disp: 4}, sx, acc)
+		ADDQ(U32(8), mp)
+	}
+	ADDQ(U32(128), row)
+	ADDQ(U32(128*4), xe) // 128 pairs per chunk
+	ADDQ(U32(128*4), xo)
+	DECQ(k)
+	JNZ(LabelRef(name + "_chunk"))
+	h := YMM()
+	VEXTRACTF64X4(U8(1), acc, h)
+	VADDPS(h, acc.AsY(), h)
+	res, t2 := XMM(), XMM()
+	VEXTRACTF32X4(U8(1), h, res)
+	VADDPS(res, h.AsX(), res)
+	VPERMILPS(U8(0x4e), res, t2)
+	VADDPS(t2, res, res)
+	VPERMILPS(U8(0xb1), res, t2)
+	VADDPS(t2, res, res)
 	op := param("out")
 	VMOVSS(res, Mem{Base: op})
 	ADDQ(U32(4), op)
