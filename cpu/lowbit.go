@@ -26,7 +26,7 @@ type LowMatrix struct {
 	simd   *bitsSIMD // the assembly A8 kernel's state, if it applies
 	a32    *bitsA32  // the assembly A32/A16 kernel's state, if it applies
 	sa32   *sparseA32
-	intErr error     // why A8 is impossible (fractional zeros), checked at load
+	intErr error // why A8 is impossible (fractional zeros), checked at load
 	block  *hugemem.Block
 }
 
