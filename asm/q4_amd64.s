@@ -5002,7 +5002,7 @@ Bits8A8Avx512_chunk:
 	ADDQ        AX, CX
 	MOVQ        CX, w+0(FP)
 	MOVQ        chunks+32(FP), AX
-	SHLQ        $0x07, AX
+	IMUL3Q      $0x00000080, AX, AX
 	MOVQ        meta+16(FP), CX
 	ADDQ        AX, CX
 	MOVQ        CX, meta+16(FP)
@@ -5269,7 +5269,7 @@ Bits4A8Avx512_chunk:
 	ADDQ           AX, CX
 	MOVQ           CX, w+0(FP)
 	MOVQ           chunks+32(FP), AX
-	SHLQ           $0x07, AX
+	IMUL3Q         $0x00000080, AX, AX
 	MOVQ           meta+16(FP), CX
 	ADDQ           AX, CX
 	MOVQ           CX, meta+16(FP)
@@ -5524,7 +5524,7 @@ Bits2A8Avx512_chunk:
 	ADDQ           AX, CX
 	MOVQ           CX, w+0(FP)
 	MOVQ           chunks+32(FP), AX
-	SHLQ           $0x07, AX
+	IMUL3Q         $0x00000080, AX, AX
 	MOVQ           meta+16(FP), CX
 	ADDQ           AX, CX
 	MOVQ           CX, meta+16(FP)
@@ -5785,7 +5785,7 @@ Bits1A8Avx512_chunk:
 	ADDQ           AX, CX
 	MOVQ           CX, w+0(FP)
 	MOVQ           chunks+32(FP), AX
-	SHLQ           $0x07, AX
+	IMUL3Q         $0x00000080, AX, AX
 	MOVQ           meta+16(FP), CX
 	ADDQ           AX, CX
 	MOVQ           CX, meta+16(FP)

@@ -263,6 +263,17 @@ func checkLen(what string, got, batch, per int) error {
 	return nil
 }
 
+// checkActScales rejects activation scales that are negative or not
+// finite (MulI8 callers pass them in).
+func checkActScales(xs []float32) error {
+	for i, s := range xs {
+		if s != s || s < 0 || s > 3.4e38 {
+			return fmt.Errorf("cpu: activation scale %d is %v, want finite and >= 0", i, s)
+		}
+	}
+	return nil
+}
+
 // checkFloatArgs checks a multiply's batch and float32 slice lengths.
 func (mx *Matrix) checkFloatArgs(dst, x []float32, batch int) error {
 	if err := mx.checkBatch(batch); err != nil {
@@ -349,10 +360,8 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	if err := checkLen("dst", len(dst), batch, m.Rows); err != nil {
 		return err
 	}
-	for i, s := range xs {
-		if s != s || s < 0 || s > 3.4e38 {
-			return fmt.Errorf("cpu: activation scale %d is %v, want finite and >= 0", i, s)
-		}
+	if err := checkActScales(xs); err != nil {
+		return err
 	}
 	sc := getScratch()
 	defer putScratch(sc)

@@ -305,10 +305,8 @@ func (mx *LowMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) er
 	if err := checkLen("xs", len(xs), batch, mx.pcols/128); err != nil {
 		return err
 	}
-	for i, s := range xs {
-		if s != s || s < 0 || s > 3.4e38 {
-			return fmt.Errorf("cpu: activation scale %d is %v, want finite and >= 0", i, s)
-		}
+	if err := checkActScales(xs); err != nil {
+		return err
 	}
 	return mx.mulI8(dst, xq, xs, batch)
 }

@@ -289,16 +289,24 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 		return nil
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
-	a.meta = make([]float32, 2*b.Rows*a.nseg)
-	for r := 0; r < b.Rows; r++ {
-		for j := 0; j < a.nseg; j++ {
-			g := j * seg * 32 / b.G
-			s, z := b.Scale(r, g), b.Zero(r, g)
-			a.meta[2*(r*a.nseg+j)] = s
-			a.meta[2*(r*a.nseg+j)+1] = s * z
+	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Scale, b.Zero)
+	return a
+}
+
+// segmentMeta returns the float32 pairs (s, s*z) per row and segment of
+// colsPerSeg columns (each inside one group of group columns), row-major:
+// the float kernels' metadata, derived once at load.
+func segmentMeta(rows, nseg, colsPerSeg, group int, scale, zero func(r, g int) float32) []float32 {
+	meta := make([]float32, 2*rows*nseg)
+	for r := 0; r < rows; r++ {
+		for j := 0; j < nseg; j++ {
+			g := j * colsPerSeg / group
+			s := scale(r, g)
+			meta[2*(r*nseg+j)] = s
+			meta[2*(r*nseg+j)+1] = s * zero(r, g)
 		}
 	}
-	return a
+	return meta
 }
 
 // mulF32SIMD runs the float kernel on padded activations xp.
@@ -356,15 +364,7 @@ func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 		return nil // groups of 32 columns split a plane: generic
 	}
 	a := &sparseA32{seg: seg, nseg: m.PCols / (64 * seg), chunks: m.PCols / 256, kern: kern}
-	a.meta = make([]float32, 2*m.Rows*a.nseg)
-	for r := 0; r < m.Rows; r++ {
-		for j := 0; j < a.nseg; j++ {
-			g := j * seg * 64 / m.G
-			s, z := m.Scale(r, g), m.Zero(r, g)
-			a.meta[2*(r*a.nseg+j)] = s
-			a.meta[2*(r*a.nseg+j)+1] = s * z
-		}
-	}
+	a.meta = segmentMeta(m.Rows, a.nseg, 64*seg, m.G, m.Scale, m.Zero)
 	return a
 }
 

@@ -1035,21 +1035,7 @@ func bitsA8AVX512(n int) {
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))
 
-	VMOVUPS(accRow, Mem{Base: param("out")})
-	bump("out", U32(64))
-	// Next tile: R rows down; its meta follows this tile's chunks.
-	t := param("stride")
-	IMUL3Q(U32(R), t, t)
-	bump("w", t)
-	m := param("chunks")
-	SHLQ(U8(7), m)
-	bump("meta", m)
-	nt := param("ntiles")
-	DECQ(nt)
-	Store(nt, Param("ntiles"))
-	JNZ(LabelRef(name + "_tile"))
-	VZEROUPPER()
-	RET()
+	tileEnd(name, accRow, R, 128)
 }
 
 // ---------------------------------------------------------------------------
@@ -1165,6 +1151,13 @@ func sparseA8AVX512() {
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))
 
+	tileEnd(name, accRow, R, metaBlock)
+}
+
+// tileEnd ends a low-bit A8 kernel's tile: it stores the 16 lanes of
+// accRow at "out", moves w R rows down and meta past this tile's chunks
+// (metaBlock bytes each), and loops while tiles remain.
+func tileEnd(name string, accRow VecVirtual, R, metaBlock int) {
 	VMOVUPS(accRow, Mem{Base: param("out")})
 	bump("out", U32(64))
 	t := param("stride")
@@ -1269,30 +1262,7 @@ func bitsA32AVX512(n, seg int) {
 	ADDQ(U32(step*128), xk)
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
-	// Horizontal sum of acc (EVEX-encodable shuffles: registers may be
-	// X16..X31), minus the zero-point correction.
-	h := YMM()
-	VEXTRACTF64X4(U8(1), acc, h)
-	VADDPS(h, acc.AsY(), h)
-	res, t2 := XMM(), XMM()
-	VEXTRACTF32X4(U8(1), h, res)
-	VADDPS(res, h.AsX(), res)
-	VPERMILPS(U8(0x4e), res, t2)
-	VADDPS(t2, res, res)
-	VPERMILPS(U8(0xb1), res, t2)
-	VADDPS(t2, res, res)
-	VSUBSS(corr, res, res)
-	op := param("out")
-	VMOVSS(res, Mem{Base: op})
-	ADDQ(U32(4), op)
-	Store(op, Param("out"))
-	ADDQ(param("stride"), wp)
-	r := param("rows")
-	DECQ(r)
-	Store(r, Param("rows"))
-	JNZ(LabelRef(name + "_row"))
-	VZEROUPPER()
-	RET()
+	rowEnd(name, acc, corr, wp)
 }
 
 // ---------------------------------------------------------------------------
@@ -1378,6 +1348,14 @@ func sparseA32AVX512(seg int) {
 	ADDQ(U32(128*4), xo)
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
+	rowEnd(name, acc, nil, wp)
+}
+
+// rowEnd ends a one-row-at-a-time float kernel's row: it stores the
+// horizontal sum of acc (minus corr's lane 0, if given) at "out", moves
+// "out" and wp on, and loops while rows remain. The shuffles are EVEX
+// encodable: registers may be X16..X31.
+func rowEnd(name string, acc, corr VecVirtual, wp GPVirtual) {
 	h := YMM()
 	VEXTRACTF64X4(U8(1), acc, h)
 	VADDPS(h, acc.AsY(), h)
@@ -1388,6 +1366,9 @@ func sparseA32AVX512(seg int) {
 	VADDPS(t2, res, res)
 	VPERMILPS(U8(0xb1), res, t2)
 	VADDPS(t2, res, res)
+	if corr != nil {
+		VSUBSS(corr, res, res)
+	}
 	op := param("out")
 	VMOVSS(res, Mem{Base: op})
 	ADDQ(U32(4), op)
