@@ -1023,6 +1023,318 @@ func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *fl
 //go:noescape
 func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
+// Bits8A32S1Avx2 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S2Avx2 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S4Avx2 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S1Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S2Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S4Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S8Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S1Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S2Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S4Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S8Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S1Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S2Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S4Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S8Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S32Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 32 planes (1024 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S1Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 1 planes (64 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S1Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S2Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 2 planes (128 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S2Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S4Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 4 planes (256 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S4Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as
 //

@@ -10030,9 +10030,9 @@ Bits1A32S32Avx512_chunk:
 TEXT ·Sparse12A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000007f, AX
 	VPBROADCASTD AX, Z0
-	MOVL         $0x00000080, AX
-	VPBROADCASTD AX, Z1
 	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000080, AX
 	VPBROADCASTD AX, Z2
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
@@ -10050,82 +10050,82 @@ Sparse12A32S1Avx512_chunk:
 	VMOVDQU64         (SI), Z4
 	VMOVDQU64         64(SI), Z5
 	VPSRLD            $0x18, Z4, Z6
-	VPANDD            Z6, Z2, Z6
-	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           (DX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         (BX), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
-	VMOVUPS           (DX), Z7
-	VBLENDMPS         (BX), Z7, K1, Z7
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z7
 	VPSRLD            $0x18, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           64(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         64(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           64(DX), Z9
-	VBLENDMPS         64(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VFMADD231PS.BCST  (CX), Z6, Z3
 	VFNMADD231PS.BCST 4(CX), Z7, Z3
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x10, Z4, Z6
-	VPANDD            Z6, Z2, Z6
-	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           128(DX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         128(BX), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
-	VMOVUPS           128(DX), Z7
-	VBLENDMPS         128(BX), Z7, K1, Z7
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z7
 	VPSRLD            $0x10, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           192(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         192(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           192(DX), Z9
-	VBLENDMPS         192(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VFMADD231PS.BCST  (CX), Z6, Z3
 	VFNMADD231PS.BCST 4(CX), Z7, Z3
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x08, Z4, Z6
-	VPANDD            Z6, Z2, Z6
-	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           256(DX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         256(BX), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
-	VMOVUPS           256(DX), Z7
-	VBLENDMPS         256(BX), Z7, K1, Z7
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z7
 	VPSRLD            $0x08, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           320(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         320(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           320(DX), Z9
-	VBLENDMPS         320(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VFMADD231PS.BCST  (CX), Z6, Z3
 	VFNMADD231PS.BCST 4(CX), Z7, Z3
 	ADDQ              $0x00000008, CX
-	VPANDD            Z4, Z2, Z4
-	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z1, Z4
+	VMOVUPS           384(DX), Z6
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         384(BX), Z6, K1, Z6
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VMOVUPS           384(DX), Z6
-	VBLENDMPS         384(BX), Z6, K1, Z6
 	VMULPS            Z6, Z4, Z4
 	VMOVAPS           Z6, Z6
-	VPANDD            Z5, Z2, Z5
-	VPTESTMD          Z1, Z5, K1
+	VPANDD            Z5, Z1, Z5
+	VMOVUPS           448(DX), Z7
+	VPTESTMD          Z2, Z5, K1
+	VBLENDMPS         448(BX), Z7, K1, Z7
 	VPANDD            Z5, Z0, Z5
 	VCVTDQ2PS         Z5, Z5
-	VMOVUPS           448(DX), Z7
-	VBLENDMPS         448(BX), Z7, K1, Z7
 	VFMADD231PS       Z7, Z5, Z4
 	VADDPS            Z7, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z4, Z3
@@ -10162,9 +10162,9 @@ Sparse12A32S1Avx512_chunk:
 TEXT ·Sparse12A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000007f, AX
 	VPBROADCASTD AX, Z0
-	MOVL         $0x00000080, AX
-	VPBROADCASTD AX, Z1
 	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000080, AX
 	VPBROADCASTD AX, Z2
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
@@ -10182,76 +10182,76 @@ Sparse12A32S2Avx512_chunk:
 	VMOVDQU64         (SI), Z4
 	VMOVDQU64         64(SI), Z5
 	VPSRLD            $0x18, Z4, Z6
-	VPANDD            Z6, Z2, Z6
-	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           (DX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         (BX), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
-	VMOVUPS           (DX), Z7
-	VBLENDMPS         (BX), Z7, K1, Z7
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z7
 	VPSRLD            $0x18, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           64(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         64(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           64(DX), Z9
-	VBLENDMPS         64(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VPSRLD            $0x10, Z4, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           128(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         128(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           128(DX), Z9
-	VBLENDMPS         128(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VPSRLD            $0x10, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           192(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         192(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           192(DX), Z9
-	VBLENDMPS         192(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VFMADD231PS.BCST  (CX), Z6, Z3
 	VFNMADD231PS.BCST 4(CX), Z7, Z3
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x08, Z4, Z6
-	VPANDD            Z6, Z2, Z6
-	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           256(DX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         256(BX), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
-	VMOVUPS           256(DX), Z7
-	VBLENDMPS         256(BX), Z7, K1, Z7
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z7
 	VPSRLD            $0x08, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           320(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         320(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           320(DX), Z9
-	VBLENDMPS         320(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
-	VPANDD            Z4, Z2, Z4
-	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z1, Z4
+	VMOVUPS           384(DX), Z8
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         384(BX), Z8, K1, Z8
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VMOVUPS           384(DX), Z8
-	VBLENDMPS         384(BX), Z8, K1, Z8
 	VFMADD231PS       Z8, Z4, Z6
 	VADDPS            Z8, Z7, Z7
-	VPANDD            Z5, Z2, Z4
-	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z5, Z1, Z4
+	VMOVUPS           448(DX), Z5
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         448(BX), Z5, K1, Z5
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VMOVUPS           448(DX), Z5
-	VBLENDMPS         448(BX), Z5, K1, Z5
 	VFMADD231PS       Z5, Z4, Z6
 	VADDPS            Z5, Z7, Z7
 	VFMADD231PS.BCST  (CX), Z6, Z3
@@ -10288,9 +10288,9 @@ Sparse12A32S2Avx512_chunk:
 TEXT ·Sparse12A32S4Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000007f, AX
 	VPBROADCASTD AX, Z0
-	MOVL         $0x00000080, AX
-	VPBROADCASTD AX, Z1
 	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000080, AX
 	VPBROADCASTD AX, Z2
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
@@ -10308,73 +10308,73 @@ Sparse12A32S4Avx512_chunk:
 	VMOVDQU64         (SI), Z4
 	VMOVDQU64         64(SI), Z5
 	VPSRLD            $0x18, Z4, Z6
-	VPANDD            Z6, Z2, Z6
-	VPTESTMD          Z1, Z6, K1
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           (DX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         (BX), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
-	VMOVUPS           (DX), Z7
-	VBLENDMPS         (BX), Z7, K1, Z7
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z7
 	VPSRLD            $0x18, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           64(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         64(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           64(DX), Z9
-	VBLENDMPS         64(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VPSRLD            $0x10, Z4, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           128(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         128(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           128(DX), Z9
-	VBLENDMPS         128(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VPSRLD            $0x10, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           192(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         192(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           192(DX), Z9
-	VBLENDMPS         192(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VPSRLD            $0x08, Z4, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           256(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         256(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           256(DX), Z9
-	VBLENDMPS         256(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
 	VPSRLD            $0x08, Z5, Z8
-	VPANDD            Z8, Z2, Z8
-	VPTESTMD          Z1, Z8, K1
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           320(DX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         320(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VMOVUPS           320(DX), Z9
-	VBLENDMPS         320(BX), Z9, K1, Z9
 	VFMADD231PS       Z9, Z8, Z6
 	VADDPS            Z9, Z7, Z7
-	VPANDD            Z4, Z2, Z4
-	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z4, Z1, Z4
+	VMOVUPS           384(DX), Z8
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         384(BX), Z8, K1, Z8
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VMOVUPS           384(DX), Z8
-	VBLENDMPS         384(BX), Z8, K1, Z8
 	VFMADD231PS       Z8, Z4, Z6
 	VADDPS            Z8, Z7, Z7
-	VPANDD            Z5, Z2, Z4
-	VPTESTMD          Z1, Z4, K1
+	VPANDD            Z5, Z1, Z4
+	VMOVUPS           448(DX), Z5
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         448(BX), Z5, K1, Z5
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VMOVUPS           448(DX), Z5
-	VBLENDMPS         448(BX), Z5, K1, Z5
 	VFMADD231PS       Z5, Z4, Z6
 	VADDPS            Z5, Z7, Z7
 	VFMADD231PS.BCST  (CX), Z6, Z3
@@ -10403,6 +10403,7155 @@ Sparse12A32S4Avx512_chunk:
 	DECQ              DX
 	MOVQ              DX, rows+48(FP)
 	JNZ               Sparse12A32S4Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits8A32S1Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits8A32S1Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits8A32S1Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX), Y7, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       384(DX), Y3, Y3
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  416(DX), Y4, Y3
+	VPAND        Y5, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  448(DX), Y4, Y3
+	VPAND        Y6, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  480(DX), Y4, Y3
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000200, DX
+	DECQ         DI
+	JNZ          Bits8A32S1Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits8A32S1Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits8A32S2Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits8A32S2Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits8A32S2Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  384(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  416(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  448(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  480(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000200, DX
+	DECQ         DI
+	JNZ          Bits8A32S2Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits8A32S2Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits8A32S4Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits8A32S4Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits8A32S4Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  384(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  416(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  448(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  480(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000200, DX
+	DECQ         DI
+	JNZ          Bits8A32S4Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits8A32S4Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits4A32S1Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S1Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits4A32S1Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       384(DX), Y7, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       640(DX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       896(DX), Y3, Y3
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  928(DX), Y4, Y3
+	VPAND        Y5, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  960(DX), Y4, Y3
+	VPAND        Y6, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  992(DX), Y4, Y3
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000400, DX
+	DECQ         DI
+	JNZ          Bits4A32S1Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits4A32S1Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits4A32S2Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S2Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits4A32S2Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000400, DX
+	DECQ         DI
+	JNZ          Bits4A32S2Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits4A32S2Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits4A32S4Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S4Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits4A32S4Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000400, DX
+	DECQ         DI
+	JNZ          Bits4A32S4Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits4A32S4Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits4A32S8Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits4A32S8Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits4A32S8Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000400, DX
+	DECQ         DI
+	JNZ          Bits4A32S8Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits4A32S8Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits2A32S1Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S1Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits2A32S1Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       384(DX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x16, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       640(DX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x12, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       896(DX), Y7, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1152(DX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1280(DX), Y7, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1408(DX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x06, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1536(DX), Y7, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1664(DX), Y7, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x02, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1792(DX), Y7, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       1920(DX), Y3, Y3
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  1952(DX), Y4, Y3
+	VPAND        Y5, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  1984(DX), Y4, Y3
+	VPAND        Y6, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  2016(DX), Y4, Y3
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000800, DX
+	DECQ         DI
+	JNZ          Bits2A32S1Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits2A32S1Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits2A32S2Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S2Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits2A32S2Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x16, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x12, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1280(DX), Y7, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x06, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1536(DX), Y7, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x02, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1792(DX), Y7, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1920(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1952(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1984(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  2016(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000800, DX
+	DECQ         DI
+	JNZ          Bits2A32S2Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits2A32S2Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits2A32S4Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S4Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits2A32S4Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x16, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x06, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1536(DX), Y7, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1920(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1952(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1984(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  2016(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000800, DX
+	DECQ         DI
+	JNZ          Bits2A32S4Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits2A32S4Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits2A32S8Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S8Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits2A32S8Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1536(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1920(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1952(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1984(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  2016(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000800, DX
+	DECQ         DI
+	JNZ          Bits2A32S8Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits2A32S8Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits2A32S16Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits2A32S16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits2A32S16Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1024(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1536(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1920(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1952(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1984(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  2016(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000800, DX
+	DECQ         DI
+	JNZ          Bits2A32S16Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits2A32S16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits1A32S1Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S1Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits1A32S1Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       384(DX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x1b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x1b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x1b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       640(DX), Y7, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x19, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x19, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x19, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x19, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       896(DX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x17, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x16, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1152(DX), Y7, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x15, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1280(DX), Y7, Y7
+	VPSRLD       $0x15, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x15, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x15, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1408(DX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x13, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1536(DX), Y7, Y7
+	VPSRLD       $0x13, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x13, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x13, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x12, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1664(DX), Y7, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x11, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1792(DX), Y7, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1920(DX), Y7, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1952(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1984(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2016(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2048(DX), Y7, Y7
+	VPSRLD       $0x0f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2080(DX), Y8, Y7
+	VPSRLD       $0x0f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2112(DX), Y8, Y7
+	VPSRLD       $0x0f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2144(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2176(DX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2208(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2240(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2272(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2304(DX), Y7, Y7
+	VPSRLD       $0x0d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2336(DX), Y8, Y7
+	VPSRLD       $0x0d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2368(DX), Y8, Y7
+	VPSRLD       $0x0d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2400(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2432(DX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2464(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2496(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2528(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2560(DX), Y7, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2592(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2624(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2656(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2688(DX), Y7, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2720(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2752(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2784(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x09, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2816(DX), Y7, Y7
+	VPSRLD       $0x09, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2848(DX), Y8, Y7
+	VPSRLD       $0x09, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2880(DX), Y8, Y7
+	VPSRLD       $0x09, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2912(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2944(DX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2976(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3008(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3040(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x07, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3072(DX), Y7, Y7
+	VPSRLD       $0x07, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3104(DX), Y8, Y7
+	VPSRLD       $0x07, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3136(DX), Y8, Y7
+	VPSRLD       $0x07, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3168(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x06, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3200(DX), Y7, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3232(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3264(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3296(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x05, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3328(DX), Y7, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3360(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3392(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3424(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3456(DX), Y7, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3488(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3520(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3552(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x03, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3584(DX), Y7, Y7
+	VPSRLD       $0x03, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3616(DX), Y8, Y7
+	VPSRLD       $0x03, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3648(DX), Y8, Y7
+	VPSRLD       $0x03, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3680(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x02, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3712(DX), Y7, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3744(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3776(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3808(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x01, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3840(DX), Y7, Y7
+	VPSRLD       $0x01, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3872(DX), Y8, Y7
+	VPSRLD       $0x01, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3904(DX), Y8, Y7
+	VPSRLD       $0x01, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3936(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       3968(DX), Y3, Y3
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  4000(DX), Y4, Y3
+	VPAND        Y5, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  4032(DX), Y4, Y3
+	VPAND        Y6, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  4064(DX), Y4, Y3
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00001000, DX
+	DECQ         DI
+	JNZ          Bits1A32S1Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits1A32S1Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits1A32S2Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S2Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits1A32S2Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x1b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x1b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x1b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x19, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x19, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x19, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x19, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x17, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x15, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1280(DX), Y7, Y7
+	VPSRLD       $0x15, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x15, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x15, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x13, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1536(DX), Y7, Y7
+	VPSRLD       $0x13, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x13, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x13, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x11, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1792(DX), Y7, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1920(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1952(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1984(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2016(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2048(DX), Y7, Y7
+	VPSRLD       $0x0f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2080(DX), Y8, Y7
+	VPSRLD       $0x0f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2112(DX), Y8, Y7
+	VPSRLD       $0x0f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2144(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2176(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2208(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2240(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2272(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2304(DX), Y7, Y7
+	VPSRLD       $0x0d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2336(DX), Y8, Y7
+	VPSRLD       $0x0d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2368(DX), Y8, Y7
+	VPSRLD       $0x0d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2400(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2432(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2464(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2496(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2528(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2560(DX), Y7, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2592(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2624(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2656(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2688(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2720(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2752(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2784(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x09, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2816(DX), Y7, Y7
+	VPSRLD       $0x09, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2848(DX), Y8, Y7
+	VPSRLD       $0x09, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2880(DX), Y8, Y7
+	VPSRLD       $0x09, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2912(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2944(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2976(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3008(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3040(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x07, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3072(DX), Y7, Y7
+	VPSRLD       $0x07, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3104(DX), Y8, Y7
+	VPSRLD       $0x07, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3136(DX), Y8, Y7
+	VPSRLD       $0x07, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3168(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3200(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3232(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3264(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3296(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x05, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3328(DX), Y7, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3360(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3392(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3424(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3456(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3488(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3520(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3552(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x03, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3584(DX), Y7, Y7
+	VPSRLD       $0x03, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3616(DX), Y8, Y7
+	VPSRLD       $0x03, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3648(DX), Y8, Y7
+	VPSRLD       $0x03, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3680(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3712(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3744(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3776(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3808(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x01, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3840(DX), Y7, Y7
+	VPSRLD       $0x01, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3872(DX), Y8, Y7
+	VPSRLD       $0x01, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3904(DX), Y8, Y7
+	VPSRLD       $0x01, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3936(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  3968(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4000(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4032(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4064(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00001000, DX
+	DECQ         DI
+	JNZ          Bits1A32S2Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits1A32S2Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits1A32S4Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S4Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits1A32S4Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x1b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x1b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x1b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x19, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x19, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x19, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x19, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x17, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x15, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x15, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x15, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x15, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x13, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1536(DX), Y7, Y7
+	VPSRLD       $0x13, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x13, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x13, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x11, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1920(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1952(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1984(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2016(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2048(DX), Y7, Y7
+	VPSRLD       $0x0f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2080(DX), Y8, Y7
+	VPSRLD       $0x0f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2112(DX), Y8, Y7
+	VPSRLD       $0x0f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2144(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2176(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2208(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2240(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2272(DX), Y8, Y7
+	VPSRLD       $0x0d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2304(DX), Y8, Y7
+	VPSRLD       $0x0d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2336(DX), Y8, Y7
+	VPSRLD       $0x0d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2368(DX), Y8, Y7
+	VPSRLD       $0x0d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2400(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2432(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2464(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2496(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2528(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2560(DX), Y7, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2592(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2624(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2656(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2688(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2720(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2752(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2784(DX), Y8, Y7
+	VPSRLD       $0x09, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2816(DX), Y8, Y7
+	VPSRLD       $0x09, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2848(DX), Y8, Y7
+	VPSRLD       $0x09, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2880(DX), Y8, Y7
+	VPSRLD       $0x09, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2912(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2944(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2976(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3008(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3040(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x07, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3072(DX), Y7, Y7
+	VPSRLD       $0x07, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3104(DX), Y8, Y7
+	VPSRLD       $0x07, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3136(DX), Y8, Y7
+	VPSRLD       $0x07, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3168(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3200(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3232(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3264(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3296(DX), Y8, Y7
+	VPSRLD       $0x05, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3328(DX), Y8, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3360(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3392(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3424(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3456(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3488(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3520(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3552(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x03, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3584(DX), Y7, Y7
+	VPSRLD       $0x03, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3616(DX), Y8, Y7
+	VPSRLD       $0x03, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3648(DX), Y8, Y7
+	VPSRLD       $0x03, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3680(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3712(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3744(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3776(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3808(DX), Y8, Y7
+	VPSRLD       $0x01, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3840(DX), Y8, Y7
+	VPSRLD       $0x01, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3872(DX), Y8, Y7
+	VPSRLD       $0x01, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3904(DX), Y8, Y7
+	VPSRLD       $0x01, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3936(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  3968(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4000(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4032(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4064(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00001000, DX
+	DECQ         DI
+	JNZ          Bits1A32S4Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits1A32S4Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits1A32S8Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S8Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits1A32S8Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x1b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x1b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x1b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x1b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x19, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x19, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x19, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x19, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x17, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x15, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x15, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x15, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x15, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VPSRLD       $0x13, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1536(DX), Y8, Y7
+	VPSRLD       $0x13, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x13, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x13, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x11, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1920(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1952(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1984(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2016(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2048(DX), Y7, Y7
+	VPSRLD       $0x0f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2080(DX), Y8, Y7
+	VPSRLD       $0x0f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2112(DX), Y8, Y7
+	VPSRLD       $0x0f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2144(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2176(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2208(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2240(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2272(DX), Y8, Y7
+	VPSRLD       $0x0d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2304(DX), Y8, Y7
+	VPSRLD       $0x0d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2336(DX), Y8, Y7
+	VPSRLD       $0x0d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2368(DX), Y8, Y7
+	VPSRLD       $0x0d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2400(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2432(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2464(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2496(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2528(DX), Y8, Y7
+	VPSRLD       $0x0b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2560(DX), Y8, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2592(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2624(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2656(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2688(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2720(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2752(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2784(DX), Y8, Y7
+	VPSRLD       $0x09, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2816(DX), Y8, Y7
+	VPSRLD       $0x09, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2848(DX), Y8, Y7
+	VPSRLD       $0x09, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2880(DX), Y8, Y7
+	VPSRLD       $0x09, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2912(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2944(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2976(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3008(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3040(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x07, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3072(DX), Y7, Y7
+	VPSRLD       $0x07, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3104(DX), Y8, Y7
+	VPSRLD       $0x07, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3136(DX), Y8, Y7
+	VPSRLD       $0x07, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3168(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3200(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3232(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3264(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3296(DX), Y8, Y7
+	VPSRLD       $0x05, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3328(DX), Y8, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3360(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3392(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3424(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3456(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3488(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3520(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3552(DX), Y8, Y7
+	VPSRLD       $0x03, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3584(DX), Y8, Y7
+	VPSRLD       $0x03, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3616(DX), Y8, Y7
+	VPSRLD       $0x03, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3648(DX), Y8, Y7
+	VPSRLD       $0x03, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3680(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3712(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3744(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3776(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3808(DX), Y8, Y7
+	VPSRLD       $0x01, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3840(DX), Y8, Y7
+	VPSRLD       $0x01, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3872(DX), Y8, Y7
+	VPSRLD       $0x01, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3904(DX), Y8, Y7
+	VPSRLD       $0x01, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3936(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  3968(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4000(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4032(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4064(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00001000, DX
+	DECQ         DI
+	JNZ          Bits1A32S8Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits1A32S8Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits1A32S16Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits1A32S16Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x1b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x1b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x1b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x1b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x19, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x19, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x19, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x19, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VPSRLD       $0x17, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1024(DX), Y8, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x15, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x15, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x15, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x15, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VPSRLD       $0x13, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1536(DX), Y8, Y7
+	VPSRLD       $0x13, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x13, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x13, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x11, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1920(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1952(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1984(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2016(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2048(DX), Y7, Y7
+	VPSRLD       $0x0f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2080(DX), Y8, Y7
+	VPSRLD       $0x0f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2112(DX), Y8, Y7
+	VPSRLD       $0x0f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2144(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2176(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2208(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2240(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2272(DX), Y8, Y7
+	VPSRLD       $0x0d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2304(DX), Y8, Y7
+	VPSRLD       $0x0d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2336(DX), Y8, Y7
+	VPSRLD       $0x0d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2368(DX), Y8, Y7
+	VPSRLD       $0x0d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2400(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2432(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2464(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2496(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2528(DX), Y8, Y7
+	VPSRLD       $0x0b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2560(DX), Y8, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2592(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2624(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2656(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2688(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2720(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2752(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2784(DX), Y8, Y7
+	VPSRLD       $0x09, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2816(DX), Y8, Y7
+	VPSRLD       $0x09, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2848(DX), Y8, Y7
+	VPSRLD       $0x09, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2880(DX), Y8, Y7
+	VPSRLD       $0x09, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2912(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2944(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2976(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3008(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3040(DX), Y8, Y7
+	VPSRLD       $0x07, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3072(DX), Y8, Y7
+	VPSRLD       $0x07, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3104(DX), Y8, Y7
+	VPSRLD       $0x07, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3136(DX), Y8, Y7
+	VPSRLD       $0x07, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3168(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3200(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3232(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3264(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3296(DX), Y8, Y7
+	VPSRLD       $0x05, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3328(DX), Y8, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3360(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3392(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3424(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3456(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3488(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3520(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3552(DX), Y8, Y7
+	VPSRLD       $0x03, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3584(DX), Y8, Y7
+	VPSRLD       $0x03, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3616(DX), Y8, Y7
+	VPSRLD       $0x03, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3648(DX), Y8, Y7
+	VPSRLD       $0x03, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3680(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3712(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3744(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3776(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3808(DX), Y8, Y7
+	VPSRLD       $0x01, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3840(DX), Y8, Y7
+	VPSRLD       $0x01, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3872(DX), Y8, Y7
+	VPSRLD       $0x01, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3904(DX), Y8, Y7
+	VPSRLD       $0x01, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3936(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  3968(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4000(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4032(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4064(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00001000, DX
+	DECQ         DI
+	JNZ          Bits1A32S16Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits1A32S16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits1A32S32Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits1A32S32Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits1A32S32Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1f, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x1d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x1c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x1c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x1c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x1b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x1b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x1b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x1b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x19, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x19, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x19, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x19, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x18, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x18, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x18, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VPSRLD       $0x17, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1024(DX), Y8, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x16, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1152(DX), Y8, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1184(DX), Y8, Y7
+	VPSRLD       $0x16, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1216(DX), Y8, Y7
+	VPSRLD       $0x16, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1248(DX), Y8, Y7
+	VPSRLD       $0x15, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1280(DX), Y8, Y7
+	VPSRLD       $0x15, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1312(DX), Y8, Y7
+	VPSRLD       $0x15, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1344(DX), Y8, Y7
+	VPSRLD       $0x15, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1376(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1408(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1440(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1472(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1504(DX), Y8, Y7
+	VPSRLD       $0x13, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1536(DX), Y8, Y7
+	VPSRLD       $0x13, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1568(DX), Y8, Y7
+	VPSRLD       $0x13, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1600(DX), Y8, Y7
+	VPSRLD       $0x13, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1632(DX), Y8, Y7
+	VPSRLD       $0x12, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1664(DX), Y8, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1696(DX), Y8, Y7
+	VPSRLD       $0x12, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1728(DX), Y8, Y7
+	VPSRLD       $0x12, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1760(DX), Y8, Y7
+	VPSRLD       $0x11, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1792(DX), Y8, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1824(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1856(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1888(DX), Y8, Y7
+	VPSRLD       $0x10, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1920(DX), Y8, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1952(DX), Y8, Y7
+	VPSRLD       $0x10, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1984(DX), Y8, Y7
+	VPSRLD       $0x10, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2016(DX), Y8, Y7
+	VPSRLD       $0x0f, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2048(DX), Y8, Y7
+	VPSRLD       $0x0f, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2080(DX), Y8, Y7
+	VPSRLD       $0x0f, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2112(DX), Y8, Y7
+	VPSRLD       $0x0f, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2144(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2176(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2208(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2240(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2272(DX), Y8, Y7
+	VPSRLD       $0x0d, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2304(DX), Y8, Y7
+	VPSRLD       $0x0d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2336(DX), Y8, Y7
+	VPSRLD       $0x0d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2368(DX), Y8, Y7
+	VPSRLD       $0x0d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2400(DX), Y8, Y7
+	VPSRLD       $0x0c, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2432(DX), Y8, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2464(DX), Y8, Y7
+	VPSRLD       $0x0c, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2496(DX), Y8, Y7
+	VPSRLD       $0x0c, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2528(DX), Y8, Y7
+	VPSRLD       $0x0b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2560(DX), Y8, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2592(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2624(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2656(DX), Y8, Y7
+	VPSRLD       $0x0a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2688(DX), Y8, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2720(DX), Y8, Y7
+	VPSRLD       $0x0a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2752(DX), Y8, Y7
+	VPSRLD       $0x0a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2784(DX), Y8, Y7
+	VPSRLD       $0x09, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2816(DX), Y8, Y7
+	VPSRLD       $0x09, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2848(DX), Y8, Y7
+	VPSRLD       $0x09, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2880(DX), Y8, Y7
+	VPSRLD       $0x09, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2912(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2944(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  2976(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3008(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3040(DX), Y8, Y7
+	VPSRLD       $0x07, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3072(DX), Y8, Y7
+	VPSRLD       $0x07, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3104(DX), Y8, Y7
+	VPSRLD       $0x07, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3136(DX), Y8, Y7
+	VPSRLD       $0x07, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3168(DX), Y8, Y7
+	VPSRLD       $0x06, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3200(DX), Y8, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3232(DX), Y8, Y7
+	VPSRLD       $0x06, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3264(DX), Y8, Y7
+	VPSRLD       $0x06, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3296(DX), Y8, Y7
+	VPSRLD       $0x05, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3328(DX), Y8, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3360(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3392(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3424(DX), Y8, Y7
+	VPSRLD       $0x04, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3456(DX), Y8, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3488(DX), Y8, Y7
+	VPSRLD       $0x04, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3520(DX), Y8, Y7
+	VPSRLD       $0x04, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3552(DX), Y8, Y7
+	VPSRLD       $0x03, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3584(DX), Y8, Y7
+	VPSRLD       $0x03, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3616(DX), Y8, Y7
+	VPSRLD       $0x03, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3648(DX), Y8, Y7
+	VPSRLD       $0x03, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3680(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3712(DX), Y8, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3744(DX), Y8, Y7
+	VPSRLD       $0x02, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3776(DX), Y8, Y7
+	VPSRLD       $0x02, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3808(DX), Y8, Y7
+	VPSRLD       $0x01, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3840(DX), Y8, Y7
+	VPSRLD       $0x01, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3872(DX), Y8, Y7
+	VPSRLD       $0x01, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3904(DX), Y8, Y7
+	VPSRLD       $0x01, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  3936(DX), Y8, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  3968(DX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4000(DX), Y3, Y7
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4032(DX), Y3, Y7
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  4064(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00001000, DX
+	DECQ         DI
+	JNZ          Bits1A32S32Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits1A32S32Avx2_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S1Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Sparse12A32S1Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Sparse12A32S1Avx2_row:
+	VPXOR Y2, Y2, Y2
+	MOVQ  xe+24(FP), DX
+	MOVQ  xo+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Sparse12A32S1Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      (DX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, (BX), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y8
+	VPSRLD       $0x18, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      32(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 32(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      64(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 64(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x18, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      96(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 96(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y7, Y9, Y2
+	VBROADCASTSS 4(CX), Y7
+	VFNMADD231PS Y8, Y7, Y2
+	ADDQ         $0x00000008, CX
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      128(DX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, 128(BX), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y8
+	VPSRLD       $0x10, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      160(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 160(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      192(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 192(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      224(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 224(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y7, Y9, Y2
+	VBROADCASTSS 4(CX), Y7
+	VFNMADD231PS Y8, Y7, Y2
+	ADDQ         $0x00000008, CX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      256(DX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, 256(BX), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y8
+	VPSRLD       $0x08, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      288(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 288(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      320(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 320(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      352(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 352(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y7, Y9, Y2
+	VBROADCASTSS 4(CX), Y7
+	VFNMADD231PS Y8, Y7, Y2
+	ADDQ         $0x00000008, CX
+	VPAND        Y3, Y1, Y3
+	VMOVUPS      384(DX), Y7
+	VPSLLD       $0x18, Y3, Y8
+	VBLENDVPS    Y8, 384(BX), Y7, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y7, Y3, Y3
+	VMOVAPS      Y7, Y7
+	VPAND        Y4, Y1, Y4
+	VMOVUPS      416(DX), Y8
+	VPSLLD       $0x18, Y4, Y9
+	VBLENDVPS    Y9, 416(BX), Y8, Y8
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y8, Y4, Y3
+	VADDPS       Y8, Y7, Y7
+	VPAND        Y5, Y1, Y4
+	VMOVUPS      448(DX), Y5
+	VPSLLD       $0x18, Y4, Y8
+	VBLENDVPS    Y8, 448(BX), Y5, Y5
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y5, Y4, Y3
+	VADDPS       Y5, Y7, Y7
+	VPAND        Y6, Y1, Y4
+	VMOVUPS      480(DX), Y5
+	VPSLLD       $0x18, Y4, Y6
+	VBLENDVPS    Y6, 480(BX), Y5, Y5
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y5, Y4, Y3
+	VADDPS       Y5, Y7, Y7
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	VBROADCASTSS 4(CX), Y3
+	VFNMADD231PS Y7, Y3, Y2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000200, BX
+	DECQ         DI
+	JNZ          Sparse12A32S1Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Sparse12A32S1Avx2_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S2Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Sparse12A32S2Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Sparse12A32S2Avx2_row:
+	VPXOR Y2, Y2, Y2
+	MOVQ  xe+24(FP), DX
+	MOVQ  xo+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Sparse12A32S2Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      (DX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, (BX), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y8
+	VPSRLD       $0x18, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      32(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 32(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      64(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 64(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x18, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      96(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 96(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y3, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      128(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 128(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      160(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 160(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      192(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 192(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      224(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 224(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y7, Y9, Y2
+	VBROADCASTSS 4(CX), Y7
+	VFNMADD231PS Y8, Y7, Y2
+	ADDQ         $0x00000008, CX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      256(DX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, 256(BX), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y8
+	VPSRLD       $0x08, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      288(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 288(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      320(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 320(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      352(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 352(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPAND        Y3, Y1, Y3
+	VMOVUPS      384(DX), Y9
+	VPSLLD       $0x18, Y3, Y10
+	VBLENDVPS    Y10, 384(BX), Y9, Y9
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y9, Y3, Y7
+	VADDPS       Y9, Y8, Y8
+	VPAND        Y4, Y1, Y3
+	VMOVUPS      416(DX), Y4
+	VPSLLD       $0x18, Y3, Y9
+	VBLENDVPS    Y9, 416(BX), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y8, Y8
+	VPAND        Y5, Y1, Y3
+	VMOVUPS      448(DX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 448(BX), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y8, Y8
+	VPAND        Y6, Y1, Y3
+	VMOVUPS      480(DX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 480(BX), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y8, Y8
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y2
+	VBROADCASTSS 4(CX), Y3
+	VFNMADD231PS Y8, Y3, Y2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000200, BX
+	DECQ         DI
+	JNZ          Sparse12A32S2Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Sparse12A32S2Avx2_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S4Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Sparse12A32S4Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Sparse12A32S4Avx2_row:
+	VPXOR Y2, Y2, Y2
+	MOVQ  xe+24(FP), DX
+	MOVQ  xo+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Sparse12A32S4Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      (DX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, (BX), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y8
+	VPSRLD       $0x18, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      32(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 32(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      64(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 64(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x18, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      96(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 96(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y3, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      128(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 128(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      160(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 160(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      192(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 192(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x10, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      224(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 224(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y3, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      256(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 256(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y4, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      288(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 288(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      320(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 320(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPSRLD       $0x08, Y6, Y9
+	VPAND        Y9, Y1, Y9
+	VMOVUPS      352(DX), Y10
+	VPSLLD       $0x18, Y9, Y11
+	VBLENDVPS    Y11, 352(BX), Y10, Y10
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y10, Y9, Y7
+	VADDPS       Y10, Y8, Y8
+	VPAND        Y3, Y1, Y3
+	VMOVUPS      384(DX), Y9
+	VPSLLD       $0x18, Y3, Y10
+	VBLENDVPS    Y10, 384(BX), Y9, Y9
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y9, Y3, Y7
+	VADDPS       Y9, Y8, Y8
+	VPAND        Y4, Y1, Y3
+	VMOVUPS      416(DX), Y4
+	VPSLLD       $0x18, Y3, Y9
+	VBLENDVPS    Y9, 416(BX), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y8, Y8
+	VPAND        Y5, Y1, Y3
+	VMOVUPS      448(DX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 448(BX), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y8, Y8
+	VPAND        Y6, Y1, Y3
+	VMOVUPS      480(DX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 480(BX), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y8, Y8
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y2
+	VBROADCASTSS 4(CX), Y3
+	VFNMADD231PS Y8, Y3, Y2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000200, BX
+	DECQ         DI
+	JNZ          Sparse12A32S4Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Sparse12A32S4Avx2_row
 	VZEROUPPER
 	RET
 

@@ -83,11 +83,13 @@ func TestRequiresCoverKernels(t *testing.T) {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
-	for _, k := range bitsA32Kernels.byNS {
-		check("bitsA32", funcName(k), bitsA32Kernels.requires)
-	}
-	for _, k := range sparseA32Kernels.bySeg {
-		check("sparseA32", funcName(k), sparseA32Kernels.requires)
+	for isa, fk := range floatSets {
+		for _, k := range fk.bits {
+			check(string(isa)+" bits float", funcName(k), fk.requires)
+		}
+		for _, k := range fk.sparse {
+			check(string(isa)+" sparse float", funcName(k), fk.requires)
+		}
 	}
 	for fn := range req {
 		if !reached[fn] {

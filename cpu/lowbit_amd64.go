@@ -256,20 +256,43 @@ const simdRowChunk = 32
 
 type bitsA32Func = func(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// bitsA32Kernels are the AVX-512 W(n)A32 kernels for Bits by [n, seg].
-var bitsA32Kernels = struct {
-	byNS     map[[2]int]bitsA32Func
+// floatKernels is one ISA's one-row float kernels for the low-bit formats.
+type floatKernels struct {
+	bits     map[[2]int]bitsA32Func // by [n, seg]
+	sparse   map[int]sparseA32Func  // by seg
 	requires []string
-}{
-	byNS: map[[2]int]bitsA32Func{
-		{8, 1}: asm.Bits8A32S1Avx512, {8, 2}: asm.Bits8A32S2Avx512, {8, 4}: asm.Bits8A32S4Avx512,
-		{4, 1}: asm.Bits4A32S1Avx512, {4, 2}: asm.Bits4A32S2Avx512, {4, 4}: asm.Bits4A32S4Avx512, {4, 8}: asm.Bits4A32S8Avx512,
-		{2, 1}: asm.Bits2A32S1Avx512, {2, 2}: asm.Bits2A32S2Avx512, {2, 4}: asm.Bits2A32S4Avx512, {2, 8}: asm.Bits2A32S8Avx512,
-		{2, 16}: asm.Bits2A32S16Avx512,
-		{1, 1}:  asm.Bits1A32S1Avx512, {1, 2}: asm.Bits1A32S2Avx512, {1, 4}: asm.Bits1A32S4Avx512, {1, 8}: asm.Bits1A32S8Avx512,
-		{1, 16}: asm.Bits1A32S16Avx512, {1, 32}: asm.Bits1A32S32Avx512,
+}
+
+// floatSets maps a backend's kernel set to its float low-bit kernels.
+var floatSets = map[ISA]*floatKernels{
+	AVX512VNNI: {
+		bits: map[[2]int]bitsA32Func{
+			{8, 1}: asm.Bits8A32S1Avx512, {8, 2}: asm.Bits8A32S2Avx512, {8, 4}: asm.Bits8A32S4Avx512,
+			{4, 1}: asm.Bits4A32S1Avx512, {4, 2}: asm.Bits4A32S2Avx512, {4, 4}: asm.Bits4A32S4Avx512, {4, 8}: asm.Bits4A32S8Avx512,
+			{2, 1}: asm.Bits2A32S1Avx512, {2, 2}: asm.Bits2A32S2Avx512, {2, 4}: asm.Bits2A32S4Avx512, {2, 8}: asm.Bits2A32S8Avx512,
+			{2, 16}: asm.Bits2A32S16Avx512,
+			{1, 1}:  asm.Bits1A32S1Avx512, {1, 2}: asm.Bits1A32S2Avx512, {1, 4}: asm.Bits1A32S4Avx512, {1, 8}: asm.Bits1A32S8Avx512,
+			{1, 16}: asm.Bits1A32S16Avx512, {1, 32}: asm.Bits1A32S32Avx512,
+		},
+		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
+		requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3"},
 	},
-	requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3"},
+}
+
+func init() {
+	avx2 := &floatKernels{
+		bits: map[[2]int]bitsA32Func{
+			{8, 1}: asm.Bits8A32S1Avx2, {8, 2}: asm.Bits8A32S2Avx2, {8, 4}: asm.Bits8A32S4Avx2,
+			{4, 1}: asm.Bits4A32S1Avx2, {4, 2}: asm.Bits4A32S2Avx2, {4, 4}: asm.Bits4A32S4Avx2, {4, 8}: asm.Bits4A32S8Avx2,
+			{2, 1}: asm.Bits2A32S1Avx2, {2, 2}: asm.Bits2A32S2Avx2, {2, 4}: asm.Bits2A32S4Avx2, {2, 8}: asm.Bits2A32S8Avx2,
+			{2, 16}: asm.Bits2A32S16Avx2,
+			{1, 1}:  asm.Bits1A32S1Avx2, {1, 2}: asm.Bits1A32S2Avx2, {1, 4}: asm.Bits1A32S4Avx2, {1, 8}: asm.Bits1A32S8Avx2,
+			{1, 16}: asm.Bits1A32S16Avx2, {1, 32}: asm.Bits1A32S32Avx2,
+		},
+		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx2, 2: asm.Sparse12A32S2Avx2, 4: asm.Sparse12A32S4Avx2},
+		requires: []string{"AVX", "AVX2", "FMA3"},
+	}
+	floatSets[AVX2], floatSets[AVXVNNI] = avx2, avx2
 }
 
 // bitsA32 is a Bits matrix's state for the assembly float kernel: per row
@@ -284,8 +307,12 @@ type bitsA32 struct {
 func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	step := 32 / b.N
 	seg := min(b.G/32, step)
-	kern, ok := bitsA32Kernels.byNS[[2]int{b.N, seg}]
-	if !ok || be.set.isa != AVX512VNNI || !hasAll(bitsA32Kernels.requires) {
+	fk := floatSets[be.set.isa]
+	if fk == nil || !hasAll(fk.requires) {
+		return nil
+	}
+	kern, ok := fk.bits[[2]int{b.N, seg}]
+	if !ok {
 		return nil
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
@@ -340,15 +367,6 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 
 type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// sparseA32Kernels are the AVX-512 W(1:2)A32 kernels by segment planes.
-var sparseA32Kernels = struct {
-	bySeg    map[int]sparseA32Func
-	requires []string
-}{
-	bySeg:    map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
-	requires: []string{"AVX", "AVX512F", "AVX512VL"},
-}
-
 // sparseA32 is a Sparse12 matrix's state for the float kernel: (s, s*z)
 // per row and segment (seg planes = seg*64 columns), derived at load.
 type sparseA32 struct {
@@ -359,8 +377,12 @@ type sparseA32 struct {
 
 func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 	seg := min(m.G/64, 4)
-	kern, ok := sparseA32Kernels.bySeg[seg]
-	if !ok || be.set.isa != AVX512VNNI || !hasAll(sparseA32Kernels.requires) {
+	fk := floatSets[be.set.isa]
+	if fk == nil || !hasAll(fk.requires) {
+		return nil
+	}
+	kern, ok := fk.sparse[seg]
+	if !ok {
 		return nil // groups of 32 columns split a plane: generic
 	}
 	a := &sparseA32{seg: seg, nseg: m.PCols / (64 * seg), chunks: m.PCols / 256, kern: kern}

@@ -66,7 +66,7 @@ func TestLowBitKernels(t *testing.T) {
 	for _, sh := range shapes {
 		rows, cols := sh[0], sh[1]
 		var cases []lowCase
-		for _, isa := range []ISA{Generic, Best()} {
+		for _, isa := range supportedSets() {
 			if isa == Generic && rows*cols > 40000 && Best() != Generic {
 				continue // the large shape is for the assembly tiles and chunks
 			}

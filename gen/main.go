@@ -70,13 +70,15 @@ func main() {
 		bitsA8AVX512(n)
 	}
 	sparseA8AVX512()
-	for _, n := range []int{8, 4, 2, 1} {
-		for seg := 1; seg <= 32/n; seg *= 2 {
-			bitsA32AVX512(n, seg)
+	for _, f := range []fvec{{true}, {false}} {
+		for _, n := range []int{8, 4, 2, 1} {
+			for seg := 1; seg <= 32/n; seg *= 2 {
+				bitsA32(n, seg, f)
+			}
 		}
-	}
-	for _, seg := range []int{1, 2, 4} {
-		sparseA32AVX512(seg)
+		for _, seg := range []int{1, 2, 4} {
+			sparseA32(seg, f)
+		}
 	}
 	streamRead()
 
@@ -1179,43 +1181,103 @@ func tileEnd(name string, accRow VecVirtual, R, metaBlock int) {
 
 const bitsA32Sig = "func(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)"
 
-// bitsA32AVX512 emits the W(n)A32 kernel for Bits with n in 8, 4, 2, 1 and
+// fvec is the vector shape of a one-row-at-a-time float kernel: ZMM with
+// AVX-512 (16 lanes, EVEX-only forms allowed) or YMM with AVX2 (8 lanes).
+type fvec struct{ avx512 bool }
+
+func (f fvec) lanes() int { return map[bool]int{true: 16, false: 8}[f.avx512] }
+func (f fvec) suffix() string {
+	if f.avx512 {
+		return "Avx512"
+	}
+	return "Avx2"
+}
+func (f fvec) reg() VecVirtual {
+	if f.avx512 {
+		return ZMM()
+	}
+	return YMM()
+}
+func (f fvec) zero(v VecVirtual) {
+	if f.avx512 {
+		VPXORD(v, v, v)
+	} else {
+		VPXOR(v, v, v)
+	}
+}
+func (f fvec) and(a, b, dst Op) {
+	if f.avx512 {
+		VPANDD(a, b, dst)
+	} else {
+		VPAND(a, b, dst)
+	}
+}
+func (f fvec) load(m Mem, dst VecVirtual) {
+	if f.avx512 {
+		VMOVDQU64(m, dst)
+	} else {
+		VMOVDQU(m, dst)
+	}
+}
+
+// broadcast returns a vector with v in every 32-bit lane.
+func (f fvec) broadcast(v uint32) VecVirtual {
+	r := f.reg()
+	t := GP32()
+	MOVL(U32(v), t)
+	if f.avx512 {
+		VPBROADCASTD(t, r)
+	} else {
+		VMOVD(t, r.AsX())
+		VPBROADCASTD(r.AsX(), r)
+	}
+	return r
+}
+
+// fmaScale does acc += dot * (float32 at m).
+func (f fvec) fmaScale(m Mem, dot, acc VecVirtual) {
+	if f.avx512 {
+		VFMADD231PS_BCST(m, dot, acc)
+		return
+	}
+	t := YMM()
+	VBROADCASTSS(m, t)
+	VFMADD231PS(dot, t, acc)
+}
+
+// bitsA32 emits the W(n)A32 kernel for Bits with n in 8, 4, 2, 1 and
 // segments of seg planes (seg*32 columns, within one group).
-func bitsA32AVX512(n, seg int) {
+func bitsA32(n, seg int, f fvec) {
 	step := 32 / n
-	name := fmt.Sprintf("Bits%dA32S%dAvx512", n, seg)
+	W := f.lanes()
+	name := fmt.Sprintf("Bits%dA32S%d%s", n, seg, f.suffix())
 	TEXT(name, NOSPLIT, bitsA32Sig)
 	Pragma("noescape")
 	Doc(
 		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices, one row at a time",
-		"(rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:",
+		"(rows rows from w, stride bytes apart, chunks chunks each), with "+map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512]+":",
 		"",
 		"\tout[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]",
 		"",
 		"where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns, inside one group), meta holds",
 		"per row and segment the float32 pair (s, s*z), x the zero-padded",
 		"activations and xsum their sum per segment. The universal packing needs",
-		"no activation reordering: plane i of 16 words is 16 consecutive columns.",
+		"no activation reordering: plane i of "+fmt.Sprint(W)+" words is "+fmt.Sprint(W)+" consecutive columns.",
 		"Within layout.BitsTolerance of the float64 reference. Preconditions:",
 		"rows, chunks >= 1; pointers cover what is read or written.",
 	)
-	mask := ZMM()
-	{
-		t := GP32()
-		MOVL(U32(uint32(1)<<n-1), t)
-		VPBROADCASTD(t, mask)
-	}
+	mask := f.broadcast(uint32(1)<<n - 1)
 	var table VecVirtual
-	if n <= 4 {
+	if f.avx512 && n <= 4 { // VPERMPS on YMM indexes only 8 entries
 		table = ZMM()
 		VMOVUPS(nibbleFloats(), table)
 	}
 	wp, mp := param("w"), param("meta")
 	Label(name + "_row")
-	acc := ZMM()
-	VPXORD(acc, acc, acc)
+	acc := f.reg()
+	f.zero(acc)
 	corr := XMM()
-	VPXORD(corr, corr, corr)
+	f.zero(corr)
 	xk, xs := param("x"), param("xsum")
 	row := GP64()
 	MOVQ(wp, row)
@@ -1223,27 +1285,29 @@ func bitsA32AVX512(n, seg int) {
 	Label(name + "_chunk")
 	PREFETCHT1(Mem{Base: row, Disp: 1024})
 	PREFETCHT1(Mem{Base: row, Disp: 1024 + 64})
-	data := [2]VecVirtual{ZMM(), ZMM()}
-	VMOVDQU64(Mem{Base: row}, data[0])
-	VMOVDQU64(Mem{Base: row, Disp: 64}, data[1])
+	parts := 32 / W
+	data := make([]VecVirtual, parts)
+	for h := range data {
+		data[h] = f.reg()
+		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
+	}
 	for s0 := 0; s0 < step; s0 += seg {
-		dot := ZMM()
+		dot := f.reg()
 		for i := s0; i < s0+seg; i++ {
-			for h := 0; h < 2; h++ {
-				c := ZMM()
-				sh := 32 - n*(i+1)
-				if sh != 0 {
+			for h := 0; h < parts; h++ {
+				c := f.reg()
+				if sh := 32 - n*(i+1); sh != 0 {
 					VPSRLD(U8(sh), data[h], c)
-					VPANDD(c, mask, c)
+					f.and(c, mask, c)
 				} else {
-					VPANDD(data[h], mask, c)
+					f.and(data[h], mask, c)
 				}
-				if n <= 4 {
+				if table != nil {
 					VPERMPS(table, c, c)
 				} else {
 					VCVTDQ2PS(c, c)
 				}
-				xm := Mem{Base: xk, Disp: (i*32 + 16*h) * 4}
+				xm := Mem{Base: xk, Disp: (i*32 + W*h) * 4}
 				if i == s0 && h == 0 {
 					VMULPS(xm, c, dot)
 				} else {
@@ -1251,7 +1315,7 @@ func bitsA32AVX512(n, seg int) {
 				}
 			}
 		}
-		VFMADD231PS_BCST(Mem{Base: mp}, dot, acc)
+		f.fmaScale(Mem{Base: mp}, dot, acc)
 		sz := XMM()
 		VMOVSS(Mem{Base: mp, Disp: 4}, sz)
 		VFMADD231SS(Mem{Base: xs}, sz, corr)
@@ -1262,7 +1326,7 @@ func bitsA32AVX512(n, seg int) {
 	ADDQ(U32(step*128), xk)
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
-	rowEnd(name, acc, corr, wp)
+	rowEnd(name, acc, corr, wp, f)
 }
 
 // ---------------------------------------------------------------------------
@@ -1270,15 +1334,16 @@ func bitsA32AVX512(n, seg int) {
 
 const sparseA32Sig = "func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)"
 
-// sparseA32AVX512 emits the W(1:2)A32 kernel for Sparse12 with segments
-// of seg planes (seg*64 columns, inside one group of at least 64).
-func sparseA32AVX512(seg int) {
-	name := fmt.Sprintf("Sparse12A32S%dAvx512", seg)
+// sparseA32 emits the W(1:2)A32 kernel for Sparse12 with segments of seg
+// planes (seg*64 columns, inside one group of at least 64).
+func sparseA32(seg int, f fvec) {
+	W := f.lanes()
+	name := fmt.Sprintf("Sparse12A32S%d%s", seg, f.suffix())
 	TEXT(name, NOSPLIT, sparseA32Sig)
 	Pragma("noescape")
 	Doc(
 		name+" computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row",
-		"at a time with AVX-512F: for each pair byte (pos<<7 | q) the position",
+		"at a time with "+map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512]+": for each pair byte (pos<<7 | q) the position",
 		"bit selects xe[p] or xo[p] (the even- and odd-column activations of",
 		"pair p), and per segment of "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*64)+" columns)",
 		"",
@@ -1288,19 +1353,15 @@ func sparseA32AVX512(seg int) {
 		"of the float64 reference. Preconditions: rows, chunks >= 1; pointers",
 		"cover what is read or written.",
 	)
-	m7f, m80, mff := ZMM(), ZMM(), ZMM()
-	for _, c := range []struct {
-		v   VecVirtual
-		val uint32
-	}{{m7f, 0x7f}, {m80, 0x80}, {mff, 0xff}} {
-		t := GP32()
-		MOVL(U32(c.val), t)
-		VPBROADCASTD(t, c.v)
+	m7f, mff := f.broadcast(0x7f), f.broadcast(0xff)
+	var m80 VecVirtual
+	if f.avx512 {
+		m80 = f.broadcast(0x80)
 	}
 	wp, mp := param("w"), param("meta")
 	Label(name + "_row")
-	acc := ZMM()
-	VPXORD(acc, acc, acc)
+	acc := f.reg()
+	f.zero(acc)
 	xe, xo := param("xe"), param("xo")
 	row := GP64()
 	MOVQ(wp, row)
@@ -1308,28 +1369,37 @@ func sparseA32AVX512(seg int) {
 	Label(name + "_chunk")
 	PREFETCHT1(Mem{Base: row, Disp: 1024})
 	PREFETCHT1(Mem{Base: row, Disp: 1024 + 64})
-	data := [2]VecVirtual{ZMM(), ZMM()}
-	VMOVDQU64(Mem{Base: row}, data[0])
-	VMOVDQU64(Mem{Base: row, Disp: 64}, data[1])
+	parts := 32 / W
+	data := make([]VecVirtual, parts)
+	for h := range data {
+		data[h] = f.reg()
+		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
+	}
 	for s0 := 0; s0 < 4; s0 += seg {
-		dot, sx := ZMM(), ZMM()
+		dot, sx := f.reg(), f.reg()
 		for i := s0; i < s0+seg; i++ {
-			for h := 0; h < 2; h++ {
-				c := ZMM()
+			for h := 0; h < parts; h++ {
+				c := f.reg()
 				if sh := 24 - 8*i; sh != 0 {
 					VPSRLD(U8(sh), data[h], c)
-					VPANDD(c, mff, c)
+					f.and(c, mff, c)
 				} else {
-					VPANDD(data[h], mff, c)
+					f.and(data[h], mff, c)
 				}
-				pos := K()
-				VPTESTMD(m80, c, pos)
-				VPANDD(c, m7f, c)
-				VCVTDQ2PS(c, c)
-				off := (i*32 + 16*h) * 4
-				x := ZMM()
+				off := (i*32 + W*h) * 4
+				x := f.reg()
 				VMOVUPS(Mem{Base: xe, Disp: off}, x)
-				VBLENDMPS(Mem{Base: xo, Disp: off}, x, pos, x)
+				if f.avx512 {
+					pos := K()
+					VPTESTMD(m80, c, pos)
+					VBLENDMPS(Mem{Base: xo, Disp: off}, x, pos, x)
+				} else { // the position bit moved to the sign selects
+					sel := f.reg()
+					VPSLLD(U8(24), c, sel)
+					VBLENDVPS(sel, Mem{Base: xo, Disp: off}, x, x)
+				}
+				f.and(c, m7f, c)
+				VCVTDQ2PS(c, c)
 				if i == s0 && h == 0 {
 					VMULPS(x, c, dot)
 					VMOVAPS(x, sx)
@@ -1339,8 +1409,14 @@ func sparseA32AVX512(seg int) {
 				}
 			}
 		}
-		VFMADD231PS_BCST(Mem{Base: mp}, dot, acc)
-		VFNMADD231PS_BCST(Mem{Base: mp, Disp: 4}, sx, acc)
+		f.fmaScale(Mem{Base: mp}, dot, acc)
+		if f.avx512 {
+			VFNMADD231PS_BCST(Mem{Base: mp, Disp: 4}, sx, acc)
+		} else {
+			t := YMM()
+			VBROADCASTSS(Mem{Base: mp, Disp: 4}, t)
+			VFNMADD231PS(sx, t, acc)
+		}
 		ADDQ(U32(8), mp)
 	}
 	ADDQ(U32(128), row)
@@ -1348,19 +1424,26 @@ func sparseA32AVX512(seg int) {
 	ADDQ(U32(128*4), xo)
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
-	rowEnd(name, acc, nil, wp)
+	rowEnd(name, acc, nil, wp, f)
 }
 
 // rowEnd ends a one-row-at-a-time float kernel's row: it stores the
 // horizontal sum of acc (minus corr's lane 0, if given) at "out", moves
-// "out" and wp on, and loops while rows remain. The shuffles are EVEX
-// encodable: registers may be X16..X31.
-func rowEnd(name string, acc, corr VecVirtual, wp GPVirtual) {
-	h := YMM()
-	VEXTRACTF64X4(U8(1), acc, h)
-	VADDPS(h, acc.AsY(), h)
+// "out" and wp on, and loops while rows remain. With AVX-512 the shuffles
+// are EVEX encodable (registers may be X16..X31).
+func rowEnd(name string, acc, corr VecVirtual, wp GPVirtual, f fvec) {
+	h := acc
+	if f.avx512 {
+		h = YMM()
+		VEXTRACTF64X4(U8(1), acc, h)
+		VADDPS(h, acc.AsY(), h)
+	}
 	res, t2 := XMM(), XMM()
-	VEXTRACTF32X4(U8(1), h, res)
+	if f.avx512 {
+		VEXTRACTF32X4(U8(1), h, res)
+	} else {
+		VEXTRACTF128(U8(1), h, res)
+	}
 	VADDPS(res, h.AsX(), res)
 	VPERMILPS(U8(0x4e), res, t2)
 	VADDPS(t2, res, res)
