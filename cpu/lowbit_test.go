@@ -161,3 +161,43 @@ func TestLowBitBadInput(t *testing.T) {
 		t.Error("LoadBits accepted short words")
 	}
 }
+
+// TestSparse12ZeroRange: zero points outside 0..127 cannot use the
+// assembly (q-z must fit a signed byte); the matrix falls back to the
+// generic kernel and stays exact.
+func TestSparse12ZeroRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	w := randVec(rng, 20*256)
+	sp, _, err := layout.QuantizeSparse12(w, 20, 256, 128, layout.BitsOptions{IntegerZero: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Zeros16[3] = layout.ToFP16(200)
+	be, err := New(Config{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx, err := be.LoadSparse12(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mx.simd != nil {
+		t.Fatal("zero point 200 accepted by the assembly path")
+	}
+	x := randVec(rng, 256)
+	got := make([]float32, 20)
+	if err := mx.MulA8(got, x, 1); err != nil {
+		t.Fatal(err)
+	}
+	xq, xs := make([]int8, 256), make([]float32, 2)
+	_ = layout.QuantizeA8(xq, xs, x)
+	want := make([]float32, 20)
+	if err := sp.DotA8Exact(want, xq, xs); err != nil {
+		t.Fatal(err)
+	}
+	for r := range want {
+		if got[r] != want[r] {
+			t.Fatalf("row %d = %v, want %v", r, got[r], want[r])
+		}
+	}
+}
