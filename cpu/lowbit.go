@@ -73,13 +73,6 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 		simd: newSparseSIMD(b, m), sa32: newSparseA32(b, m), intErr: m.IntegerZeros()}, nil
 }
 
-func (mx *LowMatrix) name() string {
-	if mx.bits != nil {
-		return mx.bits.Name()
-	}
-	return mx.sp.Name()
-}
-
 // Kernel names the kernels the matrix runs: generic Go, and for Bits with
 // 8/4/2/1 bits and Sparse12, groups of at least 128 columns, the AVX-512
 // kernels for int8 activations ("cpu-avx512vnni-a8+generic").
