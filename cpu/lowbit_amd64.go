@@ -14,10 +14,14 @@ import (
 // TestRequiresCoverKernels).
 var bitsA8Kernels = struct {
 	byN      map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+	byNG64   map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32) // groups of 64
 	requires []string
 }{
 	byN: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
 		8: asm.Bits8A8Avx512, 4: asm.Bits4A8Avx512, 2: asm.Bits2A8Avx512, 1: asm.Bits1A8Avx512,
+	},
+	byNG64: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
+		8: asm.Bits8A8G64Avx512, 4: asm.Bits4A8G64Avx512, 2: asm.Bits2A8G64Avx512, 1: asm.Bits1A8G64Avx512,
 	},
 	requires: []string{"AVX", "AVX512F", "AVX512VNNI", "AVX512VBMI"},
 }
@@ -26,6 +30,7 @@ var bitsA8Kernels = struct {
 // rearranged once at load into lane order, and the kernel's constants.
 type bitsSIMD struct {
 	n, bpc, r int
+	sub       int // 64-column sub-blocks per 128-column block (groups of 64: 2)
 	chunks    int
 	metaBlock int    // meta bytes per (tile, chunk)
 	meta      []byte // per tile, per chunk, in lane order (see the kernels)
@@ -54,13 +59,18 @@ func laneIdx(bpc int) []int32 {
 // fractional zeros, a CPU without the features, or a backend forced to a
 // narrower kernel set than avx512vnni.
 func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
-	kern, ok := bitsA8Kernels.byN[b.N]
-	if !ok || b.G < 128 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
+	kernels, sub := bitsA8Kernels.byN, 1
+	if b.G == 64 {
+		kernels, sub = bitsA8Kernels.byNG64, 2
+	}
+	kern, ok := kernels[b.N]
+	if !ok || b.G < 64 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
 		return nil
 	}
 	bpc := 8 / b.N
-	s := &bitsSIMD{n: b.N, bpc: bpc, r: 16 / bpc, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
-		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: bpc*128 + 128}
+	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
+	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
+		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: L*128 + 128}
 	s.prep = s.prepAct
 	tiles := b.PRows / s.r
 	s.meta = make([]byte, tiles*s.chunks*128)
@@ -68,9 +78,9 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		for k := 0; k < s.chunks; k++ {
 			blk := s.meta[(t*s.chunks+k)*128:]
 			for i := 0; i < s.r; i++ {
-				for bb := 0; bb < bpc; bb++ {
-					lane := i*bpc + bb
-					g := (k*bpc + bb) * 128 / b.G
+				for j := 0; j < L; j++ {
+					lane := i*L + j
+					g := (k*L + j) * (128 / sub) / b.G
 					putF32(blk[4*lane:], b.Scale(t*s.r+i, g))
 					putI32(blk[64+4*lane:], int32(b.Zero(t*s.r+i, g)))
 				}
@@ -85,7 +95,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 			s.ctrl[bb*64+j] = byte(32*d + 32 - b.N*(plane+1))
 		}
 	}
-	s.idx = laneIdx(bpc)
+	s.idx = laneIdx(L)
 	return s
 }
 
@@ -176,34 +186,45 @@ func (s *bitsSIMD) plane(b, j int) int {
 
 // prepAct lays out chunks [k0, k1) of one vector's int8 activations for
 // the kernel.
+//
+// With sub-blocks (groups of 64), sub-block sb of block b gets its own 128
+// bytes in which the bytes of the other sub-block's planes are zero.
 func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 	step := 32 / s.n
-	block := s.bpc*128 + 128
-	var sums [8]int32
+	L := s.bpc * s.sub
+	block := L*128 + 128
+	cols := 128 / s.sub // columns per sub-block
+	var sums [16]int32
 	for k := k0; k < k1; k++ {
 		a := act[k*block : (k+1)*block]
 		for b := 0; b < s.bpc; b++ {
-			for h := 0; h < 2; h++ {
-				for t := 0; t < 16; t++ {
-					for j := 0; j < 4; j++ {
-						col := (k*step+s.plane(b, j))*32 + 16*h + t
-						a[(b*2+h)*64+4*t+j] = byte(xq[col])
+			for sb := 0; sb < s.sub; sb++ {
+				j := b*s.sub + sb
+				for h := 0; h < 2; h++ {
+					for t := 0; t < 16; t++ {
+						for e := 0; e < 4; e++ {
+							p := s.plane(b, e)
+							v := byte(0)
+							if (p%4)/(4/s.sub) == sb { // the plane's sub-block
+								v = byte(xq[(k*step+p)*32+16*h+t])
+							}
+							a[(j*2+h)*64+4*t+e] = v
+						}
 					}
 				}
 			}
 		}
-		for b := 0; b < s.bpc; b++ {
-			blk := k*s.bpc + b
+		for j := 0; j < L; j++ {
 			var sum int32
-			for _, v := range xq[blk*128 : blk*128+128] {
+			for _, v := range xq[(k*L+j)*cols : (k*L+j+1)*cols] {
 				sum += int32(v)
 			}
-			sums[b] = sum
+			sums[j] = sum
 		}
-		for lane := 0; lane < 16; lane++ { // lane i*bpc+b: block b of the chunk
-			b := lane % s.bpc
-			putF32(a[s.bpc*128+4*lane:], xs[k*s.bpc+b])
-			putI32(a[s.bpc*128+64+4*lane:], sums[b])
+		for lane := 0; lane < 16; lane++ { // lane i*L+j: sub-block j of the chunk
+			j := lane % L
+			putF32(a[L*128+4*lane:], xs[(k*L+j)*cols/128])
+			putI32(a[L*128+64+4*lane:], sums[j])
 		}
 	}
 }

@@ -67,7 +67,8 @@ func main() {
 		a32(m, false)
 	}
 	for _, n := range []int{8, 4, 2, 1} {
-		bitsA8AVX512(n)
+		bitsA8AVX512(n, 1)
+		bitsA8AVX512(n, 2)
 	}
 	sparseA8AVX512()
 	for _, f := range []fvec{{true}, {false}} {
@@ -915,34 +916,44 @@ const bitsKernelSig = "func(w *byte, stride int, meta *byte, act *byte, chunks i
 // VPMULTISHIFTQB regroups the codes so each dword lane holds the 4 codes of
 // planes 4b..4b+3 of one block (n = 8 needs no regrouping: the word's bytes
 // are planes 3..0), so every VPDPBUSD sums within one block.
-func bitsA8AVX512(n int) {
+//
+// With sub = 2 (groups of 64 columns) each block is two 64-column
+// sub-blocks: every regrouped vector is multiplied twice, with the
+// activations of the other sub-block zeroed, so each int32 sum stays inside
+// one group; tiles are then 16/(2*bpc) rows.
+func bitsA8AVX512(n, sub int) {
 	bpc := 8 / n
-	R := 16 / bpc
+	R := 16 / (bpc * sub)
 	name := fmt.Sprintf("Bits%dA8Avx512", n)
+	if sub == 2 {
+		name = fmt.Sprintf("Bits%dA8G64Avx512", n)
+	}
+	L := bpc * sub // lanes (blocks) per row and chunk
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
 	Doc(
-		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of at least 128",
+		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{1: "at least 128", 2: "64"}[sub],
 		"columns) for ntiles tiles of "+fmt.Sprint(R)+" rows with AVX-512 VNNI and VBMI. For tile T,",
 		"row i < "+fmt.Sprint(R)+" of the tile (row T*"+fmt.Sprint(R)+"+i from w, stride bytes apart), it computes",
 		"",
 		"\tacc = 0",
-		"\tfor each 128-column block B in column order:",
+		"\tfor each "+fmt.Sprint(128/sub)+"-column block B in column order:",
 		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B]) * float32(isum)",
+		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
 		"\tout[T*16+i] = acc",
 		"",
-		"exactly as layout.(*Bits).DotA8Exact. meta holds, per tile and chunk,",
-		"16 float32 scales and 16 int32 zeros in lane order (row i, block b of",
-		"the chunk at lane i*"+fmt.Sprint(bpc)+"+b); act holds per chunk "+fmt.Sprint(bpc)+" blocks x 2 halves of",
-		"64 activation bytes in the regrouped order, then 16 float32 lane scales",
-		"and 16 int32 lane sums; ctrl the "+fmt.Sprint(bpc)+" VPMULTISHIFTQB control vectors; idx the",
-		fmt.Sprint(bpc)+" permutations gathering lane i*"+fmt.Sprint(bpc)+"+b into lane i.",
+		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(128/sub)+" columns). meta holds, per",
+		"tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row",
+		"i, block j of the chunk at lane i*"+fmt.Sprint(L)+"+j); act holds per chunk "+fmt.Sprint(L)+" blocks x 2",
+		"halves of 64 activation bytes in the regrouped order (zero outside the",
+		"block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the",
+		fmt.Sprint(bpc)+" VPMULTISHIFTQB control vectors; idx the "+fmt.Sprint(L)+" permutations gathering",
+		"lane i*"+fmt.Sprint(L)+"+j into lane i.",
 		"",
 		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
 		"or written, zero points integers.",
 	)
-	actChunk := bpc*128 + 128
+	actChunk := L*128 + 128
 	mask := ZMM()
 	{
 		t := GP32()
@@ -998,7 +1009,10 @@ func bitsA8AVX512(n int) {
 						VPMULTISHIFTQB(data, ctrls[b], codes)
 						VPANDD(codes, mask, codes)
 					}
-					VPDPBUSD(Mem{Base: ap, Disp: (b*2 + h) * 64}, codes, acc[i*bpc+b])
+					for sb := 0; sb < sub; sb++ {
+						j := b*sub + sb
+						VPDPBUSD(Mem{Base: ap, Disp: (j*2 + h) * 64}, codes, acc[i*L+j])
+					}
 				}
 			}
 			if i != R-1 {
@@ -1013,18 +1027,18 @@ func bitsA8AVX512(n int) {
 		ADDQ(param("meta"), mp)
 		zl := ZMM()
 		VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
-		VPMULLD(Mem{Base: ap, Disp: bpc*128 + 64}, zl, zl)
+		VPMULLD(Mem{Base: ap, Disp: L*128 + 64}, zl, zl)
 		VPSUBD(zl, isum, isum)
 		f := ZMM()
 		VMOVUPS(Mem{Base: mp}, f)
-		VMULPS(Mem{Base: ap, Disp: bpc * 128}, f, f)
+		VMULPS(Mem{Base: ap, Disp: L * 128}, f, f)
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
-		if bpc == 1 {
+		if L == 1 {
 			VADDPS(f, accRow, accRow)
 		} else {
 			ip := param("idx")
-			for b := 0; b < bpc; b++ {
+			for b := 0; b < L; b++ {
 				p, t := ZMM(), ZMM()
 				VMOVDQU32(Mem{Base: ip, Disp: 64 * b}, p)
 				VPERMPS(f, p, t)
