@@ -811,6 +811,21 @@ func Bits1A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 //go:noescape
 func Sparse12A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Sparse12A8G64Avx512 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of at least 128 columns) for ntiles tiles of 8 rows with AVX-512
+// VNNI, VBMI and BW, as layout.(*Sparse12).DotA8Exact: per row, over the
+// 128-column blocks in order, acc = acc + float32(s*xs[B]) * float32(isum).
+// meta holds per tile and chunk 16 float32 scales, 16 int32 corrections
+// 128*sum(q-z) and 16 zero-point bytes, lane i*2+b (row i, block b), in 192
+// bytes; act per chunk the two blocks' 64 even-column and 64 odd-column
+// activations (+128, in the order ctrl gathers pairs), then 16 float32
+// lane scales; ctrl the two VPERMT2B index vectors; idx the two lane
+// permutations. Preconditions: chunks, ntiles >= 1; zero points in
+// 0..127; pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A32S1Avx512 computes W8A32 dot products of Bits matrices, one row at a time
 // (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
 //

@@ -85,6 +85,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
+	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
 	for isa, fk := range floatSets {
 		for _, k := range fk.bits {
 			check(string(isa)+" bits float", funcName(k), fk.requires)

@@ -101,15 +101,15 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 
 // sparseA8 is the Sparse12 A8 kernel and its features.
 var sparseA8 = struct {
-	fn       func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-	requires []string
-}{asm.Sparse12A8Avx512, []string{"AVX", "AVX512F", "AVX512BW", "AVX512VNNI", "AVX512VBMI"}}
+	fn, fnG64 func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+	requires  []string
+}{asm.Sparse12A8Avx512, asm.Sparse12A8G64Avx512, []string{"AVX", "AVX512F", "AVX512BW", "AVX512VNNI", "AVX512VBMI"}}
 
 // newSparseSIMD returns the assembly state for m, or nil where the kernel
 // does not apply (groups below 128 columns, zero points outside 0..127,
 // a CPU without the features, a narrower forced kernel set).
 func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
-	if m.G < 128 || be.set.isa != AVX512VNNI || !hasAll(sparseA8.requires) {
+	if m.G < 64 || be.set.isa != AVX512VNNI || !hasAll(sparseA8.requires) {
 		return nil
 	}
 	for g := 0; g < m.Groups(); g++ {
@@ -119,8 +119,14 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 			}
 		}
 	}
-	const bpc, R = 2, 8
-	s := &bitsSIMD{n: 8, bpc: bpc, r: R, chunks: m.PCols / 256, kern: sparseA8.fn,
+	const bpc = 2
+	kern, sub := sparseA8.fn, 1
+	if m.G == 64 { // each plane of a block is a 64-column group
+		kern, sub = sparseA8.fnG64, 2
+	}
+	L := bpc * sub
+	R := 16 / L
+	s := &bitsSIMD{n: 8, bpc: bpc, sub: sub, r: R, chunks: m.PCols / 256, kern: kern,
 		metaBlock: 192, words: m.Words, stride: 4 * m.WordsPerRow(), actChunk: bpc*128 + 64}
 	tiles := m.PRows / R
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
@@ -129,12 +135,13 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
 			for i := 0; i < R; i++ {
 				r := t*R + i
-				for b := 0; b < bpc; b++ {
-					lane := i*bpc + b
-					g := (k*256 + b*128) / m.G
+				for j := 0; j < L; j++ { // sub-block j: planes j*2/sub.. of the chunk
+					lane := i*L + j
+					g := (k*256 + j*128/sub) / m.G
 					z := int32(m.Zero(r, g))
 					var sq int32
-					for p := k*128 + b*64; p < k*128+b*64+64; p++ {
+					p0 := (k*4 + j*2/sub) * 32
+					for p := p0; p < p0+64/sub; p++ {
 						_, q := m.Pair(r, p)
 						sq += int32(q) - z
 					}
@@ -153,7 +160,7 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 			s.ctrl[b*64+j] = byte((w/16)*64 + (w%16)*4 + 3 - plane)
 		}
 	}
-	s.idx = laneIdx(bpc)
+	s.idx = laneIdx(L)
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
@@ -165,8 +172,8 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 					a[b*128+64+j] = byte(int(xq[2*pair+1]) + 128)
 				}
 			}
-			for lane := 0; lane < 16; lane++ {
-				putF32(a[bpc*128+4*lane:], xs[k*bpc+lane%bpc])
+			for lane := 0; lane < 16; lane++ { // lane i*L+j: block j/sub
+				putF32(a[bpc*128+4*lane:], xs[k*bpc+(lane%L)/sub])
 			}
 		}
 	}

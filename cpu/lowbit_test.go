@@ -40,7 +40,7 @@ func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool, isa IS
 			out = append(out, lowCase{b.Name() + "/" + mx.Kernel(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact})
 		}
 	}
-	for _, g := range []int{32, 128, 0} {
+	for _, g := range []int{32, 64, 128, 0} {
 		sp, _, err := layout.QuantizeSparse12(w, rows, cols, g, opt)
 		if err != nil {
 			t.Fatal(err)

@@ -70,7 +70,8 @@ func main() {
 		bitsA8AVX512(n, 1)
 		bitsA8AVX512(n, 2)
 	}
-	sparseA8AVX512()
+	sparseA8AVX512(1)
+	sparseA8AVX512(2)
 	for _, f := range []fvec{{true}, {false}} {
 		for _, n := range []int{8, 4, 2, 1} {
 			for seg := 1; seg <= 32/n; seg *= 2 {
@@ -1067,11 +1068,20 @@ func bitsA8AVX512(n, sub int) {
 // point is a signed byte, so VPDPBUSD(x+128, q-z) accumulates
 // sum (q-z)*x + 128*sum (q-z), and the load-time correction 128*sum(q-z)
 // per (row, block) leaves the exact isum. Tiles are 8 rows x 2 blocks.
-func sparseA8AVX512() {
-	const bpc, R = 2, 8
+//
+// With sub = 2 (groups of 64 columns) each block's two planes are its two
+// 64-column sub-blocks: each gets its own zero point and correction, and
+// the activations of the other plane's bytes are masked to zero.
+func sparseA8AVX512(sub int) {
+	const bpc = 2
+	L := bpc * sub // lanes per row and chunk
+	R := 16 / L
 	const metaBlock = 192 // per (tile, chunk): 16 f32 scales, 16 i32 corrections, 16 zero bytes (+pad)
 	const actChunk = bpc*128 + 64
 	name := "Sparse12A8Avx512"
+	if sub == 2 {
+		name = "Sparse12A8G64Avx512"
+	}
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
 	Doc(
@@ -1092,6 +1102,15 @@ func sparseA8AVX512() {
 		t := GP32()
 		MOVL(U32(0x7f7f7f7f), t)
 		VPBROADCASTD(t, mask7f)
+	}
+	var planeMask [2]VecVirtual // sub = 2: bytes of plane 0 / plane 1 of a block
+	if sub == 2 {
+		for sb, v := range []uint32{0x00ff00ff, 0xff00ff00} {
+			planeMask[sb] = ZMM()
+			t := GP32()
+			MOVL(U32(v), t)
+			VPBROADCASTD(t, planeMask[sb])
+		}
 	}
 	cp := param("ctrl")
 	tables := [bpc]VecVirtual{ZMM(), ZMM()}
@@ -1138,10 +1157,18 @@ func sparseA8AVX512() {
 				VMOVDQU64(Mem{Base: ap, Disp: b * 128}, x)
 				VPBLENDMB(Mem{Base: ap, Disp: b*128 + 64}, x, pos, x)
 				VPANDD(pairs, mask7f, pairs)
-				zb := ZMM()
-				VPBROADCASTB(Mem{Base: mp, Disp: 128 + i*bpc + b}, zb)
-				VPSUBB(zb, pairs, pairs)
-				VPDPBUSD(pairs, x, acc[i*bpc+b])
+				for sb := 0; sb < sub; sb++ {
+					j := b*sub + sb
+					zb, qz := ZMM(), pairs
+					VPBROADCASTB(Mem{Base: mp, Disp: 128 + i*L + j}, zb)
+					xs := x
+					if sub == 2 {
+						qz, xs = ZMM(), ZMM()
+						VPANDD(x, planeMask[sb], xs)
+					}
+					VPSUBB(zb, pairs, qz)
+					VPDPBUSD(qz, xs, acc[i*L+j])
+				}
 			}
 			if i != R-1 {
 				ADDQ(stride, wp)
@@ -1155,9 +1182,9 @@ func sparseA8AVX512() {
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
 		ip := param("idx")
-		for b := 0; b < bpc; b++ {
+		for j := 0; j < L; j++ {
 			p, t := ZMM(), ZMM()
-			VMOVDQU32(Mem{Base: ip, Disp: 64 * b}, p)
+			VMOVDQU32(Mem{Base: ip, Disp: 64 * j}, p)
 			VPERMPS(f, p, t)
 			VADDPS(t, accRow, accRow)
 		}
