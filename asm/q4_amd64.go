@@ -1096,6 +1096,51 @@ func Bits1A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *flo
 //go:noescape
 func Bits1A32S32Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
+// Bits3A32S1Avx512 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S2Avx512 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S10Avx512 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 10 planes (320 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
 // Sparse12A32S1Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
 // at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
 // bit selects xe[p] or xo[p] (the even- and odd-column activations of
@@ -1407,6 +1452,51 @@ func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 //
 //go:noescape
 func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S1Avx2 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S2Avx2 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S10Avx2 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 10 planes (320 columns, inside one group), meta holds
+// per row and segment the float32 pair (s, s*z), x the zero-padded
+// activations and xsum their sum per segment. The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Sparse12A32S1Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
 // at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position

@@ -11181,6 +11181,470 @@ Bits1A32S32Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits3A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits3A32S1Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits3A32S1Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits3A32S1Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x1a, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           128(DX), Z6, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x17, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x14, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           384(DX), Z6, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x11, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0e, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           640(DX), Z6, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           896(DX), Z6, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x05, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x02, Z4, Z4
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VMULPS           1152(DX), Z4, Z4
+	VPSRLD           $0x02, Z5, Z5
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VFMADD231PS      1216(DX), Z5, Z4
+	VFMADD231PS.BCST (CX), Z4, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000500, DX
+	DECQ             DI
+	JNZ              Bits3A32S1Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits3A32S1Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits3A32S2Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits3A32S2Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits3A32S2Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x17, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           256(DX), Z6, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x11, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           512(DX), Z6, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x0b, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           768(DX), Z6, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (BX), X6, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	VPSRLD           $0x05, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           1024(DX), Z6, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z4
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1152(DX), Z4, Z6
+	VPSRLD           $0x02, Z5, Z4
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1216(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000500, DX
+	DECQ             DI
+	JNZ              Bits3A32S2Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits3A32S2Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·Bits3A32S10Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Z0
+	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits3A32S10Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), DX
+	MOVQ   xsum+32(FP), BX
+	MOVQ   AX, SI
+	MOVQ   chunks+56(FP), DI
+
+Bits3A32S10Avx512_chunk:
+	PREFETCHT1       1024(SI)
+	PREFETCHT1       1088(SI)
+	VMOVDQU64        (SI), Z4
+	VMOVDQU64        64(SI), Z5
+	VPSRLD           $0x1d, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VPERMPS          Z1, Z6, Z6
+	VMULPS           (DX), Z6, Z6
+	VPSRLD           $0x1d, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      64(DX), Z7, Z6
+	VPSRLD           $0x1a, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      128(DX), Z7, Z6
+	VPSRLD           $0x1a, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      192(DX), Z7, Z6
+	VPSRLD           $0x17, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      256(DX), Z7, Z6
+	VPSRLD           $0x17, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      320(DX), Z7, Z6
+	VPSRLD           $0x14, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      384(DX), Z7, Z6
+	VPSRLD           $0x14, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      448(DX), Z7, Z6
+	VPSRLD           $0x11, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      512(DX), Z7, Z6
+	VPSRLD           $0x11, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      576(DX), Z7, Z6
+	VPSRLD           $0x0e, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      640(DX), Z7, Z6
+	VPSRLD           $0x0e, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      704(DX), Z7, Z6
+	VPSRLD           $0x0b, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      768(DX), Z7, Z6
+	VPSRLD           $0x0b, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      832(DX), Z7, Z6
+	VPSRLD           $0x08, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      896(DX), Z7, Z6
+	VPSRLD           $0x08, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      960(DX), Z7, Z6
+	VPSRLD           $0x05, Z4, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1024(DX), Z7, Z6
+	VPSRLD           $0x05, Z5, Z7
+	VPANDD           Z7, Z0, Z7
+	VPERMPS          Z1, Z7, Z7
+	VFMADD231PS      1088(DX), Z7, Z6
+	VPSRLD           $0x02, Z4, Z4
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1152(DX), Z4, Z6
+	VPSRLD           $0x02, Z5, Z4
+	VPANDD           Z4, Z0, Z4
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1216(DX), Z4, Z6
+	VFMADD231PS.BCST (CX), Z6, Z2
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (BX), X4, X3
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000080, SI
+	ADDQ             $0x00000500, DX
+	DECQ             DI
+	JNZ              Bits3A32S10Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), DX
+	VMOVSS           X5, (DX)
+	ADDQ             $0x00000004, DX
+	MOVQ             DX, out+40(FP)
+	MOVQ             stride+8(FP), DX
+	ADDQ             DX, AX
+	MOVQ             rows+48(FP), DX
+	DECQ             DX
+	MOVQ             DX, rows+48(FP)
+	JNZ              Bits3A32S10Avx512_row
+	VZEROUPPER
+	RET
+
 // func Sparse12A32S1Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·Sparse12A32S1Avx512(SB), NOSPLIT, $0-64
@@ -18103,6 +18567,726 @@ Bits1A32S32Avx2_chunk:
 	DECQ         DX
 	MOVQ         DX, rows+48(FP)
 	JNZ          Bits1A32S32Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits3A32S1Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000007, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits3A32S1Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits3A32S1Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x1a, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX), Y7, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x17, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       384(DX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x11, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0e, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       640(DX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       896(DX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x05, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x02, Y3, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       1152(DX), Y3, Y3
+	VPSRLD       $0x02, Y4, Y4
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  1184(DX), Y4, Y3
+	VPSRLD       $0x02, Y5, Y4
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  1216(DX), Y4, Y3
+	VPSRLD       $0x02, Y6, Y4
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  1248(DX), Y4, Y3
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000500, DX
+	DECQ         DI
+	JNZ          Bits3A32S1Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits3A32S1Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits3A32S2Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000007, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits3A32S2Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits3A32S2Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x17, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(DX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x11, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(DX), Y7, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x0b, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(DX), Y7, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVSS       4(CX), X7
+	VFMADD231SS  (BX), X7, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	VPSRLD       $0x05, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1024(DX), Y7, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1152(DX), Y3, Y7
+	VPSRLD       $0x02, Y4, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1184(DX), Y3, Y7
+	VPSRLD       $0x02, Y5, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1216(DX), Y3, Y7
+	VPSRLD       $0x02, Y6, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1248(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000500, DX
+	DECQ         DI
+	JNZ          Bits3A32S2Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits3A32S2Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·Bits3A32S10Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x00000007, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+
+Bits3A32S10Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), DX
+	MOVQ  xsum+32(FP), BX
+	MOVQ  AX, SI
+	MOVQ  chunks+56(FP), DI
+
+Bits3A32S10Avx2_chunk:
+	PREFETCHT1   1024(SI)
+	PREFETCHT1   1088(SI)
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+	VPSRLD       $0x1d, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(DX), Y8, Y7
+	VPSRLD       $0x1d, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(DX), Y8, Y7
+	VPSRLD       $0x1d, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(DX), Y8, Y7
+	VPSRLD       $0x1a, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(DX), Y8, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(DX), Y8, Y7
+	VPSRLD       $0x1a, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(DX), Y8, Y7
+	VPSRLD       $0x1a, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(DX), Y8, Y7
+	VPSRLD       $0x17, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(DX), Y8, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(DX), Y8, Y7
+	VPSRLD       $0x17, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(DX), Y8, Y7
+	VPSRLD       $0x17, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(DX), Y8, Y7
+	VPSRLD       $0x14, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(DX), Y8, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(DX), Y8, Y7
+	VPSRLD       $0x14, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(DX), Y8, Y7
+	VPSRLD       $0x14, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  480(DX), Y8, Y7
+	VPSRLD       $0x11, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  512(DX), Y8, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(DX), Y8, Y7
+	VPSRLD       $0x11, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(DX), Y8, Y7
+	VPSRLD       $0x11, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(DX), Y8, Y7
+	VPSRLD       $0x0e, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  640(DX), Y8, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  672(DX), Y8, Y7
+	VPSRLD       $0x0e, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  704(DX), Y8, Y7
+	VPSRLD       $0x0e, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  736(DX), Y8, Y7
+	VPSRLD       $0x0b, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  768(DX), Y8, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(DX), Y8, Y7
+	VPSRLD       $0x0b, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(DX), Y8, Y7
+	VPSRLD       $0x0b, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(DX), Y8, Y7
+	VPSRLD       $0x08, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  896(DX), Y8, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  928(DX), Y8, Y7
+	VPSRLD       $0x08, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  960(DX), Y8, Y7
+	VPSRLD       $0x08, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  992(DX), Y8, Y7
+	VPSRLD       $0x05, Y3, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1024(DX), Y8, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1056(DX), Y8, Y7
+	VPSRLD       $0x05, Y5, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1088(DX), Y8, Y7
+	VPSRLD       $0x05, Y6, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  1120(DX), Y8, Y7
+	VPSRLD       $0x02, Y3, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1152(DX), Y3, Y7
+	VPSRLD       $0x02, Y4, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1184(DX), Y3, Y7
+	VPSRLD       $0x02, Y5, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1216(DX), Y3, Y7
+	VPSRLD       $0x02, Y6, Y3
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  1248(DX), Y3, Y7
+	VBROADCASTSS (CX), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	VMOVSS       4(CX), X3
+	VFMADD231SS  (BX), X3, X2
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000500, DX
+	DECQ         DI
+	JNZ          Bits3A32S10Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), DX
+	VMOVSS       X3, (DX)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, out+40(FP)
+	MOVQ         stride+8(FP), DX
+	ADDQ         DX, AX
+	MOVQ         rows+48(FP), DX
+	DECQ         DX
+	MOVQ         DX, rows+48(FP)
+	JNZ          Bits3A32S10Avx2_row
 	VZEROUPPER
 	RET
 

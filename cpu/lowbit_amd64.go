@@ -301,6 +301,7 @@ var floatSets = map[ISA]*floatKernels{
 			{2, 16}: asm.Bits2A32S16Avx512,
 			{1, 1}:  asm.Bits1A32S1Avx512, {1, 2}: asm.Bits1A32S2Avx512, {1, 4}: asm.Bits1A32S4Avx512, {1, 8}: asm.Bits1A32S8Avx512,
 			{1, 16}: asm.Bits1A32S16Avx512, {1, 32}: asm.Bits1A32S32Avx512,
+			{3, 1}: asm.Bits3A32S1Avx512, {3, 2}: asm.Bits3A32S2Avx512, {3, 10}: asm.Bits3A32S10Avx512,
 		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
 		requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3"},
@@ -316,6 +317,7 @@ func init() {
 			{2, 16}: asm.Bits2A32S16Avx2,
 			{1, 1}:  asm.Bits1A32S1Avx2, {1, 2}: asm.Bits1A32S2Avx2, {1, 4}: asm.Bits1A32S4Avx2, {1, 8}: asm.Bits1A32S8Avx2,
 			{1, 16}: asm.Bits1A32S16Avx2, {1, 32}: asm.Bits1A32S32Avx2,
+			{3, 1}: asm.Bits3A32S1Avx2, {3, 2}: asm.Bits3A32S2Avx2, {3, 10}: asm.Bits3A32S10Avx2,
 		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx2, 2: asm.Sparse12A32S2Avx2, 4: asm.Sparse12A32S4Avx2},
 		requires: []string{"AVX", "AVX2", "FMA3"},
@@ -334,7 +336,8 @@ type bitsA32 struct {
 
 func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	step := 32 / b.N
-	seg := min(b.G/32, step)
+	// Segments divide both the group and the chunk (3 bits: 10 planes).
+	seg := gcd(b.G/32, step)
 	fk := floatSets[be.set.isa]
 	if fk == nil || !hasAll(fk.requires) {
 		return nil
@@ -345,6 +348,13 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
 	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Scale, b.Zero)
+	return a
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
 	return a
 }
 

@@ -78,6 +78,9 @@ func main() {
 				bitsA32(n, seg, f)
 			}
 		}
+		for _, seg := range []int{1, 2, 10} { // 3 bits: gcd(G/32, 10 planes)
+			bitsA32(3, seg, f)
+		}
 		for _, seg := range []int{1, 2, 4} {
 			sparseA32(seg, f)
 		}
