@@ -974,35 +974,8 @@ func bitsA8AVX512(n, sub int) {
 		}
 	}
 
-	Label(name + "_tile")
-	accRow := ZMM()
-	VPXORD(accRow, accRow, accRow)
-	// pf walks the next tile's rows (one contiguous block) linearly, R*128
-	// bytes per chunk, as nextTile does for Q4G128.
-	pf := param("stride")
-	IMUL3Q(U32(R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
-	Label(name + "_chunk")
-	{
-		acc := make([]VecVirtual, 16)
-		for i := range acc {
-			acc[i] = ZMM()
-			VPXORD(acc[i], acc[i], acc[i])
-		}
-		// ap = act + k*actChunk; wp = w + k*128
-		ap := GP64()
-		IMUL3Q(U32(actChunk), k, ap)
-		ADDQ(param("act"), ap)
-		wp := GP64()
-		MOVQ(k, wp)
-		SHLQ(U8(7), wp)
-		ADDQ(param("w"), wp)
-		stride := param("stride")
-		for i := 0; i < R; i++ {
-			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
-			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+	lowA8Loops(name, R, L, actChunk, 128,
+		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
 				data := ZMM()
 				VMOVDQU64(Mem{Base: wp, Disp: 64 * h}, data)
@@ -1019,32 +992,76 @@ func bitsA8AVX512(n, sub int) {
 					}
 				}
 			}
+		},
+		func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
+			zl := ZMM()
+			VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
+			VPMULLD(Mem{Base: ap, Disp: L*128 + 64}, zl, zl)
+			VPSUBD(zl, isum, isum)
+			f := ZMM()
+			VMOVUPS(Mem{Base: mp}, f)
+			VMULPS(Mem{Base: ap, Disp: L * 128}, f, f)
+			return f
+		})
+}
+
+// lowA8Loops emits the tile and chunk loops the low-bit A8 kernels share:
+// per tile of R rows, per chunk, it zeroes the 16 accumulators, points ap
+// at the chunk's activations (act + k*actChunk), mp at the tile's metadata
+// for the chunk (meta + k*metaBlock) and wp at the chunk of the tile's
+// first row, calls row for each row (after prefetching the next tile's
+// rows linearly into L2, as nextTile does for Q4G128), reduces, lets
+// epilogue turn the exact isum into the float lane scales f (isum is then
+// converted and multiplied in), and adds lane i*L+j of f into lane i of the
+// row accumulator in block order.
+func lowA8Loops(name string, R, L, actChunk, metaBlock int,
+	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
+	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
+	Label(name + "_tile")
+	accRow := ZMM()
+	VPXORD(accRow, accRow, accRow)
+	pf := param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_chunk")
+	{
+		acc := make([]VecVirtual, 16)
+		for i := range acc {
+			acc[i] = ZMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		}
+		ap := GP64()
+		IMUL3Q(U32(actChunk), k, ap)
+		ADDQ(param("act"), ap)
+		mp := GP64()
+		IMUL3Q(U32(metaBlock), k, mp)
+		ADDQ(param("meta"), mp)
+		wp := GP64()
+		MOVQ(k, wp)
+		SHLQ(U8(7), wp)
+		ADDQ(param("w"), wp)
+		stride := param("stride")
+		for i := 0; i < R; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
+			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			row(i, wp, ap, mp, acc)
 			if i != R-1 {
 				ADDQ(stride, wp)
 			}
 		}
 		isum := reduce16(acc)
-		// meta block of (tile, chunk): mp = meta + k*128 (meta advances per tile)
-		mp := GP64()
-		MOVQ(k, mp)
-		SHLQ(U8(7), mp)
-		ADDQ(param("meta"), mp)
-		zl := ZMM()
-		VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
-		VPMULLD(Mem{Base: ap, Disp: L*128 + 64}, zl, zl)
-		VPSUBD(zl, isum, isum)
-		f := ZMM()
-		VMOVUPS(Mem{Base: mp}, f)
-		VMULPS(Mem{Base: ap, Disp: L * 128}, f, f)
+		f := epilogue(isum, ap, mp)
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
 		if L == 1 {
 			VADDPS(f, accRow, accRow)
 		} else {
 			ip := param("idx")
-			for b := 0; b < L; b++ {
+			for j := 0; j < L; j++ {
 				p, t := ZMM(), ZMM()
-				VMOVDQU32(Mem{Base: ip, Disp: 64 * b}, p)
+				VMOVDQU32(Mem{Base: ip, Disp: 64 * j}, p)
 				VPERMPS(f, p, t)
 				VADDPS(t, accRow, accRow)
 			}
@@ -1054,8 +1071,7 @@ func bitsA8AVX512(n, sub int) {
 	INCQ(k)
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))
-
-	tileEnd(name, accRow, R, 128)
+	tileEnd(name, accRow, R, metaBlock)
 }
 
 // ---------------------------------------------------------------------------
@@ -1121,35 +1137,8 @@ func sparseA8AVX512(sub int) {
 		VMOVDQU64(Mem{Base: cp, Disp: 64 * b}, tables[b])
 	}
 
-	Label(name + "_tile")
-	accRow := ZMM()
-	VPXORD(accRow, accRow, accRow)
-	pf := param("stride")
-	IMUL3Q(U32(R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
-	Label(name + "_chunk")
-	{
-		acc := make([]VecVirtual, 16)
-		for i := range acc {
-			acc[i] = ZMM()
-			VPXORD(acc[i], acc[i], acc[i])
-		}
-		ap := GP64()
-		IMUL3Q(U32(actChunk), k, ap)
-		ADDQ(param("act"), ap)
-		mp := GP64()
-		IMUL3Q(U32(metaBlock), k, mp)
-		ADDQ(param("meta"), mp)
-		wp := GP64()
-		MOVQ(k, wp)
-		SHLQ(U8(7), wp)
-		ADDQ(param("w"), wp)
-		stride := param("stride")
-		for i := 0; i < R; i++ {
-			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
-			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+	lowA8Loops(name, R, L, actChunk, metaBlock,
+		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for b := 0; b < bpc; b++ {
 				pairs := ZMM()
 				VMOVDQU64(Mem{Base: wp}, pairs)
@@ -1173,31 +1162,14 @@ func sparseA8AVX512(sub int) {
 					VPDPBUSD(qz, xs, acc[i*L+j])
 				}
 			}
-			if i != R-1 {
-				ADDQ(stride, wp)
-			}
-		}
-		isum := reduce16(acc)
-		VPSUBD(Mem{Base: mp, Disp: 64}, isum, isum)
-		f := ZMM()
-		VMOVUPS(Mem{Base: mp}, f)
-		VMULPS(Mem{Base: ap, Disp: bpc * 128}, f, f)
-		VCVTDQ2PS(isum, isum)
-		VMULPS(isum, f, f)
-		ip := param("idx")
-		for j := 0; j < L; j++ {
-			p, t := ZMM(), ZMM()
-			VMOVDQU32(Mem{Base: ip, Disp: 64 * j}, p)
-			VPERMPS(f, p, t)
-			VADDPS(t, accRow, accRow)
-		}
-	}
-	ADDQ(U32(128*R), pf)
-	INCQ(k)
-	CMPQ(k, param("chunks"))
-	JB(LabelRef(name + "_chunk"))
-
-	tileEnd(name, accRow, R, metaBlock)
+		},
+		func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
+			VPSUBD(Mem{Base: mp, Disp: 64}, isum, isum) // 128*sum(q-z)
+			f := ZMM()
+			VMOVUPS(Mem{Base: mp}, f)
+			VMULPS(Mem{Base: ap, Disp: bpc * 128}, f, f)
+			return f
+		})
 }
 
 // tileEnd ends a low-bit A8 kernel's tile: it stores the 16 lanes of
