@@ -253,26 +253,16 @@ func kernelDoc(name, what string, lanes, m int, actLayout string) {
 // the result holds the sum of acc[k]'s lanes. The accumulators are
 // clobbered.
 func reduce16(acc []VecVirtual) VecVirtual {
-	// Level 1: pairs -> per 128-bit lane [a02 b02 a13 b13].
-	l1 := make([]VecVirtual, 8)
-	for j := 0; j < 8; j++ {
-		a, b := acc[2*j], acc[2*j+1]
-		t := ZMM()
-		VPUNPCKLDQ(b, a, t)
-		VPUNPCKHDQ(b, a, a)
-		VPADDD(t, a, a)
-		l1[j] = a
+	regs := make([]Register, len(acc))
+	for i, a := range acc {
+		regs[i] = a
 	}
-	// Level 2: per 128-bit chunk q, [acc 4j+0..3 summed over chunk q].
-	l2 := make([]VecVirtual, 4)
-	for j := 0; j < 4; j++ {
-		c, d := l1[2*j], l1[2*j+1]
-		t := ZMM()
-		VPUNPCKLQDQ(d, c, t)
-		VPUNPCKHQDQ(d, c, c)
-		VPADDD(t, c, c)
-		l2[j] = c
-	}
+	addD := func(a, b, c Op) { VPADDD(a, b, c) }
+	zmm := func() Register { return ZMM() }
+	// Level 1: pairs -> per 128-bit lane [a02 b02 a13 b13]. Level 2: per
+	// 128-bit chunk q, [acc 4j+0..3 summed over chunk q].
+	r2 := pairLevel(pairLevel(regs, false, addD, zmm), true, addD, zmm)
+	l2 := []VecVirtual{r2[0].(VecVirtual), r2[1].(VecVirtual), r2[2].(VecVirtual), r2[3].(VecVirtual)}
 	// Level 3 and 4: sum the four chunks, chunk j of the result = vector j.
 	x01, x23 := ZMM(), ZMM()
 	VSHUFI32X4(U8(0x88), l2[1], l2[0], x01)
@@ -288,29 +278,35 @@ func reduce16(acc []VecVirtual) VecVirtual {
 	return res
 }
 
+// pairLevel is one level of the horizontal-sum trees: for each pair
+// (a, b) of vs it interleaves and adds, per 128-bit lane, the 32-bit
+// (qwords false) or 64-bit (qwords true) elements, so the result has half
+// as many vectors, each holding partial sums of both inputs. The inputs are
+// clobbered; tmp hands out scratch registers.
+func pairLevel(vs []Register, qwords bool, add func(a, b, c Op), tmp func() Register) []Register {
+	out := make([]Register, len(vs)/2)
+	for j := range out {
+		a, b := vs[2*j], vs[2*j+1]
+		t := tmp()
+		if qwords {
+			VPUNPCKLQDQ(b, a, t)
+			VPUNPCKHQDQ(b, a, a)
+		} else {
+			VPUNPCKLDQ(b, a, t)
+			VPUNPCKHDQ(b, a, a)
+		}
+		add(t, a, a)
+		out[j] = a
+	}
+	return out
+}
+
 // reduce8Y sums each of 8 YMM accumulators horizontally into lane k of the
 // result, with add (VPADDD or VADDPS). The accumulators are clobbered; tmp
 // hands out scratch registers. evex selects EVEX-encodable shuffles (for
 // AVX-512 kernels, whose registers may be Y16..Y31).
 func reduce8Y(acc []Register, add func(a, b, c Op), tmp func() Register, evex bool) Register {
-	l1 := make([]Register, 4)
-	for j := 0; j < 4; j++ {
-		a, b := acc[2*j], acc[2*j+1]
-		t := tmp()
-		VPUNPCKLDQ(b, a, t)
-		VPUNPCKHDQ(b, a, a)
-		add(t, a, a)
-		l1[j] = a
-	}
-	l2 := make([]Register, 2)
-	for j := 0; j < 2; j++ {
-		c, d := l1[2*j], l1[2*j+1]
-		t := tmp()
-		VPUNPCKLQDQ(d, c, t)
-		VPUNPCKHQDQ(d, c, c)
-		add(t, c, c)
-		l2[j] = c
-	}
+	l2 := pairLevel(pairLevel(acc, false, add, tmp), true, add, tmp)
 	res := tmp()
 	if evex {
 		VSHUFI64X2(U8(0), l2[1], l2[0], res)
@@ -325,20 +321,10 @@ func reduce8Y(acc []Register, add func(a, b, c Op), tmp func() Register, evex bo
 
 // reduce4Y sums each of 4 YMM float accumulators into lane k of an XMM.
 func reduce4Y(acc []VecVirtual) VecVirtual {
-	l1 := make([]VecVirtual, 2)
-	for j := 0; j < 2; j++ {
-		a, b := acc[2*j], acc[2*j+1]
-		t := YMM()
-		VPUNPCKLDQ(b, a, t)
-		VPUNPCKHDQ(b, a, a)
-		VADDPS(t, a, a)
-		l1[j] = a
-	}
-	c, d := l1[0], l1[1]
-	t := YMM()
-	VPUNPCKLQDQ(d, c, t)
-	VPUNPCKHQDQ(d, c, c)
-	VADDPS(t, c, c)
+	regs := []Register{acc[0], acc[1], acc[2], acc[3]}
+	addPS := func(a, b, c Op) { VADDPS(a, b, c) }
+	ymm := func() Register { return YMM() }
+	c := pairLevel(pairLevel(regs, false, addPS, ymm), true, addPS, ymm)[0].(VecVirtual)
 	hi := XMM()
 	VEXTRACTF128(U8(1), c, hi)
 	VADDPS(hi, c.AsX(), hi)
