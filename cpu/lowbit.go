@@ -152,11 +152,30 @@ func (mx *LowMatrix) rowCodes(r int, q []uint8, keep []bool) {
 	}
 }
 
+// meta returns the scale and integer zero point of (r, g) (A8 paths).
 func (mx *LowMatrix) meta(r, g int) (float32, float32) {
 	if mx.bits != nil {
 		return mx.bits.Scale(r, g), mx.bits.Zero(r, g)
 	}
 	return mx.sp.Scale(r, g), mx.sp.Zero(r, g)
+}
+
+// affine returns s and m with w = q*s - m (float paths).
+func (mx *LowMatrix) affine(r, g int) (float32, float32) {
+	if mx.bits != nil {
+		return mx.bits.Affine(r, g)
+	}
+	return mx.sp.Affine(r, g)
+}
+
+// gather writes the Cols activations of x into dst in stored column order
+// (the act-order permutation of an imported matrix, else a copy).
+func (mx *LowMatrix) gather(dst, x []float32) {
+	if mx.bits != nil {
+		mx.bits.Gather(dst, x)
+		return
+	}
+	copy(dst[:mx.cols], x[:mx.cols])
 }
 
 // lowScratch is one goroutine's decoded row.
@@ -197,7 +216,7 @@ func (mx *LowMatrix) MulF32(dst, x []float32, batch int) error {
 	}
 	xp := make([]float32, batch*mx.pcols)
 	for v := 0; v < batch; v++ {
-		copy(xp[v*mx.pcols:], x[v*mx.cols:(v+1)*mx.cols])
+		mx.gather(xp[v*mx.pcols:], x[v*mx.cols:(v+1)*mx.cols])
 	}
 	mx.mulF32(dst, xp, batch)
 	return nil
@@ -211,17 +230,20 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 		return err
 	}
 	xp := make([]float32, batch*mx.pcols)
+	wide := make([]float32, mx.cols)
 	for v := 0; v < batch; v++ {
 		for c, h := range x[v*mx.cols : (v+1)*mx.cols] {
-			xp[v*mx.pcols+c] = h.Float32()
+			wide[c] = h.Float32()
 		}
+		mx.gather(xp[v*mx.pcols:], wide)
 	}
 	mx.mulF32(dst, xp, batch)
 	return nil
 }
 
 // mulF32 runs the float kernel on padded activations: per group,
-// s * (sum q*x - z * sum x) with the sums over the kept columns.
+// s * sum q*x - m * sum x (m = s*z, or -o with Offsets) with the sums over
+// the kept columns.
 func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
 	if mx.a32 != nil {
 		mx.mulF32SIMD(dst, xp, batch)
@@ -256,9 +278,9 @@ func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
 						}
 					}
 				}
-				sc, z := mx.meta(r, gi)
+				sc, m := mx.affine(r, gi)
 				for v := 0; v < batch; v++ {
-					acc[v] += sc * (dot[v] - z*sx[v])
+					acc[v] += sc*dot[v] - m*sx[v]
 				}
 			}
 			for v := 0; v < batch; v++ {
@@ -277,10 +299,22 @@ func (mx *LowMatrix) MulA8(dst, x []float32, batch int) error {
 	if err := mx.check(len(dst), len(x), batch, mx.cols); err != nil {
 		return err
 	}
+	if mx.intErr != nil {
+		return mx.intErr
+	}
 	xq := make([]int8, batch*mx.pcols)
 	xs := make([]float32, batch*mx.pcols/128)
+	var xg []float32
+	if mx.bits != nil && mx.bits.Perm != nil {
+		xg = make([]float32, mx.cols)
+	}
 	for v := 0; v < batch; v++ {
-		if err := mx.b.QuantizeA8(xq[v*mx.pcols:(v+1)*mx.pcols], xs[v*mx.pcols/128:(v+1)*mx.pcols/128], x[v*mx.cols:(v+1)*mx.cols]); err != nil {
+		xv := x[v*mx.cols : (v+1)*mx.cols]
+		if xg != nil {
+			mx.gather(xg, xv)
+			xv = xg
+		}
+		if err := mx.b.QuantizeA8(xq[v*mx.pcols:(v+1)*mx.pcols], xs[v*mx.pcols/128:(v+1)*mx.pcols/128], xv); err != nil {
 			return fmt.Errorf("cpu: vector %d: %w", v, err)
 		}
 	}
@@ -288,7 +322,8 @@ func (mx *LowMatrix) MulA8(dst, x []float32, batch int) error {
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
-// and PCols/128 scales per vector).
+// and PCols/128 scales per vector), in stored column order: an act-order
+// matrix needs them quantized from the Gathered activations.
 func (mx *LowMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
 	mx.mu.RLock()
 	defer mx.mu.RUnlock()

@@ -347,7 +347,7 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 		return nil
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
-	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Scale, b.Zero)
+	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
 	return a
 }
 
@@ -361,14 +361,14 @@ func gcd(a, b int) int {
 // segmentMeta returns the float32 pairs (s, s*z) per row and segment of
 // colsPerSeg columns (each inside one group of group columns), row-major:
 // the float kernels' metadata, derived once at load.
-func segmentMeta(rows, nseg, colsPerSeg, group int, scale, zero func(r, g int) float32) []float32 {
+func segmentMeta(rows, nseg, colsPerSeg, group int, affine func(r, g int) (float32, float32)) []float32 {
 	meta := make([]float32, 2*rows*nseg)
 	for r := 0; r < rows; r++ {
 		for j := 0; j < nseg; j++ {
 			g := j * colsPerSeg / group
-			s := scale(r, g)
+			s, m := affine(r, g)
 			meta[2*(r*nseg+j)] = s
-			meta[2*(r*nseg+j)+1] = s * zero(r, g)
+			meta[2*(r*nseg+j)+1] = m
 		}
 	}
 	return meta
@@ -424,7 +424,7 @@ func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 		return nil // groups of 32 columns split a plane: generic
 	}
 	a := &sparseA32{seg: seg, nseg: m.PCols / (64 * seg), chunks: m.PCols / 256, kern: kern}
-	a.meta = segmentMeta(m.Rows, a.nseg, 64*seg, m.G, m.Scale, m.Zero)
+	a.meta = segmentMeta(m.Rows, a.nseg, 64*seg, m.G, m.Affine)
 	return a
 }
 

@@ -201,3 +201,104 @@ func TestSparse12ZeroRange(t *testing.T) {
 		}
 	}
 }
+
+// importedBits returns a Bits matrix as the model importers build them:
+// offsets instead of zero points (Q4_1/Q4_K) and/or an act-order column
+// permutation (GPTQ), with random codes and metadata.
+func importedBits(t *testing.T, rng *rand.Rand, rows, cols, n, g int, offsets, perm, fp32 bool) *layout.Bits {
+	t.Helper()
+	b, err := layout.NewBits(rows, cols, n, g, fp32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Offsets = offsets
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			b.SetQ(r, c, uint32(rng.IntN(1<<n)))
+		}
+		for gi := 0; gi < b.Groups(); gi++ {
+			s := float32(rng.Float64()*0.02 + 0.001)
+			z := float32(rng.IntN(1 << n))
+			if offsets {
+				z = float32(rng.NormFloat64() * 0.05)
+			}
+			i := gi*b.PRows + r
+			if fp32 {
+				b.Scales32[i], b.Zeros32[i] = s, z
+			} else {
+				b.Scales16[i], b.Zeros16[i] = layout.ToFP16(s), layout.ToFP16(z)
+			}
+		}
+	}
+	if perm {
+		b.Perm = make([]int32, cols)
+		for i, p := range rng.Perm(cols) {
+			b.Perm[i] = int32(p)
+		}
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestImportedBitsKernels runs offset-form and act-order matrices through
+// every kernel set: float paths against the float64 reference in source
+// column order, A8 exact on the gathered activations, and A8 with offsets
+// an error that says why.
+func TestImportedBitsKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows, cols = 37, 512
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{8, 4, 2} {
+			for _, g := range []int{32, 128} {
+				for _, mode := range []struct{ offsets, perm, fp32 bool }{{true, false, false}, {true, false, true}, {false, true, false}, {true, true, true}} {
+					b := importedBits(t, rng, rows, cols, n, g, mode.offsets, mode.perm, mode.fp32)
+					mx, err := be.LoadBits(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := lowCase{fmt.Sprintf("%s/%s/off%v/perm%v/fp32%v", isa, b.Name(), mode.offsets, mode.perm, mode.fp32), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}
+					for _, batch := range []int{1, 5} {
+						x := randVec(rng, batch*cols)
+						full, dst := guarded(batch * rows)
+						if err := mx.MulF32(dst, x, batch); err != nil {
+							t.Fatal(err)
+						}
+						checkGuards(t, full, batch*rows)
+						checkFloat(t, c.name+"/A32", c, dst, x, batch, rows, cols)
+						err := mx.MulA8(dst, x, batch)
+						if mode.offsets {
+							if err == nil || !strings.Contains(err.Error(), "offsets") {
+								t.Fatalf("%s: A8 with offsets: err %v, want an error about offsets", c.name, err)
+							}
+							continue
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						xg := make([]float32, cols)
+						xq, xs := make([]int8, b.PCols), make([]float32, b.PCols/128)
+						want := make([]float32, rows)
+						for v := 0; v < batch; v++ {
+							b.Gather(xg, x[v*cols:(v+1)*cols])
+							_ = layout.QuantizeA8(xq, xs, xg)
+							if err := b.DotA8Exact(want, xq, xs); err != nil {
+								t.Fatal(err)
+							}
+							for r := range want {
+								if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
+									t.Fatalf("%s/A8: vector %d row %d = %v, want exactly %v", c.name, v, r, dst[v*rows+r], want[r])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

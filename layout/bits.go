@@ -39,12 +39,29 @@ import (
 // IEEE binary16 (Scales16, Zeros16) or, with FP32Meta, float32 (Scales32,
 // Zeros32). A matrix used with int8 activations (A8) needs integer zero
 // points.
+//
+// # Offsets and act-order (imported matrices)
+//
+// With Offsets the zero slots hold additive offsets o and
+//
+//	w = q * s + o      (exact in float64)
+//
+// the form of llama.cpp's Q4_1 and Q4_K blocks, which no zero point
+// represents exactly. Such matrices multiply float activations only.
+//
+// Perm, when not nil, permutes the columns (GPTQ act-order): stored column
+// j holds source column Perm[j], so that each group is contiguous.
+// Multiplies gather x[Perm[j]] once per call; Dequantize, DotRef and
+// DotRefMag work in source column order, DotA8Exact on the gathered
+// (stored-order) activations.
 type Bits struct {
 	Rows, Cols   int
 	PRows, PCols int
-	N            int  // bits per weight: 8, 4, 3, 2 or 1
-	G            int  // group size in columns (PCols for whole-row groups)
-	WholeRow     bool // G spans the (padded) row
+	N            int     // bits per weight: 8, 4, 3, 2 or 1
+	G            int     // group size in columns (PCols for whole-row groups)
+	WholeRow     bool    // G spans the (padded) row
+	Offsets      bool    // zero slots hold offsets: w = q*s + o
+	Perm         []int32 // act-order column permutation (nil: identity)
 
 	Words []uint32
 	GroupMeta
@@ -233,8 +250,41 @@ func (b *Bits) SetQ(r, c int, q uint32) {
 // Scale returns the scale of row r, group g.
 func (b *Bits) Scale(r, g int) float32 { return b.scale(g*b.PRows + r) }
 
-// Zero returns the zero point of row r, group g.
+// Zero returns the zero point of row r, group g (with Offsets: the
+// offset o).
 func (b *Bits) Zero(r, g int) float32 { return b.zero(g*b.PRows + r) }
+
+// Affine returns s and m with w = q*s - m for row r, group g, the form
+// float kernels use: m = float32(s*z) (rounded once) for zero points,
+// m = -o exactly for Offsets.
+func (b *Bits) Affine(r, g int) (s, m float32) {
+	s, z := b.Scale(r, g), b.Zero(r, g)
+	if b.Offsets {
+		return s, -z
+	}
+	return s, s * z
+}
+
+// SourceCol returns the source column of stored column c (Perm[c], or c).
+func (b *Bits) SourceCol(c int) int {
+	if b.Perm != nil {
+		return int(b.Perm[c])
+	}
+	return c
+}
+
+// Gather writes the Cols activations of x in stored column order into dst
+// (dst[j] = x[Perm[j]]; a copy without Perm).
+func (b *Bits) Gather(dst, x []float32) {
+	if b.Perm == nil {
+		copy(dst[:b.Cols], x[:b.Cols])
+		return
+	}
+	x = x[:b.Cols]
+	for j, p := range b.Perm {
+		dst[j] = x[p]
+	}
+}
 
 // StreamBytes returns the bytes a GEMV reads from the matrix.
 func (b *Bits) StreamBytes() int64 {
@@ -269,6 +319,18 @@ func (b *Bits) Validate() error {
 	if err := b.validate(b.Name(), b.Groups(), b.PRows); err != nil {
 		return err
 	}
+	if b.Perm != nil {
+		if len(b.Perm) != b.Cols {
+			return fmt.Errorf("layout: %s: column permutation has %d entries, want %d", b.Name(), len(b.Perm), b.Cols)
+		}
+		seen := make([]bool, b.Cols)
+		for j, p := range b.Perm {
+			if p < 0 || int(p) >= b.Cols || seen[p] {
+				return fmt.Errorf("layout: %s: column permutation entry %d is %d: not a permutation of 0..%d", b.Name(), j, p, b.Cols-1)
+			}
+			seen[p] = true
+		}
+	}
 	if b.N == 3 { // the spare top 2 bits of each word must be zero
 		for i, w := range b.Words {
 			if w&3 != 0 {
@@ -284,6 +346,9 @@ func isBad(f float32) bool { return f != f || f > math.MaxFloat32 || f < -math.M
 // IntegerZeros returns an error naming the first fractional zero point:
 // int8 activations (A8) need integer zero points.
 func (b *Bits) IntegerZeros() error {
+	if b.Offsets {
+		return fmt.Errorf("layout: %s: int8 activations need integer zero points; this matrix stores offsets (w = q*s + o, as imported from Q4_1/Q4_K): use float activations", b.Name())
+	}
 	return b.integerZeros(b.Name(), b.Groups(), b.PRows, b.Rows)
 }
 
@@ -293,14 +358,18 @@ func (b *Bits) Dequantize() []float32 {
 	out := make([]float32, b.Rows*b.Cols)
 	for r := 0; r < b.Rows; r++ {
 		for c := 0; c < b.Cols; c++ {
-			out[r*b.Cols+c] = float32(b.weight64(r, c))
+			out[r*b.Cols+b.SourceCol(c)] = float32(b.weight64(r, c))
 		}
 	}
 	return out
 }
 
+// weight64 returns the exact weight at stored column c.
 func (b *Bits) weight64(r, c int) float64 {
 	g := c / b.G
+	if b.Offsets {
+		return float64(b.Q(r, c))*float64(b.Scale(r, g)) + float64(b.Zero(r, g))
+	}
 	return (float64(b.Q(r, c)) - float64(b.Zero(r, g))) * float64(b.Scale(r, g))
 }
 
@@ -313,7 +382,7 @@ func (b *Bits) DotRef(out []float64, x []float32) error {
 	for r := 0; r < b.Rows; r++ {
 		var acc float64
 		for c := 0; c < b.Cols; c++ {
-			acc += b.weight64(r, c) * float64(x[c])
+			acc += b.weight64(r, c) * float64(x[b.SourceCol(c)])
 		}
 		out[r] = acc
 	}
@@ -330,7 +399,12 @@ func (b *Bits) DotRefMag(mag []float64, x []float32) error {
 		var acc float64
 		for c := 0; c < b.Cols; c++ {
 			g := c / b.G
-			acc += math.Abs(float64(b.Scale(r, g))) * (float64(b.Q(r, c)) + math.Abs(float64(b.Zero(r, g)))) * math.Abs(float64(x[c]))
+			s, z := math.Abs(float64(b.Scale(r, g))), math.Abs(float64(b.Zero(r, g)))
+			t := s * (float64(b.Q(r, c)) + z)
+			if b.Offsets {
+				t = s*float64(b.Q(r, c)) + z
+			}
+			acc += t * math.Abs(float64(x[b.SourceCol(c)]))
 		}
 		mag[r] = acc
 	}
@@ -353,7 +427,8 @@ func (b *Bits) A8Block() int { return min(b.G, GroupSize) }
 //	acc  = acc + float32(s*xs[a]) * float32(isum)
 //
 // each float operation rounded to float32, with a the block's activation
-// group (column/128). xq has PCols values, xs PCols/128.
+// group (column/128). xq has PCols values, xs PCols/128, in stored
+// column order (quantized from the Gathered activations).
 func (b *Bits) DotA8Exact(out []float32, xq []int8, xs []float32) error {
 	if len(xq) != b.PCols || len(xs) != b.PCols/GroupSize || len(out) != b.Rows {
 		return fmt.Errorf("layout: %s: DotA8Exact: xq %d, xs %d, out %d, want %d, %d, %d", b.Name(), len(xq), len(xs), len(out), b.PCols, b.PCols/GroupSize, b.Rows)

@@ -9,6 +9,17 @@ import (
 
 var lowbitTags = [3][4]byte{{'W', 'R', 'D', 'S'}, {'S', 'C', 'A', 'L'}, {'Z', 'E', 'R', 'O'}}
 
+// permTag names the optional fourth Bits section: the act-order column
+// permutation, Cols little-endian uint32.
+var permTag = [4]byte{'P', 'E', 'R', 'M'}
+
+// Bits flag bits (the optional fourth parameter).
+const (
+	bitsFlagOffsets = 1 << iota
+	bitsFlagPerm
+	bitsFlagsKnown = bitsFlagOffsets | bitsFlagPerm
+)
+
 func b2u(v bool) uint64 {
 	if v {
 		return 1
@@ -71,7 +82,20 @@ func (b *Bits) WriteTo(w io.Writer) (int64, error) {
 	if b.WholeRow {
 		g = 0
 	}
-	return writeFile(w, lowbitFile(FormatBits, b.Rows, b.Cols, []uint64{uint64(b.N), uint64(g), b2u(b.FP32Meta)}, b.Words, &b.GroupMeta))
+	params := []uint64{uint64(b.N), uint64(g), b2u(b.FP32Meta)}
+	flags := b2u(b.Offsets)*bitsFlagOffsets | b2u(b.Perm != nil)*bitsFlagPerm
+	if flags != 0 { // files without flags stay as version 1 wrote them
+		params = append(params, flags)
+	}
+	f := lowbitFile(FormatBits, b.Rows, b.Cols, params, b.Words, &b.GroupMeta)
+	if b.Perm != nil {
+		var pb []byte
+		for _, p := range b.Perm {
+			pb = binary.LittleEndian.AppendUint32(pb, uint32(p))
+		}
+		f.Sections = append(f.Sections, Section{permTag, pb})
+	}
+	return writeFile(w, f)
 }
 
 // WriteTo writes m as a .qgv file (format Sparse12).
@@ -88,18 +112,27 @@ func (m *Sparse12) WriteTo(w io.Writer) (int64, error) {
 
 // checkLowbitSections checks tags and lengths against the geometry before
 // anything proportional to the claimed shape is allocated.
-func checkLowbitSections(f *File, name string, words, metas int64, fp32 bool) error {
+func checkLowbitSections(f *File, name string, words, metas int64, fp32 bool, perm int64) error {
 	mb := int64(2)
 	if fp32 {
 		mb = 4
 	}
-	want := [3]int64{4 * words, mb * metas, mb * metas}
-	if len(f.Sections) != 3 {
-		return errf("%s needs sections WRDS, SCAL, ZERO; the file has %d", name, len(f.Sections))
+	want := []int64{4 * words, mb * metas, mb * metas}
+	tags := lowbitTags[:]
+	if perm >= 0 {
+		want = append(want, 4*perm)
+		tags = append(tags, permTag)
+	}
+	if len(f.Sections) != len(want) {
+		names := "WRDS, SCAL, ZERO"
+		if perm >= 0 {
+			names += ", PERM"
+		}
+		return errf("%s needs %d sections (%s); the file has %d", name, len(want), names, len(f.Sections))
 	}
 	for i, s := range f.Sections {
-		if s.Tag != lowbitTags[i] {
-			return errf("section %d is %q, want %q (%s needs WRDS, SCAL, ZERO in this order)", i, s.Tag[:], lowbitTags[i][:], name)
+		if s.Tag != tags[i] {
+			return errf("section %d is %q, want %q (%s needs WRDS, SCAL, ZERO[, PERM] in this order)", i, s.Tag[:], tags[i][:], name)
 		}
 		if int64(len(s.Data)) != want[i] {
 			return errf("section %q length %d, want %d for a %dx%d %s matrix", s.Tag[:], len(s.Data), want[i], f.Rows, f.Cols, name)
@@ -134,8 +167,14 @@ func DecodeBits(f *File) (*Bits, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(f.Params) != 3 {
-		return nil, errf("Bits takes 3 parameters (bits, group, float32 metadata), the file has %d", len(f.Params))
+	if len(f.Params) != 3 && len(f.Params) != 4 {
+		return nil, errf("Bits takes 3 or 4 parameters (bits, group, float32 metadata[, flags]), the file has %d", len(f.Params))
+	}
+	var flags uint64
+	if len(f.Params) == 4 {
+		if flags = f.Params[3]; flags&^bitsFlagsKnown != 0 {
+			return nil, errf("Bits flags %#x: unknown bits %#x", flags, flags&^bitsFlagsKnown)
+		}
 	}
 	if f.Params[0] > 8 || f.Params[1] > 256 {
 		return nil, errf("Bits parameters %d bits, group %d out of range", f.Params[0], f.Params[1])
@@ -150,15 +189,26 @@ func DecodeBits(f *File) (*Bits, error) {
 		return nil, err
 	}
 	words := int64(prows) * int64(32*pcols/BitsChunk(n))
-	if err := checkLowbitSections(f, fmt.Sprintf("Bits%d", n), words, int64(pcols/group)*int64(prows), fp32); err != nil {
+	perm := int64(-1)
+	if flags&bitsFlagPerm != 0 {
+		perm = int64(cols)
+	}
+	if err := checkLowbitSections(f, fmt.Sprintf("Bits%d", n), words, int64(pcols/group)*int64(prows), fp32, perm); err != nil {
 		return nil, err
 	}
 	b, err := NewBits(rows, cols, n, g, fp32)
 	if err != nil {
 		return nil, err
 	}
+	b.Offsets = flags&bitsFlagOffsets != 0
 	for i := range b.Words {
 		b.Words[i] = binary.LittleEndian.Uint32(f.Sections[0].Data[4*i:])
+	}
+	if perm >= 0 {
+		b.Perm = make([]int32, cols)
+		for i := range b.Perm {
+			b.Perm[i] = int32(binary.LittleEndian.Uint32(f.Sections[3].Data[4*i:]))
+		}
 	}
 	b.decodeMeta(f.Sections[1].Data, f.Sections[2].Data)
 	if err := b.Validate(); err != nil {
@@ -191,7 +241,7 @@ func DecodeSparse12(f *File) (*Sparse12, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLowbitSections(f, "Sparse12", int64(prows)*int64(pcols/8), int64(pcols/group)*int64(prows), fp32); err != nil {
+	if err := checkLowbitSections(f, "Sparse12", int64(prows)*int64(pcols/8), int64(pcols/group)*int64(prows), fp32, -1); err != nil {
 		return nil, err
 	}
 	m, err := NewSparse12(rows, cols, g, fp32)

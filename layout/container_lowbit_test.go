@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -92,6 +93,68 @@ func TestLowbitContainerBadParams(t *testing.T) {
 		mut(&c)
 		if _, err := Decode(&c); err == nil {
 			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// TestBitsImportedRoundTrip: offset-form metadata and the act-order
+// permutation survive the container; a bad permutation or unknown flag is
+// an error.
+func TestBitsImportedRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, mode := range []struct{ off, perm bool }{{true, false}, {false, true}, {true, true}} {
+		b, err := NewBits(5, 200, 4, 32, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Offsets = mode.off
+		for i := range b.Scales32 {
+			b.Scales32[i], b.Zeros32[i] = float32(rng.Float64()), float32(rng.NormFloat64())
+		}
+		for i := range b.Words {
+			b.Words[i] = rng.Uint32()
+		}
+		if mode.perm {
+			b.Perm = make([]int32, b.Cols)
+			for i, p := range rng.Perm(b.Cols) {
+				b.Perm[i] = int32(p)
+			}
+		}
+		var buf bytes.Buffer
+		if _, err := b.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		f, err := ReadFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, Matrix(b)) {
+			t.Fatalf("%+v: round trip differs", mode)
+		}
+		if !mode.perm {
+			continue
+		}
+		bad := *f
+		bad.Sections = append([]Section(nil), f.Sections...)
+		pb := append([]byte(nil), f.Sections[3].Data...)
+		copy(pb[4:8], pb[0:4]) // a repeated column
+		bad.Sections[3] = Section{permTag, pb}
+		if _, err := Decode(&bad); err == nil || !strings.Contains(err.Error(), "permutation") {
+			t.Fatalf("repeated permutation entry: err %v", err)
+		}
+		bad.Sections = f.Sections[:3]
+		if _, err := Decode(&bad); err == nil {
+			t.Fatal("missing PERM section: decoded")
+		}
+		bad = *f
+		bad.Params = []uint64{4, 32, 1, 1 << 5}
+		if _, err := Decode(&bad); err == nil || !strings.Contains(err.Error(), "unknown") {
+			t.Fatalf("unknown flag: err %v", err)
 		}
 	}
 }

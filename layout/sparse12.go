@@ -98,6 +98,13 @@ func (m *Sparse12) Scale(r, g int) float32 { return m.scale(g*m.PRows + r) }
 // Zero returns the zero point of row r, group g.
 func (m *Sparse12) Zero(r, g int) float32 { return m.zero(g*m.PRows + r) }
 
+// Affine returns s and m = float32(s*z) with w = q*s - m for row r,
+// group g, the form float kernels use.
+func (m *Sparse12) Affine(r, g int) (s, sz float32) {
+	s = m.Scale(r, g)
+	return s, s * m.Zero(r, g)
+}
+
 // StreamBytes returns the bytes a GEMV reads from the matrix.
 func (m *Sparse12) StreamBytes() int64 {
 	return 4*int64(len(m.Words)) + m.metaBytes(m.Groups()*m.PRows)
