@@ -1,0 +1,61 @@
+// Package mmap maps files read-only into memory where the platform allows
+// (Linux, macOS and the BSDs) and reads them whole elsewhere. The model
+// readers (safetensors, GGUF) use it so that a multi-gigabyte file costs
+// no copy until a tensor is imported.
+package mmap
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// File is a read-only view of a file's bytes.
+type File struct {
+	Data   []byte
+	mapped bool
+}
+
+// Open maps (or reads) the file at path.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("mmap: %s is not a regular file", path)
+	}
+	size := st.Size()
+	if size == 0 {
+		return &File{Data: []byte{}}, nil
+	}
+	if int64(int(size)) != size {
+		return nil, fmt.Errorf("mmap: %s: %d bytes do not fit the address space", path, size)
+	}
+	if data, err := mapFile(f, int(size)); err == nil {
+		return &File{Data: data, mapped: true}, nil
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("mmap: reading %s: %w", path, err)
+	}
+	return &File{Data: data}, nil
+}
+
+// Close unmaps the file; Data must not be used afterwards.
+func (m *File) Close() error {
+	if m == nil || m.Data == nil {
+		return nil
+	}
+	var err error
+	if m.mapped {
+		err = unmap(m.Data)
+	}
+	m.Data, m.mapped = nil, false
+	return err
+}

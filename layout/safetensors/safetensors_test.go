@@ -1,0 +1,158 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// testTensor is one tensor for writeST.
+type testTensor struct {
+	name  string
+	dtype string
+	shape []int
+	data  []byte
+}
+
+// writeST builds a safetensors file independently of the reader: JSON
+// header padded with spaces to a multiple of 8, then the data in order.
+func writeST(ts []testTensor, meta map[string]string) []byte {
+	hdr := map[string]any{}
+	if meta != nil {
+		hdr["__metadata__"] = meta
+	}
+	var body []byte
+	for _, t := range ts {
+		hdr[t.name] = map[string]any{"dtype": t.dtype, "shape": t.shape, "data_offsets": []int{len(body), len(body) + len(t.data)}}
+		body = append(body, t.data...)
+	}
+	j, _ := json.Marshal(hdr)
+	for len(j)%8 != 0 {
+		j = append(j, ' ')
+	}
+	out := binary.LittleEndian.AppendUint64(nil, uint64(len(j)))
+	return append(append(out, j...), body...)
+}
+
+func f32bytes(v ...float32) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+func TestParse(t *testing.T) {
+	file := writeST([]testTensor{
+		{"a", "F32", []int{2, 2}, f32bytes(1, 2, 3, -4)},
+		{"h", "F16", []int{3}, []byte{0x00, 0x3c, 0x00, 0xc0, 0x00, 0x38}}, // 1, -2, 0.5
+		{"b", "BF16", []int{1}, []byte{0x80, 0x3f}},                         // 1
+		{"i", "I32", []int{2}, []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}},
+		{"s", "I8", []int{}, []byte{0xfe}},
+	}, map[string]string{"format": "pt"})
+	dir := t.TempDir()
+	p := filepath.Join(dir, "t.safetensors")
+	if err := os.WriteFile(p, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := f.Names; len(got) != 5 || got[0] != "a" || got[4] != "s" {
+		t.Fatalf("names %v", got)
+	}
+	if f.Metadata["format"] != "pt" {
+		t.Fatalf("metadata %v", f.Metadata)
+	}
+	a, _ := f.Tensor("a")
+	if v, err := a.Float32s(); err != nil || v[3] != -4 || a.Elems() != 4 {
+		t.Fatalf("a: %v %v", v, err)
+	}
+	h, _ := f.Tensor("h")
+	if v, err := h.Float32s(); err != nil || v[0] != 1 || v[1] != -2 || v[2] != 0.5 {
+		t.Fatalf("h: %v %v", v, err)
+	}
+	b, _ := f.Tensor("b")
+	if v, err := b.Float32s(); err != nil || v[0] != 1 {
+		t.Fatalf("b: %v %v", v, err)
+	}
+	i, _ := f.Tensor("i")
+	if v, err := i.Int32s(); err != nil || v[0] != 1 || v[1] != -1 {
+		t.Fatalf("i: %v %v", v, err)
+	}
+	s, _ := f.Tensor("s")
+	if v, err := s.Ints(); err != nil || v[0] != -2 || s.Elems() != 1 {
+		t.Fatalf("s: %v %v", v, err)
+	}
+	if _, err := a.Int32s(); err == nil {
+		t.Fatal("F32 read as I32")
+	}
+	if _, err := f.Tensor("missing"); err == nil {
+		t.Fatal("missing tensor found")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	good := writeST([]testTensor{{"a", "F32", []int{2}, f32bytes(1, 2)}, {"b", "F32", []int{1}, f32bytes(3)}}, nil)
+	hdr := func(j string) []byte {
+		out := binary.LittleEndian.AppendUint64(nil, uint64(len(j)))
+		return append(append(out, j...), make([]byte, 16)...)
+	}
+	cases := map[string][]byte{
+		"empty":           nil,
+		"short":           good[:5],
+		"huge header":     binary.LittleEndian.AppendUint64(nil, 1<<62),
+		"header past end": append(binary.LittleEndian.AppendUint64(nil, 1000), '{', '}'),
+		"bad json":        hdr(`{"a":`),
+		"unknown dtype":   hdr(`{"a":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}}`),
+		"offsets past":    hdr(`{"a":{"dtype":"U8","shape":[100],"data_offsets":[0,100]}}`),
+		"offsets reverse": hdr(`{"a":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}}`),
+		"size mismatch":   hdr(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`),
+		"negative dim":    hdr(`{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}}`),
+		"overflow shape":  hdr(`{"a":{"dtype":"U8","shape":[4294967296,4294967296,16],"data_offsets":[0,16]}}`),
+		"overlap":         hdr(`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}`),
+		"bad metadata":    hdr(`{"__metadata__":{"k":1}}`),
+	}
+	for name, data := range cases {
+		if _, err := Parse(data); err == nil {
+			t.Errorf("%s: parsed", name)
+		} else if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: error %v does not wrap ErrFormat", name, err)
+		}
+	}
+	// Every strict prefix of a valid file is an error.
+	for i := 0; i < len(good); i++ {
+		if _, err := Parse(good[:i]); err == nil {
+			t.Fatalf("prefix of %d bytes parsed", i)
+		}
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Fatal("missing file opened")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(writeST([]testTensor{{"a", "F32", []int{2}, f32bytes(1, 2)}}, map[string]string{"x": "y"}))
+	f.Add(writeST([]testTensor{{"q", "I32", []int{1, 2}, make([]byte, 8)}, {"s", "F16", []int{2}, make([]byte, 4)}}, nil))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, name := range file.Names {
+			tn := file.Tensors[name]
+			if len(tn.Data) != tn.Elems()*tn.DType.Size() {
+				t.Fatalf("%s: %d bytes for %v %s", name, len(tn.Data), tn.Shape, tn.DType)
+			}
+			tn.Float32s()
+			tn.Ints()
+			tn.Int32s()
+		}
+	})
+}
