@@ -1,0 +1,410 @@
+// Package hfquant imports weights already quantized by GPTQ, AWQ and HQQ
+// (as stored in Hugging Face safetensors checkpoints) into layout.Bits
+// without re-quantizing: the codes, scales and zero points are copied, so
+// the dequantized weights equal the source format's definition exactly.
+//
+// # GPTQ (AutoGPTQ / GPTQModel "gptq" checkpoints)
+//
+// For a linear layer with In inputs, Out outputs, b bits (2, 3, 4, 8) and
+// group size G:
+//
+//	qweight int32 [In*b/32, Out]  codes packed along the input
+//	qzeros  int32 [groups, Out*b/32]  zero points packed along the output
+//	scales  fp16  [groups, Out]
+//	g_idx   int32 [In]  (optional) group of each input column
+//
+//	w[o, i] = scales[g, o] * (q[i, o] - (z[g, o] + ZeroOffset)),  g = g_idx[i] (or i/G)
+//
+// For b in 2, 4, 8, code i of a column is bits b*(i mod 32/b) upwards of
+// word i/(32/b); for b = 3, 32 codes fill 3 words as one little-endian bit
+// stream (code j at bit 3j). qzeros use the same packing along the output.
+// ZeroOffset is 1 for the original "gptq" checkpoint format (it stores
+// z - 1) and 0 for "gptq_v2".
+//
+// Act-order (desc_act) checkpoints have a g_idx that is not i/G. The
+// import sorts the input columns by group (stably), stores the weights in
+// that order and records the permutation in Bits.Perm: multiplies permute
+// the activation vector once per call, never the weights.
+//
+// # AWQ (llm-awq / AutoAWQ GEMM checkpoints)
+//
+//	qweight int32 [In, Out/8]  codes packed along the output
+//	qzeros  int32 [groups, Out/8]
+//	scales  fp16  [groups, Out]
+//	w[o, i] = scales[i/G, o] * (q[i, o] - z[i/G, o])
+//
+// Word k of a row holds outputs 8k..8k+7 with output 8k+j in nibble
+// AWQOrder[j] (bits 4*AWQOrder[j] upwards): AWQ's interleaved order.
+//
+// # HQQ (axis = 1)
+//
+// HQQ quantizes W (Rows x Cols, row-major) in groups of G consecutive
+// elements: W reshaped to N x G, N = Rows*Cols/G, with per-row scale and
+// zero (N values each, fp16/bf16/fp32; zero may be fractional):
+//
+//	w = (W_q - zero) * scale
+//
+// W_q is packed along its first dimension: with P codes per container
+// (8-bit: 1 in a uint8, 4-bit: 2, 2-bit: 4, 1-bit: 8 in a uint8, 3-bit: 10
+// in an int32) and S = ceil(N/P) packed rows, code (n, k) is field n/S of
+// packed element (n mod S, k), field f at bit offset (P-1-f)*b (3-bit: 27,
+// 24, ..., 0).
+//
+// # Exactness
+//
+// The Bits weight is the exact real value (q - z)*s, rounded once to
+// float32 by Dequantize. Every product above is of a small integer and an
+// fp16 (or bf16) value and is exact in float32, so Dequantize reproduces
+// the formulas bit for bit; reference PyTorch code evaluating them in fp16
+// rounds (HQQ's fractional zeros twice) and can differ by that rounding.
+package hfquant
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// AWQOrder maps output j of a packed word (0..7) to its nibble.
+var AWQOrder = [8]int{0, 4, 1, 5, 2, 6, 3, 7}
+
+// GPTQ is a GPTQ layer's tensors, as stored.
+type GPTQ struct {
+	In, Out    int
+	Bits       int     // 2, 3, 4 or 8
+	QWeight    []int32 // In*Bits/32 x Out
+	QZeros     []int32 // groups x Out*Bits/32
+	Scales     []layout.FP16
+	GIdx       []int32 // In, or nil
+	ZeroOffset int     // added to the stored zeros: 1 for "gptq", 0 for "gptq_v2"
+}
+
+// AWQ is an AWQ (GEMM) layer's tensors, as stored; 4-bit.
+type AWQ struct {
+	In, Out int
+	QWeight []int32 // In x Out/8
+	QZeros  []int32 // groups x Out/8
+	Scales  []layout.FP16
+}
+
+// HQQ is an HQQ layer quantized along axis 1.
+type HQQ struct {
+	Rows, Cols int
+	Bits       int // 8, 4, 3, 2 or 1
+	Group      int
+	WQ         []uint32  // packed W_q elements (uint8 or int32 values), S x Group
+	Scale      []float32 // N = Rows*Cols/Group
+	Zero       []float32
+}
+
+func errf(format string, a ...any) error { return fmt.Errorf("hfquant: "+format, a...) }
+
+// unpack returns code j of a packed sequence of b-bit codes stored in
+// 32-bit words (b in 2, 4, 8: 32/b per word from bit 0; b = 3: a bit
+// stream of 32 codes per 3 words). words(k) returns word k.
+func unpack(words func(k int) uint32, b, j int) uint32 {
+	mask := uint32(1)<<b - 1
+	if b != 3 {
+		per := 32 / b
+		return words(j/per) >> (b * (j % per)) & mask
+	}
+	base, bit := j/32*3, 3*(j%32)
+	w, off := base+bit/32, bit%32
+	v := words(w) >> off
+	if off > 29 {
+		v |= words(w+1) << (32 - off)
+	}
+	return v & mask
+}
+
+// packedLen returns the words holding n codes of b bits.
+func packedLen(n, b int) (int, error) {
+	switch b {
+	case 2, 4, 8:
+		if n%(32/b) != 0 {
+			return 0, errf("%d values are not a whole number of %d-bit words", n, b)
+		}
+		return n * b / 32, nil
+	case 3:
+		if n%32 != 0 {
+			return 0, errf("3-bit packing needs a multiple of 32 values, got %d", n)
+		}
+		return n / 32 * 3, nil
+	}
+	return 0, errf("%d-bit GPTQ is not supported (2, 3, 4, 8)", b)
+}
+
+// bitsGroup maps a group size to the Bits group parameter.
+func bitsGroup(in, groups int) (int, error) {
+	if groups < 1 || in%groups != 0 {
+		return 0, errf("%d input columns do not split into %d groups", in, groups)
+	}
+	g := in / groups
+	if groups == 1 {
+		return 0, nil // whole row
+	}
+	for _, ok := range layout.BitsGroups {
+		if ok == g {
+			return g, nil
+		}
+	}
+	return 0, errf("group size %d is not supported by Bits (32, 64, 128, 256 or the whole row)", g)
+}
+
+func checkLen(name string, got, want int) error {
+	if got != want {
+		return errf("%s has %d values, want %d", name, got, want)
+	}
+	return nil
+}
+
+func checkDims(in, out int) error {
+	if in < 1 || out < 1 || in > layout.MaxDim || out > layout.MaxDim {
+		return errf("shape %d inputs x %d outputs out of range", in, out)
+	}
+	return nil
+}
+
+// FromGPTQ converts a GPTQ layer into Bits(Bits, G) with binary16
+// metadata (integer zero points, so int8 activations work).
+func FromGPTQ(q GPTQ) (*layout.Bits, error) {
+	if err := checkDims(q.In, q.Out); err != nil {
+		return nil, err
+	}
+	wr, err := packedLen(q.In, q.Bits)
+	if err != nil {
+		return nil, fmt.Errorf("%w (qweight rows)", err)
+	}
+	zc, err := packedLen(q.Out, q.Bits)
+	if err != nil {
+		return nil, fmt.Errorf("%w (qzeros columns)", err)
+	}
+	if err := checkLen("qweight", len(q.QWeight), wr*q.Out); err != nil {
+		return nil, err
+	}
+	if len(q.Scales) == 0 || len(q.Scales)%q.Out != 0 {
+		return nil, errf("scales has %d values, not a multiple of %d outputs", len(q.Scales), q.Out)
+	}
+	groups := len(q.Scales) / q.Out
+	if err := checkLen("qzeros", len(q.QZeros), groups*zc); err != nil {
+		return nil, err
+	}
+	g, err := bitsGroup(q.In, groups)
+	if err != nil {
+		return nil, err
+	}
+	if q.ZeroOffset < 0 || q.ZeroOffset > 1 {
+		return nil, errf("zero offset %d (want 0 or 1)", q.ZeroOffset)
+	}
+	perm, err := groupOrder(q.GIdx, q.In, groups)
+	if err != nil {
+		return nil, err
+	}
+	b, err := layout.NewBits(q.Out, q.In, q.Bits, g, false)
+	if err != nil {
+		return nil, err
+	}
+	b.Perm = perm
+	for o := 0; o < q.Out; o++ {
+		col := func(k int) uint32 { return uint32(q.QWeight[k*q.Out+o]) }
+		for j := 0; j < q.In; j++ {
+			src := j
+			if perm != nil {
+				src = int(perm[j])
+			}
+			b.SetQ(o, j, unpack(col, q.Bits, src))
+		}
+		for gi := 0; gi < groups; gi++ {
+			row := func(k int) uint32 { return uint32(q.QZeros[gi*zc+k]) }
+			z := float32(unpack(row, q.Bits, o)) + float32(q.ZeroOffset)
+			s := q.Scales[gi*q.Out+o]
+			if !finite(s.Float32()) {
+				return nil, errf("scale of output %d group %d is %v", o, gi, s.Float32())
+			}
+			// Stored columns are sorted by group: group gi is Bits group gi.
+			b.Scales16[gi*b.PRows+o] = s
+			b.Zeros16[gi*b.PRows+o] = layout.ToFP16(z)
+		}
+	}
+	return b, b.Validate()
+}
+
+func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
+
+// groupOrder checks g_idx and returns the column permutation that makes
+// every group contiguous, group gi at columns gi*G.., or nil when g_idx
+// is absent or already i/G.
+func groupOrder(gidx []int32, in, groups int) ([]int32, error) {
+	if gidx == nil {
+		return nil, nil
+	}
+	if len(gidx) != in {
+		return nil, errf("g_idx has %d entries, want %d", len(gidx), in)
+	}
+	g := in / groups
+	count := make([]int, groups)
+	trivial := true
+	for i, v := range gidx {
+		if v < 0 || int(v) >= groups {
+			return nil, errf("g_idx[%d] = %d outside 0..%d", i, v, groups-1)
+		}
+		count[v]++
+		trivial = trivial && int(v) == i/g
+	}
+	for gi, c := range count {
+		if c != g {
+			return nil, errf("g_idx puts %d columns in group %d, want %d in each", c, gi, g)
+		}
+	}
+	if trivial {
+		return nil, nil
+	}
+	perm := make([]int32, in)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	sort.SliceStable(perm, func(a, b int) bool { return gidx[perm[a]] < gidx[perm[b]] })
+	return perm, nil
+}
+
+// FromAWQ converts an AWQ layer into Bits(4, G) with binary16 metadata.
+func FromAWQ(q AWQ) (*layout.Bits, error) {
+	if err := checkDims(q.In, q.Out); err != nil {
+		return nil, err
+	}
+	if q.Out%8 != 0 {
+		return nil, errf("AWQ needs outputs in multiples of 8, got %d", q.Out)
+	}
+	wc := q.Out / 8
+	if err := checkLen("qweight", len(q.QWeight), q.In*wc); err != nil {
+		return nil, err
+	}
+	if len(q.Scales) == 0 || len(q.Scales)%q.Out != 0 {
+		return nil, errf("scales has %d values, not a multiple of %d outputs", len(q.Scales), q.Out)
+	}
+	groups := len(q.Scales) / q.Out
+	if err := checkLen("qzeros", len(q.QZeros), groups*wc); err != nil {
+		return nil, err
+	}
+	g, err := bitsGroup(q.In, groups)
+	if err != nil {
+		return nil, err
+	}
+	b, err := layout.NewBits(q.Out, q.In, 4, g, false)
+	if err != nil {
+		return nil, err
+	}
+	nib := func(w int32, o int) uint32 { return uint32(w) >> (4 * AWQOrder[o%8]) & 15 }
+	for o := 0; o < q.Out; o++ {
+		for i := 0; i < q.In; i++ {
+			b.SetQ(o, i, nib(q.QWeight[i*wc+o/8], o))
+		}
+		for gi := 0; gi < groups; gi++ {
+			s := q.Scales[gi*q.Out+o]
+			if !finite(s.Float32()) {
+				return nil, errf("scale of output %d group %d is %v", o, gi, s.Float32())
+			}
+			b.Scales16[gi*b.PRows+o] = s
+			b.Zeros16[gi*b.PRows+o] = layout.ToFP16(float32(nib(q.QZeros[gi*wc+o/8], o)))
+		}
+	}
+	return b, b.Validate()
+}
+
+// hqqPack returns the codes per container of HQQ's packing for b bits.
+func hqqPack(b int) (int, error) {
+	switch b {
+	case 8:
+		return 1, nil
+	case 4:
+		return 2, nil
+	case 3:
+		return 10, nil
+	case 2:
+		return 4, nil
+	case 1:
+		return 8, nil
+	}
+	return 0, errf("%d-bit HQQ is not supported (8, 4, 3, 2, 1)", b)
+}
+
+// HQQPackedRows returns S, the packed rows of W_q for n rows of codes.
+func HQQPackedRows(n, bits int) (int, error) {
+	p, err := hqqPack(bits)
+	if err != nil {
+		return 0, err
+	}
+	if bits == 3 {
+		return (n + 9) / 10, nil
+	}
+	if n%p != 0 {
+		return 0, errf("HQQ %d-bit packing needs a multiple of %d code rows, got %d", bits, p, n)
+	}
+	return n / p, nil
+}
+
+// FromHQQ converts an HQQ layer into Bits(Bits, Group): binary16
+// metadata when every scale and zero is exactly a binary16 value, float32
+// otherwise (bf16 and fp32 checkpoints).
+func FromHQQ(q HQQ) (*layout.Bits, error) {
+	if err := checkDims(q.Cols, q.Rows); err != nil {
+		return nil, err
+	}
+	p, err := hqqPack(q.Bits)
+	if err != nil {
+		return nil, err
+	}
+	if q.Group < 1 || q.Cols%q.Group != 0 {
+		return nil, errf("group size %d does not divide the %d columns (only axis=1 grouping within rows is supported)", q.Group, q.Cols)
+	}
+	n := q.Rows * q.Cols / q.Group
+	s, err := HQQPackedRows(n, q.Bits)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLen("W_q", len(q.WQ), s*q.Group); err != nil {
+		return nil, err
+	}
+	if err := checkLen("scale", len(q.Scale), n); err != nil {
+		return nil, err
+	}
+	if err := checkLen("zero", len(q.Zero), n); err != nil {
+		return nil, err
+	}
+	g, err := bitsGroup(q.Cols, q.Cols/q.Group)
+	if err != nil {
+		return nil, err
+	}
+	fp16 := true
+	for i := range q.Scale {
+		if !finite(q.Scale[i]) || !finite(q.Zero[i]) {
+			return nil, errf("group %d: scale %v, zero %v (want finite)", i, q.Scale[i], q.Zero[i])
+		}
+		fp16 = fp16 && layout.ToFP16(q.Scale[i]).Float32() == q.Scale[i] && layout.ToFP16(q.Zero[i]).Float32() == q.Zero[i]
+	}
+	b, err := layout.NewBits(q.Rows, q.Cols, q.Bits, g, !fp16)
+	if err != nil {
+		return nil, err
+	}
+	mask := uint32(1)<<q.Bits - 1
+	gpr := q.Cols / q.Group
+	for r := 0; r < q.Rows; r++ {
+		for c := 0; c < q.Cols; c++ {
+			nn, k := r*gpr+c/q.Group, c%q.Group
+			f := nn / s
+			v := q.WQ[(nn%s)*q.Group+k] >> ((p - 1 - f) * q.Bits) & mask
+			b.SetQ(r, c, v)
+		}
+		for gi := 0; gi < gpr; gi++ {
+			i, nn := gi*b.PRows+r, r*gpr+gi
+			if fp16 {
+				b.Scales16[i], b.Zeros16[i] = layout.ToFP16(q.Scale[nn]), layout.ToFP16(q.Zero[nn])
+			} else {
+				b.Scales32[i], b.Zeros32[i] = q.Scale[nn], q.Zero[nn]
+			}
+		}
+	}
+	return b, b.Validate()
+}
