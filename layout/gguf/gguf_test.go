@@ -1,0 +1,360 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// writer builds GGUF files independently of the parser, following the
+// published specification (ggml/docs/gguf.md).
+type writer struct {
+	kv      []byte
+	nkv     int
+	infos   []byte
+	data    []byte
+	ntensor int
+	align   int
+}
+
+func (w *writer) str(b []byte, s string) []byte {
+	return append(binary.LittleEndian.AppendUint64(b, uint64(len(s))), s...)
+}
+
+func (w *writer) kvU32(k string, v uint32) {
+	w.kv = w.str(w.kv, k)
+	w.kv = binary.LittleEndian.AppendUint32(w.kv, 4)
+	w.kv = binary.LittleEndian.AppendUint32(w.kv, v)
+	w.nkv++
+}
+
+func (w *writer) kvString(k, v string) {
+	w.kv = w.str(w.kv, k)
+	w.kv = binary.LittleEndian.AppendUint32(w.kv, 8)
+	w.kv = w.str(w.kv, v)
+	w.nkv++
+}
+
+func (w *writer) kvStrings(k string, v []string) {
+	w.kv = w.str(w.kv, k)
+	w.kv = binary.LittleEndian.AppendUint32(w.kv, 9)
+	w.kv = binary.LittleEndian.AppendUint32(w.kv, 8)
+	w.kv = binary.LittleEndian.AppendUint64(w.kv, uint64(len(v)))
+	for _, s := range v {
+		w.kv = w.str(w.kv, s)
+	}
+	w.nkv++
+}
+
+func (w *writer) tensor(name string, typ Type, dims []uint64, data []byte) {
+	a := w.align
+	if a == 0 {
+		a = 32
+	}
+	for len(w.data)%a != 0 {
+		w.data = append(w.data, 0)
+	}
+	w.infos = w.str(w.infos, name)
+	w.infos = binary.LittleEndian.AppendUint32(w.infos, uint32(len(dims)))
+	for _, d := range dims {
+		w.infos = binary.LittleEndian.AppendUint64(w.infos, d)
+	}
+	w.infos = binary.LittleEndian.AppendUint32(w.infos, uint32(typ))
+	w.infos = binary.LittleEndian.AppendUint64(w.infos, uint64(len(w.data)))
+	w.data = append(w.data, data...)
+	w.ntensor++
+}
+
+func (w *writer) bytes() []byte {
+	a := w.align
+	if a == 0 {
+		a = 32
+	}
+	out := []byte("GGUF")
+	out = binary.LittleEndian.AppendUint32(out, 3)
+	out = binary.LittleEndian.AppendUint64(out, uint64(w.ntensor))
+	out = binary.LittleEndian.AppendUint64(out, uint64(w.nkv))
+	out = append(append(out, w.kv...), w.infos...)
+	for len(out)%a != 0 {
+		out = append(out, 0)
+	}
+	return append(out, w.data...)
+}
+
+func randHalf(rng *rand.Rand, lo, hi float64) []byte {
+	h := layout.ToFP16(float32(lo + rng.Float64()*(hi-lo)))
+	return binary.LittleEndian.AppendUint16(nil, uint16(h))
+}
+
+// randBlocks returns random blocks of type t for a rows x cols matrix
+// with sane fp16 fields, and the ggml dequantization (float32 arithmetic,
+// as ggml-quants.c dequantize_row_* computes it).
+func randBlocks(rng *rand.Rand, t Type, rows, cols int) ([]byte, []float32) {
+	var data []byte
+	var w []float32
+	f16 := func(b []byte) float32 { return layout.FP16(binary.LittleEndian.Uint16(b)).Float32() }
+	for r := 0; r < rows; r++ {
+		switch t {
+		case Q4_0, Q4_1:
+			for k := 0; k < cols/32; k++ {
+				blk := randHalf(rng, 1e-3, 0.1)
+				if t == Q4_1 {
+					blk = append(blk, randHalf(rng, -0.5, 0.5)...)
+				}
+				qs := make([]byte, 16)
+				for i := range qs {
+					qs[i] = byte(rng.Uint32())
+				}
+				blk = append(blk, qs...)
+				d := f16(blk)
+				y := make([]float32, 32)
+				for j := 0; j < 16; j++ {
+					if t == Q4_0 {
+						x0, x1 := float32(int(qs[j]&15)-8), float32(int(qs[j]>>4)-8)
+						y[j], y[j+16] = x0*d, x1*d
+					} else {
+						m := f16(blk[2:])
+						x0, x1 := float32(qs[j]&15), float32(qs[j]>>4)
+						y[j], y[j+16] = x0*d+m, x1*d+m
+					}
+				}
+				data, w = append(data, blk...), append(w, y...)
+			}
+		case Q8_0:
+			for k := 0; k < cols/32; k++ {
+				blk := randHalf(rng, 1e-4, 0.01)
+				for j := 0; j < 32; j++ {
+					blk = append(blk, byte(rng.Uint32()))
+				}
+				d := f16(blk)
+				for j := 0; j < 32; j++ {
+					w = append(w, float32(int8(blk[2+j]))*d)
+				}
+				data = append(data, blk...)
+			}
+		case Q4_K:
+			for k := 0; k < cols/256; k++ {
+				blk := append(randHalf(rng, 1e-4, 0.01), randHalf(rng, 1e-4, 0.01)...)
+				for j := 0; j < 12+128; j++ {
+					blk = append(blk, byte(rng.Uint32()))
+				}
+				d, dmin := f16(blk), f16(blk[2:])
+				sc := blk[4:16]
+				q := blk[16:]
+				is := 0
+				for j := 0; j < 256; j += 64 {
+					// get_scale_min_k4, written out.
+					get := func(j int) (uint8, uint8) {
+						if j < 4 {
+							return sc[j] & 63, sc[j+4] & 63
+						}
+						return (sc[j+4] & 0xF) | ((sc[j-4] >> 6) << 4), (sc[j+4] >> 4) | ((sc[j] >> 6) << 4)
+					}
+					s1, m1 := get(is)
+					d1, mm1 := d*float32(s1), dmin*float32(m1)
+					s2, m2 := get(is + 1)
+					d2, mm2 := d*float32(s2), dmin*float32(m2)
+					for l := 0; l < 32; l++ {
+						w = append(w, d1*float32(q[l]&0xF)-mm1)
+					}
+					for l := 0; l < 32; l++ {
+						w = append(w, d2*float32(q[l]>>4)-mm2)
+					}
+					q = q[32:]
+					is += 2
+				}
+				data = append(data, blk...)
+			}
+		}
+	}
+	return data, w
+}
+
+func TestImportExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var w writer
+	w.kvString("general.architecture", "llama")
+	w.kvU32("general.alignment", 64)
+	w.align = 64
+	w.kvStrings("tokenizer.ggml.tokens", []string{"a", "bb", ""})
+	type tc struct {
+		name       string
+		typ        Type
+		rows, cols int
+		want       []float32
+	}
+	var cases []tc
+	for _, c := range []tc{{"q40", Q4_0, 7, 96, nil}, {"q41", Q4_1, 5, 160, nil}, {"q80", Q8_0, 9, 64, nil}, {"q4k", Q4_K, 6, 512, nil}, {"q4k.b", Q4_K, 3, 256, nil}} {
+		data, want := randBlocks(rng, c.typ, c.rows, c.cols)
+		w.tensor(c.name, c.typ, []uint64{uint64(c.cols), uint64(c.rows)}, data)
+		c.want = want
+		cases = append(cases, c)
+	}
+	f32 := []float32{1, -2.5, 3, 0.25, 5, 6}
+	var fb []byte
+	for _, v := range f32 {
+		fb = binary.LittleEndian.AppendUint32(fb, math.Float32bits(v))
+	}
+	w.tensor("f32", F32, []uint64{3, 2}, fb)
+	w.tensor("f16", F16, []uint64{2}, []byte{0x00, 0x3c, 0x00, 0xc1}) // 1, -2.5
+	w.tensor("bf16", BF16, []uint64{1, 1, 1}, []byte{0x40, 0x40})     // 3
+	w.tensor("q6k", Q6_K, []uint64{256, 1}, make([]byte, 210))
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := os.WriteFile(path, w.bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Alignment != 64 || f.Metadata["general.architecture"] != "llama" || len(f.Metadata["tokenizer.ggml.tokens"].([]any)) != 3 {
+		t.Fatalf("metadata %v", f.Metadata)
+	}
+	for _, c := range cases {
+		tn, err := f.Tensor(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := tn.Import()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !strings.Contains(tn.ImportsAs(), "exact") {
+			t.Fatalf("%s imports as %q", c.name, tn.ImportsAs())
+		}
+		got := b.Dequantize()
+		for i := range c.want {
+			if math.Float32bits(got[i]) != math.Float32bits(c.want[i]) {
+				t.Fatalf("%s (%s): element (%d, %d) = %v, ggml gives %v", c.name, c.typ, i/c.cols, i%c.cols, got[i], c.want[i])
+			}
+		}
+		wantA8 := c.typ == Q4_0 || c.typ == Q8_0
+		if (b.IntegerZeros() == nil) != wantA8 {
+			t.Fatalf("%s: integer zeros %v", c.name, b.IntegerZeros())
+		}
+	}
+	for name, want := range map[string][]float32{"f32": f32, "f16": {1, -2.5}, "bf16": {3}} {
+		tn, _ := f.Tensor(name)
+		got, err := tn.Float32s()
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("%s: %v %v", name, got, err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s: %v, want %v", name, got, want)
+			}
+		}
+	}
+	q6, _ := f.Tensor("q6k")
+	if _, err := q6.Import(); err == nil || q6.ImportsAs() != "not supported" {
+		t.Fatalf("Q6_K: %v, %q", err, q6.ImportsAs())
+	}
+	if r, c, err := q6.Shape2D(); err != nil || r != 1 || c != 256 {
+		t.Fatal(r, c, err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	var w writer
+	w.kvString("general.name", "x")
+	data, _ := randBlocks(rand.New(rand.NewPCG(3, 3)), Q4_0, 2, 64)
+	w.tensor("t", Q4_0, []uint64{64, 2}, data)
+	w.tensor("u", F32, []uint64{4}, make([]byte, 16))
+	good := w.bytes()
+	if _, err := Parse(good); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(good); i++ { // every strict prefix is an error
+		if _, err := Parse(good[:i]); err == nil {
+			t.Fatalf("prefix of %d bytes parsed", i)
+		}
+	}
+	mod := func(at int, v []byte) []byte {
+		b := append([]byte(nil), good...)
+		copy(b[at:], v)
+		return b
+	}
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	u32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	kvEnd := 24 + 8 + len("general.name") + 4 + 8 + 1
+	cases := map[string][]byte{
+		"magic":         mod(0, []byte("GGUG")),
+		"version 1":     mod(4, u32(1)),
+		"big endian":    mod(4, []byte{0, 0, 0, 3}),
+		"many tensors":  mod(8, u64(1<<40)),
+		"many keys":     mod(16, u64(1<<40)),
+		"huge key":      mod(24, u64(1<<62)),
+		"value type":    mod(24+8+len("general.name"), u32(99)),
+		"huge string":   mod(24+8+len("general.name")+4, u64(1<<40)),
+		"n_dims 5":      mod(kvEnd+8+1, u32(5)),
+		"huge dim":      mod(kvEnd+8+1+4, u64(1<<62)),
+		"bad offset":    mod(kvEnd+8+1+4+16+4, u64(3)),
+		"offset past":   mod(kvEnd+8+1+4+16+4, u64(1<<40)),
+		"ne0 not block": mod(kvEnd+8+1+4, u64(48)),
+	}
+	for name, b := range cases {
+		if _, err := Parse(b); err == nil {
+			t.Errorf("%s: parsed", name)
+		} else if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: %v does not wrap ErrFormat", name, err)
+		}
+	}
+	// Overlapping tensors and a duplicate name.
+	var o writer
+	o.tensor("a", F32, []uint64{16}, make([]byte, 64))
+	o.tensor("b", F32, []uint64{8}, make([]byte, 32))
+	ob := o.bytes()
+	// Point b's offset (the last 8 bytes of its info) at a's data.
+	infoEnd := 24 + (8+1+4+8+4+8)*2
+	copy(ob[infoEnd-8:], u64(32))
+	if _, err := Parse(ob); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("overlap: %v", err)
+	}
+	var d writer
+	d.tensor("a", F32, []uint64{1}, make([]byte, 4))
+	d.tensor("a", F32, []uint64{1}, make([]byte, 4))
+	if _, err := Parse(d.bytes()); err == nil {
+		t.Fatal("duplicate tensor name parsed")
+	}
+	var al writer
+	al.kvU32("general.alignment", 24)
+	if _, err := Parse(al.bytes()); err == nil {
+		t.Fatal("alignment 24 parsed")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	var w writer
+	w.kvString("general.name", "x")
+	w.kvStrings("a", []string{"p", "q"})
+	data, _ := randBlocks(rand.New(rand.NewPCG(4, 4)), Q4_K, 1, 256)
+	w.tensor("k", Q4_K, []uint64{256, 1}, data)
+	d2, _ := randBlocks(rand.New(rand.NewPCG(5, 5)), Q4_1, 1, 32)
+	w.tensor("q", Q4_1, []uint64{32, 1}, d2)
+	f.Add(w.bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, tn := range file.Tensors {
+			tn.ImportsAs()
+			if Lossless(tn.Type) {
+				if b, err := tn.Import(); err == nil {
+					b.Dequantize()
+				}
+			}
+			if Float(tn.Type) {
+				tn.Float32s()
+			}
+		}
+	})
+}

@@ -1,0 +1,151 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// Lossless reports whether Import represents t's type exactly.
+func Lossless(t Type) bool { return t == Q4_0 || t == Q4_1 || t == Q8_0 || t == Q4_K }
+
+// Float reports whether Float32s reads t's type.
+func Float(t Type) bool { return t == F32 || t == F16 || t == BF16 }
+
+// ImportsAs describes what the tensor imports as: the exact qgemv format,
+// float32 (to quantize), or why it cannot be imported.
+func (t *Tensor) ImportsAs() string {
+	rows, cols, err := t.Shape2D()
+	switch {
+	case err != nil:
+		return "not a matrix"
+	case Float(t.Type):
+		return "float32 (quantize to any format)"
+	case !Lossless(t.Type):
+		return "not supported"
+	}
+	n := 4
+	if t.Type == Q8_0 {
+		n = 8
+	}
+	b, err := layout.NewBits(rows, cols, n, 32, t.Type == Q4_K)
+	if err != nil {
+		return "not supported: " + err.Error()
+	}
+	extra := ""
+	if t.Type == Q4_1 || t.Type == Q4_K {
+		extra = " offsets, float activations"
+	}
+	meta := "fp16"
+	if t.Type == Q4_K {
+		meta = "fp32"
+	}
+	return fmt.Sprintf("%s exact (%s metadata%s)", b.Name(), meta, extra)
+}
+
+func half(b []byte) layout.FP16 { return layout.FP16(binary.LittleEndian.Uint16(b)) }
+
+// Float32s reads an F32, F16 or BF16 tensor as float32 (exact), row-major
+// with ne[0] columns.
+func (t *Tensor) Float32s() ([]float32, error) {
+	if !Float(t.Type) || t.Data == nil {
+		return nil, fmt.Errorf("gguf: tensor %q is %s, not F32, F16 or BF16", t.Name, t.Type)
+	}
+	n := int(t.Elems())
+	out := make([]float32, n)
+	for i := range out {
+		switch t.Type {
+		case F32:
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+		case F16:
+			out[i] = half(t.Data[2*i:]).Float32()
+		default:
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(t.Data[2*i:])) << 16)
+		}
+	}
+	return out, nil
+}
+
+// scaleMinK4 decodes the 6-bit scale and min of sub-block j from the 12
+// packed bytes of a Q4_K block.
+func scaleMinK4(j int, q []byte) (sc, m uint8) {
+	if j < 4 {
+		return q[j] & 63, q[j+4] & 63
+	}
+	return q[j+4]&0xF | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
+}
+
+// Import converts a Q4_0, Q4_1, Q8_0 or Q4_K matrix into Bits(n, 32)
+// losslessly (see the package doc for each mapping).
+func (t *Tensor) Import() (*layout.Bits, error) {
+	if !Lossless(t.Type) || t.Data == nil {
+		return nil, fmt.Errorf("gguf: tensor %q is %s: lossless import supports Q4_0, Q4_1, Q8_0 and Q4_K (F32/F16/BF16: read with Float32s and quantize)", t.Name, t.Type)
+	}
+	rows, cols, err := t.Shape2D()
+	if err != nil {
+		return nil, err
+	}
+	n := 4
+	if t.Type == Q8_0 {
+		n = 8
+	}
+	b, err := layout.NewBits(rows, cols, n, 32, t.Type == Q4_K)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+	}
+	b.Offsets = t.Type == Q4_1 || t.Type == Q4_K
+	blk, siz := t.Type.BlockSize()
+	perRow := cols / blk
+	for r := 0; r < rows; r++ {
+		for k := 0; k < perRow; k++ {
+			x := t.Data[(r*perRow+k)*siz : (r*perRow+k+1)*siz]
+			c0 := k * blk
+			switch t.Type {
+			case Q4_0, Q4_1:
+				qs := x[2:]
+				if t.Type == Q4_1 {
+					qs = x[4:]
+				}
+				for j := 0; j < 16; j++ {
+					b.SetQ(r, c0+j, uint32(qs[j]&15))
+					b.SetQ(r, c0+j+16, uint32(qs[j]>>4))
+				}
+				g := (c0/32)*b.PRows + r
+				b.Scales16[g] = half(x)
+				if t.Type == Q4_0 {
+					b.Zeros16[g] = layout.ToFP16(8)
+				} else {
+					b.Zeros16[g] = half(x[2:])
+				}
+			case Q8_0:
+				for j := 0; j < 32; j++ {
+					b.SetQ(r, c0+j, uint32(int32(int8(x[2+j]))+128))
+				}
+				g := (c0/32)*b.PRows + r
+				b.Scales16[g], b.Zeros16[g] = half(x), layout.ToFP16(128)
+			case Q4_K:
+				d, dmin := half(x).Float32(), half(x[2:]).Float32()
+				scales, qs := x[4:16], x[16:144]
+				for c := 0; c < 4; c++ { // 64 columns: sub-blocks 2c (low nibbles), 2c+1 (high)
+					for l := 0; l < 32; l++ {
+						v := qs[32*c+l]
+						b.SetQ(r, c0+64*c+l, uint32(v&15))
+						b.SetQ(r, c0+64*c+32+l, uint32(v>>4))
+					}
+				}
+				for j := 0; j < 8; j++ {
+					sc, m := scaleMinK4(j, scales)
+					g := (c0/32+j)*b.PRows + r
+					b.Scales32[g] = d * float32(sc)     // exact: 11 x 6 significant bits
+					b.Zeros32[g] = -(dmin * float32(m)) // exact likewise
+				}
+			}
+		}
+	}
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+	}
+	return b, nil
+}
