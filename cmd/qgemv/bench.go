@@ -57,6 +57,9 @@ func cmdBench(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
+	modelPath := fs.String("model", "", "instead of the FFN block, time every matrix of this .gguf/.safetensors file against a natively quantized twin")
+	minTime := fs.Duration("mintime", 300*time.Millisecond, "with -model: time spent per matrix")
+	iopt := importFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,6 +97,10 @@ func cmdBench(args []string) error {
 		nthreads = eng.Report().Threads
 	}
 	nthreads = max(1, min(nthreads, maxProcs()))
+	if *modelPath != "" {
+		iopt.format = *format
+		return benchModel(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
+	}
 
 	H, I := *hidden, *inter
 	perLayer := int64(0)

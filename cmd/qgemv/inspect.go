@@ -15,9 +15,12 @@ func cmdInspect(args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("inspect: usage: qgemv inspect FILE.qgv")
+		return fmt.Errorf("inspect: usage: qgemv inspect FILE.qgv|FILE.gguf|FILE.safetensors")
 	}
 	path := fs.Arg(0)
+	if isModelFile(path) {
+		return inspectModel(path)
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return err

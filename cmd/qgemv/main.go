@@ -3,7 +3,9 @@
 //	qgemv info                      CPU, features, backends, kernels chosen
 //	qgemv bench [flags]             the main job: a LLaMA FFN block, timed
 //	qgemv quantize [flags] IN.f32   raw float32 matrix -> .qgv
-//	qgemv inspect FILE.qgv          header, sections, statistics
+//	qgemv inspect FILE              .qgv: header, sections, statistics;
+//	                                .gguf/.safetensors: tensors, what each imports as
+//	qgemv import [flags] FILE       one tensor of a GGUF/safetensors file -> .qgv
 //
 // Run "qgemv <command> -h" for each command's flags.
 package main
@@ -20,7 +22,9 @@ commands:
   info       show the CPU, its features, the backends found and the kernels chosen
   bench      run a LLaMA feed-forward block (gate, up, down) on the best backend
   quantize   quantize a raw little-endian float32 matrix to a .qgv file
-  inspect    describe a .qgv file
+  inspect    describe a .qgv, .gguf or .safetensors file
+  import     import a tensor of a .gguf or .safetensors file (GGUF Q4_0/Q4_1/Q8_0/Q4_K,
+             GPTQ, AWQ, HQQ exactly; float tensors quantized) into a .qgv file
 `)
 }
 
@@ -40,6 +44,8 @@ func main() {
 		err = cmdQuantize(args)
 	case "inspect":
 		err = cmdInspect(args)
+	case "import":
+		err = cmdImport(args)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return

@@ -36,7 +36,7 @@ func (t *Tensor) ImportsAs() string {
 	}
 	extra := ""
 	if t.Type == Q4_1 || t.Type == Q4_K {
-		extra = " offsets, float activations"
+		extra = "; offsets: float activations only"
 	}
 	meta := "fp16"
 	if t.Type == Q4_K {

@@ -50,7 +50,7 @@ func TestParse(t *testing.T) {
 	file := writeST([]testTensor{
 		{"a", "F32", []int{2, 2}, f32bytes(1, 2, 3, -4)},
 		{"h", "F16", []int{3}, []byte{0x00, 0x3c, 0x00, 0xc0, 0x00, 0x38}}, // 1, -2, 0.5
-		{"b", "BF16", []int{1}, []byte{0x80, 0x3f}},                         // 1
+		{"b", "BF16", []int{1}, []byte{0x80, 0x3f}},                        // 1
 		{"i", "I32", []int{2}, []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}},
 		{"s", "I8", []int{}, []byte{0xfe}},
 	}, map[string]string{"format": "pt"})
