@@ -5211,6 +5211,191 @@ Bits8A8G64Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits8A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+TEXT ·Bits8A8G32Avx512(SB), NOSPLIT, $0-72
+	MOVL         $0xffffffff, AX
+	VPBROADCASTD AX, Z0
+
+Bits8A8G32Avx512_tile:
+	VPXORD Z1, Z1, Z1
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G32Avx512_chunk:
+	VPXORD      Z2, Z2, Z2
+	VPXORD      Z3, Z3, Z3
+	VPXORD      Z4, Z4, Z4
+	VPXORD      Z5, Z5, Z5
+	VPXORD      Z6, Z6, Z6
+	VPXORD      Z7, Z7, Z7
+	VPXORD      Z8, Z8, Z8
+	VPXORD      Z9, Z9, Z9
+	VPXORD      Z10, Z10, Z10
+	VPXORD      Z11, Z11, Z11
+	VPXORD      Z12, Z12, Z12
+	VPXORD      Z13, Z13, Z13
+	VPXORD      Z14, Z14, Z14
+	VPXORD      Z15, Z15, Z15
+	VPXORD      Z16, Z16, Z16
+	VPXORD      Z17, Z17, Z17
+	IMUL3Q      $0x00000280, CX, DX
+	MOVQ        act+24(FP), BX
+	ADDQ        BX, DX
+	IMUL3Q      $0x00000080, CX, BX
+	MOVQ        meta+16(FP), SI
+	ADDQ        SI, BX
+	MOVQ        CX, SI
+	SHLQ        $0x07, SI
+	MOVQ        w+0(FP), DI
+	ADDQ        DI, SI
+	MOVQ        stride+8(FP), DI
+	PREFETCHT1  (AX)
+	PREFETCHT1  64(AX)
+	VMOVDQU64   (SI), Z0
+	VPDPBUSD    (DX), Z0, Z2
+	VPDPBUSD    128(DX), Z0, Z3
+	VPDPBUSD    256(DX), Z0, Z4
+	VPDPBUSD    384(DX), Z0, Z5
+	VMOVDQU64   64(SI), Z0
+	VPDPBUSD    64(DX), Z0, Z2
+	VPDPBUSD    192(DX), Z0, Z3
+	VPDPBUSD    320(DX), Z0, Z4
+	VPDPBUSD    448(DX), Z0, Z5
+	ADDQ        DI, SI
+	PREFETCHT1  128(AX)
+	PREFETCHT1  192(AX)
+	VMOVDQU64   (SI), Z0
+	VPDPBUSD    (DX), Z0, Z6
+	VPDPBUSD    128(DX), Z0, Z7
+	VPDPBUSD    256(DX), Z0, Z8
+	VPDPBUSD    384(DX), Z0, Z9
+	VMOVDQU64   64(SI), Z0
+	VPDPBUSD    64(DX), Z0, Z6
+	VPDPBUSD    192(DX), Z0, Z7
+	VPDPBUSD    320(DX), Z0, Z8
+	VPDPBUSD    448(DX), Z0, Z9
+	ADDQ        DI, SI
+	PREFETCHT1  256(AX)
+	PREFETCHT1  320(AX)
+	VMOVDQU64   (SI), Z0
+	VPDPBUSD    (DX), Z0, Z10
+	VPDPBUSD    128(DX), Z0, Z11
+	VPDPBUSD    256(DX), Z0, Z12
+	VPDPBUSD    384(DX), Z0, Z13
+	VMOVDQU64   64(SI), Z0
+	VPDPBUSD    64(DX), Z0, Z10
+	VPDPBUSD    192(DX), Z0, Z11
+	VPDPBUSD    320(DX), Z0, Z12
+	VPDPBUSD    448(DX), Z0, Z13
+	ADDQ        DI, SI
+	PREFETCHT1  384(AX)
+	PREFETCHT1  448(AX)
+	VMOVDQU64   (SI), Z0
+	VPDPBUSD    (DX), Z0, Z14
+	VPDPBUSD    128(DX), Z0, Z15
+	VPDPBUSD    256(DX), Z0, Z16
+	VPDPBUSD    384(DX), Z0, Z17
+	VMOVDQU64   64(SI), Z0
+	VPDPBUSD    64(DX), Z0, Z14
+	VPDPBUSD    192(DX), Z0, Z15
+	VPDPBUSD    320(DX), Z0, Z16
+	VPDPBUSD    448(DX), Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z0
+	VPUNPCKHDQ  Z3, Z2, Z2
+	VPADDD      Z0, Z2, Z2
+	VPUNPCKLDQ  Z5, Z4, Z0
+	VPUNPCKHDQ  Z5, Z4, Z4
+	VPADDD      Z0, Z4, Z4
+	VPUNPCKLDQ  Z7, Z6, Z0
+	VPUNPCKHDQ  Z7, Z6, Z6
+	VPADDD      Z0, Z6, Z6
+	VPUNPCKLDQ  Z9, Z8, Z0
+	VPUNPCKHDQ  Z9, Z8, Z8
+	VPADDD      Z0, Z8, Z8
+	VPUNPCKLDQ  Z11, Z10, Z0
+	VPUNPCKHDQ  Z11, Z10, Z10
+	VPADDD      Z0, Z10, Z10
+	VPUNPCKLDQ  Z13, Z12, Z0
+	VPUNPCKHDQ  Z13, Z12, Z12
+	VPADDD      Z0, Z12, Z12
+	VPUNPCKLDQ  Z15, Z14, Z0
+	VPUNPCKHDQ  Z15, Z14, Z14
+	VPADDD      Z0, Z14, Z14
+	VPUNPCKLDQ  Z17, Z16, Z0
+	VPUNPCKHDQ  Z17, Z16, Z16
+	VPADDD      Z0, Z16, Z16
+	VPUNPCKLQDQ Z4, Z2, Z0
+	VPUNPCKHQDQ Z4, Z2, Z2
+	VPADDD      Z0, Z2, Z2
+	VPUNPCKLQDQ Z8, Z6, Z0
+	VPUNPCKHQDQ Z8, Z6, Z6
+	VPADDD      Z0, Z6, Z6
+	VPUNPCKLQDQ Z12, Z10, Z0
+	VPUNPCKHQDQ Z12, Z10, Z10
+	VPADDD      Z0, Z10, Z10
+	VPUNPCKLQDQ Z16, Z14, Z0
+	VPUNPCKHQDQ Z16, Z14, Z14
+	VPADDD      Z0, Z14, Z14
+	VSHUFI32X4  $0x88, Z6, Z2, Z0
+	VSHUFI32X4  $0xdd, Z6, Z2, Z2
+	VPADDD      Z2, Z0, Z0
+	VSHUFI32X4  $0x88, Z14, Z10, Z18
+	VSHUFI32X4  $0xdd, Z14, Z10, Z10
+	VPADDD      Z10, Z18, Z18
+	VSHUFI32X4  $0x88, Z18, Z0, Z19
+	VSHUFI32X4  $0xdd, Z18, Z0, Z0
+	VPADDD      Z0, Z19, Z19
+	VMOVDQU32   64(BX), Z0
+	VPMULLD     576(DX), Z0, Z0
+	VPSUBD      Z0, Z19, Z19
+	VMOVUPS     (BX), Z0
+	VMULPS      512(DX), Z0, Z0
+	VCVTDQ2PS   Z19, Z19
+	VMULPS      Z19, Z0, Z0
+	MOVQ        idx+64(FP), DX
+	VMOVDQU32   (DX), Z18
+	VPERMPS     Z0, Z18, Z18
+	VADDPS      Z18, Z1, Z1
+	VMOVDQU32   64(DX), Z18
+	VPERMPS     Z0, Z18, Z18
+	VADDPS      Z18, Z1, Z1
+	VMOVDQU32   128(DX), Z18
+	VPERMPS     Z0, Z18, Z18
+	VADDPS      Z18, Z1, Z1
+	VMOVDQU32   192(DX), Z18
+	VPERMPS     Z0, Z18, Z0
+	VADDPS      Z0, Z1, Z1
+	ADDQ        $0x00000200, AX
+	INCQ        CX
+	MOVQ        chunks+32(FP), DX
+	CMPQ        CX, DX
+	JB          Bits8A8G32Avx512_chunk
+	MOVQ        out+40(FP), AX
+	VMOVUPS     Z1, (AX)
+	MOVQ        out+40(FP), AX
+	ADDQ        $0x00000040, AX
+	MOVQ        AX, out+40(FP)
+	MOVQ        stride+8(FP), AX
+	IMUL3Q      $0x00000004, AX, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, w+0(FP)
+	MOVQ        chunks+32(FP), AX
+	IMUL3Q      $0x00000080, AX, AX
+	MOVQ        meta+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, meta+16(FP)
+	MOVQ        ntiles+48(FP), AX
+	DECQ        AX
+	MOVQ        AX, ntiles+48(FP)
+	JNZ         Bits8A8G32Avx512_tile
+	VZEROUPPER
+	RET
+
 // func Bits4A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
 TEXT ·Bits4A8Avx512(SB), NOSPLIT, $0-72
@@ -5697,6 +5882,212 @@ Bits4A8G64Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits4A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
+TEXT ·Bits4A8G32Avx512(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         ctrl+56(FP), AX
+	VMOVDQU64    (AX), Z1
+	VMOVDQU64    64(AX), Z2
+
+Bits4A8G32Avx512_tile:
+	VPXORD Z3, Z3, Z3
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Avx512_chunk:
+	VPXORD         Z4, Z4, Z4
+	VPXORD         Z5, Z5, Z5
+	VPXORD         Z6, Z6, Z6
+	VPXORD         Z7, Z7, Z7
+	VPXORD         Z8, Z8, Z8
+	VPXORD         Z9, Z9, Z9
+	VPXORD         Z10, Z10, Z10
+	VPXORD         Z11, Z11, Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	IMUL3Q         $0x00000480, CX, DX
+	MOVQ           act+24(FP), BX
+	ADDQ           BX, DX
+	IMUL3Q         $0x00000080, CX, BX
+	MOVQ           meta+16(FP), SI
+	ADDQ           SI, BX
+	MOVQ           CX, SI
+	SHLQ           $0x07, SI
+	MOVQ           w+0(FP), DI
+	ADDQ           DI, SI
+	MOVQ           stride+8(FP), DI
+	PREFETCHT1     (AX)
+	PREFETCHT1     64(AX)
+	VMOVDQU64      (SI), Z20
+	VPMULTISHIFTQB Z20, Z1, Z21
+	VPANDD         Z21, Z0, Z21
+	VPDPBUSD       (DX), Z21, Z4
+	VPDPBUSD       128(DX), Z21, Z5
+	VPDPBUSD       256(DX), Z21, Z6
+	VPDPBUSD       384(DX), Z21, Z7
+	VPMULTISHIFTQB Z20, Z2, Z20
+	VPANDD         Z20, Z0, Z20
+	VPDPBUSD       512(DX), Z20, Z8
+	VPDPBUSD       640(DX), Z20, Z9
+	VPDPBUSD       768(DX), Z20, Z10
+	VPDPBUSD       896(DX), Z20, Z11
+	VMOVDQU64      64(SI), Z20
+	VPMULTISHIFTQB Z20, Z1, Z21
+	VPANDD         Z21, Z0, Z21
+	VPDPBUSD       64(DX), Z21, Z4
+	VPDPBUSD       192(DX), Z21, Z5
+	VPDPBUSD       320(DX), Z21, Z6
+	VPDPBUSD       448(DX), Z21, Z7
+	VPMULTISHIFTQB Z20, Z2, Z20
+	VPANDD         Z20, Z0, Z20
+	VPDPBUSD       576(DX), Z20, Z8
+	VPDPBUSD       704(DX), Z20, Z9
+	VPDPBUSD       832(DX), Z20, Z10
+	VPDPBUSD       960(DX), Z20, Z11
+	ADDQ           DI, SI
+	PREFETCHT1     128(AX)
+	PREFETCHT1     192(AX)
+	VMOVDQU64      (SI), Z20
+	VPMULTISHIFTQB Z20, Z1, Z21
+	VPANDD         Z21, Z0, Z21
+	VPDPBUSD       (DX), Z21, Z12
+	VPDPBUSD       128(DX), Z21, Z13
+	VPDPBUSD       256(DX), Z21, Z14
+	VPDPBUSD       384(DX), Z21, Z15
+	VPMULTISHIFTQB Z20, Z2, Z20
+	VPANDD         Z20, Z0, Z20
+	VPDPBUSD       512(DX), Z20, Z16
+	VPDPBUSD       640(DX), Z20, Z17
+	VPDPBUSD       768(DX), Z20, Z18
+	VPDPBUSD       896(DX), Z20, Z19
+	VMOVDQU64      64(SI), Z20
+	VPMULTISHIFTQB Z20, Z1, Z21
+	VPANDD         Z21, Z0, Z21
+	VPDPBUSD       64(DX), Z21, Z12
+	VPDPBUSD       192(DX), Z21, Z13
+	VPDPBUSD       320(DX), Z21, Z14
+	VPDPBUSD       448(DX), Z21, Z15
+	VPMULTISHIFTQB Z20, Z2, Z20
+	VPANDD         Z20, Z0, Z20
+	VPDPBUSD       576(DX), Z20, Z16
+	VPDPBUSD       704(DX), Z20, Z17
+	VPDPBUSD       832(DX), Z20, Z18
+	VPDPBUSD       960(DX), Z20, Z19
+	VPUNPCKLDQ     Z5, Z4, Z20
+	VPUNPCKHDQ     Z5, Z4, Z4
+	VPADDD         Z20, Z4, Z4
+	VPUNPCKLDQ     Z7, Z6, Z20
+	VPUNPCKHDQ     Z7, Z6, Z6
+	VPADDD         Z20, Z6, Z6
+	VPUNPCKLDQ     Z9, Z8, Z20
+	VPUNPCKHDQ     Z9, Z8, Z8
+	VPADDD         Z20, Z8, Z8
+	VPUNPCKLDQ     Z11, Z10, Z20
+	VPUNPCKHDQ     Z11, Z10, Z10
+	VPADDD         Z20, Z10, Z10
+	VPUNPCKLDQ     Z13, Z12, Z20
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z20, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z20
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z20, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z20
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z20, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z20
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z20, Z18, Z18
+	VPUNPCKLQDQ    Z6, Z4, Z20
+	VPUNPCKHQDQ    Z6, Z4, Z4
+	VPADDD         Z20, Z4, Z4
+	VPUNPCKLQDQ    Z10, Z8, Z20
+	VPUNPCKHQDQ    Z10, Z8, Z8
+	VPADDD         Z20, Z8, Z8
+	VPUNPCKLQDQ    Z14, Z12, Z20
+	VPUNPCKHQDQ    Z14, Z12, Z12
+	VPADDD         Z20, Z12, Z12
+	VPUNPCKLQDQ    Z18, Z16, Z20
+	VPUNPCKHQDQ    Z18, Z16, Z16
+	VPADDD         Z20, Z16, Z16
+	VSHUFI32X4     $0x88, Z8, Z4, Z20
+	VSHUFI32X4     $0xdd, Z8, Z4, Z4
+	VPADDD         Z4, Z20, Z20
+	VSHUFI32X4     $0x88, Z16, Z12, Z21
+	VSHUFI32X4     $0xdd, Z16, Z12, Z12
+	VPADDD         Z12, Z21, Z21
+	VSHUFI32X4     $0x88, Z21, Z20, Z22
+	VSHUFI32X4     $0xdd, Z21, Z20, Z20
+	VPADDD         Z20, Z22, Z22
+	VMOVDQU32      64(BX), Z20
+	VPMULLD        1088(DX), Z20, Z20
+	VPSUBD         Z20, Z22, Z22
+	VMOVUPS        (BX), Z20
+	VMULPS         1024(DX), Z20, Z20
+	VCVTDQ2PS      Z22, Z22
+	VMULPS         Z22, Z20, Z20
+	MOVQ           idx+64(FP), DX
+	VMOVDQU32      (DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      64(DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      128(DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      192(DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      256(DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      320(DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      384(DX), Z21
+	VPERMPS        Z20, Z21, Z21
+	VADDPS         Z21, Z3, Z3
+	VMOVDQU32      448(DX), Z21
+	VPERMPS        Z20, Z21, Z20
+	VADDPS         Z20, Z3, Z3
+	ADDQ           $0x00000100, AX
+	INCQ           CX
+	MOVQ           chunks+32(FP), DX
+	CMPQ           CX, DX
+	JB             Bits4A8G32Avx512_chunk
+	MOVQ           out+40(FP), AX
+	VMOVUPS        Z3, (AX)
+	MOVQ           out+40(FP), AX
+	ADDQ           $0x00000040, AX
+	MOVQ           AX, out+40(FP)
+	MOVQ           stride+8(FP), AX
+	IMUL3Q         $0x00000002, AX, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           chunks+32(FP), AX
+	IMUL3Q         $0x00000080, AX, AX
+	MOVQ           meta+16(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, meta+16(FP)
+	MOVQ           ntiles+48(FP), AX
+	DECQ           AX
+	MOVQ           AX, ntiles+48(FP)
+	JNZ            Bits4A8G32Avx512_tile
+	VZEROUPPER
+	RET
+
 // func Bits2A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
 TEXT ·Bits2A8Avx512(SB), NOSPLIT, $0-72
@@ -6172,6 +6563,233 @@ Bits2A8G64Avx512_chunk:
 	DECQ           AX
 	MOVQ           AX, ntiles+48(FP)
 	JNZ            Bits2A8G64Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
+TEXT ·Bits2A8G32Avx512(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         ctrl+56(FP), AX
+	VMOVDQU64    (AX), Z1
+	VMOVDQU64    64(AX), Z2
+	VMOVDQU64    128(AX), Z3
+	VMOVDQU64    192(AX), Z4
+
+Bits2A8G32Avx512_tile:
+	VPXORD Z5, Z5, Z5
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G32Avx512_chunk:
+	VPXORD         Z6, Z6, Z6
+	VPXORD         Z7, Z7, Z7
+	VPXORD         Z8, Z8, Z8
+	VPXORD         Z9, Z9, Z9
+	VPXORD         Z10, Z10, Z10
+	VPXORD         Z11, Z11, Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	VPXORD         Z20, Z20, Z20
+	VPXORD         Z21, Z21, Z21
+	IMUL3Q         $0x00000880, CX, DX
+	MOVQ           act+24(FP), BX
+	ADDQ           BX, DX
+	IMUL3Q         $0x00000080, CX, BX
+	MOVQ           meta+16(FP), SI
+	ADDQ           SI, BX
+	MOVQ           CX, SI
+	SHLQ           $0x07, SI
+	MOVQ           w+0(FP), DI
+	ADDQ           DI, SI
+	MOVQ           stride+8(FP), DI
+	PREFETCHT1     (AX)
+	PREFETCHT1     64(AX)
+	VMOVDQU64      (SI), Z22
+	VPMULTISHIFTQB Z22, Z1, Z23
+	VPANDD         Z23, Z0, Z23
+	VPDPBUSD       (DX), Z23, Z6
+	VPDPBUSD       128(DX), Z23, Z7
+	VPDPBUSD       256(DX), Z23, Z8
+	VPDPBUSD       384(DX), Z23, Z9
+	VPMULTISHIFTQB Z22, Z2, Z23
+	VPANDD         Z23, Z0, Z23
+	VPDPBUSD       512(DX), Z23, Z10
+	VPDPBUSD       640(DX), Z23, Z11
+	VPDPBUSD       768(DX), Z23, Z12
+	VPDPBUSD       896(DX), Z23, Z13
+	VPMULTISHIFTQB Z22, Z3, Z23
+	VPANDD         Z23, Z0, Z23
+	VPDPBUSD       1024(DX), Z23, Z14
+	VPDPBUSD       1152(DX), Z23, Z15
+	VPDPBUSD       1280(DX), Z23, Z16
+	VPDPBUSD       1408(DX), Z23, Z17
+	VPMULTISHIFTQB Z22, Z4, Z22
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       1536(DX), Z22, Z18
+	VPDPBUSD       1664(DX), Z22, Z19
+	VPDPBUSD       1792(DX), Z22, Z20
+	VPDPBUSD       1920(DX), Z22, Z21
+	VMOVDQU64      64(SI), Z22
+	VPMULTISHIFTQB Z22, Z1, Z23
+	VPANDD         Z23, Z0, Z23
+	VPDPBUSD       64(DX), Z23, Z6
+	VPDPBUSD       192(DX), Z23, Z7
+	VPDPBUSD       320(DX), Z23, Z8
+	VPDPBUSD       448(DX), Z23, Z9
+	VPMULTISHIFTQB Z22, Z2, Z23
+	VPANDD         Z23, Z0, Z23
+	VPDPBUSD       576(DX), Z23, Z10
+	VPDPBUSD       704(DX), Z23, Z11
+	VPDPBUSD       832(DX), Z23, Z12
+	VPDPBUSD       960(DX), Z23, Z13
+	VPMULTISHIFTQB Z22, Z3, Z23
+	VPANDD         Z23, Z0, Z23
+	VPDPBUSD       1088(DX), Z23, Z14
+	VPDPBUSD       1216(DX), Z23, Z15
+	VPDPBUSD       1344(DX), Z23, Z16
+	VPDPBUSD       1472(DX), Z23, Z17
+	VPMULTISHIFTQB Z22, Z4, Z22
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       1600(DX), Z22, Z18
+	VPDPBUSD       1728(DX), Z22, Z19
+	VPDPBUSD       1856(DX), Z22, Z20
+	VPDPBUSD       1984(DX), Z22, Z21
+	VPUNPCKLDQ     Z7, Z6, Z22
+	VPUNPCKHDQ     Z7, Z6, Z6
+	VPADDD         Z22, Z6, Z6
+	VPUNPCKLDQ     Z9, Z8, Z22
+	VPUNPCKHDQ     Z9, Z8, Z8
+	VPADDD         Z22, Z8, Z8
+	VPUNPCKLDQ     Z11, Z10, Z22
+	VPUNPCKHDQ     Z11, Z10, Z10
+	VPADDD         Z22, Z10, Z10
+	VPUNPCKLDQ     Z13, Z12, Z22
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z22, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z22
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z22, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z22
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z22, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z22
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z22, Z18, Z18
+	VPUNPCKLDQ     Z21, Z20, Z22
+	VPUNPCKHDQ     Z21, Z20, Z20
+	VPADDD         Z22, Z20, Z20
+	VPUNPCKLQDQ    Z8, Z6, Z22
+	VPUNPCKHQDQ    Z8, Z6, Z6
+	VPADDD         Z22, Z6, Z6
+	VPUNPCKLQDQ    Z12, Z10, Z22
+	VPUNPCKHQDQ    Z12, Z10, Z10
+	VPADDD         Z22, Z10, Z10
+	VPUNPCKLQDQ    Z16, Z14, Z22
+	VPUNPCKHQDQ    Z16, Z14, Z14
+	VPADDD         Z22, Z14, Z14
+	VPUNPCKLQDQ    Z20, Z18, Z22
+	VPUNPCKHQDQ    Z20, Z18, Z18
+	VPADDD         Z22, Z18, Z18
+	VSHUFI32X4     $0x88, Z10, Z6, Z22
+	VSHUFI32X4     $0xdd, Z10, Z6, Z6
+	VPADDD         Z6, Z22, Z22
+	VSHUFI32X4     $0x88, Z18, Z14, Z23
+	VSHUFI32X4     $0xdd, Z18, Z14, Z14
+	VPADDD         Z14, Z23, Z23
+	VSHUFI32X4     $0x88, Z23, Z22, Z24
+	VSHUFI32X4     $0xdd, Z23, Z22, Z22
+	VPADDD         Z22, Z24, Z24
+	VMOVDQU32      64(BX), Z22
+	VPMULLD        2112(DX), Z22, Z22
+	VPSUBD         Z22, Z24, Z24
+	VMOVUPS        (BX), Z22
+	VMULPS         2048(DX), Z22, Z22
+	VCVTDQ2PS      Z24, Z24
+	VMULPS         Z24, Z22, Z22
+	MOVQ           idx+64(FP), DX
+	VMOVDQU32      (DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      64(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      128(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      192(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      256(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      320(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      384(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      448(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      512(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      576(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      640(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      704(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      768(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      832(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      896(DX), Z23
+	VPERMPS        Z22, Z23, Z23
+	VADDPS         Z23, Z5, Z5
+	VMOVDQU32      960(DX), Z23
+	VPERMPS        Z22, Z23, Z22
+	VADDPS         Z22, Z5, Z5
+	ADDQ           $0x00000080, AX
+	INCQ           CX
+	MOVQ           chunks+32(FP), DX
+	CMPQ           CX, DX
+	JB             Bits2A8G32Avx512_chunk
+	MOVQ           out+40(FP), AX
+	VMOVUPS        Z5, (AX)
+	MOVQ           out+40(FP), AX
+	ADDQ           $0x00000040, AX
+	MOVQ           AX, out+40(FP)
+	MOVQ           stride+8(FP), AX
+	IMUL3Q         $0x00000001, AX, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           chunks+32(FP), AX
+	IMUL3Q         $0x00000080, AX, AX
+	MOVQ           meta+16(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, meta+16(FP)
+	MOVQ           ntiles+48(FP), AX
+	DECQ           AX
+	MOVQ           AX, ntiles+48(FP)
+	JNZ            Bits2A8G32Avx512_tile
 	VZEROUPPER
 	RET
 

@@ -15,6 +15,7 @@ import (
 var bitsA8Kernels = struct {
 	byN      map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 	byNG64   map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32) // groups of 64
+	byNG32   map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32) // groups of 32 (not 1-bit)
 	requires []string
 }{
 	byN: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
@@ -22,6 +23,9 @@ var bitsA8Kernels = struct {
 	},
 	byNG64: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
 		8: asm.Bits8A8G64Avx512, 4: asm.Bits4A8G64Avx512, 2: asm.Bits2A8G64Avx512, 1: asm.Bits1A8G64Avx512,
+	},
+	byNG32: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
+		8: asm.Bits8A8G32Avx512, 4: asm.Bits4A8G32Avx512, 2: asm.Bits2A8G32Avx512,
 	},
 	requires: []string{"AVX", "AVX512F", "AVX512VNNI", "AVX512VBMI"},
 }
@@ -55,16 +59,20 @@ func laneIdx(bpc int) []int32 {
 }
 
 // newBitsSIMD returns the assembly state for b, or nil where the kernel
-// does not apply: widths other than 8/4/2/1, groups below 128 columns,
+// does not apply: widths other than 8/4/2/1, groups below 32 columns
+// (1-bit: below 64),
 // fractional zeros, a CPU without the features, or a backend forced to a
 // narrower kernel set than avx512vnni.
 func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	kernels, sub := bitsA8Kernels.byN, 1
-	if b.G == 64 {
+	switch b.G {
+	case 64:
 		kernels, sub = bitsA8Kernels.byNG64, 2
+	case 32:
+		kernels, sub = bitsA8Kernels.byNG32, 4
 	}
 	kern, ok := kernels[b.N]
-	if !ok || b.G < 64 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
+	if !ok || b.G < 32 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
 		return nil
 	}
 	bpc := 8 / b.N

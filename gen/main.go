@@ -69,6 +69,9 @@ func main() {
 	for _, n := range []int{8, 4, 2, 1} {
 		bitsA8AVX512(n, 1)
 		bitsA8AVX512(n, 2)
+		if n != 1 { // 1 bit, groups of 32: 32 lanes per row, more than a ZMM holds
+			bitsA8AVX512(n, 4)
+		}
 	}
 	sparseA8AVX512(1)
 	sparseA8AVX512(2)
@@ -907,22 +910,23 @@ const bitsKernelSig = "func(w *byte, stride int, meta *byte, act *byte, chunks i
 // planes 4b..4b+3 of one block (n = 8 needs no regrouping: the word's bytes
 // are planes 3..0), so every VPDPBUSD sums within one block.
 //
-// With sub = 2 (groups of 64 columns) each block is two 64-column
-// sub-blocks: every regrouped vector is multiplied twice, with the
-// activations of the other sub-block zeroed, so each int32 sum stays inside
-// one group; tiles are then 16/(2*bpc) rows.
+// With sub = 2 or 4 (groups of 64 or 32 columns) each block is sub
+// sub-blocks of 128/sub columns (planes): every regrouped vector is
+// multiplied sub times, with the activations of the other sub-blocks
+// zeroed, so each int32 sum stays inside one group; tiles are then
+// 16/(sub*bpc) rows.
 func bitsA8AVX512(n, sub int) {
 	bpc := 8 / n
 	R := 16 / (bpc * sub)
 	name := fmt.Sprintf("Bits%dA8Avx512", n)
-	if sub == 2 {
-		name = fmt.Sprintf("Bits%dA8G64Avx512", n)
+	if sub > 1 {
+		name = fmt.Sprintf("Bits%dA8G%dAvx512", n, 128/sub)
 	}
 	L := bpc * sub // lanes (blocks) per row and chunk
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
 	Doc(
-		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{1: "at least 128", 2: "64"}[sub],
+		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{1: "at least 128", 2: "64", 4: "32"}[sub],
 		"columns) for ntiles tiles of "+fmt.Sprint(R)+" rows with AVX-512 VNNI and VBMI. For tile T,",
 		"row i < "+fmt.Sprint(R)+" of the tile (row T*"+fmt.Sprint(R)+"+i from w, stride bytes apart), it computes",
 		"",
