@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags fuzz
+.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags fuzz fixtures
 
 all: build
 
@@ -55,3 +55,17 @@ ci: test
 # roofline in the same run.
 bench:
 	$(GO) test -run XXX -bench . -benchtime 2s -count 3 . | tee bench.txt
+
+# Regenerate the import tests' reference files with llama.cpp's gguf-py and
+# the safetensors library (Debian sid packages, unpacked into a cache; needs
+# python3 with numpy, e.g. apt-get install python3-numpy python3-yaml
+# python3-tqdm python3-requests).
+FIXDIR := .cache/fixtures
+DEBIAN := http://deb.debian.org/debian/pool/main
+fixtures:
+	mkdir -p $(FIXDIR)
+	cd $(FIXDIR) && test -f gguf.deb || curl -fsSL -o gguf.deb $(DEBIAN)/l/llama.cpp/python3-gguf_0.7.0+dfsg-2_all.deb
+	cd $(FIXDIR) && test -f st.deb || curl -fsSL -o st.deb $(DEBIAN)/s/safetensors/python3-safetensors_0.8.0-1_amd64.deb
+	cd $(FIXDIR) && dpkg -x gguf.deb root && dpkg -x st.deb root
+	cd $(FIXDIR)/root/usr/lib/python3/dist-packages/safetensors && cp -f _safetensors_rust.abi3-*.so _safetensors_rust.abi3.so
+	PYTHONPATH=$(FIXDIR)/root/usr/lib/python3/dist-packages /usr/bin/python3 internal/testmodel/reference/make_fixtures.py

@@ -358,3 +358,48 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestGGUFPyFixture reads a file written by llama.cpp's own Python package
+// (gguf-py; internal/testmodel/reference/make_fixtures.py): its quantizer
+// made the Q4_0/Q4_1/Q8_0 tensors and its dequantizer the .expected ones.
+func TestGGUFPyFixture(t *testing.T) {
+	f, err := Open("testdata/gguf_py.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Metadata["general.architecture"] != "llama" {
+		t.Fatalf("metadata %v", f.Metadata)
+	}
+	n := 0
+	for _, tn := range f.Tensors {
+		if !Lossless(tn.Type) {
+			continue
+		}
+		exp, err := f.Tensor(tn.Name + ".expected")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := exp.Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := tn.Import()
+		if err != nil {
+			t.Fatalf("%s: %v", tn.Name, err)
+		}
+		got := b.Dequantize()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, gguf-py has %d", tn.Name, len(got), len(want))
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: element %d = %v, gguf-py dequantizes %v", tn.Name, i, got[i], want[i])
+			}
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d quantized tensors checked, want 4 (Q4_0, Q4_1, Q8_0, Q4_K)", n)
+	}
+}

@@ -457,3 +457,49 @@ func TestLoadSafetensors(t *testing.T) {
 		t.Fatal("4-bit GPTQ imported as 8-bit")
 	}
 }
+
+// TestReferenceFixture reads layers written by the safetensors library
+// (internal/testmodel/reference/make_fixtures.py: packed with numpy after
+// each project's packing code, weights computed in numpy).
+func TestReferenceFixture(t *testing.T) {
+	f, err := safetensors.Open("testdata/reference.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, c := range []struct {
+		prefix string
+		opt    Options
+		kind   Kind
+		perm   bool
+	}{
+		{"gptq4", Options{}, KindGPTQ, true},
+		{"gptq3", Options{Bits: 3}, KindGPTQ, false},
+		{"awq", Options{}, KindAWQ, false},
+		{"hqq4", Options{}, KindHQQ, false},
+		{"hqq3", Options{}, KindHQQ, false},
+	} {
+		b, k, err := Load(f, c.prefix, c.opt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.prefix, err)
+		}
+		if k != c.kind || (b.Perm != nil) != c.perm {
+			t.Fatalf("%s: kind %s, permutation %v", c.prefix, k, b.Perm != nil)
+		}
+		exp, err := f.Tensor(c.prefix + ".expected")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := exp.Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exp.Shape[0] != b.Rows || exp.Shape[1] != b.Cols {
+			t.Fatalf("%s: %dx%d, fixture %v", c.prefix, b.Rows, b.Cols, exp.Shape)
+		}
+		checkExact(t, c.prefix, b, want)
+	}
+	if _, _, err := Load(f, "gptq3", Options{}); err == nil || !strings.Contains(err.Error(), "bit width") {
+		t.Fatalf("3-bit GPTQ read as 4-bit: %v", err)
+	}
+}

@@ -157,7 +157,11 @@ func loadPacked(f *safetensors.File, p string, k Kind, opt Options) (*layout.Bit
 	if opt.V2 {
 		off = 0
 	}
-	return FromGPTQ(GPTQ{In: in, Out: out, Bits: bits, QWeight: qw, QZeros: qz, Scales: sc, GIdx: gidx, ZeroOffset: off})
+	b, err := FromGPTQ(GPTQ{In: in, Out: out, Bits: bits, QWeight: qw, QZeros: qz, Scales: sc, GIdx: gidx, ZeroOffset: off})
+	if err != nil && opt.Bits == 0 {
+		err = fmt.Errorf("%w (read as 4-bit: the bit width is in the checkpoint's quantize config; qgemv -bits, Options.Bits)", err)
+	}
+	return b, err
 }
 
 func loadHQQ(f *safetensors.File, p string, opt Options) (*layout.Bits, error) {
