@@ -254,7 +254,9 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 
 // MulInt8 multiplies activations already quantized with
 // layout.QuantizeA8: xq has batch*PCols values (Cols padded to a multiple
-// of 128), xs batch*PCols/128 scales.
+// of 128), xs batch*PCols/128 scales. For an act-order matrix (imported
+// GPTQ, layout.Bits.Perm) quantize the activations in stored column order
+// (layout.Bits.Gather first); Mul does that itself.
 func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
 	unlock, err := m.lock()
 	if err != nil {
