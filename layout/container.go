@@ -116,6 +116,9 @@ const (
 	// FormatSparse12 is Sparse12; parameters: group size (0 for the whole
 	// row), 1 for float32 metadata else 0; sections as FormatBits.
 	FormatSparse12 FormatID = 3
+	// FormatCodebook is layout/codebook's Codebook (registered by that
+	// package; see its doc for parameters and sections).
+	FormatCodebook FormatID = 4
 )
 
 // String returns the format's name, or FormatID(n) for an unknown id.
@@ -127,6 +130,8 @@ func (id FormatID) String() string {
 		return "Bits"
 	case FormatSparse12:
 		return "Sparse12"
+	case FormatCodebook:
+		return "Codebook"
 	}
 	return fmt.Sprintf("FormatID(%d)", uint32(id))
 }

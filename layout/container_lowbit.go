@@ -271,7 +271,10 @@ func Decode(f *File) (Matrix, error) {
 	case FormatSparse12:
 		return DecodeSparse12(f)
 	}
-	return nil, errf("format %v is not supported by this version", f.Format)
+	if h, ok := formats[f.Format]; ok && h.Decode != nil {
+		return h.Decode(f)
+	}
+	return nil, errf("format %v is not supported by this version (a format package not linked in?)", f.Format)
 }
 
 // SaveMatrix writes any supported matrix to path atomically.
@@ -297,3 +300,16 @@ func LoadMatrix(path string) (Matrix, error) {
 	}
 	return m, nil
 }
+
+// FormatHooks plug a format defined outside this package (layout/codebook)
+// into Decode, LoadMatrix and FormatSpec.Quantize.
+type FormatHooks struct {
+	Decode   func(f *File) (Matrix, error)
+	Quantize func(spec FormatSpec, w []float32, rows, cols int, opt BitsOptions) (Matrix, error)
+}
+
+var formats = map[FormatID]FormatHooks{}
+
+// RegisterFormat registers the hooks of format id; called from the
+// format package's init.
+func RegisterFormat(id FormatID, h FormatHooks) { formats[id] = h }

@@ -1,0 +1,222 @@
+package codebook
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+func gaussian(rng *rand.Rand, n int) []float32 {
+	w := make([]float32, n)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	return w
+}
+
+func spec(t *testing.T, name string) layout.FormatSpec {
+	t.Helper()
+	s, err := layout.ParseFormatSpec(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCodes stores random codes at every width (straddling words for 6,
+// 10 and 12 bits) and reads them back, and checks the word index formula
+// of the package doc.
+func TestCodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, b := range layout.CodebookBs {
+		for _, m := range layout.CodebookMs {
+			c, err := New(40, 300, m, 4, b, 64, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[[3]int]uint32{}
+			for r := 0; r < c.PRows; r++ {
+				for i := 0; i < m; i++ {
+					for j := 0; j < c.NV(); j++ {
+						q := uint32(rng.IntN(1 << b))
+						c.SetCode(r, i, j, q)
+						want[[3]int{r, i, j}] = q
+					}
+				}
+			}
+			for k, q := range want {
+				if got := c.Code(k[0], k[1], k[2]); got != q {
+					t.Fatalf("b%d m%d: code %v = %d, want %d", b, m, k, got, q)
+				}
+			}
+			// The doc's formula: bit j*B of lane t's stream.
+			r, i, j := 37, m-1, c.NV()-1
+			bit := j * b
+			w := ((r/32*m+i)*c.WL()+bit/32)*32 + r%32
+			v := uint64(c.Words[w]) | uint64(c.Words[w+32])<<32
+			if got := uint32(v>>(bit%32)) & (1<<b - 1); got != want[[3]int{r, i, j}] {
+				t.Fatalf("b%d: doc formula reads %d, want %d", b, got, want[[3]int{r, i, j}])
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func relErr(a, b []float32) float64 {
+	var num, den float64
+	for i := range a {
+		d := float64(a[i] - b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+// TestQuantize quantizes every supported configuration and checks the
+// error is what vector quantization at that rate should reach, that two
+// codebooks beat one, and that the result is deterministic.
+func TestQuantize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const rows, cols = 48, 520
+	w := gaussian(rng, rows*cols)
+	errs := map[string]float64{}
+	for _, m := range []int{1, 2} {
+		for _, v := range []int{4, 8} {
+			for _, b := range layout.CodebookBs {
+				name := "cb-m" + itoa(m) + "v" + itoa(v) + "b" + itoa(b) + "g128"
+				opt := Options{Seed: 1, Iters: 6}
+				if b >= 10 {
+					opt.Iters = 2
+				}
+				c, err := Quantize(w, rows, cols, spec(t, name), opt)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				e := relErr(c.Dequantize(), w)
+				errs[name] = e
+				// Rate m*b/v bits per weight; a Gaussian source at R bits has
+				// distortion 2^-2R at best. Allow a generous factor (small
+				// sample, few iterations, binary16 centroids).
+				rate := float64(m*b) / float64(v)
+				if bound := 3.5 * math.Pow(2, -rate); e > bound || e == 0 {
+					t.Errorf("%s: relative RMS error %.4f, want (0, %.4f]", name, e, bound)
+				}
+			}
+		}
+	}
+	if errs["cb-m2v8b8g128"] >= errs["cb-m1v8b8g128"] {
+		t.Errorf("two codebooks (%.4f) not better than one (%.4f)", errs["cb-m2v8b8g128"], errs["cb-m1v8b8g128"])
+	}
+	a, _ := Quantize(w[:8*520], 8, 520, spec(t, "cb-m2v4b6row"), Options{Seed: 9})
+	b, _ := Quantize(w[:8*520], 8, 520, spec(t, "cb-m2v4b6row"), Options{Seed: 9})
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different result")
+	}
+	var stages []string
+	_, err := Quantize(w[:8*520], 8, 520, spec(t, "cb-m2v4b8g4"), Options{Progress: func(s string, d, n int) {
+		if len(stages) == 0 || stages[len(stages)-1] != s {
+			stages = append(stages, s)
+		}
+		if d > n {
+			t.Fatalf("progress %d of %d", d, n)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(stages, ",") != "fit codebook 1,assign codebook 1,fit codebook 2,assign codebook 2,refine codebook 1" {
+		t.Fatalf("stages %v", stages)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestBadInput(t *testing.T) {
+	w := make([]float32, 4*128)
+	for _, name := range []string{"cb-m3v4b8g128", "cb-m1v3b8g128", "cb-m1v4b7g128", "cb-m1v4b8g6", "cb-m1v8b8g4", "cb-m1v4b8g512", "cb-m1v4b8"} {
+		if _, err := layout.ParseFormatSpec(name); err == nil {
+			t.Errorf("%s parsed", name)
+		}
+	}
+	s := spec(t, "cb-m1v4b8g128")
+	w[5] = float32(math.NaN())
+	if _, err := Quantize(w, 4, 128, s, Options{}); err == nil || !strings.Contains(err.Error(), "NaN") {
+		t.Errorf("NaN weight: %v", err)
+	}
+	w[5] = 1e30
+	if _, err := Quantize(w, 4, 128, s, Options{}); err == nil || !strings.Contains(err.Error(), "binary16") {
+		t.Errorf("huge weight: %v", err)
+	}
+	if _, err := Quantize(w[:100], 4, 128, s, Options{}); err == nil {
+		t.Error("short weights accepted")
+	}
+	if _, err := Quantize(w, 4, 128, layout.FormatSpec{Format: layout.FormatBits}, Options{}); err == nil {
+		t.Error("Bits spec accepted")
+	}
+	c, _ := New(4, 128, 1, 4, 8, 128, false)
+	c.Words[len(c.Words)-1] = 1
+	if err := c.Validate(); err == nil {
+		t.Error("nonzero trailing word accepted")
+	}
+	c.Words[len(c.Words)-1] = 0
+	c.Scales16[0] = 0x7c00 // +Inf
+	if err := c.Validate(); err == nil {
+		t.Error("infinite scale accepted")
+	}
+}
+
+func TestContainer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	w := gaussian(rng, 20*300)
+	dir := t.TempDir()
+	for _, name := range []string{"cb-m1v4b8g128", "cb-m2v8b6row", "cb-m1v4b10g4"} {
+		for _, fp32 := range []bool{false, true} {
+			c, err := Quantize(w, 20, 300, spec(t, name), Options{FP32: fp32, Iters: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, c.Name()+".qgv")
+			if err := layout.SaveMatrix(p, c); err != nil {
+				t.Fatal(err)
+			}
+			got, err := layout.LoadMatrix(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, layout.Matrix(c)) {
+				t.Fatalf("%s fp32=%v: round trip differs", name, fp32)
+			}
+			var buf bytes.Buffer
+			n, err := c.WriteTo(&buf)
+			if err != nil || n != int64(buf.Len()) {
+				t.Fatalf("WriteTo: %d, %v (%d bytes)", n, err, buf.Len())
+			}
+			data := buf.Bytes()
+			for cut := 0; cut < len(data); cut += 1 + len(data)/61 {
+				if f, err := layout.ReadFile(bytes.NewReader(data[:cut]), int64(cut)); err == nil {
+					if _, err := layout.Decode(f); err == nil {
+						t.Fatalf("truncated to %d bytes: decoded", cut)
+					}
+				}
+			}
+			f, _ := layout.ReadFile(bytes.NewReader(data), int64(len(data)))
+			for pi, bad := range []uint64{3, 3, 7, 48, 2} {
+				g := *f
+				g.Params = append([]uint64(nil), f.Params...)
+				g.Params[pi] = bad
+				if _, err := layout.Decode(&g); err == nil {
+					t.Fatalf("%s: parameter %d = %d decoded", name, pi, bad)
+				}
+			}
+		}
+	}
+}
