@@ -26,6 +26,7 @@ import (
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 type benchShape struct {
@@ -89,7 +90,7 @@ func benchBackends() []string {
 	return out
 }
 
-func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec, s benchShape, act qgemv.Activation, batch int) {
+func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec, s benchShape, act qgemv.Activation, batch int, wrap ...func(layout.Matrix) layout.Matrix) {
 	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(threads), qgemv.WithHugePages(true))
 	if err != nil {
 		b.Skip(err)
@@ -98,6 +99,9 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 	var mats []*qgemv.Matrix
 	var streamed int64
 	for _, m := range benchMatrices(b, spec, s) {
+		if len(wrap) > 0 {
+			m = wrap[0](m)
+		}
 		mx, err := eng.Load(m)
 		if err != nil {
 			b.Fatal(err)
@@ -191,6 +195,35 @@ func formatName(spec layout.FormatSpec) string {
 		return spec.String()
 	}
 	return m.Name()
+}
+
+// BenchmarkCodebook runs the codebook formats with the Psumbook kernel,
+// the dequantize-then-multiply baseline (suffix -dequant) and Q4G128
+// W4A32 on the same shape, on every CPU kernel set, in one run (named
+// BenchmarkGEMV... under this function's name).
+func BenchmarkCodebook(b *testing.B) {
+	s := benchShapes[0]
+	baseline := func(m layout.Matrix) layout.Matrix { return codebook.Baseline{Codebook: m.(*codebook.Codebook)} }
+	for _, be := range benchBackends() {
+		if be == "cpu-generic" && len(benchBackends()) > 1 {
+			continue
+		}
+		for _, name := range []string{"cb-m1v4b8g128", "cb-m2v8b8g128"} {
+			spec, err := layout.ParseFormatSpec(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("GEMV/%s/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
+				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1)
+			})
+			b.Run(fmt.Sprintf("GEMV/%s-dequant/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
+				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1, baseline)
+			})
+		}
+		b.Run(fmt.Sprintf("GEMV/Q4G128/A32/%v/%s", s, be), func(b *testing.B) {
+			benchGEMV(b, be, 0, q4, s, qgemv.A32, 1)
+		})
+	}
 }
 
 func BenchmarkGEMVBatch(b *testing.B) {

@@ -164,8 +164,9 @@ type Matrix struct {
 	closed     bool
 }
 
-// Load validates m (a *layout.Q4G128, *layout.Bits or *layout.Sparse12)
-// and loads it onto the engine. The CPU backend uses m in place unless
+// Load validates m (a *layout.Q4G128, *layout.Bits, *layout.Sparse12 or
+// *codebook.Codebook; codebook.Baseline for the dequantizing baseline
+// kernel) and loads it onto the engine. The CPU backend uses m in place unless
 // WithHugePages is set: do not modify it while loaded.
 func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	e.mu.RLock()
@@ -173,7 +174,7 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
-	if m == nil || reflect.ValueOf(m).IsNil() {
+	if v := reflect.ValueOf(m); m == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return nil, errors.New("qgemv: load: matrix is nil")
 	}
 	dm, err := e.be.Load(m)

@@ -1635,3 +1635,783 @@ func StreamReadAvx512(b []uint64) uint64
 //
 //go:noescape
 func StreamReadAvx2(b []uint64) uint64
+
+// CbTableAvx512 builds the Psumbook of one codebook with AVX-512F: for s < nseg,
+// q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
+// transposed, v rows of k float32), the products accumulated in e order
+// with fused multiply-adds.
+//
+// Preconditions: nseg >= 1, k a multiple of 16, 1 <= v <= 8.
+//
+//go:noescape
+func CbTableAvx512(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+
+// CbPsumB4M1Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB4M1Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB4M2Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB4M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB4M2Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB4M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB6M1Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB6M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB6M1Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB6M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB6M2Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB6M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB6M2Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB6M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB8M1Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 1
+// codebooks) and nper periods of 4 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB8M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB8M1Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 1
+// codebooks) and nper periods of 4 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB8M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB8M2Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 2
+// codebooks) and nper periods of 4 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB8M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB8M2Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 2
+// codebooks) and nper periods of 4 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB8M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB10M1Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB10M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB10M1Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB10M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB10M2Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB10M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB10M2Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB10M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB12M1Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB12M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB12M1Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB12M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB12M2Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB12M2Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX-512F:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 16 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbTableAvx2 builds the Psumbook of one codebook with AVX2 and FMA: for s < nseg,
+// q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
+// transposed, v rows of k float32), the products accumulated in e order
+// with fused multiply-adds.
+//
+// Preconditions: nseg >= 1, k a multiple of 8, 1 <= v <= 8.
+//
+//go:noescape
+func CbTableAvx2(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+
+// CbPsumB4M1Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB4M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB4M1Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB4M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB4M2Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB4M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB4M2Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*4. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB4M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB6M1Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB6M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB6M1Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB6M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB6M2Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB6M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB6M2Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*6. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB6M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB8M1Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 1
+// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB8M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB8M1Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 1
+// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB8M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB8M2Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 2
+// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB8M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB8M2Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 2
+// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*8. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
+// 4; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB8M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB10M1Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB10M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB10M1Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB10M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB10M2Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB10M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB10M2Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*10. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
+// 16; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB10M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB12M1Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB12M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB12M1Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB12M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumB12M2Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of tab_i[s][c_i]
+//
+// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbPsumB12M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+
+// CbDequantB12M2Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
+//
+// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
+// c_i is the code of lane l < 8 and segment s in the lane bit stream at
+// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
+// segment s at bit s*12. Lookups of a group are summed in segment then
+// codebook order.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
+// 8; the word after every code's first word readable (layout/codebook
+// keeps 32 zero words at the end).
+//
+//go:noescape
+func CbDequantB12M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)

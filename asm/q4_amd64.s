@@ -20605,3 +20605,14590 @@ StreamReadAvx2_done:
 	MOVQ         AX, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func CbTableAvx512(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+// Requires: AVX512F
+TEXT ·CbTableAvx512(SB), NOSPLIT, $0-48
+	MOVQ ct+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ out+16(FP), DX
+	MOVQ nseg+24(FP), BX
+	MOVQ k+32(FP), SI
+	MOVQ v+40(FP), DI
+	SHLQ $0x02, SI
+
+CbTableAvx512_seg:
+	XORQ R8, R8
+
+CbTableAvx512_q:
+	VPXORD Z0, Z0, Z0
+	MOVQ   AX, R9
+	ADDQ   R8, R9
+	XORQ   R10, R10
+
+CbTableAvx512_e:
+	VBROADCASTSS (CX)(R10*4), Z1
+	VFMADD231PS  (R9), Z1, Z0
+	ADDQ         SI, R9
+	INCQ         R10
+	CMPQ         R10, DI
+	JB           CbTableAvx512_e
+	VMOVUPS      Z0, (DX)(R8*1)
+	ADDQ         $0x00000040, R8
+	CMPQ         R8, SI
+	JB           CbTableAvx512_q
+	ADDQ         SI, DX
+	LEAQ         (CX)(DI*4), CX
+	DECQ         BX
+	JNZ          CbTableAvx512_seg
+	RET
+
+// func CbPsumB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB4M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB4M1Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup0
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup1
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup2
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup3
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup3:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup4
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup4:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup5
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup5:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup6
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup6:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx512_nogroup7
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx512_nogroup7:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB4M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB4M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB4M1Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup0
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup1
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup2
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup3
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup3:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup4
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup4:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup5
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup5:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup6
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup6:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB4M1Avx512_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx512_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx512_nogroup7
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx512_nogroup7:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB4M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB4M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB4M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB4M2Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup0
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup1
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup2
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup3
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup3:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup4
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup4:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup5
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup5:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup6
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup6:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx512_nogroup7
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx512_nogroup7:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB4M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB4M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB4M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB4M2Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e0_0
+	VMOVDQU32    (DX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup0
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e1_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup1
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e2_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup2
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e3_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup3
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup3:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e4_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup4
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup4:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e5_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup5
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup5:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e6_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup6
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup6:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e7_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB4M2Avx512_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx512_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx512_nogroup7
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx512_nogroup7:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB4M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB6M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB6M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB6M1Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup0
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x06, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup1
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup2
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x12, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup3
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup3:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup4
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup4:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x1e, Z4, Z4
+	VMOVDQU32   128(AX), Z5
+	VPSLLD      $0x02, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup5
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup5:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup6
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup6:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x0a, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup7
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup7:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup8
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup8:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x16, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup9
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup9:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(AX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup10
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup10:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x02, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup11
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup11:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup12
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup12:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x0e, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup13
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup13:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup14
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup14:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x1a, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx512_nogroup15
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx512_nogroup15:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB6M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB6M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB6M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB6M1Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup0
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup1
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup2
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x12, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup3
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup3:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup4
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup4:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x1e, Z4, Z4
+	VMOVDQU32    128(AX), Z5
+	VPSLLD       $0x02, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup5
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup5:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup6
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup6:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x0a, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup7
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup7:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e8_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e8_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup8
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup8:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x16, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e9_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e9_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup9
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup9:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(AX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e10_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e10_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup10
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup10:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x02, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e11_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e11_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup11
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup11:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e12_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e12_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup12
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup12:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x0e, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e13_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e13_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup13
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup13:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e14_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e14_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup14
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup14:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x1a, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB6M1Avx512_e15_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx512_e15_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx512_nogroup15
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx512_nogroup15:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB6M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB6M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB6M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB6M2Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup0
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x06, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x06, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup1
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup2
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x12, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x12, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup3
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup3:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup4
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup4:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x1e, Z4, Z4
+	VMOVDQU32   128(AX), Z5
+	VPSLLD      $0x02, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x1e, Z4, Z4
+	VMOVDQU32   128(DX), Z5
+	VPSLLD      $0x02, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup5
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup5:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup6
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup6:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x0a, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x0a, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup7
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup7:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup8
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup8:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x16, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x16, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup9
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup9:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(AX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(DX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup10
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup10:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x02, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x02, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup11
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup11:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup12
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup12:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x0e, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x0e, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup13
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup13:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup14
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup14:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x1a, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x1a, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx512_nogroup15
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx512_nogroup15:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB6M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB6M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB6M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB6M2Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e0_0
+	VMOVDQU32    (DX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup0
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e1_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup1
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e2_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup2
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x12, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e3_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x12, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup3
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup3:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e4_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup4
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup4:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x1e, Z4, Z4
+	VMOVDQU32    128(AX), Z5
+	VPSLLD       $0x02, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e5_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x1e, Z4, Z4
+	VMOVDQU32    128(DX), Z5
+	VPSLLD       $0x02, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup5
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup5:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e6_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup6
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup6:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x0a, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e7_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x0a, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup7
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup7:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e8_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e8_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e8_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e8_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup8
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup8:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x16, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e9_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e9_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x16, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e9_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e9_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup9
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup9:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(AX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e10_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e10_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(DX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e10_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e10_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup10
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup10:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x02, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e11_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e11_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x02, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e11_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e11_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup11
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup11:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e12_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e12_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e12_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e12_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup12
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup12:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x0e, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e13_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e13_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x0e, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e13_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e13_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup13
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup13:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e14_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e14_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e14_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e14_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup14
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup14:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x1a, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e15_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e15_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x1a, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB6M2Avx512_e15_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx512_e15_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx512_nogroup15
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx512_nogroup15:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB6M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB8M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB8M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB8M1Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx512_nogroup0
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx512_nogroup1
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx512_nogroup2
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx512_nogroup3
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB8M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB8M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB8M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB8M1Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB8M1Avx512_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx512_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx512_nogroup0
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB8M1Avx512_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx512_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx512_nogroup1
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB8M1Avx512_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx512_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx512_nogroup2
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB8M1Avx512_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx512_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx512_nogroup3
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB8M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB8M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB8M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB8M2Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx512_nogroup0
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx512_nogroup1
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx512_nogroup2
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx512_nogroup3
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB8M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB8M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB8M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB8M2Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e0_0
+	VMOVDQU32    (DX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx512_nogroup0
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e1_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx512_nogroup1
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e2_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx512_nogroup2
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e3_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB8M2Avx512_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx512_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx512_nogroup3
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB8M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB10M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB10M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB10M1Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup0
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0a, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup1
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup2
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x1e, Z4, Z4
+	VMOVDQU32   128(AX), Z5
+	VPSLLD      $0x02, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup3
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup3:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup4
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup4:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x12, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup5
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup5:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(AX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup6
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup6:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x06, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup7
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup7:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup8
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup8:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x1a, Z4, Z4
+	VMOVDQU32   384(AX), Z5
+	VPSLLD      $0x06, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup9
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup9:
+	VMOVDQU32   384(AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup10
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup10:
+	VMOVDQU32   384(AX), Z4
+	VPSRLD      $0x0e, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup11
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup11:
+	VMOVDQU32   384(AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQU32   512(AX), Z5
+	VPSLLD      $0x08, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup12
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup12:
+	VMOVDQU32   512(AX), Z4
+	VPSRLD      $0x02, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup13
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup13:
+	VMOVDQU32   512(AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup14
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup14:
+	VMOVDQU32   512(AX), Z4
+	VPSRLD      $0x16, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx512_nogroup15
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx512_nogroup15:
+	ADDQ    $0x00000280, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB10M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB10M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB10M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB10M1Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup0
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0a, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup1
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup2
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x1e, Z4, Z4
+	VMOVDQU32    128(AX), Z5
+	VPSLLD       $0x02, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup3
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup3:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup4
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup4:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x12, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup5
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup5:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(AX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup6
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup6:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup7
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup7:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e8_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e8_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup8
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup8:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x1a, Z4, Z4
+	VMOVDQU32    384(AX), Z5
+	VPSLLD       $0x06, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e9_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e9_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup9
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup9:
+	VMOVDQU32    384(AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e10_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e10_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup10
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup10:
+	VMOVDQU32    384(AX), Z4
+	VPSRLD       $0x0e, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e11_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e11_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup11
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup11:
+	VMOVDQU32    384(AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VMOVDQU32    512(AX), Z5
+	VPSLLD       $0x08, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e12_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e12_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup12
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup12:
+	VMOVDQU32    512(AX), Z4
+	VPSRLD       $0x02, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e13_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e13_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup13
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup13:
+	VMOVDQU32    512(AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e14_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e14_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup14
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup14:
+	VMOVDQU32    512(AX), Z4
+	VPSRLD       $0x16, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB10M1Avx512_e15_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx512_e15_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx512_nogroup15
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx512_nogroup15:
+	ADDQ    $0x00000280, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB10M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB10M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB10M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB10M2Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup0
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0a, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x0a, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup1
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup2
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup2:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x1e, Z4, Z4
+	VMOVDQU32   128(AX), Z5
+	VPSLLD      $0x02, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x1e, Z4, Z4
+	VMOVDQU32   128(DX), Z5
+	VPSLLD      $0x02, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup3
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup3:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup4
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup4:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x12, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x12, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup5
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup5:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(AX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(DX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup6
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup6:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x06, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x06, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup7
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup7:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup8
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup8:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x1a, Z4, Z4
+	VMOVDQU32   384(AX), Z5
+	VPSLLD      $0x06, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x1a, Z4, Z4
+	VMOVDQU32   384(DX), Z5
+	VPSLLD      $0x06, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup9
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup9:
+	VMOVDQU32   384(AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   384(DX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup10
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup10:
+	VMOVDQU32   384(AX), Z4
+	VPSRLD      $0x0e, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   384(DX), Z4
+	VPSRLD      $0x0e, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup11
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup11:
+	VMOVDQU32   384(AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQU32   512(AX), Z5
+	VPSLLD      $0x08, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   384(DX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQU32   512(DX), Z5
+	VPSLLD      $0x08, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup12
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup12:
+	VMOVDQU32   512(AX), Z4
+	VPSRLD      $0x02, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   512(DX), Z4
+	VPSRLD      $0x02, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup13
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup13:
+	VMOVDQU32   512(AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   512(DX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup14
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup14:
+	VMOVDQU32   512(AX), Z4
+	VPSRLD      $0x16, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   512(DX), Z4
+	VPSRLD      $0x16, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx512_nogroup15
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx512_nogroup15:
+	ADDQ    $0x00000280, AX
+	ADDQ    $0x00000280, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB10M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB10M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB10M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB10M2Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e0_0
+	VMOVDQU32    (DX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup0
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0a, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e1_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x0a, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup1
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e2_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup2
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup2:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x1e, Z4, Z4
+	VMOVDQU32    128(AX), Z5
+	VPSLLD       $0x02, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e3_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x1e, Z4, Z4
+	VMOVDQU32    128(DX), Z5
+	VPSLLD       $0x02, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup3
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup3:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e4_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup4
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup4:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x12, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e5_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x12, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup5
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup5:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(AX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e6_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(DX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup6
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup6:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e7_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x06, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup7
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup7:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e8_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e8_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e8_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e8_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup8
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup8:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x1a, Z4, Z4
+	VMOVDQU32    384(AX), Z5
+	VPSLLD       $0x06, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e9_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e9_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x1a, Z4, Z4
+	VMOVDQU32    384(DX), Z5
+	VPSLLD       $0x06, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e9_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e9_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup9
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup9:
+	VMOVDQU32    384(AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e10_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e10_0
+	VMOVDQU32    384(DX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e10_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e10_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup10
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup10:
+	VMOVDQU32    384(AX), Z4
+	VPSRLD       $0x0e, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e11_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e11_0
+	VMOVDQU32    384(DX), Z4
+	VPSRLD       $0x0e, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e11_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e11_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup11
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup11:
+	VMOVDQU32    384(AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VMOVDQU32    512(AX), Z5
+	VPSLLD       $0x08, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e12_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e12_0
+	VMOVDQU32    384(DX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VMOVDQU32    512(DX), Z5
+	VPSLLD       $0x08, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e12_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e12_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup12
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup12:
+	VMOVDQU32    512(AX), Z4
+	VPSRLD       $0x02, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e13_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e13_0
+	VMOVDQU32    512(DX), Z4
+	VPSRLD       $0x02, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e13_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e13_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup13
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup13:
+	VMOVDQU32    512(AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e14_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e14_0
+	VMOVDQU32    512(DX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e14_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e14_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup14
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup14:
+	VMOVDQU32    512(AX), Z4
+	VPSRLD       $0x16, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e15_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e15_0
+	VMOVDQU32    512(DX), Z4
+	VPSRLD       $0x16, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB10M2Avx512_e15_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx512_e15_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx512_nogroup15
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx512_nogroup15:
+	ADDQ    $0x00000280, AX
+	ADDQ    $0x00000280, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB10M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB12M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB12M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB12M1Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup0
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup1
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQU32   128(AX), Z5
+	VPSLLD      $0x08, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup2
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup2:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup3
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup3:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup4
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup4:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(AX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup5
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup5:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup6
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup6:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, SI
+	KMOVW       SI, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx512_nogroup7
+	VFMADD231PS (DX), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx512_nogroup7:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB12M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB12M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB12M1Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB12M1Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup0
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup1
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VMOVDQU32    128(AX), Z5
+	VPSLLD       $0x08, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup2
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup2:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup3
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup3:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup4
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup4:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(AX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup5
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup5:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup6
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup6:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R8, R8
+
+CbDequantB12M1Avx512_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R10
+	KMOVW        R10, K1
+	VGATHERDPS   (R9)(Z4*4), K1, Z5
+	VBROADCASTSS (BX)(R8*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx512_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx512_nogroup7
+	VFMADD231PS  (DX), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx512_nogroup7:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB12M1Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbPsumB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbPsumB12M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VPXORD       Z3, Z3, Z3
+
+CbPsumB12M2Avx512_period:
+	VMOVDQU32   (AX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup0
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup0:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x0c, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup1
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup1:
+	VMOVDQU32   (AX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQU32   128(AX), Z5
+	VPSLLD      $0x08, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   (DX), Z4
+	VPSRLD      $0x18, Z4, Z4
+	VMOVDQU32   128(DX), Z5
+	VPSLLD      $0x08, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup2
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup2:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x04, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup3
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup3:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x10, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup4
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup4:
+	VMOVDQU32   128(AX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(AX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   128(DX), Z4
+	VPSRLD      $0x1c, Z4, Z4
+	VMOVDQU32   256(DX), Z5
+	VPSLLD      $0x04, Z5, Z5
+	VPORD       Z5, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup5
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup5:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x08, Z4, Z4
+	VPANDD      Z2, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup6
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup6:
+	VMOVDQU32   256(AX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (CX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	VMOVDQU32   256(DX), Z4
+	VPSRLD      $0x14, Z4, Z4
+	VMOVDQA32   Z0, Z5
+	MOVL        $0x0000ffff, R8
+	KMOVW       R8, K1
+	VGATHERDPS  (BX)(Z4*4), K1, Z5
+	VADDPS      Z5, Z3, Z3
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx512_nogroup7
+	VFMADD231PS (SI), Z3, Z1
+	VPXORD      Z3, Z3, Z3
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx512_nogroup7:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB12M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbDequantB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX512F
+TEXT ·CbDequantB12M2Avx512(SB), NOSPLIT, $0-96
+	VPXORD       Z0, Z0, Z0
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Z1
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Z2
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VPXORD       Z3, Z3, Z3
+
+CbDequantB12M2Avx512_period:
+	VMOVDQU32    (AX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e0_0
+	VMOVDQU32    (DX), Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup0
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup0:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e1_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x0c, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup1
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup1:
+	VMOVDQU32    (AX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VMOVDQU32    128(AX), Z5
+	VPSLLD       $0x08, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e2_0
+	VMOVDQU32    (DX), Z4
+	VPSRLD       $0x18, Z4, Z4
+	VMOVDQU32    128(DX), Z5
+	VPSLLD       $0x08, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup2
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup2:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e3_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup3
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup3:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e4_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup4
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup4:
+	VMOVDQU32    128(AX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(AX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e5_0
+	VMOVDQU32    128(DX), Z4
+	VPSRLD       $0x1c, Z4, Z4
+	VMOVDQU32    256(DX), Z5
+	VPSLLD       $0x04, Z5, Z5
+	VPORD        Z5, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup5
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup5:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e6_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x08, Z4, Z4
+	VPANDD       Z2, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup6
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup6:
+	VMOVDQU32    256(AX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e7_0
+	VMOVDQU32    256(DX), Z4
+	VPSRLD       $0x14, Z4, Z4
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X5
+	VPBROADCASTD X5, Z5
+	VPMULLD      Z5, Z4, Z4
+	XORQ         R10, R10
+
+CbDequantB12M2Avx512_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA32    Z0, Z5
+	MOVL         $0x0000ffff, R12
+	KMOVW        R12, K1
+	VGATHERDPS   (R11)(Z4*4), K1, Z5
+	VBROADCASTSS (DI)(R10*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx512_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx512_nogroup7
+	VFMADD231PS  (SI), Z3, Z1
+	VPXORD       Z3, Z3, Z3
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx512_nogroup7:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB12M2Avx512_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Z1, (AX)
+	RET
+
+// func CbTableAvx2(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+// Requires: AVX, FMA3
+TEXT ·CbTableAvx2(SB), NOSPLIT, $0-48
+	MOVQ ct+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ out+16(FP), DX
+	MOVQ nseg+24(FP), BX
+	MOVQ k+32(FP), SI
+	MOVQ v+40(FP), DI
+	SHLQ $0x02, SI
+
+CbTableAvx2_seg:
+	XORQ R8, R8
+
+CbTableAvx2_q:
+	VXORPS Y0, Y0, Y0
+	MOVQ   AX, R9
+	ADDQ   R8, R9
+	XORQ   R10, R10
+
+CbTableAvx2_e:
+	VBROADCASTSS (CX)(R10*4), Y1
+	VFMADD231PS  (R9), Y1, Y0
+	ADDQ         SI, R9
+	INCQ         R10
+	CMPQ         R10, DI
+	JB           CbTableAvx2_e
+	VMOVUPS      Y0, (DX)(R8*1)
+	ADDQ         $0x00000020, R8
+	CMPQ         R8, SI
+	JB           CbTableAvx2_q
+	ADDQ         SI, DX
+	LEAQ         (CX)(DI*4), CX
+	DECQ         BX
+	JNZ          CbTableAvx2_seg
+	VZEROUPPER
+	RET
+
+// func CbPsumB4M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB4M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB4M1Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup0
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup1
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup2
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup3
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup3:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup4
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup4:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup5
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup5:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup6
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup6:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB4M1Avx2_nogroup7
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB4M1Avx2_nogroup7:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB4M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB4M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB4M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB4M1Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup0
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup1
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup2
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup3
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup3:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup4
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup4:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup5
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup5:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup6
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup6:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB4M1Avx2_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB4M1Avx2_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB4M1Avx2_nogroup7
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB4M1Avx2_nogroup7:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB4M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB4M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB4M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB4M2Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup0
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup1
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup2
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup3
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup3:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup4
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup4:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup5
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup5:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup6
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup6:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB4M2Avx2_nogroup7
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB4M2Avx2_nogroup7:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB4M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB4M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB4M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB4M2Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e0_0
+	VMOVDQU      (DX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup0
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e1_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup1
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e2_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup2
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e3_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup3
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup3:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e4_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup4
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup4:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e5_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup5
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup5:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e6_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup6
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup6:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e7_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB4M2Avx2_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB4M2Avx2_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB4M2Avx2_nogroup7
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB4M2Avx2_nogroup7:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB4M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB6M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB6M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB6M1Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup0
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x06, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup1
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup2
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x12, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup3
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup3:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup4
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup4:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x1e, Y5, Y5
+	VMOVDQU     128(AX), Y6
+	VPSLLD      $0x02, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup5
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup5:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup6
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup6:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x0a, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup7
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup7:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup8
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup8:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x16, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup9
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup9:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(AX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup10
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup10:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x02, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup11
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup11:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup12
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup12:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x0e, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup13
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup13:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup14
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup14:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x1a, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB6M1Avx2_nogroup15
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB6M1Avx2_nogroup15:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB6M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB6M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB6M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB6M1Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup0
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup1
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup2
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x12, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup3
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup3:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup4
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup4:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x1e, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup5
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup5:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup6
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup6:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x0a, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup7
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup7:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e8_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e8_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup8
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup8:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x16, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e9_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e9_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup9
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup9:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(AX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e10_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e10_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup10
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup10:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e11_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e11_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup11
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup11:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e12_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e12_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup12
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup12:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x0e, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e13_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e13_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup13
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup13:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e14_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e14_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup14
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup14:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x1a, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB6M1Avx2_e15_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB6M1Avx2_e15_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB6M1Avx2_nogroup15
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB6M1Avx2_nogroup15:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB6M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB6M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB6M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB6M2Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup0
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x06, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x06, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup1
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup2
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x12, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x12, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup3
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup3:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup4
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup4:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x1e, Y5, Y5
+	VMOVDQU     128(AX), Y6
+	VPSLLD      $0x02, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x1e, Y5, Y5
+	VMOVDQU     128(DX), Y6
+	VPSLLD      $0x02, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup5
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup5:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup6
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup6:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x0a, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x0a, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup7
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup7:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup8
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup8:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x16, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x16, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup9
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup9:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(AX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(DX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup10
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup10:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x02, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x02, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup11
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup11:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup12
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup12:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x0e, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x0e, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup13
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup13:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup14
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup14:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x1a, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x1a, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB6M2Avx2_nogroup15
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB6M2Avx2_nogroup15:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB6M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB6M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB6M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x0000003f, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB6M2Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e0_0
+	VMOVDQU      (DX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup0
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e1_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup1
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e2_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup2
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x12, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e3_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x12, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup3
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup3:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e4_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup4
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup4:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x1e, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e5_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x1e, Y5, Y5
+	VMOVDQU      128(DX), Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup5
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup5:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e6_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup6
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup6:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x0a, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e7_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x0a, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup7
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup7:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e8_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e8_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e8_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e8_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup8
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup8:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x16, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e9_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e9_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x16, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e9_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e9_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup9
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup9:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(AX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e10_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e10_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(DX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e10_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e10_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup10
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup10:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e11_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e11_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e11_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e11_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup11
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup11:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e12_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e12_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e12_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e12_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup12
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup12:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x0e, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e13_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e13_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x0e, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e13_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e13_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup13
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup13:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e14_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e14_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e14_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e14_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup14
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup14:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x1a, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e15_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e15_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x1a, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB6M2Avx2_e15_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB6M2Avx2_e15_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB6M2Avx2_nogroup15
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB6M2Avx2_nogroup15:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB6M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB8M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB8M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB8M1Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx2_nogroup0
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx2_nogroup1
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx2_nogroup2
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB8M1Avx2_nogroup3
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB8M1Avx2_nogroup3:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB8M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB8M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB8M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB8M1Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB8M1Avx2_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx2_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx2_nogroup0
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB8M1Avx2_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx2_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx2_nogroup1
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB8M1Avx2_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx2_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx2_nogroup2
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB8M1Avx2_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB8M1Avx2_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB8M1Avx2_nogroup3
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB8M1Avx2_nogroup3:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB8M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB8M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB8M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB8M2Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx2_nogroup0
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx2_nogroup1
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx2_nogroup2
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB8M2Avx2_nogroup3
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB8M2Avx2_nogroup3:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB8M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB8M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB8M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB8M2Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e0_0
+	VMOVDQU      (DX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx2_nogroup0
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e1_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx2_nogroup1
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e2_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx2_nogroup2
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e3_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB8M2Avx2_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB8M2Avx2_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB8M2Avx2_nogroup3
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB8M2Avx2_nogroup3:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB8M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB10M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB10M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB10M1Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup0
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0a, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup1
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup2
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x1e, Y5, Y5
+	VMOVDQU     128(AX), Y6
+	VPSLLD      $0x02, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup3
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup3:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup4
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup4:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x12, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup5
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup5:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(AX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup6
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup6:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x06, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup7
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup7:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup8
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup8:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x1a, Y5, Y5
+	VMOVDQU     384(AX), Y6
+	VPSLLD      $0x06, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup9
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup9:
+	VMOVDQU     384(AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup10
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup10:
+	VMOVDQU     384(AX), Y5
+	VPSRLD      $0x0e, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup11
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup11:
+	VMOVDQU     384(AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQU     512(AX), Y6
+	VPSLLD      $0x08, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup12
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup12:
+	VMOVDQU     512(AX), Y5
+	VPSRLD      $0x02, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup13
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup13:
+	VMOVDQU     512(AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup14
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup14:
+	VMOVDQU     512(AX), Y5
+	VPSRLD      $0x16, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB10M1Avx2_nogroup15
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB10M1Avx2_nogroup15:
+	ADDQ    $0x00000280, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB10M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB10M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB10M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB10M1Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup0
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0a, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup1
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup2
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x1e, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup3
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup3:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup4
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup4:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x12, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup5
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup5:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(AX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup6
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup6:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup7
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup7:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e8_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e8_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup8
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup8:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x1a, Y5, Y5
+	VMOVDQU      384(AX), Y6
+	VPSLLD       $0x06, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e9_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e9_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup9
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup9:
+	VMOVDQU      384(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e10_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e10_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup10
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup10:
+	VMOVDQU      384(AX), Y5
+	VPSRLD       $0x0e, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e11_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e11_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup11
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup11:
+	VMOVDQU      384(AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VMOVDQU      512(AX), Y6
+	VPSLLD       $0x08, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e12_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e12_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup12
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup12:
+	VMOVDQU      512(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e13_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e13_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup13
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup13:
+	VMOVDQU      512(AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e14_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e14_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup14
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup14:
+	VMOVDQU      512(AX), Y5
+	VPSRLD       $0x16, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB10M1Avx2_e15_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB10M1Avx2_e15_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB10M1Avx2_nogroup15
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB10M1Avx2_nogroup15:
+	ADDQ    $0x00000280, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB10M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB10M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB10M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB10M2Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup0
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0a, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x0a, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup1
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup2
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup2:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x1e, Y5, Y5
+	VMOVDQU     128(AX), Y6
+	VPSLLD      $0x02, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x1e, Y5, Y5
+	VMOVDQU     128(DX), Y6
+	VPSLLD      $0x02, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup3
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup3:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup4
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup4:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x12, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x12, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup5
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup5:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(AX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(DX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup6
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup6:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x06, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x06, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup7
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup7:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup8
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup8:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x1a, Y5, Y5
+	VMOVDQU     384(AX), Y6
+	VPSLLD      $0x06, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x1a, Y5, Y5
+	VMOVDQU     384(DX), Y6
+	VPSLLD      $0x06, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup9
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup9:
+	VMOVDQU     384(AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     384(DX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup10
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup10:
+	VMOVDQU     384(AX), Y5
+	VPSRLD      $0x0e, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     384(DX), Y5
+	VPSRLD      $0x0e, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup11
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup11:
+	VMOVDQU     384(AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQU     512(AX), Y6
+	VPSLLD      $0x08, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     384(DX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQU     512(DX), Y6
+	VPSLLD      $0x08, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup12
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup12:
+	VMOVDQU     512(AX), Y5
+	VPSRLD      $0x02, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     512(DX), Y5
+	VPSRLD      $0x02, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup13
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup13:
+	VMOVDQU     512(AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     512(DX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup14
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup14:
+	VMOVDQU     512(AX), Y5
+	VPSRLD      $0x16, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     512(DX), Y5
+	VPSRLD      $0x16, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB10M2Avx2_nogroup15
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB10M2Avx2_nogroup15:
+	ADDQ    $0x00000280, AX
+	ADDQ    $0x00000280, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB10M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB10M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB10M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x000003ff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB10M2Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e0_0
+	VMOVDQU      (DX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup0
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0a, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e1_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x0a, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup1
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e2_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup2
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup2:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x1e, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e3_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x1e, Y5, Y5
+	VMOVDQU      128(DX), Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup3
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup3:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e4_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup4
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup4:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x12, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e5_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x12, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup5
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup5:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(AX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e6_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(DX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup6
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup6:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e7_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup7
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup7:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e8_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e8_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e8_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e8_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup8
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup8:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x1a, Y5, Y5
+	VMOVDQU      384(AX), Y6
+	VPSLLD       $0x06, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e9_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e9_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x1a, Y5, Y5
+	VMOVDQU      384(DX), Y6
+	VPSLLD       $0x06, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e9_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e9_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup9
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup9:
+	VMOVDQU      384(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e10_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e10_0
+	VMOVDQU      384(DX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e10_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e10_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup10
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup10:
+	VMOVDQU      384(AX), Y5
+	VPSRLD       $0x0e, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e11_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e11_0
+	VMOVDQU      384(DX), Y5
+	VPSRLD       $0x0e, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e11_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e11_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup11
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup11:
+	VMOVDQU      384(AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VMOVDQU      512(AX), Y6
+	VPSLLD       $0x08, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e12_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e12_0
+	VMOVDQU      384(DX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VMOVDQU      512(DX), Y6
+	VPSLLD       $0x08, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e12_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e12_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup12
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup12:
+	VMOVDQU      512(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e13_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e13_0
+	VMOVDQU      512(DX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e13_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e13_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup13
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup13:
+	VMOVDQU      512(AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e14_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e14_0
+	VMOVDQU      512(DX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e14_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e14_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup14
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup14:
+	VMOVDQU      512(AX), Y5
+	VPSRLD       $0x16, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e15_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e15_0
+	VMOVDQU      512(DX), Y5
+	VPSRLD       $0x16, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB10M2Avx2_e15_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB10M2Avx2_e15_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB10M2Avx2_nogroup15
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB10M2Avx2_nogroup15:
+	ADDQ    $0x00000280, AX
+	ADDQ    $0x00000280, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB10M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB12M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB12M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         spg+64(FP), BX
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB12M1Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup0
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup1
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQU     128(AX), Y6
+	VPSLLD      $0x08, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup2
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup2:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup3
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup3:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup4
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup4:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(AX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup5
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup5:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup6
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup6:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), SI
+	ADDQ        SI, CX
+	DECQ        BX
+	JNZ         CbPsumB12M1Avx2_nogroup7
+	VFMADD231PS (DX), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), BX
+	ADDQ        BX, DX
+	MOVQ        spg+64(FP), BX
+
+CbPsumB12M1Avx2_nogroup7:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB12M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB12M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB12M1Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+72(FP), DX
+	MOVQ         x+48(FP), BX
+	MOVQ         spg+64(FP), SI
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB12M1Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e0_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e0_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup0
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e1_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e1_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup1
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSLLD       $0x08, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e2_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e2_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup2
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup2:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e3_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e3_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup3
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup3:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e4_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e4_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup4
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup4:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(AX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e5_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e5_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup5
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup5:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e6_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e6_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup6
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup6:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	MOVQ         v+56(FP), DI
+	VMOVQ        DI, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R8, R8
+
+CbDequantB12M1Avx2_e7_0:
+	LEAQ         (CX)(R8*4), R9
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R9)(Y5*4), Y6
+	VBROADCASTSS (BX)(R8*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R8
+	CMPQ         R8, DI
+	JB           CbDequantB12M1Avx2_e7_0
+	MOVQ         v+56(FP), DI
+	LEAQ         (BX)(DI*4), BX
+	DECQ         SI
+	JNZ          CbDequantB12M1Avx2_nogroup7
+	VFMADD231PS  (DX), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), SI
+	ADDQ         SI, DX
+	MOVQ         spg+64(FP), SI
+
+CbDequantB12M1Avx2_nogroup7:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), DI
+	ADDQ    $-1, DI
+	MOVQ    DI, nper+16(FP)
+	MOVQ    nper+16(FP), DI
+	TESTQ   DI, DI
+	JNZ     CbDequantB12M1Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbPsumB12M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbPsumB12M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         spg+64(FP), DI
+	VXORPS       Y4, Y4, Y4
+
+CbPsumB12M2Avx2_period:
+	VMOVDQU     (AX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup0
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup0:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x0c, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup1
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup1:
+	VMOVDQU     (AX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQU     128(AX), Y6
+	VPSLLD      $0x08, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     (DX), Y5
+	VPSRLD      $0x18, Y5, Y5
+	VMOVDQU     128(DX), Y6
+	VPSLLD      $0x08, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup2
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup2:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x04, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup3
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup3:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x10, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup4
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup4:
+	VMOVDQU     128(AX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(AX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     128(DX), Y5
+	VPSRLD      $0x1c, Y5, Y5
+	VMOVDQU     256(DX), Y6
+	VPSLLD      $0x04, Y6, Y6
+	VPOR        Y6, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup5
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup5:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x08, Y5, Y5
+	VPAND       Y3, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup6
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup6:
+	VMOVDQU     256(AX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (CX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	VMOVDQU     256(DX), Y5
+	VPSRLD      $0x14, Y5, Y5
+	VMOVDQA     Y0, Y6
+	VMOVDQA     Y1, Y7
+	VGATHERDPS  Y7, (BX)(Y5*4), Y6
+	VADDPS      Y6, Y4, Y4
+	MOVQ        segbytes+40(FP), R8
+	ADDQ        R8, CX
+	ADDQ        R8, BX
+	DECQ        DI
+	JNZ         CbPsumB12M2Avx2_nogroup7
+	VFMADD231PS (SI), Y4, Y2
+	VXORPS      Y4, Y4, Y4
+	MOVQ        sstride+80(FP), DI
+	ADDQ        DI, SI
+	MOVQ        spg+64(FP), DI
+
+CbPsumB12M2Avx2_nogroup7:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB12M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func CbDequantB12M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·CbDequantB12M2Avx2(SB), NOSPLIT, $0-96
+	VXORPS       Y0, Y0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+	MOVQ         acc+88(FP), AX
+	VMOVUPS      (AX), Y2
+	MOVL         $0x00000fff, AX
+	VMOVD        AX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+72(FP), SI
+	MOVQ         x+48(FP), DI
+	MOVQ         spg+64(FP), R8
+	VXORPS       Y4, Y4, Y4
+
+CbDequantB12M2Avx2_period:
+	VMOVDQU      (AX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e0_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e0_0
+	VMOVDQU      (DX), Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e0_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e0_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup0
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup0:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e1_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e1_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x0c, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e1_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e1_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup1
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup1:
+	VMOVDQU      (AX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSLLD       $0x08, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e2_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e2_0
+	VMOVDQU      (DX), Y5
+	VPSRLD       $0x18, Y5, Y5
+	VMOVDQU      128(DX), Y6
+	VPSLLD       $0x08, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e2_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e2_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup2
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup2:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e3_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e3_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e3_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e3_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup3
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup3:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e4_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e4_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x10, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e4_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e4_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup4
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup4:
+	VMOVDQU      128(AX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(AX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e5_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e5_0
+	VMOVDQU      128(DX), Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VMOVDQU      256(DX), Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e5_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e5_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup5
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup5:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e6_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e6_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x08, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e6_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e6_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup6
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup6:
+	VMOVDQU      256(AX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e7_0:
+	LEAQ         (CX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e7_0
+	VMOVDQU      256(DX), Y5
+	VPSRLD       $0x14, Y5, Y5
+	MOVQ         v+56(FP), R9
+	VMOVQ        R9, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD      Y6, Y5, Y5
+	XORQ         R10, R10
+
+CbDequantB12M2Avx2_e7_1:
+	LEAQ         (BX)(R10*4), R11
+	VMOVDQA      Y0, Y6
+	VMOVDQA      Y1, Y7
+	VGATHERDPS   Y7, (R11)(Y5*4), Y6
+	VBROADCASTSS (DI)(R10*4), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	INCQ         R10
+	CMPQ         R10, R9
+	JB           CbDequantB12M2Avx2_e7_1
+	MOVQ         v+56(FP), R9
+	LEAQ         (DI)(R9*4), DI
+	DECQ         R8
+	JNZ          CbDequantB12M2Avx2_nogroup7
+	VFMADD231PS  (SI), Y4, Y2
+	VXORPS       Y4, Y4, Y4
+	MOVQ         sstride+80(FP), R8
+	ADDQ         R8, SI
+	MOVQ         spg+64(FP), R8
+
+CbDequantB12M2Avx2_nogroup7:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R9
+	ADDQ    $-1, R9
+	MOVQ    R9, nper+16(FP)
+	MOVQ    nper+16(FP), R9
+	TESTQ   R9, R9
+	JNZ     CbDequantB12M2Avx2_period
+	MOVQ    acc+88(FP), AX
+	VMOVUPS Y2, (AX)
+	VZEROUPPER
+	RET

@@ -86,6 +86,14 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
+	for isa, ck := range cbSets {
+		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
+		for _, m := range []map[[2]int]cbLookupFunc{ck.psum, ck.dequant} {
+			for _, k := range m {
+				check(string(isa)+" codebook", funcName(k), ck.requires)
+			}
+		}
+	}
 	for isa, fk := range floatSets {
 		for _, k := range fk.bits {
 			check(string(isa)+" bits float", funcName(k), fk.requires)

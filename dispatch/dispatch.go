@@ -20,6 +20,7 @@ import (
 
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // EnvBackend is the environment variable that overrides backend selection
@@ -184,6 +185,10 @@ func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
 		mx, err = c.Backend.LoadBits(m)
 	case *layout.Sparse12:
 		mx, err = c.Backend.LoadSparse12(m)
+	case *codebook.Codebook:
+		mx, err = c.Backend.LoadCodebook(m, false)
+	case codebook.Baseline:
+		mx, err = c.Backend.LoadCodebook(m.Codebook, true)
 	default:
 		return nil, fmt.Errorf("dispatch: backend %s does not implement format %T", c.Name(), m)
 	}

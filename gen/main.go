@@ -89,6 +89,15 @@ func main() {
 		}
 	}
 	streamRead()
+	for _, f := range []cbVec{{true}, {false}} {
+		cbTable(f)
+		for _, b := range []int{4, 6, 8, 10, 12} {
+			for _, m := range []int{1, 2} {
+				cbLookup(f, b, m, false)
+				cbLookup(f, b, m, true)
+			}
+		}
+	}
 
 	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
 	Generate()

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // Q4G128 returns a rows x cols matrix with uniformly random 4-bit codes and
@@ -93,6 +94,8 @@ func Matrix(spec layout.FormatSpec, rows, cols int, seed uint64) (layout.Matrix,
 		}
 		fillMeta(rng, &m.GroupMeta, 127)
 		return m, nil
+	case layout.FormatCodebook:
+		return Codebook(spec, rows, cols, seed)
 	}
 	return nil, fmt.Errorf("synth: format %v unsupported", spec.Format)
 }
@@ -102,4 +105,24 @@ func fillMeta(rng *rand.Rand, m *layout.GroupMeta, qmax int) {
 		m.Scales16[i] = layout.ToFP16(0.001 + 0.019*rng.Float32())
 		m.Zeros16[i] = layout.ToFP16(float32(rng.IntN(qmax + 1)))
 	}
+}
+
+// Codebook returns a synthetic codebook matrix: random codes, Gaussian
+// centroids and scales in [0.01, 0.11), determined by seed.
+func Codebook(spec layout.FormatSpec, rows, cols int, seed uint64) (*codebook.Codebook, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	c, err := codebook.New(rows, cols, spec.M, spec.V, spec.N, spec.G, false)
+	if err != nil {
+		return nil, err
+	}
+	for i := range c.Words[:len(c.Words)-32] { // random bit streams; the tail stays zero
+		c.Words[i] = rng.Uint32()
+	}
+	for i := range c.Centroids16 {
+		c.Centroids16[i] = layout.ToFP16(float32(rng.NormFloat64()))
+	}
+	for i := range c.Scales16 {
+		c.Scales16[i] = layout.ToFP16(float32(rng.Float64()*0.1 + 0.01))
+	}
+	return c, nil
 }

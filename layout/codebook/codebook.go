@@ -349,3 +349,12 @@ func (c *Codebook) DotRefMag(mag []float64, x []float32) error {
 // Tolerance * mag (float32 tables and accumulation over up to 64K
 // columns).
 const Tolerance = 3e-5
+
+// Baseline wraps a codebook matrix so that backends run it with the
+// dequantize-then-multiply kernel (the AQLM way: each weight decoded from
+// its centroids, then multiplied) instead of the Psumbook: the in-run
+// baseline of the benchmarks.
+type Baseline struct{ *Codebook }
+
+// Name returns the matrix name with "-dequant".
+func (b Baseline) Name() string { return b.Codebook.Name() + "-dequant" }

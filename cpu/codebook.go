@@ -1,0 +1,208 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
+)
+
+// CBMatrix is a codebook matrix bound to a CPU backend. Its multiply
+// builds, per vector, the Psumbook (every segment's inner product with
+// every centroid, shared by all rows and threads) and then sums one table
+// entry per code and codebook; or, for codebook.Baseline, decodes the
+// weights from the centroids and multiplies (the baseline kernel).
+type CBMatrix struct {
+	b        *Backend
+	c        *codebook.Codebook
+	dequant  bool
+	closed   bool
+	mu       sync.RWMutex
+	cent     [][]float32 // per codebook: 2^B x V float32 (slices of centFlat)
+	centFlat []float32
+	centT    [][]float32 // per codebook: V x 2^B float32 (table build)
+	scales   []float32   // Groups x PRows float32, group-major
+	kern     *cbKernels  // nil: generic Go
+}
+
+// ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.
+var ErrCodebookA8 = errors.New("cpu: codebook matrices multiply float activations (A32, A16), not int8")
+
+// LoadCodebook validates c and binds it to the backend, with the
+// dequantize-then-multiply kernel when dequant is set.
+func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	K, V := 1<<c.B, c.V
+	mx := &CBMatrix{b: b, c: c, dequant: dequant}
+	mx.centFlat = make([]float32, c.M*K*V)
+	for i := 0; i < c.M; i++ {
+		ce, ct := mx.centFlat[i*K*V:(i+1)*K*V], make([]float32, K*V)
+		for q := 0; q < K; q++ {
+			for e := 0; e < V; e++ {
+				v := c.Centroid(i, uint32(q), e)
+				ce[q*V+e], ct[e*K+q] = v, v
+			}
+		}
+		mx.cent, mx.centT = append(mx.cent, ce), append(mx.centT, ct)
+	}
+	mx.scales = make([]float32, c.Groups()*c.PRows)
+	for g := 0; g < c.Groups(); g++ {
+		for r := 0; r < c.PRows; r++ {
+			mx.scales[g*c.PRows+r] = c.Scale(r, g)
+		}
+	}
+	mx.kern = cbKernelsFor(b)
+	return mx, nil
+}
+
+// Kernel names the kernels: e.g. "cpu-avx512vnni-psumbook" or
+// "cpu-generic-dequant".
+func (mx *CBMatrix) Kernel() string {
+	isa := Generic
+	if mx.kern != nil {
+		isa = mx.b.set.isa
+	}
+	if mx.dequant {
+		return "cpu-" + string(isa) + "-dequant"
+	}
+	return "cpu-" + string(isa) + "-psumbook"
+}
+
+// Close releases the matrix; later multiplies return ErrClosed.
+func (mx *CBMatrix) Close() error {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
+		return ErrClosed
+	}
+	mx.closed = true
+	return nil
+}
+
+func (mx *CBMatrix) check(dstLen, xLen, batch int) error {
+	if mx.closed {
+		return ErrClosed
+	}
+	if batch < 1 || batch > maxBatch {
+		return fmt.Errorf("%w (got %d)", ErrBatch, batch)
+	}
+	if err := checkLen("x", xLen, batch, mx.c.Cols); err != nil {
+		return err
+	}
+	return checkLen("dst", dstLen, batch, mx.c.Rows)
+}
+
+// MulF32 multiplies float32 activations, within codebook.Tolerance of the
+// float64 reference.
+func (mx *CBMatrix) MulF32(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	if err := mx.check(len(dst), len(x), batch); err != nil {
+		return err
+	}
+	xp := make([]float32, mx.c.PCols)
+	for v := 0; v < batch; v++ {
+		copy(xp, x[v*mx.c.Cols:(v+1)*mx.c.Cols])
+		mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], xp)
+	}
+	return nil
+}
+
+// MulF16 multiplies binary16 activations, widened exactly.
+func (mx *CBMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	if err := mx.check(len(dst), len(x), batch); err != nil {
+		return err
+	}
+	xp := make([]float32, mx.c.PCols)
+	for v := 0; v < batch; v++ {
+		for i, h := range x[v*mx.c.Cols : (v+1)*mx.c.Cols] {
+			xp[i] = h.Float32()
+		}
+		mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], xp)
+	}
+	return nil
+}
+
+// MulA8 returns ErrCodebookA8.
+func (mx *CBMatrix) MulA8([]float32, []float32, int) error { return ErrCodebookA8 }
+
+// MulI8 returns ErrCodebookA8.
+func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }
+
+// tables builds the Psumbook of every codebook for the padded vector xp:
+// tab[i][j*K + q] = sum_e C_i[q][e] * xp[j*V+e].
+func (mx *CBMatrix) tables(xp []float32) [][]float32 {
+	c := mx.c
+	K, V, nv := 1<<c.B, c.V, c.NV()
+	all := make([]float32, c.M*nv*K) // one allocation: the kernels step between codebooks by a fixed stride
+	tab := make([][]float32, c.M)
+	for i := range tab {
+		tab[i] = all[i*nv*K : (i+1)*nv*K]
+	}
+	_ = mx.b.parallelFor(nv, max(1, 65536/K), func(j0, j1 int) error {
+		for i := range tab {
+			if mx.kern != nil {
+				mx.kern.table(mx.centT[i], xp[j0*V:j1*V], tab[i][j0*K:j1*K], j1-j0, K, V)
+				continue
+			}
+			ct := mx.centT[i]
+			for j := j0; j < j1; j++ {
+				t := tab[i][j*K : (j+1)*K]
+				for q := range t {
+					var s float32
+					for e := 0; e < V; e++ {
+						s += ct[e*K+q] * xp[j*V+e]
+					}
+					t[q] = s
+				}
+			}
+		}
+		return nil
+	})
+	return tab
+}
+
+// mulVec computes one vector's product into dst (Rows values).
+func (mx *CBMatrix) mulVec(dst, xp []float32) {
+	c := mx.c
+	acc := make([]float32, c.PRows)
+	var tab [][]float32
+	if !mx.dequant {
+		tab = mx.tables(xp)
+	}
+	if mx.kern != nil {
+		mx.mulSIMD(acc, xp, tab)
+		copy(dst, acc[:c.Rows])
+		return
+	}
+	V, K, spg := c.V, 1<<c.B, c.G/c.V
+	mx.b.parallelRows(c.Rows, c.PCols/4, func(r0, r1 int) {
+		for r := r0; r < r1; r++ {
+			var sum float32
+			for g := 0; g < c.Groups(); g++ {
+				var gs float32
+				for j := g * spg; j < (g+1)*spg; j++ {
+					for i := 0; i < c.M; i++ {
+						q := int(c.Code(r, i, j))
+						if mx.dequant {
+							for e := 0; e < V; e++ {
+								gs += mx.cent[i][q*V+e] * xp[j*V+e]
+							}
+						} else {
+							gs += tab[i][j*K+q]
+						}
+					}
+				}
+				sum += mx.scales[g*c.PRows+r] * gs
+			}
+			acc[r] = sum
+		}
+	})
+	copy(dst, acc[:c.Rows])
+}

@@ -1,0 +1,12 @@
+//go:build !amd64 || noasm || purego
+
+package cpu
+
+// cbKernels is empty without assembly.
+type cbKernels struct {
+	table func(ct, x, out []float32, nseg, k, v int)
+}
+
+func cbKernelsFor(*Backend) *cbKernels { return nil }
+
+func (mx *CBMatrix) mulSIMD([]float32, []float32, [][]float32) {}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Codebook (layout/codebook) kernels. Codes live in lane bit streams of
+// 32-row tiles: word w of rows t..t+15 (t = 0 or 16) is 16 consecutive
+// uint32 at words + w*128 (+ 4*t), code j at bits j*B.. of the lane's
+// stream, possibly straddling into word w+1.
+
+// cbVec is one vector width: 16 lanes (AVX-512) or 8 (AVX2).
+type cbVec struct {
+	avx512 bool
+}
+
+func (v cbVec) lanes() int { return map[bool]int{true: 16, false: 8}[v.avx512] }
+func (v cbVec) suffix() string {
+	if v.avx512 {
+		return "Avx512"
+	}
+	return "Avx2"
+}
+func (v cbVec) vec() VecVirtual {
+	if v.avx512 {
+		return ZMM()
+	}
+	return YMM()
+}
+func (v cbVec) requires() string {
+	if v.avx512 {
+		return "AVX-512F"
+	}
+	return "AVX2 and FMA"
+}
+
+// cbTable emits CbTable<isa>: the Psumbook of one codebook for nseg
+// segments, out[s*k + q] = sum_e ct[e*k + q] * x[s*v + e].
+func cbTable(f cbVec) {
+	name := "CbTable" + f.suffix()
+	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *float32, nseg int, k int, v int)")
+	Pragma("noescape")
+	Doc(
+		name+" builds the Psumbook of one codebook with "+f.requires()+": for s < nseg,",
+		"q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids",
+		"transposed, v rows of k float32), the products accumulated in e order",
+		"with fused multiply-adds.",
+		"",
+		fmt.Sprintf("Preconditions: nseg >= 1, k a multiple of %d, 1 <= v <= 8.", f.lanes()),
+	)
+	ct, x, out := param("ct"), param("x"), param("out")
+	nseg := param("nseg")
+	k, v := param("k"), param("v")
+	kb := GP64() // row stride of ct in bytes
+	MOVQ(k, kb)
+	SHLQ(U8(2), kb)
+	Label(name + "_seg")
+	{
+		q := GP64()
+		XORQ(q, q)
+		Label(name + "_q")
+		acc := f.vec()
+		cbZero(f, acc)
+		cp := GP64()
+		MOVQ(ct, cp)
+		ADDQ(q, cp)
+		e := GP64()
+		XORQ(e, e)
+		Label(name + "_e")
+		bx := f.vec()
+		VBROADCASTSS(Mem{Base: x, Index: e, Scale: 4}, bx)
+		VFMADD231PS(Mem{Base: cp}, bx, acc)
+		ADDQ(kb, cp)
+		INCQ(e)
+		CMPQ(e, v)
+		JB(LabelRef(name + "_e"))
+		VMOVUPS(acc, Mem{Base: out, Index: q, Scale: 1})
+		ADDQ(U32(4*f.lanes()), q)
+		CMPQ(q, kb)
+		JB(LabelRef(name + "_q"))
+		ADDQ(kb, out)
+		LEAQ(Mem{Base: x, Index: v, Scale: 4}, x)
+		DECQ(nseg)
+		JNZ(LabelRef(name + "_seg"))
+	}
+	if !f.avx512 {
+		VZEROUPPER()
+	}
+	RET()
+}
+
+// cbLookup emits CbPsumB<b>M<m><isa> (table lookups) or
+// CbDequantB<b>M<m><isa> (centroid gathers times activations, the
+// baseline) for a block of lanes() rows. The segment loop is unrolled over
+// one period of L = 32/gcd(32, b) codes, so every word offset and shift
+// is an immediate.
+func cbLookup(f cbVec, b, m int, dequant bool) {
+	kind := "Psum"
+	if dequant {
+		kind = "Dequant"
+	}
+	name := fmt.Sprintf("Cb%sB%dM%d%s", kind, b, m, f.suffix())
+	L := f.lanes()
+	P := 32 / gcd(32, b) // codes per period
+	pw := P * b / 32     // words per period
+	TEXT(name, NOSPLIT, "func(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)")
+	Pragma("noescape")
+	what := []string{"\t\tgroup's segments s and codebooks i of tab_i[s][c_i]", "", "(the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment)."}
+	if dequant {
+		what = []string{"\t\tgroup's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]", "", "(dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid)."}
+	}
+	Doc(append(append([]string{
+		fmt.Sprintf("%s accumulates, for %d rows of a codebook tile (%d-bit codes, M = %d", name, L, b, m),
+		fmt.Sprintf("codebooks) and nper periods of %d segments, with %s:", P, f.requires()),
+		"",
+		"\tfor each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the"}, what...),
+		fmt.Sprintf("c_i is the code of lane l < %d and segment s in the lane bit stream at", L),
+		"words + i*cbstride (bytes; word w of the block's lanes at words + w*128),",
+		fmt.Sprintf("segment s at bit s*%d. Lookups of a group are summed in segment then", b),
+		"codebook order.",
+		"",
+		fmt.Sprintf("Preconditions: nper >= 1; spg >= 1 divides nper*%d or is a multiple of", P),
+		fmt.Sprintf("%d; the word after every code's first word readable (layout/codebook", P),
+		"keeps 32 zero words at the end).",
+	)...)
+	cbZeroVec = f.vec()
+	cbZero(f, cbZeroVec)
+	if !f.avx512 {
+		cbOnesVec = YMM()
+		VPCMPEQD(cbOnesVec, cbOnesVec, cbOnesVec)
+	}
+	accv := f.vec()
+	VMOVUPS(Mem{Base: param("acc")}, accv)
+	mask := f.vec()
+	{
+		t := GP32()
+		MOVL(U32(uint32(1)<<b-1), t)
+		xm := XMM()
+		VMOVD(t, xm)
+		VPBROADCASTD(xm, mask)
+	}
+	// Per-codebook word and table pointers, advanced together.
+	wps, tps := []GPVirtual{param("words")}, []GPVirtual{param("tab")}
+	for i := 1; i < m; i++ {
+		w, t := param("cbstride"), param("tabstride")
+		ADDQ(wps[0], w)
+		ADDQ(tps[0], t)
+		wps, tps = append(wps, w), append(tps, t)
+	}
+	sp := param("scales")
+	var xp GPVirtual
+	if dequant {
+		xp = param("x")
+	}
+	cnt := param("spg")
+	gs := f.vec()
+	cbZero(f, gs)
+	Label(name + "_period")
+	for j := 0; j < P; j++ {
+		bit := j * b
+		w, off := bit/32, bit%32
+		for i := 0; i < m; i++ {
+			p := wps[i]
+			code := f.vec()
+			VMOVDQU32orU(f, Mem{Base: p, Disp: 128 * w}, code)
+			if off > 0 {
+				VPSRLD(U8(off), code, code)
+			}
+			if off+b > 32 {
+				hi := f.vec()
+				VMOVDQU32orU(f, Mem{Base: p, Disp: 128 * (w + 1)}, hi)
+				VPSLLD(U8(32-off), hi, hi)
+				if f.avx512 {
+					VPORD(hi, code, code)
+				} else {
+					VPOR(hi, code, code)
+				}
+			}
+			if off+b != 32 { // the top code of a word needs no mask
+				if f.avx512 {
+					VPANDD(mask, code, code)
+				} else {
+					VPAND(mask, code, code)
+				}
+			}
+			base := tps[i]
+			if !dequant {
+				gather(f, Mem{Base: base, Index: code, Scale: 4}, gs, false)
+				continue
+			}
+			vv := param("v")
+			idx := f.vec()
+			{
+				xv := XMM()
+				VMOVQ(vv, xv)
+				vb := f.vec()
+				VPBROADCASTD(xv, vb)
+				VPMULLD(vb, code, idx)
+			}
+			e := GP64()
+			XORQ(e, e)
+			lbl := fmt.Sprintf("%s_e%d_%d", name, j, i)
+			Label(lbl)
+			{
+				cp := GP64()
+				LEAQ(Mem{Base: base, Index: e, Scale: 4}, cp)
+				g := f.vec()
+				gather(f, Mem{Base: cp, Index: idx, Scale: 4}, g, true)
+				bx := f.vec()
+				VBROADCASTSS(Mem{Base: xp, Index: e, Scale: 4}, bx)
+				VFMADD231PS(bx, g, gs)
+				INCQ(e)
+				CMPQ(e, vv)
+				JB(LabelRef(lbl))
+			}
+		}
+		if !dequant {
+			sb := param("segbytes")
+			for _, t := range tps {
+				ADDQ(sb, t)
+			}
+		}
+		if dequant {
+			v4 := param("v")
+			LEAQ(Mem{Base: xp, Index: v4, Scale: 4}, xp)
+		}
+		// Group end: scale and accumulate.
+		skip := fmt.Sprintf("%s_nogroup%d", name, j)
+		DECQ(cnt)
+		JNZ(LabelRef(skip))
+		VFMADD231PS(Mem{Base: sp}, gs, accv)
+		cbZero(f, gs)
+		ADDQ(param("sstride"), sp)
+		Load(Param("spg"), cnt)
+		Label(skip)
+	}
+	for _, w := range wps {
+		ADDQ(U32(128*pw), w)
+	}
+	bump("nper", I32(-1))
+	nper := param("nper")
+	TESTQ(nper, nper)
+	JNZ(LabelRef(name + "_period"))
+	VMOVUPS(accv, Mem{Base: param("acc")})
+	if !f.avx512 {
+		VZEROUPPER()
+	}
+	RET()
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// VMOVDQU32orU loads a vector of dwords.
+func VMOVDQU32orU(f cbVec, m Mem, dst VecVirtual) {
+	if f.avx512 {
+		VMOVDQU32(m, dst)
+	} else {
+		VMOVDQU(m, dst)
+	}
+}
+
+// gather gathers the float32 at m (an index vector) into acc (into) or
+// adds them to acc.
+func gather(f cbVec, m Mem, acc VecVirtual, into bool) {
+	g := acc
+	if !into {
+		g = f.vec()
+	}
+	// Pure writes first (a copy of a hoisted register): the gather reads its
+	// destination and mask, and avo would otherwise keep every unrolled
+	// destination live from the function entry.
+	if f.avx512 {
+		VMOVDQA32(cbZeroVec, g)
+	} else {
+		VMOVDQA(cbZeroVec, g)
+	}
+	if f.avx512 {
+		// KMOVW from a GP register is a pure write (KXNORW k, k, k would read
+		// k, keeping every unrolled mask live from the function entry).
+		t := GP32()
+		MOVL(U32(0xffff), t)
+		k := K()
+		KMOVW(t, k)
+		VGATHERDPS(m, k, g)
+	} else {
+		ones := YMM()
+		VMOVDQA(cbOnesVec, ones)
+		VGATHERDPS(ones, m, g)
+	}
+	if !into {
+		VADDPS(g, acc, acc)
+	}
+}
+
+// cbZeroVec and cbOnesVec (AVX2) are the zero and all-ones vectors of the
+// kernel being generated, set at its entry.
+var cbZeroVec, cbOnesVec VecVirtual
+
+// cbZero zeroes a vector (VPXORD on ZMM needs only AVX-512F).
+func cbZero(f cbVec, v VecVirtual) {
+	if f.avx512 {
+		VPXORD(v, v, v)
+	} else {
+		VXORPS(v, v, v)
+	}
+}
