@@ -84,6 +84,14 @@ func cmdBench(args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench: -format: %w", err)
 	}
+	actSet := false
+	fs.Visit(func(f *flag.Flag) { actSet = actSet || f.Name == "act" })
+	if spec.Format == layout.FormatCodebook && a == qgemv.A8 {
+		if actSet {
+			return fmt.Errorf("bench: codebook formats multiply float activations: use -act a32 or a16")
+		}
+		a = qgemv.A32
+	}
 	if err := layout.CheckDims(*inter, *hidden); err != nil {
 		return fmt.Errorf("bench: -hidden/-intermediate: %w", err)
 	}

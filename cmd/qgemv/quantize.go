@@ -7,19 +7,25 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 func cmdQuantize(args []string) error {
 	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
 	rows := fs.Int("rows", 0, "rows (outputs) of the matrix")
 	cols := fs.Int("cols", 0, "columns (inputs) of the matrix")
-	format := fs.String("format", "q4g128", "output format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row")
+	format := fs.String("format", "q4g128", "output format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
 	method := fs.String("method", "search", "scale/zero choice: minmax or search (error-minimizing)")
 	intZero := fs.Bool("intzero", true, "integer zero points (Bits, Sparse12; needed for int8 activations)")
 	fp32Meta := fs.Bool("fp32meta", false, "float32 scales and zeros instead of binary16 (Bits, Sparse12)")
 	out := fs.String("o", "", "output .qgv file")
+	seed := fs.Uint64("seed", 1, "codebook formats: k-means seed")
+	iters := fs.Int("iters", 10, "codebook formats: Lloyd iterations per codebook")
+	budget := fs.Duration("time-budget", 0, "codebook formats: stop Lloyd iterations after this long (0: no limit)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: qgemv quantize -rows R -cols C [-method search] -o OUT.qgv IN.f32\n\nIN.f32 holds R*C little-endian float32 values, row-major.")
 		fs.PrintDefaults()
@@ -59,7 +65,15 @@ func cmdQuantize(args []string) error {
 	for i := range w {
 		w[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
-	m, dropped, err := spec.Quantize(w, *rows, *cols, layout.BitsOptions{Method: qm, IntegerZero: *intZero, FP32Meta: *fp32Meta})
+	var m layout.Matrix
+	var dropped float64
+	if spec.Format == layout.FormatCodebook {
+		bar := newStageBar(os.Stderr)
+		m, err = codebook.Quantize(w, *rows, *cols, spec, codebook.Options{FP32: *fp32Meta, Seed: *seed, Iters: *iters, TimeBudget: *budget, Progress: bar.update})
+		bar.done()
+	} else {
+		m, dropped, err = spec.Quantize(w, *rows, *cols, layout.BitsOptions{Method: qm, IntegerZero: *intZero, FP32Meta: *fp32Meta})
+	}
 	if err != nil {
 		return err
 	}
@@ -70,11 +84,49 @@ func cmdQuantize(args []string) error {
 	})); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s %dx%d, method %v, relative RMS error %.5f, %.3f bits/weight",
-		*out, m.Name(), *rows, *cols, qm, rel, 8*float64(m.StreamBytes())/float64(*rows**cols))
+	how := "method " + qm.String()
+	if spec.Format == layout.FormatCodebook {
+		how = fmt.Sprintf("k-means seed %d", *seed)
+	}
+	fmt.Printf("%s: %s %dx%d, %s, relative RMS error %.5f, %.3f bits/weight",
+		*out, m.Name(), *rows, *cols, how, rel, 8*float64(m.StreamBytes())/float64(*rows**cols))
 	if spec.Format == layout.FormatSparse12 {
 		fmt.Printf(", pruned energy %.4f", dropped)
 	}
 	fmt.Println()
 	return nil
+}
+
+// stageBar draws a progress bar per stage of a long computation.
+type stageBar struct {
+	f     *os.File
+	stage string
+	last  time.Time
+}
+
+func newStageBar(f *os.File) *stageBar { return &stageBar{f: f} }
+
+func (b *stageBar) update(stage string, done, total int) {
+	if stage != b.stage {
+		if b.stage != "" {
+			fmt.Fprintln(b.f)
+		}
+		b.stage, b.last = stage, time.Time{}
+	}
+	if time.Since(b.last) < 100*time.Millisecond && done < total {
+		return
+	}
+	b.last = time.Now()
+	const width = 30
+	n := 0
+	if total > 0 {
+		n = min(width, width*done/total)
+	}
+	fmt.Fprintf(b.f, "\r%-20s [%s%s] %3d%%", stage, strings.Repeat("#", n), strings.Repeat(".", width-n), 100*n/width)
+}
+
+func (b *stageBar) done() {
+	if b.stage != "" {
+		fmt.Fprintln(b.f)
+	}
 }

@@ -2,6 +2,7 @@ package codebook
 
 import (
 	"bytes"
+	"flag"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -89,9 +90,13 @@ func TestQuantize(t *testing.T) {
 	const rows, cols = 48, 520
 	w := gaussian(rng, rows*cols)
 	errs := map[string]float64{}
+	bs := layout.CodebookBs
+	if testing.Short() {
+		bs = []int{4, 6, 8}
+	}
 	for _, m := range []int{1, 2} {
 		for _, v := range []int{4, 8} {
-			for _, b := range layout.CodebookBs {
+			for _, b := range bs {
 				name := "cb-m" + itoa(m) + "v" + itoa(v) + "b" + itoa(b) + "g128"
 				opt := Options{Seed: 1, Iters: 6}
 				if b >= 10 {
@@ -217,6 +222,84 @@ func TestContainer(t *testing.T) {
 					t.Fatalf("%s: parameter %d = %d decoded", name, pi, bad)
 				}
 			}
+		}
+	}
+}
+
+var fullTable = flag.Bool("full", false, "TestErrorTable on 256x4096 matrices (the README table)")
+
+func studentT3(rng *rand.Rand, n int) []float32 {
+	w := make([]float32, n)
+	for i := range w {
+		var chi float64
+		for k := 0; k < 3; k++ {
+			g := rng.NormFloat64()
+			chi += g * g
+		}
+		w[i] = float32(rng.NormFloat64() / math.Sqrt(chi/3))
+	}
+	return w
+}
+
+// TestErrorTable reports bits per weight (codebooks and scales included)
+// and relative RMS error of the codebook configurations against
+// Bits(2,128), Bits(3,128) and Q4G128 on the same Gaussian and Student-t
+// (3 degrees of freedom) matrices, and checks the orderings that must
+// hold. go test -v -run TestErrorTable ./layout/codebook -args -full
+// prints the README table (256x4096; 64x4096 without -full).
+func TestErrorTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("k-means on 2 x 262144 weights: not in -short runs")
+	}
+	rows, cols := 64, 4096
+	if *fullTable {
+		rows = 256
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, dist := range []struct {
+		name string
+		w    []float32
+	}{{"Gaussian", gaussian(rng, rows*cols)}, {"Student-t3", studentT3(rng, rows*cols)}} {
+		errs := map[string]float64{}
+		t.Logf("%s %dx%d:", dist.name, rows, cols)
+		t.Logf("| format | bits/weight | relative RMS error |")
+		for _, name := range []string{"cb-m1v4b8g128", "cb-m2v8b8g128", "cb-m1v8b8g128", "cb-m1v4b12g128", "cb-m2v4b8g128", "bits2g128", "bits3g128", "q4g128"} {
+			s := spec(t, name)
+			var m interface {
+				layout.Matrix
+				Dequantize() []float32
+			}
+			var err error
+			if s.Format == layout.FormatCodebook {
+				opt := Options{Seed: 1}
+				if !*fullTable {
+					opt.Iters = 3
+				}
+				m, err = Quantize(dist.w, rows, cols, s, opt)
+			} else {
+				var lm layout.Matrix
+				lm, _, err = s.Quantize(dist.w, rows, cols, layout.BitsOptions{Method: layout.Search, IntegerZero: true})
+				if err == nil {
+					m = lm.(interface {
+						layout.Matrix
+						Dequantize() []float32
+					})
+				}
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			e := relErr(m.Dequantize(), dist.w)
+			errs[name] = e
+			t.Logf("| %s | %.3f | %.4f |", m.Name(), 8*float64(m.StreamBytes())/float64(rows*cols), e)
+		}
+		// About 2.1 bits per weight: vector quantization must beat uniform
+		// 2-bit (and 3 bits with 12-bit codes beat uniform 3-bit).
+		if errs["cb-m1v4b8g128"] >= errs["bits2g128"] || errs["cb-m2v8b8g128"] >= errs["bits2g128"] {
+			t.Errorf("%s: 2-bit codebooks (%.4f, %.4f) not better than Bits2G128 (%.4f)", dist.name, errs["cb-m1v4b8g128"], errs["cb-m2v8b8g128"], errs["bits2g128"])
+		}
+		if errs["cb-m1v4b12g128"] >= errs["bits3g128"] {
+			t.Errorf("%s: cb-m1v4b12 (%.4f) not better than Bits3G128 (%.4f)", dist.name, errs["cb-m1v4b12g128"], errs["bits3g128"])
 		}
 	}
 }
