@@ -1636,6 +1636,147 @@ func StreamReadAvx512(b []uint64) uint64
 //go:noescape
 func StreamReadAvx2(b []uint64) uint64
 
+// CbTableF16V2Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
+// out[s*k+q] = binary16(inv * sum_{e<2} ct[e*k+q] * x[s*2+e]) (ct: the
+// centroids transposed; products accumulated in e order with fused
+// multiply-adds, the product by inv exact for a power of two, rounded to
+// nearest even).
+//
+// Preconditions: nseg >= 1, k a multiple of 16.
+//
+//go:noescape
+func CbTableF16V2Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
+
+// CbTableF16V4Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
+// out[s*k+q] = binary16(inv * sum_{e<4} ct[e*k+q] * x[s*4+e]) (ct: the
+// centroids transposed; products accumulated in e order with fused
+// multiply-adds, the product by inv exact for a power of two, rounded to
+// nearest even).
+//
+// Preconditions: nseg >= 1, k a multiple of 16.
+//
+//go:noescape
+func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
+
+// CbTableF16V8Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
+// out[s*k+q] = binary16(inv * sum_{e<8} ct[e*k+q] * x[s*8+e]) (ct: the
+// centroids transposed; products accumulated in e order with fused
+// multiply-adds, the product by inv exact for a power of two, rounded to
+// nearest even).
+//
+// Preconditions: nseg >= 1, k a multiple of 16.
+//
+//go:noescape
+func CbTableF16V8Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
+
+// CbPsumF16B4M1Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 1
+// codebooks) and nper periods of 8 segments, with AVX-512F and BW:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of float32(tab_i[s][c_i])
+//
+// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 16 binary16 entries per
+// segment; c_i is the code of lane l and segment s in the lane bit stream at
+// words + i*cbstride, segment s at bit s*4). Lookups of a group are summed
+// in segment then codebook order, in float32.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of 8;
+// the word after every code's first word readable. The code words pf bytes
+// ahead (the next tile's) are prefetched.
+//
+//go:noescape
+func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumF16B4M2Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 2
+// codebooks) and nper periods of 8 segments, with AVX-512F and BW:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of float32(tab_i[s][c_i])
+//
+// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 16 binary16 entries per
+// segment; c_i is the code of lane l and segment s in the lane bit stream at
+// words + i*cbstride, segment s at bit s*4). Lookups of a group are summed
+// in segment then codebook order, in float32.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of 8;
+// the word after every code's first word readable. The code words pf bytes
+// ahead (the next tile's) are prefetched.
+//
+//go:noescape
+func CbPsumF16B4M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumF16B6M1Avx512 accumulates, for the 32 rows of a codebook tile (6-bit codes, M = 1
+// codebooks) and nper periods of 16 segments, with AVX-512F and BW:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of float32(tab_i[s][c_i])
+//
+// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 64 binary16 entries per
+// segment; c_i is the code of lane l and segment s in the lane bit stream at
+// words + i*cbstride, segment s at bit s*6). Lookups of a group are summed
+// in segment then codebook order, in float32.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of 16;
+// the word after every code's first word readable. The code words pf bytes
+// ahead (the next tile's) are prefetched.
+//
+//go:noescape
+func CbPsumF16B6M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumF16B6M2Avx512 accumulates, for the 32 rows of a codebook tile (6-bit codes, M = 2
+// codebooks) and nper periods of 16 segments, with AVX-512F and BW:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of float32(tab_i[s][c_i])
+//
+// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 64 binary16 entries per
+// segment; c_i is the code of lane l and segment s in the lane bit stream at
+// words + i*cbstride, segment s at bit s*6). Lookups of a group are summed
+// in segment then codebook order, in float32.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of 16;
+// the word after every code's first word readable. The code words pf bytes
+// ahead (the next tile's) are prefetched.
+//
+//go:noescape
+func CbPsumF16B6M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumF16B8M1Avx512 accumulates, for the 32 rows of a codebook tile (8-bit codes, M = 1
+// codebooks) and nper periods of 4 segments, with AVX-512F and BW:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of float32(tab_i[s][c_i])
+//
+// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 256 binary16 entries per
+// segment; c_i is the code of lane l and segment s in the lane bit stream at
+// words + i*cbstride, segment s at bit s*8). Lookups of a group are summed
+// in segment then codebook order, in float32.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4;
+// the word after every code's first word readable. The code words pf bytes
+// ahead (the next tile's) are prefetched.
+//
+//go:noescape
+func CbPsumF16B8M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumF16B8M2Avx512 accumulates, for the 32 rows of a codebook tile (8-bit codes, M = 2
+// codebooks) and nper periods of 4 segments, with AVX-512F and BW:
+//
+//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
+//		group's segments s and codebooks i of float32(tab_i[s][c_i])
+//
+// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 256 binary16 entries per
+// segment; c_i is the code of lane l and segment s in the lane bit stream at
+// words + i*cbstride, segment s at bit s*8). Lookups of a group are summed
+// in segment then codebook order, in float32.
+//
+// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4;
+// the word after every code's first word readable. The code words pf bytes
+// ahead (the next tile's) are prefetched.
+//
+//go:noescape
+func CbPsumF16B8M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
 // CbTableAvx512 builds the Psumbook of one codebook with AVX-512F: for s < nseg,
 // q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
 // transposed, v rows of k float32), the products accumulated in e order

@@ -20606,6 +20606,2679 @@ StreamReadAvx2_done:
 	VZEROUPPER
 	RET
 
+// func CbTableF16V2Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
+// Requires: AVX, AVX512F
+TEXT ·CbTableF16V2Avx512(SB), NOSPLIT, $0-44
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z0
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableF16V2Avx512_seg:
+	VBROADCASTSS (CX), Z1
+	VBROADCASTSS 4(CX), Z2
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableF16V2Avx512_q:
+	VMULPS      (R8), Z1, Z3
+	MOVQ        R8, R11
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z2, Z3
+	VMULPS      Z0, Z3, Z3
+	VCVTPS2PH   $0x00, Z3, Y3
+	VMOVDQU     Y3, (R9)
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	SUBQ        $0x00000010, R10
+	JNZ         CbTableF16V2Avx512_q
+	MOVQ        SI, R10
+	LEAQ        (DX)(R10*2), DX
+	ADDQ        $0x00000008, CX
+	DECQ        BX
+	JNZ         CbTableF16V2Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
+// Requires: AVX, AVX512F
+TEXT ·CbTableF16V4Avx512(SB), NOSPLIT, $0-44
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z0
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableF16V4Avx512_seg:
+	VBROADCASTSS (CX), Z1
+	VBROADCASTSS 4(CX), Z2
+	VBROADCASTSS 8(CX), Z3
+	VBROADCASTSS 12(CX), Z4
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableF16V4Avx512_q:
+	VMULPS      (R8), Z1, Z5
+	MOVQ        R8, R11
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z2, Z5
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z3, Z5
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z4, Z5
+	VMULPS      Z0, Z5, Z5
+	VCVTPS2PH   $0x00, Z5, Y5
+	VMOVDQU     Y5, (R9)
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	SUBQ        $0x00000010, R10
+	JNZ         CbTableF16V4Avx512_q
+	MOVQ        SI, R10
+	LEAQ        (DX)(R10*2), DX
+	ADDQ        $0x00000010, CX
+	DECQ        BX
+	JNZ         CbTableF16V4Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbTableF16V8Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
+// Requires: AVX, AVX512F
+TEXT ·CbTableF16V8Avx512(SB), NOSPLIT, $0-44
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z0
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableF16V8Avx512_seg:
+	VBROADCASTSS (CX), Z1
+	VBROADCASTSS 4(CX), Z2
+	VBROADCASTSS 8(CX), Z3
+	VBROADCASTSS 12(CX), Z4
+	VBROADCASTSS 16(CX), Z5
+	VBROADCASTSS 20(CX), Z6
+	VBROADCASTSS 24(CX), Z7
+	VBROADCASTSS 28(CX), Z8
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableF16V8Avx512_q:
+	VMULPS      (R8), Z1, Z9
+	MOVQ        R8, R11
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z2, Z9
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z3, Z9
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z4, Z9
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z5, Z9
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z6, Z9
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z7, Z9
+	ADDQ        DI, R11
+	VFMADD231PS (R11), Z8, Z9
+	VMULPS      Z0, Z9, Z9
+	VCVTPS2PH   $0x00, Z9, Y9
+	VMOVDQU     Y9, (R9)
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	SUBQ        $0x00000010, R10
+	JNZ         CbTableF16V8Avx512_q
+	MOVQ        SI, R10
+	LEAQ        (DX)(R10*2), DX
+	ADDQ        $0x00000020, CX
+	DECQ        BX
+	JNZ         CbTableF16V8Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, MMX+
+TEXT ·CbPsumF16B4M1Avx512(SB), NOSPLIT, $0-80
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU16    cbPackWords<>+0(SB), Z1
+	MOVQ         acc+64(FP), AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	MOVL         $0x0000000f, AX
+	VPBROADCASTD AX, Z4
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+48(FP), DX
+	MOVQ         spg+40(FP), BX
+	VMOVDQA32    Z0, Z5
+	VMOVDQA32    Z0, Z6
+
+CbPsumF16B4M1Avx512_period:
+	MOVQ          pf+72(FP), SI
+	LEAQ          (AX)(SI*1), SI
+	PREFETCHT0    (SI)
+	PREFETCHT0    64(SI)
+	VMOVDQU32     (AX), Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup0
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup0:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x04, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup1
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup1:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x08, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x08, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup2
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup2:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x0c, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x0c, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup3
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup3:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x10, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x10, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup4
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup4:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x14, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x14, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup5
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup5:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x18, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x18, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup6
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup6:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x1c, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x1c, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbPsumF16B4M1Avx512_nogroup7
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B4M1Avx512_nogroup7:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumF16B4M1Avx512_period
+	MOVQ    acc+64(FP), AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	RET
+
+DATA cbPackWords<>+0(SB)/2, $0x0000
+DATA cbPackWords<>+2(SB)/2, $0x0002
+DATA cbPackWords<>+4(SB)/2, $0x0004
+DATA cbPackWords<>+6(SB)/2, $0x0006
+DATA cbPackWords<>+8(SB)/2, $0x0008
+DATA cbPackWords<>+10(SB)/2, $0x000a
+DATA cbPackWords<>+12(SB)/2, $0x000c
+DATA cbPackWords<>+14(SB)/2, $0x000e
+DATA cbPackWords<>+16(SB)/2, $0x0010
+DATA cbPackWords<>+18(SB)/2, $0x0012
+DATA cbPackWords<>+20(SB)/2, $0x0014
+DATA cbPackWords<>+22(SB)/2, $0x0016
+DATA cbPackWords<>+24(SB)/2, $0x0018
+DATA cbPackWords<>+26(SB)/2, $0x001a
+DATA cbPackWords<>+28(SB)/2, $0x001c
+DATA cbPackWords<>+30(SB)/2, $0x001e
+DATA cbPackWords<>+32(SB)/2, $0x0020
+DATA cbPackWords<>+34(SB)/2, $0x0022
+DATA cbPackWords<>+36(SB)/2, $0x0024
+DATA cbPackWords<>+38(SB)/2, $0x0026
+DATA cbPackWords<>+40(SB)/2, $0x0028
+DATA cbPackWords<>+42(SB)/2, $0x002a
+DATA cbPackWords<>+44(SB)/2, $0x002c
+DATA cbPackWords<>+46(SB)/2, $0x002e
+DATA cbPackWords<>+48(SB)/2, $0x0030
+DATA cbPackWords<>+50(SB)/2, $0x0032
+DATA cbPackWords<>+52(SB)/2, $0x0034
+DATA cbPackWords<>+54(SB)/2, $0x0036
+DATA cbPackWords<>+56(SB)/2, $0x0038
+DATA cbPackWords<>+58(SB)/2, $0x003a
+DATA cbPackWords<>+60(SB)/2, $0x003c
+DATA cbPackWords<>+62(SB)/2, $0x003e
+GLOBL cbPackWords<>(SB), RODATA|NOPTR, $64
+
+// func CbPsumF16B4M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, MMX+
+TEXT ·CbPsumF16B4M2Avx512(SB), NOSPLIT, $0-80
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU16    cbPackWords<>+0(SB), Z1
+	MOVQ         acc+64(FP), AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	MOVL         $0x0000000f, AX
+	VPBROADCASTD AX, Z4
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+48(FP), SI
+	MOVQ         spg+40(FP), DI
+	VMOVDQA32    Z0, Z5
+	VMOVDQA32    Z0, Z6
+
+CbPsumF16B4M2Avx512_period:
+	MOVQ          pf+72(FP), R8
+	LEAQ          (AX)(R8*1), R9
+	PREFETCHT0    (R9)
+	PREFETCHT0    64(R9)
+	LEAQ          (DX)(R8*1), R8
+	PREFETCHT0    (R8)
+	PREFETCHT0    64(R8)
+	VMOVDQU32     (AX), Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup0
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup0:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x04, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x04, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup1
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup1:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x08, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x08, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x08, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x08, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup2
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup2:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x0c, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x0c, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x0c, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x0c, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup3
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup3:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x10, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x10, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x10, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x10, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup4
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup4:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x14, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x14, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x14, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x14, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup5
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup5:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x18, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x18, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x18, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x18, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup6
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup6:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x1c, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x1c, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (CX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x1c, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x1c, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VPERMW        (BX), Z7, Z7
+	VCVTPH2PS     Y7, Z8
+	VEXTRACTI64X4 $0x01, Z7, Y7
+	VCVTPH2PS     Y7, Z7
+	VADDPS        Z8, Z5, Z5
+	VADDPS        Z7, Z6, Z6
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DI
+	JNZ           CbPsumF16B4M2Avx512_nogroup7
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B4M2Avx512_nogroup7:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumF16B4M2Avx512_period
+	MOVQ    acc+64(FP), AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	RET
+
+// func CbPsumF16B6M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, MMX+
+TEXT ·CbPsumF16B6M1Avx512(SB), NOSPLIT, $0-80
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU16    cbPackWords<>+0(SB), Z1
+	MOVQ         acc+64(FP), AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	MOVL         $0x0000003f, AX
+	VPBROADCASTD AX, Z4
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+48(FP), DX
+	MOVQ         spg+40(FP), BX
+	VMOVDQA32    Z0, Z5
+	VMOVDQA32    Z0, Z6
+
+CbPsumF16B6M1Avx512_period:
+	MOVQ          pf+72(FP), SI
+	LEAQ          (AX)(SI*1), SI
+	PREFETCHT0    (SI)
+	PREFETCHT0    64(SI)
+	PREFETCHT0    128(SI)
+	PREFETCHT0    192(SI)
+	PREFETCHT0    256(SI)
+	PREFETCHT0    320(SI)
+	VMOVDQU32     (AX), Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup0
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup0:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x06, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x06, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup1
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup1:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x0c, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x0c, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup2
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup2:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x12, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x12, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup3
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup3:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x18, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x18, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup4
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup4:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x1e, Z7, Z7
+	VMOVDQU32     128(AX), Z8
+	VPSLLD        $0x02, Z8, Z8
+	VPORD         Z8, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x1e, Z8, Z8
+	VMOVDQU32     192(AX), Z9
+	VPSLLD        $0x02, Z9, Z9
+	VPORD         Z9, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup5
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup5:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x04, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup6
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup6:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x0a, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x0a, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup7
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup7:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x10, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x10, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup8
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup8:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x16, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x16, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup9
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup9:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x1c, Z7, Z7
+	VMOVDQU32     256(AX), Z8
+	VPSLLD        $0x04, Z8, Z8
+	VPORD         Z8, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x1c, Z8, Z8
+	VMOVDQU32     320(AX), Z9
+	VPSLLD        $0x04, Z9, Z9
+	VPORD         Z9, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup10
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup10:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x02, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x02, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup11
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup11:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x08, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x08, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup12
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup12:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x0e, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x0e, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup13
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup13:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x14, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x14, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup14
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup14:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x1a, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x1a, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	DECQ          BX
+	JNZ           CbPsumF16B6M1Avx512_nogroup15
+	VFMADD231PS   (DX), Z5, Z2
+	VFMADD231PS   64(DX), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B6M1Avx512_nogroup15:
+	ADDQ    $0x00000180, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumF16B6M1Avx512_period
+	MOVQ    acc+64(FP), AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	RET
+
+// func CbPsumF16B6M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, MMX+
+TEXT ·CbPsumF16B6M2Avx512(SB), NOSPLIT, $0-80
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU16    cbPackWords<>+0(SB), Z1
+	MOVQ         acc+64(FP), AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	MOVL         $0x0000003f, AX
+	VPBROADCASTD AX, Z4
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+48(FP), SI
+	MOVQ         spg+40(FP), DI
+	VMOVDQA32    Z0, Z5
+	VMOVDQA32    Z0, Z6
+
+CbPsumF16B6M2Avx512_period:
+	MOVQ          pf+72(FP), R8
+	LEAQ          (AX)(R8*1), R9
+	PREFETCHT0    (R9)
+	PREFETCHT0    64(R9)
+	PREFETCHT0    128(R9)
+	PREFETCHT0    192(R9)
+	PREFETCHT0    256(R9)
+	PREFETCHT0    320(R9)
+	LEAQ          (DX)(R8*1), R8
+	PREFETCHT0    (R8)
+	PREFETCHT0    64(R8)
+	PREFETCHT0    128(R8)
+	PREFETCHT0    192(R8)
+	PREFETCHT0    256(R8)
+	PREFETCHT0    320(R8)
+	VMOVDQU32     (AX), Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup0
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup0:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x06, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x06, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x06, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x06, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup1
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup1:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x0c, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x0c, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x0c, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x0c, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup2
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup2:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x12, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x12, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x12, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x12, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup3
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup3:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x18, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x18, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x18, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x18, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup4
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup4:
+	VMOVDQU32     (AX), Z7
+	VPSRLD        $0x1e, Z7, Z7
+	VMOVDQU32     128(AX), Z8
+	VPSLLD        $0x02, Z8, Z8
+	VPORD         Z8, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(AX), Z8
+	VPSRLD        $0x1e, Z8, Z8
+	VMOVDQU32     192(AX), Z9
+	VPSLLD        $0x02, Z9, Z9
+	VPORD         Z9, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     (DX), Z7
+	VPSRLD        $0x1e, Z7, Z7
+	VMOVDQU32     128(DX), Z8
+	VPSLLD        $0x02, Z8, Z8
+	VPORD         Z8, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     64(DX), Z8
+	VPSRLD        $0x1e, Z8, Z8
+	VMOVDQU32     192(DX), Z9
+	VPSLLD        $0x02, Z9, Z9
+	VPORD         Z9, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup5
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup5:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x04, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     128(DX), Z7
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(DX), Z8
+	VPSRLD        $0x04, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup6
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup6:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x0a, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x0a, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     128(DX), Z7
+	VPSRLD        $0x0a, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(DX), Z8
+	VPSRLD        $0x0a, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup7
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup7:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x10, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x10, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     128(DX), Z7
+	VPSRLD        $0x10, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(DX), Z8
+	VPSRLD        $0x10, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup8
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup8:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x16, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x16, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     128(DX), Z7
+	VPSRLD        $0x16, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(DX), Z8
+	VPSRLD        $0x16, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup9
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup9:
+	VMOVDQU32     128(AX), Z7
+	VPSRLD        $0x1c, Z7, Z7
+	VMOVDQU32     256(AX), Z8
+	VPSLLD        $0x04, Z8, Z8
+	VPORD         Z8, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(AX), Z8
+	VPSRLD        $0x1c, Z8, Z8
+	VMOVDQU32     320(AX), Z9
+	VPSLLD        $0x04, Z9, Z9
+	VPORD         Z9, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     128(DX), Z7
+	VPSRLD        $0x1c, Z7, Z7
+	VMOVDQU32     256(DX), Z8
+	VPSLLD        $0x04, Z8, Z8
+	VPORD         Z8, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     192(DX), Z8
+	VPSRLD        $0x1c, Z8, Z8
+	VMOVDQU32     320(DX), Z9
+	VPSLLD        $0x04, Z9, Z9
+	VPORD         Z9, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup10
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup10:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x02, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x02, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     256(DX), Z7
+	VPSRLD        $0x02, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(DX), Z8
+	VPSRLD        $0x02, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup11
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup11:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x08, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x08, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     256(DX), Z7
+	VPSRLD        $0x08, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(DX), Z8
+	VPSRLD        $0x08, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup12
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup12:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x0e, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x0e, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     256(DX), Z7
+	VPSRLD        $0x0e, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(DX), Z8
+	VPSRLD        $0x0e, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup13
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup13:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x14, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x14, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     256(DX), Z7
+	VPSRLD        $0x14, Z7, Z7
+	VPANDD        Z4, Z7, Z7
+	VMOVDQU32     320(DX), Z8
+	VPSRLD        $0x14, Z8, Z8
+	VPANDD        Z4, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup14
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup14:
+	VMOVDQU32     256(AX), Z7
+	VPSRLD        $0x1a, Z7, Z7
+	VMOVDQU32     320(AX), Z8
+	VPSRLD        $0x1a, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (CX), Z8
+	VPERMT2W      64(CX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	VMOVDQU32     256(DX), Z7
+	VPSRLD        $0x1a, Z7, Z7
+	VMOVDQU32     320(DX), Z8
+	VPSRLD        $0x1a, Z8, Z8
+	VPERMT2W      Z8, Z1, Z7
+	VMOVDQU16     (BX), Z8
+	VPERMT2W      64(BX), Z7, Z8
+	VCVTPH2PS     Y8, Z7
+	VEXTRACTI64X4 $0x01, Z8, Y8
+	VCVTPH2PS     Y8, Z8
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z8, Z6, Z6
+	ADDQ          $0x00000080, CX
+	ADDQ          $0x00000080, BX
+	DECQ          DI
+	JNZ           CbPsumF16B6M2Avx512_nogroup15
+	VFMADD231PS   (SI), Z5, Z2
+	VFMADD231PS   64(SI), Z6, Z3
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B6M2Avx512_nogroup15:
+	ADDQ    $0x00000180, AX
+	ADDQ    $0x00000180, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumF16B6M2Avx512_period
+	MOVQ    acc+64(FP), AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	RET
+
+// func CbPsumF16B8M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, AVX512VBMI, MMX+
+TEXT ·CbPsumF16B8M1Avx512(SB), NOSPLIT, $0-80
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU16    cbPackWords<>+0(SB), Z1
+	VMOVDQU8     cbPackBytes0<>+0(SB), Z1
+	VMOVDQU8     cbPackBytes1<>+0(SB), Z2
+	VMOVDQU8     cbPackBytes2<>+0(SB), Z3
+	VMOVDQU8     cbPackBytes3<>+0(SB), Z4
+	MOVQ         acc+64(FP), AX
+	VMOVUPS      (AX), Z5
+	VMOVUPS      64(AX), Z6
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z7
+	MOVL         $0x00000040, AX
+	VPBROADCASTW AX, Z7
+	MOVL         $0x00000080, AX
+	VPBROADCASTW AX, Z8
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         scales+48(FP), DX
+	MOVQ         spg+40(FP), BX
+	VMOVDQA32    Z0, Z9
+	VMOVDQA32    Z0, Z10
+
+CbPsumF16B8M1Avx512_period:
+	MOVQ          pf+72(FP), SI
+	LEAQ          (AX)(SI*1), SI
+	PREFETCHT0    (SI)
+	PREFETCHT0    64(SI)
+	VMOVDQU32     (AX), Z11
+	VMOVDQU32     64(AX), Z12
+	VMOVDQA32     Z11, Z13
+	VPERMT2B      Z12, Z1, Z13
+	VMOVDQU16     (CX), Z14
+	VPERMT2W      64(CX), Z13, Z14
+	VMOVDQU16     128(CX), Z15
+	VPERMT2W      192(CX), Z13, Z15
+	VMOVDQU16     256(CX), Z16
+	VPERMT2W      320(CX), Z13, Z16
+	VMOVDQU16     384(CX), Z17
+	VPERMT2W      448(CX), Z13, Z17
+	VPTESTMW      Z7, Z13, K1
+	VPTESTMW      Z8, Z13, K2
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z13
+	VPBLENDMW     Z15, Z14, K1, Z18
+	VPBLENDMW     Z17, Z16, K1, Z19
+	VPBLENDMW     Z19, Z18, K2, Z13
+	VCVTPH2PS     Y13, Z14
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VCVTPH2PS     Y13, Z13
+	VADDPS        Z14, Z9, Z9
+	VADDPS        Z13, Z10, Z10
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumF16B8M1Avx512_nogroup0
+	VFMADD231PS   (DX), Z9, Z5
+	VFMADD231PS   64(DX), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B8M1Avx512_nogroup0:
+	VMOVDQA32     Z11, Z13
+	VPERMT2B      Z12, Z2, Z13
+	VMOVDQU16     (CX), Z14
+	VPERMT2W      64(CX), Z13, Z14
+	VMOVDQU16     128(CX), Z15
+	VPERMT2W      192(CX), Z13, Z15
+	VMOVDQU16     256(CX), Z16
+	VPERMT2W      320(CX), Z13, Z16
+	VMOVDQU16     384(CX), Z17
+	VPERMT2W      448(CX), Z13, Z17
+	VPTESTMW      Z7, Z13, K1
+	VPTESTMW      Z8, Z13, K2
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z13
+	VPBLENDMW     Z15, Z14, K1, Z18
+	VPBLENDMW     Z17, Z16, K1, Z19
+	VPBLENDMW     Z19, Z18, K2, Z13
+	VCVTPH2PS     Y13, Z14
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VCVTPH2PS     Y13, Z13
+	VADDPS        Z14, Z9, Z9
+	VADDPS        Z13, Z10, Z10
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumF16B8M1Avx512_nogroup1
+	VFMADD231PS   (DX), Z9, Z5
+	VFMADD231PS   64(DX), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B8M1Avx512_nogroup1:
+	VMOVDQA32     Z11, Z13
+	VPERMT2B      Z12, Z3, Z13
+	VMOVDQU16     (CX), Z14
+	VPERMT2W      64(CX), Z13, Z14
+	VMOVDQU16     128(CX), Z15
+	VPERMT2W      192(CX), Z13, Z15
+	VMOVDQU16     256(CX), Z16
+	VPERMT2W      320(CX), Z13, Z16
+	VMOVDQU16     384(CX), Z17
+	VPERMT2W      448(CX), Z13, Z17
+	VPTESTMW      Z7, Z13, K1
+	VPTESTMW      Z8, Z13, K2
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z13
+	VPBLENDMW     Z15, Z14, K1, Z18
+	VPBLENDMW     Z17, Z16, K1, Z19
+	VPBLENDMW     Z19, Z18, K2, Z13
+	VCVTPH2PS     Y13, Z14
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VCVTPH2PS     Y13, Z13
+	VADDPS        Z14, Z9, Z9
+	VADDPS        Z13, Z10, Z10
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumF16B8M1Avx512_nogroup2
+	VFMADD231PS   (DX), Z9, Z5
+	VFMADD231PS   64(DX), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B8M1Avx512_nogroup2:
+	VMOVDQA32     Z11, Z11
+	VPERMT2B      Z12, Z4, Z11
+	VMOVDQU16     (CX), Z12
+	VPERMT2W      64(CX), Z11, Z12
+	VMOVDQU16     128(CX), Z13
+	VPERMT2W      192(CX), Z11, Z13
+	VMOVDQU16     256(CX), Z14
+	VPERMT2W      320(CX), Z11, Z14
+	VMOVDQU16     384(CX), Z15
+	VPERMT2W      448(CX), Z11, Z15
+	VPTESTMW      Z7, Z11, K1
+	VPTESTMW      Z8, Z11, K2
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z11
+	VPBLENDMW     Z13, Z12, K1, Z16
+	VPBLENDMW     Z15, Z14, K1, Z17
+	VPBLENDMW     Z17, Z16, K2, Z11
+	VCVTPH2PS     Y11, Z12
+	VEXTRACTI64X4 $0x01, Z11, Y11
+	VCVTPH2PS     Y11, Z11
+	VADDPS        Z12, Z9, Z9
+	VADDPS        Z11, Z10, Z10
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumF16B8M1Avx512_nogroup3
+	VFMADD231PS   (DX), Z9, Z5
+	VFMADD231PS   64(DX), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+40(FP), BX
+
+CbPsumF16B8M1Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+16(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+16(FP)
+	MOVQ    nper+16(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumF16B8M1Avx512_period
+	MOVQ    acc+64(FP), AX
+	VMOVUPS Z5, (AX)
+	VMOVUPS Z6, 64(AX)
+	RET
+
+DATA cbPackBytes0<>+0(SB)/1, $0x00
+DATA cbPackBytes0<>+1(SB)/1, $0x00
+DATA cbPackBytes0<>+2(SB)/1, $0x04
+DATA cbPackBytes0<>+3(SB)/1, $0x04
+DATA cbPackBytes0<>+4(SB)/1, $0x08
+DATA cbPackBytes0<>+5(SB)/1, $0x08
+DATA cbPackBytes0<>+6(SB)/1, $0x0c
+DATA cbPackBytes0<>+7(SB)/1, $0x0c
+DATA cbPackBytes0<>+8(SB)/1, $0x10
+DATA cbPackBytes0<>+9(SB)/1, $0x10
+DATA cbPackBytes0<>+10(SB)/1, $0x14
+DATA cbPackBytes0<>+11(SB)/1, $0x14
+DATA cbPackBytes0<>+12(SB)/1, $0x18
+DATA cbPackBytes0<>+13(SB)/1, $0x18
+DATA cbPackBytes0<>+14(SB)/1, $0x1c
+DATA cbPackBytes0<>+15(SB)/1, $0x1c
+DATA cbPackBytes0<>+16(SB)/1, $0x20
+DATA cbPackBytes0<>+17(SB)/1, $0x20
+DATA cbPackBytes0<>+18(SB)/1, $0x24
+DATA cbPackBytes0<>+19(SB)/1, $0x24
+DATA cbPackBytes0<>+20(SB)/1, $0x28
+DATA cbPackBytes0<>+21(SB)/1, $0x28
+DATA cbPackBytes0<>+22(SB)/1, $0x2c
+DATA cbPackBytes0<>+23(SB)/1, $0x2c
+DATA cbPackBytes0<>+24(SB)/1, $0x30
+DATA cbPackBytes0<>+25(SB)/1, $0x30
+DATA cbPackBytes0<>+26(SB)/1, $0x34
+DATA cbPackBytes0<>+27(SB)/1, $0x34
+DATA cbPackBytes0<>+28(SB)/1, $0x38
+DATA cbPackBytes0<>+29(SB)/1, $0x38
+DATA cbPackBytes0<>+30(SB)/1, $0x3c
+DATA cbPackBytes0<>+31(SB)/1, $0x3c
+DATA cbPackBytes0<>+32(SB)/1, $0x40
+DATA cbPackBytes0<>+33(SB)/1, $0x40
+DATA cbPackBytes0<>+34(SB)/1, $0x44
+DATA cbPackBytes0<>+35(SB)/1, $0x44
+DATA cbPackBytes0<>+36(SB)/1, $0x48
+DATA cbPackBytes0<>+37(SB)/1, $0x48
+DATA cbPackBytes0<>+38(SB)/1, $0x4c
+DATA cbPackBytes0<>+39(SB)/1, $0x4c
+DATA cbPackBytes0<>+40(SB)/1, $0x50
+DATA cbPackBytes0<>+41(SB)/1, $0x50
+DATA cbPackBytes0<>+42(SB)/1, $0x54
+DATA cbPackBytes0<>+43(SB)/1, $0x54
+DATA cbPackBytes0<>+44(SB)/1, $0x58
+DATA cbPackBytes0<>+45(SB)/1, $0x58
+DATA cbPackBytes0<>+46(SB)/1, $0x5c
+DATA cbPackBytes0<>+47(SB)/1, $0x5c
+DATA cbPackBytes0<>+48(SB)/1, $0x60
+DATA cbPackBytes0<>+49(SB)/1, $0x60
+DATA cbPackBytes0<>+50(SB)/1, $0x64
+DATA cbPackBytes0<>+51(SB)/1, $0x64
+DATA cbPackBytes0<>+52(SB)/1, $0x68
+DATA cbPackBytes0<>+53(SB)/1, $0x68
+DATA cbPackBytes0<>+54(SB)/1, $0x6c
+DATA cbPackBytes0<>+55(SB)/1, $0x6c
+DATA cbPackBytes0<>+56(SB)/1, $0x70
+DATA cbPackBytes0<>+57(SB)/1, $0x70
+DATA cbPackBytes0<>+58(SB)/1, $0x74
+DATA cbPackBytes0<>+59(SB)/1, $0x74
+DATA cbPackBytes0<>+60(SB)/1, $0x78
+DATA cbPackBytes0<>+61(SB)/1, $0x78
+DATA cbPackBytes0<>+62(SB)/1, $0x7c
+DATA cbPackBytes0<>+63(SB)/1, $0x7c
+GLOBL cbPackBytes0<>(SB), RODATA|NOPTR, $64
+
+DATA cbPackBytes1<>+0(SB)/1, $0x01
+DATA cbPackBytes1<>+1(SB)/1, $0x01
+DATA cbPackBytes1<>+2(SB)/1, $0x05
+DATA cbPackBytes1<>+3(SB)/1, $0x05
+DATA cbPackBytes1<>+4(SB)/1, $0x09
+DATA cbPackBytes1<>+5(SB)/1, $0x09
+DATA cbPackBytes1<>+6(SB)/1, $0x0d
+DATA cbPackBytes1<>+7(SB)/1, $0x0d
+DATA cbPackBytes1<>+8(SB)/1, $0x11
+DATA cbPackBytes1<>+9(SB)/1, $0x11
+DATA cbPackBytes1<>+10(SB)/1, $0x15
+DATA cbPackBytes1<>+11(SB)/1, $0x15
+DATA cbPackBytes1<>+12(SB)/1, $0x19
+DATA cbPackBytes1<>+13(SB)/1, $0x19
+DATA cbPackBytes1<>+14(SB)/1, $0x1d
+DATA cbPackBytes1<>+15(SB)/1, $0x1d
+DATA cbPackBytes1<>+16(SB)/1, $0x21
+DATA cbPackBytes1<>+17(SB)/1, $0x21
+DATA cbPackBytes1<>+18(SB)/1, $0x25
+DATA cbPackBytes1<>+19(SB)/1, $0x25
+DATA cbPackBytes1<>+20(SB)/1, $0x29
+DATA cbPackBytes1<>+21(SB)/1, $0x29
+DATA cbPackBytes1<>+22(SB)/1, $0x2d
+DATA cbPackBytes1<>+23(SB)/1, $0x2d
+DATA cbPackBytes1<>+24(SB)/1, $0x31
+DATA cbPackBytes1<>+25(SB)/1, $0x31
+DATA cbPackBytes1<>+26(SB)/1, $0x35
+DATA cbPackBytes1<>+27(SB)/1, $0x35
+DATA cbPackBytes1<>+28(SB)/1, $0x39
+DATA cbPackBytes1<>+29(SB)/1, $0x39
+DATA cbPackBytes1<>+30(SB)/1, $0x3d
+DATA cbPackBytes1<>+31(SB)/1, $0x3d
+DATA cbPackBytes1<>+32(SB)/1, $0x41
+DATA cbPackBytes1<>+33(SB)/1, $0x41
+DATA cbPackBytes1<>+34(SB)/1, $0x45
+DATA cbPackBytes1<>+35(SB)/1, $0x45
+DATA cbPackBytes1<>+36(SB)/1, $0x49
+DATA cbPackBytes1<>+37(SB)/1, $0x49
+DATA cbPackBytes1<>+38(SB)/1, $0x4d
+DATA cbPackBytes1<>+39(SB)/1, $0x4d
+DATA cbPackBytes1<>+40(SB)/1, $0x51
+DATA cbPackBytes1<>+41(SB)/1, $0x51
+DATA cbPackBytes1<>+42(SB)/1, $0x55
+DATA cbPackBytes1<>+43(SB)/1, $0x55
+DATA cbPackBytes1<>+44(SB)/1, $0x59
+DATA cbPackBytes1<>+45(SB)/1, $0x59
+DATA cbPackBytes1<>+46(SB)/1, $0x5d
+DATA cbPackBytes1<>+47(SB)/1, $0x5d
+DATA cbPackBytes1<>+48(SB)/1, $0x61
+DATA cbPackBytes1<>+49(SB)/1, $0x61
+DATA cbPackBytes1<>+50(SB)/1, $0x65
+DATA cbPackBytes1<>+51(SB)/1, $0x65
+DATA cbPackBytes1<>+52(SB)/1, $0x69
+DATA cbPackBytes1<>+53(SB)/1, $0x69
+DATA cbPackBytes1<>+54(SB)/1, $0x6d
+DATA cbPackBytes1<>+55(SB)/1, $0x6d
+DATA cbPackBytes1<>+56(SB)/1, $0x71
+DATA cbPackBytes1<>+57(SB)/1, $0x71
+DATA cbPackBytes1<>+58(SB)/1, $0x75
+DATA cbPackBytes1<>+59(SB)/1, $0x75
+DATA cbPackBytes1<>+60(SB)/1, $0x79
+DATA cbPackBytes1<>+61(SB)/1, $0x79
+DATA cbPackBytes1<>+62(SB)/1, $0x7d
+DATA cbPackBytes1<>+63(SB)/1, $0x7d
+GLOBL cbPackBytes1<>(SB), RODATA|NOPTR, $64
+
+DATA cbPackBytes2<>+0(SB)/1, $0x02
+DATA cbPackBytes2<>+1(SB)/1, $0x02
+DATA cbPackBytes2<>+2(SB)/1, $0x06
+DATA cbPackBytes2<>+3(SB)/1, $0x06
+DATA cbPackBytes2<>+4(SB)/1, $0x0a
+DATA cbPackBytes2<>+5(SB)/1, $0x0a
+DATA cbPackBytes2<>+6(SB)/1, $0x0e
+DATA cbPackBytes2<>+7(SB)/1, $0x0e
+DATA cbPackBytes2<>+8(SB)/1, $0x12
+DATA cbPackBytes2<>+9(SB)/1, $0x12
+DATA cbPackBytes2<>+10(SB)/1, $0x16
+DATA cbPackBytes2<>+11(SB)/1, $0x16
+DATA cbPackBytes2<>+12(SB)/1, $0x1a
+DATA cbPackBytes2<>+13(SB)/1, $0x1a
+DATA cbPackBytes2<>+14(SB)/1, $0x1e
+DATA cbPackBytes2<>+15(SB)/1, $0x1e
+DATA cbPackBytes2<>+16(SB)/1, $0x22
+DATA cbPackBytes2<>+17(SB)/1, $0x22
+DATA cbPackBytes2<>+18(SB)/1, $0x26
+DATA cbPackBytes2<>+19(SB)/1, $0x26
+DATA cbPackBytes2<>+20(SB)/1, $0x2a
+DATA cbPackBytes2<>+21(SB)/1, $0x2a
+DATA cbPackBytes2<>+22(SB)/1, $0x2e
+DATA cbPackBytes2<>+23(SB)/1, $0x2e
+DATA cbPackBytes2<>+24(SB)/1, $0x32
+DATA cbPackBytes2<>+25(SB)/1, $0x32
+DATA cbPackBytes2<>+26(SB)/1, $0x36
+DATA cbPackBytes2<>+27(SB)/1, $0x36
+DATA cbPackBytes2<>+28(SB)/1, $0x3a
+DATA cbPackBytes2<>+29(SB)/1, $0x3a
+DATA cbPackBytes2<>+30(SB)/1, $0x3e
+DATA cbPackBytes2<>+31(SB)/1, $0x3e
+DATA cbPackBytes2<>+32(SB)/1, $0x42
+DATA cbPackBytes2<>+33(SB)/1, $0x42
+DATA cbPackBytes2<>+34(SB)/1, $0x46
+DATA cbPackBytes2<>+35(SB)/1, $0x46
+DATA cbPackBytes2<>+36(SB)/1, $0x4a
+DATA cbPackBytes2<>+37(SB)/1, $0x4a
+DATA cbPackBytes2<>+38(SB)/1, $0x4e
+DATA cbPackBytes2<>+39(SB)/1, $0x4e
+DATA cbPackBytes2<>+40(SB)/1, $0x52
+DATA cbPackBytes2<>+41(SB)/1, $0x52
+DATA cbPackBytes2<>+42(SB)/1, $0x56
+DATA cbPackBytes2<>+43(SB)/1, $0x56
+DATA cbPackBytes2<>+44(SB)/1, $0x5a
+DATA cbPackBytes2<>+45(SB)/1, $0x5a
+DATA cbPackBytes2<>+46(SB)/1, $0x5e
+DATA cbPackBytes2<>+47(SB)/1, $0x5e
+DATA cbPackBytes2<>+48(SB)/1, $0x62
+DATA cbPackBytes2<>+49(SB)/1, $0x62
+DATA cbPackBytes2<>+50(SB)/1, $0x66
+DATA cbPackBytes2<>+51(SB)/1, $0x66
+DATA cbPackBytes2<>+52(SB)/1, $0x6a
+DATA cbPackBytes2<>+53(SB)/1, $0x6a
+DATA cbPackBytes2<>+54(SB)/1, $0x6e
+DATA cbPackBytes2<>+55(SB)/1, $0x6e
+DATA cbPackBytes2<>+56(SB)/1, $0x72
+DATA cbPackBytes2<>+57(SB)/1, $0x72
+DATA cbPackBytes2<>+58(SB)/1, $0x76
+DATA cbPackBytes2<>+59(SB)/1, $0x76
+DATA cbPackBytes2<>+60(SB)/1, $0x7a
+DATA cbPackBytes2<>+61(SB)/1, $0x7a
+DATA cbPackBytes2<>+62(SB)/1, $0x7e
+DATA cbPackBytes2<>+63(SB)/1, $0x7e
+GLOBL cbPackBytes2<>(SB), RODATA|NOPTR, $64
+
+DATA cbPackBytes3<>+0(SB)/1, $0x03
+DATA cbPackBytes3<>+1(SB)/1, $0x03
+DATA cbPackBytes3<>+2(SB)/1, $0x07
+DATA cbPackBytes3<>+3(SB)/1, $0x07
+DATA cbPackBytes3<>+4(SB)/1, $0x0b
+DATA cbPackBytes3<>+5(SB)/1, $0x0b
+DATA cbPackBytes3<>+6(SB)/1, $0x0f
+DATA cbPackBytes3<>+7(SB)/1, $0x0f
+DATA cbPackBytes3<>+8(SB)/1, $0x13
+DATA cbPackBytes3<>+9(SB)/1, $0x13
+DATA cbPackBytes3<>+10(SB)/1, $0x17
+DATA cbPackBytes3<>+11(SB)/1, $0x17
+DATA cbPackBytes3<>+12(SB)/1, $0x1b
+DATA cbPackBytes3<>+13(SB)/1, $0x1b
+DATA cbPackBytes3<>+14(SB)/1, $0x1f
+DATA cbPackBytes3<>+15(SB)/1, $0x1f
+DATA cbPackBytes3<>+16(SB)/1, $0x23
+DATA cbPackBytes3<>+17(SB)/1, $0x23
+DATA cbPackBytes3<>+18(SB)/1, $0x27
+DATA cbPackBytes3<>+19(SB)/1, $0x27
+DATA cbPackBytes3<>+20(SB)/1, $0x2b
+DATA cbPackBytes3<>+21(SB)/1, $0x2b
+DATA cbPackBytes3<>+22(SB)/1, $0x2f
+DATA cbPackBytes3<>+23(SB)/1, $0x2f
+DATA cbPackBytes3<>+24(SB)/1, $0x33
+DATA cbPackBytes3<>+25(SB)/1, $0x33
+DATA cbPackBytes3<>+26(SB)/1, $0x37
+DATA cbPackBytes3<>+27(SB)/1, $0x37
+DATA cbPackBytes3<>+28(SB)/1, $0x3b
+DATA cbPackBytes3<>+29(SB)/1, $0x3b
+DATA cbPackBytes3<>+30(SB)/1, $0x3f
+DATA cbPackBytes3<>+31(SB)/1, $0x3f
+DATA cbPackBytes3<>+32(SB)/1, $0x43
+DATA cbPackBytes3<>+33(SB)/1, $0x43
+DATA cbPackBytes3<>+34(SB)/1, $0x47
+DATA cbPackBytes3<>+35(SB)/1, $0x47
+DATA cbPackBytes3<>+36(SB)/1, $0x4b
+DATA cbPackBytes3<>+37(SB)/1, $0x4b
+DATA cbPackBytes3<>+38(SB)/1, $0x4f
+DATA cbPackBytes3<>+39(SB)/1, $0x4f
+DATA cbPackBytes3<>+40(SB)/1, $0x53
+DATA cbPackBytes3<>+41(SB)/1, $0x53
+DATA cbPackBytes3<>+42(SB)/1, $0x57
+DATA cbPackBytes3<>+43(SB)/1, $0x57
+DATA cbPackBytes3<>+44(SB)/1, $0x5b
+DATA cbPackBytes3<>+45(SB)/1, $0x5b
+DATA cbPackBytes3<>+46(SB)/1, $0x5f
+DATA cbPackBytes3<>+47(SB)/1, $0x5f
+DATA cbPackBytes3<>+48(SB)/1, $0x63
+DATA cbPackBytes3<>+49(SB)/1, $0x63
+DATA cbPackBytes3<>+50(SB)/1, $0x67
+DATA cbPackBytes3<>+51(SB)/1, $0x67
+DATA cbPackBytes3<>+52(SB)/1, $0x6b
+DATA cbPackBytes3<>+53(SB)/1, $0x6b
+DATA cbPackBytes3<>+54(SB)/1, $0x6f
+DATA cbPackBytes3<>+55(SB)/1, $0x6f
+DATA cbPackBytes3<>+56(SB)/1, $0x73
+DATA cbPackBytes3<>+57(SB)/1, $0x73
+DATA cbPackBytes3<>+58(SB)/1, $0x77
+DATA cbPackBytes3<>+59(SB)/1, $0x77
+DATA cbPackBytes3<>+60(SB)/1, $0x7b
+DATA cbPackBytes3<>+61(SB)/1, $0x7b
+DATA cbPackBytes3<>+62(SB)/1, $0x7f
+DATA cbPackBytes3<>+63(SB)/1, $0x7f
+GLOBL cbPackBytes3<>(SB), RODATA|NOPTR, $64
+
+// func CbPsumF16B8M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, AVX512VBMI, MMX+
+TEXT ·CbPsumF16B8M2Avx512(SB), NOSPLIT, $0-80
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU16    cbPackWords<>+0(SB), Z1
+	VMOVDQU8     cbPackBytes0<>+0(SB), Z1
+	VMOVDQU8     cbPackBytes1<>+0(SB), Z2
+	VMOVDQU8     cbPackBytes2<>+0(SB), Z3
+	VMOVDQU8     cbPackBytes3<>+0(SB), Z4
+	MOVQ         acc+64(FP), AX
+	VMOVUPS      (AX), Z5
+	VMOVUPS      64(AX), Z6
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z7
+	MOVL         $0x00000040, AX
+	VPBROADCASTW AX, Z7
+	MOVL         $0x00000080, AX
+	VPBROADCASTW AX, Z8
+	MOVQ         words+0(FP), AX
+	MOVQ         tab+24(FP), CX
+	MOVQ         cbstride+8(FP), DX
+	MOVQ         tabstride+32(FP), BX
+	ADDQ         AX, DX
+	ADDQ         CX, BX
+	MOVQ         scales+48(FP), SI
+	MOVQ         spg+40(FP), DI
+	VMOVDQA32    Z0, Z9
+	VMOVDQA32    Z0, Z10
+
+CbPsumF16B8M2Avx512_period:
+	MOVQ          pf+72(FP), R8
+	LEAQ          (AX)(R8*1), R9
+	PREFETCHT0    (R9)
+	PREFETCHT0    64(R9)
+	LEAQ          (DX)(R8*1), R8
+	PREFETCHT0    (R8)
+	PREFETCHT0    64(R8)
+	VMOVDQU32     (AX), Z11
+	VMOVDQU32     64(AX), Z12
+	VMOVDQU32     (DX), Z13
+	VMOVDQU32     64(DX), Z14
+	VMOVDQA32     Z11, Z15
+	VPERMT2B      Z12, Z1, Z15
+	VMOVDQU16     (CX), Z16
+	VPERMT2W      64(CX), Z15, Z16
+	VMOVDQU16     128(CX), Z17
+	VPERMT2W      192(CX), Z15, Z17
+	VMOVDQU16     256(CX), Z18
+	VPERMT2W      320(CX), Z15, Z18
+	VMOVDQU16     384(CX), Z19
+	VPERMT2W      448(CX), Z15, Z19
+	VPTESTMW      Z7, Z15, K1
+	VPTESTMW      Z8, Z15, K2
+	VMOVDQA32     Z0, Z20
+	VMOVDQA32     Z0, Z21
+	VMOVDQA32     Z0, Z15
+	VPBLENDMW     Z17, Z16, K1, Z20
+	VPBLENDMW     Z19, Z18, K1, Z21
+	VPBLENDMW     Z21, Z20, K2, Z15
+	VCVTPH2PS     Y15, Z16
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VCVTPH2PS     Y15, Z15
+	VADDPS        Z16, Z9, Z9
+	VADDPS        Z15, Z10, Z10
+	VMOVDQA32     Z13, Z15
+	VPERMT2B      Z14, Z1, Z15
+	VMOVDQU16     (BX), Z16
+	VPERMT2W      64(BX), Z15, Z16
+	VMOVDQU16     128(BX), Z17
+	VPERMT2W      192(BX), Z15, Z17
+	VMOVDQU16     256(BX), Z18
+	VPERMT2W      320(BX), Z15, Z18
+	VMOVDQU16     384(BX), Z19
+	VPERMT2W      448(BX), Z15, Z19
+	VPTESTMW      Z7, Z15, K1
+	VPTESTMW      Z8, Z15, K2
+	VMOVDQA32     Z0, Z20
+	VMOVDQA32     Z0, Z21
+	VMOVDQA32     Z0, Z15
+	VPBLENDMW     Z17, Z16, K1, Z20
+	VPBLENDMW     Z19, Z18, K1, Z21
+	VPBLENDMW     Z21, Z20, K2, Z15
+	VCVTPH2PS     Y15, Z16
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VCVTPH2PS     Y15, Z15
+	VADDPS        Z16, Z9, Z9
+	VADDPS        Z15, Z10, Z10
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumF16B8M2Avx512_nogroup0
+	VFMADD231PS   (SI), Z9, Z5
+	VFMADD231PS   64(SI), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B8M2Avx512_nogroup0:
+	VMOVDQA32     Z11, Z15
+	VPERMT2B      Z12, Z2, Z15
+	VMOVDQU16     (CX), Z16
+	VPERMT2W      64(CX), Z15, Z16
+	VMOVDQU16     128(CX), Z17
+	VPERMT2W      192(CX), Z15, Z17
+	VMOVDQU16     256(CX), Z18
+	VPERMT2W      320(CX), Z15, Z18
+	VMOVDQU16     384(CX), Z19
+	VPERMT2W      448(CX), Z15, Z19
+	VPTESTMW      Z7, Z15, K1
+	VPTESTMW      Z8, Z15, K2
+	VMOVDQA32     Z0, Z20
+	VMOVDQA32     Z0, Z21
+	VMOVDQA32     Z0, Z15
+	VPBLENDMW     Z17, Z16, K1, Z20
+	VPBLENDMW     Z19, Z18, K1, Z21
+	VPBLENDMW     Z21, Z20, K2, Z15
+	VCVTPH2PS     Y15, Z16
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VCVTPH2PS     Y15, Z15
+	VADDPS        Z16, Z9, Z9
+	VADDPS        Z15, Z10, Z10
+	VMOVDQA32     Z13, Z15
+	VPERMT2B      Z14, Z2, Z15
+	VMOVDQU16     (BX), Z16
+	VPERMT2W      64(BX), Z15, Z16
+	VMOVDQU16     128(BX), Z17
+	VPERMT2W      192(BX), Z15, Z17
+	VMOVDQU16     256(BX), Z18
+	VPERMT2W      320(BX), Z15, Z18
+	VMOVDQU16     384(BX), Z19
+	VPERMT2W      448(BX), Z15, Z19
+	VPTESTMW      Z7, Z15, K1
+	VPTESTMW      Z8, Z15, K2
+	VMOVDQA32     Z0, Z20
+	VMOVDQA32     Z0, Z21
+	VMOVDQA32     Z0, Z15
+	VPBLENDMW     Z17, Z16, K1, Z20
+	VPBLENDMW     Z19, Z18, K1, Z21
+	VPBLENDMW     Z21, Z20, K2, Z15
+	VCVTPH2PS     Y15, Z16
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VCVTPH2PS     Y15, Z15
+	VADDPS        Z16, Z9, Z9
+	VADDPS        Z15, Z10, Z10
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumF16B8M2Avx512_nogroup1
+	VFMADD231PS   (SI), Z9, Z5
+	VFMADD231PS   64(SI), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B8M2Avx512_nogroup1:
+	VMOVDQA32     Z11, Z15
+	VPERMT2B      Z12, Z3, Z15
+	VMOVDQU16     (CX), Z16
+	VPERMT2W      64(CX), Z15, Z16
+	VMOVDQU16     128(CX), Z17
+	VPERMT2W      192(CX), Z15, Z17
+	VMOVDQU16     256(CX), Z18
+	VPERMT2W      320(CX), Z15, Z18
+	VMOVDQU16     384(CX), Z19
+	VPERMT2W      448(CX), Z15, Z19
+	VPTESTMW      Z7, Z15, K1
+	VPTESTMW      Z8, Z15, K2
+	VMOVDQA32     Z0, Z20
+	VMOVDQA32     Z0, Z21
+	VMOVDQA32     Z0, Z15
+	VPBLENDMW     Z17, Z16, K1, Z20
+	VPBLENDMW     Z19, Z18, K1, Z21
+	VPBLENDMW     Z21, Z20, K2, Z15
+	VCVTPH2PS     Y15, Z16
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VCVTPH2PS     Y15, Z15
+	VADDPS        Z16, Z9, Z9
+	VADDPS        Z15, Z10, Z10
+	VMOVDQA32     Z13, Z15
+	VPERMT2B      Z14, Z3, Z15
+	VMOVDQU16     (BX), Z16
+	VPERMT2W      64(BX), Z15, Z16
+	VMOVDQU16     128(BX), Z17
+	VPERMT2W      192(BX), Z15, Z17
+	VMOVDQU16     256(BX), Z18
+	VPERMT2W      320(BX), Z15, Z18
+	VMOVDQU16     384(BX), Z19
+	VPERMT2W      448(BX), Z15, Z19
+	VPTESTMW      Z7, Z15, K1
+	VPTESTMW      Z8, Z15, K2
+	VMOVDQA32     Z0, Z20
+	VMOVDQA32     Z0, Z21
+	VMOVDQA32     Z0, Z15
+	VPBLENDMW     Z17, Z16, K1, Z20
+	VPBLENDMW     Z19, Z18, K1, Z21
+	VPBLENDMW     Z21, Z20, K2, Z15
+	VCVTPH2PS     Y15, Z16
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VCVTPH2PS     Y15, Z15
+	VADDPS        Z16, Z9, Z9
+	VADDPS        Z15, Z10, Z10
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumF16B8M2Avx512_nogroup2
+	VFMADD231PS   (SI), Z9, Z5
+	VFMADD231PS   64(SI), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B8M2Avx512_nogroup2:
+	VMOVDQA32     Z11, Z11
+	VPERMT2B      Z12, Z4, Z11
+	VMOVDQU16     (CX), Z12
+	VPERMT2W      64(CX), Z11, Z12
+	VMOVDQU16     128(CX), Z15
+	VPERMT2W      192(CX), Z11, Z15
+	VMOVDQU16     256(CX), Z16
+	VPERMT2W      320(CX), Z11, Z16
+	VMOVDQU16     384(CX), Z17
+	VPERMT2W      448(CX), Z11, Z17
+	VPTESTMW      Z7, Z11, K1
+	VPTESTMW      Z8, Z11, K2
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z11
+	VPBLENDMW     Z15, Z12, K1, Z18
+	VPBLENDMW     Z17, Z16, K1, Z19
+	VPBLENDMW     Z19, Z18, K2, Z11
+	VCVTPH2PS     Y11, Z12
+	VEXTRACTI64X4 $0x01, Z11, Y11
+	VCVTPH2PS     Y11, Z11
+	VADDPS        Z12, Z9, Z9
+	VADDPS        Z11, Z10, Z10
+	VMOVDQA32     Z13, Z11
+	VPERMT2B      Z14, Z4, Z11
+	VMOVDQU16     (BX), Z12
+	VPERMT2W      64(BX), Z11, Z12
+	VMOVDQU16     128(BX), Z13
+	VPERMT2W      192(BX), Z11, Z13
+	VMOVDQU16     256(BX), Z14
+	VPERMT2W      320(BX), Z11, Z14
+	VMOVDQU16     384(BX), Z15
+	VPERMT2W      448(BX), Z11, Z15
+	VPTESTMW      Z7, Z11, K1
+	VPTESTMW      Z8, Z11, K2
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z11
+	VPBLENDMW     Z13, Z12, K1, Z16
+	VPBLENDMW     Z15, Z14, K1, Z17
+	VPBLENDMW     Z17, Z16, K2, Z11
+	VCVTPH2PS     Y11, Z12
+	VEXTRACTI64X4 $0x01, Z11, Y11
+	VCVTPH2PS     Y11, Z11
+	VADDPS        Z12, Z9, Z9
+	VADDPS        Z11, Z10, Z10
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumF16B8M2Avx512_nogroup3
+	VFMADD231PS   (SI), Z9, Z5
+	VFMADD231PS   64(SI), Z10, Z6
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	MOVQ          sstride+56(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+40(FP), DI
+
+CbPsumF16B8M2Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+16(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+16(FP)
+	MOVQ    nper+16(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumF16B8M2Avx512_period
+	MOVQ    acc+64(FP), AX
+	VMOVUPS Z5, (AX)
+	VMOVUPS Z6, 64(AX)
+	RET
+
 // func CbTableAvx512(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 // Requires: AVX512F
 TEXT ·CbTableAvx512(SB), NOSPLIT, $0-48

@@ -88,6 +88,12 @@ func TestRequiresCoverKernels(t *testing.T) {
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
 	for isa, ck := range cbSets {
 		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
+		for _, k := range ck.table16 {
+			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
+		}
+		for _, k := range ck.psum16 {
+			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
+		}
 		for _, m := range []map[[2]int]cbLookupFunc{ck.psum, ck.dequant} {
 			for _, k := range m {
 				check(string(isa)+" codebook", funcName(k), ck.requires)

@@ -25,6 +25,7 @@ type CBMatrix struct {
 	centT    [][]float32 // per codebook: V x 2^B float32 (table build)
 	scales   []float32   // Groups x PRows float32, group-major
 	kern     *cbKernels  // nil: generic Go
+	cAbs     float32     // max over codebooks and centroids of sum_e |C[e]|
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.
@@ -42,10 +43,13 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	for i := 0; i < c.M; i++ {
 		ce, ct := mx.centFlat[i*K*V:(i+1)*K*V], make([]float32, K*V)
 		for q := 0; q < K; q++ {
+			var abs float32
 			for e := 0; e < V; e++ {
 				v := c.Centroid(i, uint32(q), e)
 				ce[q*V+e], ct[e*K+q] = v, v
+				abs += max(v, -v)
 			}
+			mx.cAbs = max(mx.cAbs, abs)
 		}
 		mx.cent, mx.centT = append(mx.cent, ce), append(mx.centT, ct)
 	}
@@ -66,8 +70,11 @@ func (mx *CBMatrix) Kernel() string {
 	if mx.kern != nil {
 		isa = mx.b.set.isa
 	}
-	if mx.dequant {
+	switch {
+	case mx.dequant:
 		return "cpu-" + string(isa) + "-dequant"
+	case mx.f16():
+		return "cpu-" + string(isa) + "-psumbook16"
 	}
 	return "cpu-" + string(isa) + "-psumbook"
 }
@@ -173,7 +180,7 @@ func (mx *CBMatrix) mulVec(dst, xp []float32) {
 	c := mx.c
 	acc := make([]float32, c.PRows)
 	var tab [][]float32
-	if !mx.dequant {
+	if !mx.dequant && !mx.f16() {
 		tab = mx.tables(xp)
 	}
 	if mx.kern != nil {

@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/asm"
@@ -15,6 +17,9 @@ type cbLookupFunc func(words *uint32, cbstride int, nper int, tab *float32, tabs
 // the lookup (psum) and dequantize kernels by codebook count.
 type cbKernels struct {
 	lanes    int
+	psum16   map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // binary16 tables, 32 rows
+	table16  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32) // by v
+	req16    []string // what the binary16-table kernels need beyond requires
 	tableFn  func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 	psum     map[[2]int]cbLookupFunc // by (bits, codebooks)
 	dequant  map[[2]int]cbLookupFunc
@@ -27,7 +32,13 @@ var cbSets = map[ISA]*cbKernels{
 	AVX512VNNI: {lanes: 16, tableFn: asm.CbTableAvx512,
 		psum:     map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx512, {6, 1}: asm.CbPsumB6M1Avx512, {8, 1}: asm.CbPsumB8M1Avx512, {10, 1}: asm.CbPsumB10M1Avx512, {12, 1}: asm.CbPsumB12M1Avx512, {4, 2}: asm.CbPsumB4M2Avx512, {6, 2}: asm.CbPsumB6M2Avx512, {8, 2}: asm.CbPsumB8M2Avx512, {10, 2}: asm.CbPsumB10M2Avx512, {12, 2}: asm.CbPsumB12M2Avx512},
 		dequant:  map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx512, {6, 1}: asm.CbDequantB6M1Avx512, {8, 1}: asm.CbDequantB8M1Avx512, {10, 1}: asm.CbDequantB10M1Avx512, {12, 1}: asm.CbDequantB12M1Avx512, {4, 2}: asm.CbDequantB4M2Avx512, {6, 2}: asm.CbDequantB6M2Avx512, {8, 2}: asm.CbDequantB8M2Avx512, {10, 2}: asm.CbDequantB10M2Avx512, {12, 2}: asm.CbDequantB12M2Avx512},
-		requires: []string{"AVX", "AVX512F", "FMA3"}},
+		requires: []string{"AVX", "AVX512F", "FMA3"},
+		req16:    []string{"AVX512BW", "AVX512VBMI"},
+		table16:  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32){2: asm.CbTableF16V2Avx512, 4: asm.CbTableF16V4Avx512, 8: asm.CbTableF16V8Avx512},
+		psum16: map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
+			{4, 1}: asm.CbPsumF16B4M1Avx512, {6, 1}: asm.CbPsumF16B6M1Avx512, {8, 1}: asm.CbPsumF16B8M1Avx512,
+			{4, 2}: asm.CbPsumF16B4M2Avx512, {6, 2}: asm.CbPsumF16B6M2Avx512, {8, 2}: asm.CbPsumF16B8M2Avx512,
+		}},
 }
 
 func init() {
@@ -37,6 +48,78 @@ func init() {
 		requires: []string{"AVX", "AVX2", "FMA3"}}
 	cbSets[AVX2], cbSets[AVXVNNI] = avx2, avx2
 }
+
+// f16 reports whether the matrix runs the binary16-table kernel.
+func (mx *CBMatrix) f16() bool {
+	return mx.kern != nil && !mx.dequant && mx.kern.psum16[[2]int{mx.c.B, mx.c.M}] != nil && hasAll(mx.kern.req16)
+}
+
+// mulF16 builds binary16 Psumbooks scaled by inv = 2^k (every entry at
+// most 2^15 in magnitude) and runs the register-table kernel over whole
+// 32-row tiles; acc is scaled back by 1/inv.
+func (mx *CBMatrix) mulF16(acc, xp []float32) {
+	c, k := mx.c, mx.kern
+	K, V, nv := 1<<c.B, c.V, c.NV()
+	var xmax float32
+	for _, v := range xp {
+		xmax = max(xmax, float32(math.Abs(float64(v))))
+	}
+	inv := float32(1)
+	if bound := float64(mx.cAbs) * float64(xmax); bound > 0 {
+		e := math.Floor(math.Log2(32768 / bound))
+		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
+	}
+	buf := f16Pool.Get().(*[]uint16)
+	defer f16Pool.Put(buf)
+	*buf = grow(*buf, c.M*nv*K)
+	tab := *buf
+	build := k.table16[V]
+	_ = mx.b.parallelFor(nv, max(1, 65536/K), func(j0, j1 int) error {
+		for i := 0; i < c.M; i++ {
+			out := tab[i*nv*K+j0*K : i*nv*K+j1*K]
+			build(&mx.centT[i][0], &xp[j0*V], &out[0], j1-j0, K, inv)
+		}
+		return nil
+	})
+	spg := c.G / V
+	P := codebook.CodesPerLane(c.B)
+	T := nv
+	if tmax := cbTableBudget / (2 * K * c.M); tmax < nv {
+		if spg <= tmax {
+			T = tmax / spg * spg
+		} else {
+			T = 1
+			for T*2 <= tmax {
+				T *= 2
+			}
+		}
+		T = max(P, T/P*P)
+	}
+	wl := c.WL()
+	fn := k.psum16[[2]int{c.B, c.M}]
+	_ = mx.b.parallelFor(c.PRows/32, 1, func(t0, t1 int) error {
+		for j0 := 0; j0 < nv; j0 += T {
+			n := min(j0+T, nv) - j0
+			sp := min(spg, n)
+			for t := t0; t < t1; t++ {
+				r := t * 32
+				pf := c.M * wl * 128 // the next tile's words (the 32 zero words cover the last tile's reads)
+				if t+1 == t1 {
+					pf = 0
+				}
+				fn(&c.Words[t*c.M*wl*32+j0*c.B/32*32], wl*128, n/P, &tab[j0*K], 2*nv*K, sp, &mx.scales[(j0/spg)*c.PRows+r], 4*c.PRows, &acc[r], pf)
+			}
+		}
+		return nil
+	})
+	alpha := 1 / inv
+	for r := range acc {
+		acc[r] *= alpha
+	}
+}
+
+// f16Pool recycles the binary16 Psumbooks between multiplies.
+var f16Pool = sync.Pool{New: func() any { return new([]uint16) }}
 
 func cbKernelsFor(be *Backend) *cbKernels {
 	k := cbSets[be.set.isa]
@@ -62,6 +145,10 @@ const cbTableBudget = 128 << 10
 // 32-row tiles and walk the columns in tiles whose tables fit
 // cbTableBudget, accumulating into acc (PRows values).
 func (mx *CBMatrix) mulSIMD(acc, xp []float32, tab [][]float32) {
+	if mx.f16() {
+		mx.mulF16(acc, xp)
+		return
+	}
 	c, k := mx.c, mx.kern
 	K, V, nv := 1<<c.B, c.V, c.NV()
 	spg := c.G / V

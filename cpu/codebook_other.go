@@ -10,3 +10,5 @@ type cbKernels struct {
 func cbKernelsFor(*Backend) *cbKernels { return nil }
 
 func (mx *CBMatrix) mulSIMD([]float32, []float32, [][]float32) {}
+
+func (mx *CBMatrix) f16() bool { return false }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv/layout"
@@ -73,7 +74,7 @@ func TestCodebookKernels(t *testing.T) {
 							t.Fatal(err)
 						}
 						checkGuards(t, full, batch*rows)
-						checkCodebook(t, name+"/A32", c, dst, x, batch)
+						checkCodebook(t, name+"/A32", mx, dst, x, batch)
 						h := make([]layout.FP16, len(x))
 						xh := make([]float32, len(x))
 						for i, v := range x {
@@ -83,7 +84,7 @@ func TestCodebookKernels(t *testing.T) {
 						if err := mx.MulF16(dst, h, batch); err != nil {
 							t.Fatal(err)
 						}
-						checkCodebook(t, name+"/A16", c, dst, xh, batch)
+						checkCodebook(t, name+"/A16", mx, dst, xh, batch)
 					}
 					if err := mx.MulA8(make([]float32, rows), randVec(rng, cols), 1); err == nil {
 						t.Fatal("codebook A8 did not fail")
@@ -94,8 +95,16 @@ func TestCodebookKernels(t *testing.T) {
 	}
 }
 
-func checkCodebook(t *testing.T, name string, c *codebook.Codebook, dst, x []float32, batch int) {
+func checkCodebook(t *testing.T, name string, mx *CBMatrix, dst, x []float32, batch int) {
 	t.Helper()
+	c := mx.c
+	f16 := strings.HasSuffix(mx.Kernel(), "-psumbook16")
+	var smax float64
+	for r := 0; r < c.Rows; r++ {
+		for g := 0; g < c.Groups(); g++ {
+			smax = max(smax, math.Abs(float64(c.Scale(r, g))))
+		}
+	}
 	ref, mag := make([]float64, c.Rows), make([]float64, c.Rows)
 	for v := 0; v < batch; v++ {
 		xv := x[v*c.Cols : (v+1)*c.Cols]
@@ -105,9 +114,18 @@ func checkCodebook(t *testing.T, name string, c *codebook.Codebook, dst, x []flo
 		if err := c.DotRefMag(mag, xv); err != nil {
 			t.Fatal(err)
 		}
+		var xmax float64
+		for _, e := range xv {
+			xmax = max(xmax, math.Abs(float64(e)))
+		}
 		for r := range ref {
-			if d := math.Abs(float64(dst[v*c.Rows+r]) - ref[r]); d > codebook.Tolerance*mag[r] || math.IsNaN(float64(dst[v*c.Rows+r])) {
-				t.Fatalf("%s: vector %d row %d = %v, want %v (|err| %.3g > %.3g)", name, v, r, dst[v*c.Rows+r], ref[r], d, codebook.Tolerance*mag[r])
+			tol := codebook.Tolerance * mag[r]
+			if f16 { // codebook.ToleranceF16, with alpha <= 2*cAbs*max|x|/2^15
+				alpha := 2 * float64(mx.cAbs) * xmax / 32768
+				tol = codebook.ToleranceF16*mag[r] + float64(c.M*c.NV())*math.Ldexp(alpha, -24)*smax
+			}
+			if d := math.Abs(float64(dst[v*c.Rows+r]) - ref[r]); d > tol || math.IsNaN(float64(dst[v*c.Rows+r])) {
+				t.Fatalf("%s: vector %d row %d = %v, want %v (|err| %.3g > %.3g)", name, v, r, dst[v*c.Rows+r], ref[r], d, tol)
 			}
 		}
 	}

@@ -313,3 +313,289 @@ func cbZero(f cbVec, v VecVirtual) {
 		VXORPS(v, v, v)
 	}
 }
+
+// cbTableF16 emits CbTableF16V<v>Avx512: the Psumbook in binary16 for
+// v-element centroids, scaled by inv (a power of two chosen by the caller
+// so that every entry is finite).
+func cbTableF16(v int) {
+	name := fmt.Sprintf("CbTableF16V%dAvx512", v)
+	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)")
+	Pragma("noescape")
+	Doc(
+		name+" builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,",
+		fmt.Sprintf("out[s*k+q] = binary16(inv * sum_{e<%d} ct[e*k+q] * x[s*%d+e]) (ct: the", v, v),
+		"centroids transposed; products accumulated in e order with fused",
+		"multiply-adds, the product by inv exact for a power of two, rounded to",
+		"nearest even).",
+		"",
+		"Preconditions: nseg >= 1, k a multiple of 16.",
+	)
+	ct, x, out := param("ct"), param("x"), param("out")
+	nseg := param("nseg")
+	k := param("k")
+	inv := ZMM()
+	VBROADCASTSS(NewParamAddr("inv", 40), inv)
+	kb := GP64() // row stride of ct in bytes
+	MOVQ(k, kb)
+	SHLQ(U8(2), kb)
+	Label(name + "_seg")
+	{
+		bx := make([]VecVirtual, v)
+		for e := range bx {
+			bx[e] = ZMM()
+			VBROADCASTSS(Mem{Base: x, Disp: 4 * e}, bx[e])
+		}
+		cp := GP64()
+		MOVQ(ct, cp)
+		op := GP64()
+		MOVQ(out, op)
+		q := GP64()
+		MOVQ(k, q)
+		Label(name + "_q")
+		acc := ZMM()
+		VMULPS(Mem{Base: cp}, bx[0], acc)
+		row := GP64()
+		MOVQ(cp, row)
+		for e := 1; e < v; e++ {
+			ADDQ(kb, row)
+			VFMADD231PS(Mem{Base: row}, bx[e], acc)
+		}
+		VMULPS(inv, acc, acc)
+		h := YMM()
+		VCVTPS2PH(U8(0), acc, h)
+		VMOVDQU(h, Mem{Base: op})
+		ADDQ(U32(64), cp)
+		ADDQ(U32(32), op)
+		SUBQ(U32(16), q)
+		JNZ(LabelRef(name + "_q"))
+		MOVQ(k, q)
+		LEAQ(Mem{Base: out, Index: q, Scale: 2}, out)
+		ADDQ(U32(4*v), x)
+		DECQ(nseg)
+		JNZ(LabelRef(name + "_seg"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// cbPsumF16 emits CbPsumF16B<b>M<m>Avx512: the Psumbook lookup for a whole
+// 32-row tile with binary16 tables held in vector registers and read with
+// VPERMW / VPERMT2W (b = 4, 6, 8: 16, 64, 256 entries), 32 rows per
+// permute instead of a gather per 16.
+func cbPsumF16(b, m int) {
+	name := fmt.Sprintf("CbPsumF16B%dM%dAvx512", b, m)
+	P := 32 / gcd(32, b)
+	pw := P * b / 32
+	TEXT(name, NOSPLIT, "func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)")
+	Pragma("noescape")
+	Doc(
+		fmt.Sprintf("%s accumulates, for the 32 rows of a codebook tile (%d-bit codes, M = %d", name, b, m),
+		fmt.Sprintf("codebooks) and nper periods of %d segments, with AVX-512F and BW:", P),
+		"",
+		"\tfor each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the",
+		"\t\tgroup's segments s and codebooks i of float32(tab_i[s][c_i])",
+		"",
+		fmt.Sprintf("for lanes l < 32 (tab_i = tab + i*tabstride bytes, %d binary16 entries per", 1<<b),
+		"segment; c_i is the code of lane l and segment s in the lane bit stream at",
+		fmt.Sprintf("words + i*cbstride, segment s at bit s*%d). Lookups of a group are summed", b),
+		"in segment then codebook order, in float32.",
+		"",
+		fmt.Sprintf("Preconditions: nper >= 1; spg >= 1 divides nper*%d or is a multiple of %d;", P, P),
+		"the word after every code's first word readable. The code words pf bytes",
+		"ahead (the next tile's) are prefetched.",
+	)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	pack := ZMM()
+	VMOVDQU16(cbPackWords(), pack)
+	// b = 8: byte j of every lane's word is segment j's code; one VPERMT2B
+	// per segment moves it into the low byte of word l (VBMI).
+	var packB [4]VecVirtual
+	if b == 8 {
+		for j := range packB {
+			packB[j] = ZMM()
+			VMOVDQU8(cbPackBytes(j), packB[j])
+		}
+	}
+	acc0, acc1 := ZMM(), ZMM()
+	{
+		ap := param("acc")
+		VMOVUPS(Mem{Base: ap}, acc0)
+		VMOVUPS(Mem{Base: ap, Disp: 64}, acc1)
+	}
+	mask := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(uint32(1)<<b-1), t)
+		VPBROADCASTD(t, mask)
+	}
+	var c64, c128 VecVirtual
+	if b == 8 {
+		c64, c128 = ZMM(), ZMM()
+		t := GP32()
+		MOVL(U32(64), t)
+		VPBROADCASTW(t, c64)
+		MOVL(U32(128), t)
+		VPBROADCASTW(t, c128)
+	}
+	wps, tps := []GPVirtual{param("words")}, []GPVirtual{param("tab")}
+	for i := 1; i < m; i++ {
+		w, t := param("cbstride"), param("tabstride")
+		ADDQ(wps[0], w)
+		ADDQ(tps[0], t)
+		wps, tps = append(wps, w), append(tps, t)
+	}
+	sp := param("scales")
+	cnt := param("spg")
+	gs0, gs1 := ZMM(), ZMM()
+	VMOVDQA32(zero, gs0)
+	VMOVDQA32(zero, gs1)
+	Label(name + "_period")
+	{
+		pf := param("pf")
+		for _, w := range wps {
+			a := GP64()
+			LEAQ(Mem{Base: w, Index: pf, Scale: 1}, a)
+			for l := 0; l < 2*pw; l++ {
+				PREFETCHT0(Mem{Base: a, Disp: 64 * l})
+			}
+		}
+	}
+	var words8 [2][2]VecVirtual // b = 8: the period's word, both halves, per codebook
+	if b == 8 {
+		for i := 0; i < m; i++ {
+			for h := 0; h < 2; h++ {
+				words8[i][h] = ZMM()
+				VMOVDQU32(Mem{Base: wps[i], Disp: 64 * h}, words8[i][h])
+			}
+		}
+	}
+	for j := 0; j < P; j++ {
+		bit := j * b
+		w, off := bit/32, bit%32
+		for i := 0; i < m; i++ {
+			var idx VecVirtual
+			if b == 8 {
+				idx = ZMM()
+				VMOVDQA32(words8[i][0], idx)
+				VPERMT2B(words8[i][1], packB[j], idx)
+			} else {
+				var halves [2]VecVirtual
+				for h := 0; h < 2; h++ {
+					c := ZMM()
+					VMOVDQU32(Mem{Base: wps[i], Disp: 128*w + 64*h}, c)
+					if off > 0 {
+						VPSRLD(U8(off), c, c)
+					}
+					if off+b > 32 {
+						hi := ZMM()
+						VMOVDQU32(Mem{Base: wps[i], Disp: 128*(w+1) + 64*h}, hi)
+						VPSLLD(U8(32-off), hi, hi)
+						VPORD(hi, c, c)
+					}
+					if off+b != 32 {
+						VPANDD(mask, c, c)
+					}
+					halves[h] = c
+				}
+				// 32 word indexes, rows 0..15 then 16..31: the low words of
+				// both halves' dwords, in one two-table permute.
+				idx = halves[0]
+				VPERMT2W(halves[1], pack, idx)
+			}
+			tp := tps[i]
+			r := ZMM()
+			switch b {
+			case 4:
+				VPERMW(Mem{Base: tp}, idx, r)
+			case 6:
+				VMOVDQU16(Mem{Base: tp}, r)
+				VPERMT2W(Mem{Base: tp, Disp: 64}, idx, r)
+			case 8:
+				var rs [4]VecVirtual
+				for q := 0; q < 4; q++ {
+					rs[q] = ZMM()
+					VMOVDQU16(Mem{Base: tp, Disp: 128 * q}, rs[q])
+					VPERMT2W(Mem{Base: tp, Disp: 128*q + 64}, idx, rs[q])
+				}
+				k6, k7 := K(), K()
+				VPTESTMW(c64, idx, k6)
+				VPTESTMW(c128, idx, k7)
+				// avo models the blend destination as read (merge masking):
+				// define each destination first so it is not live from entry.
+				r01, r23 := ZMM(), ZMM()
+				VMOVDQA32(zero, r01)
+				VMOVDQA32(zero, r23)
+				VMOVDQA32(zero, r)
+				VPBLENDMW(rs[1], rs[0], k6, r01)
+				VPBLENDMW(rs[3], rs[2], k6, r23)
+				VPBLENDMW(r23, r01, k7, r)
+			}
+			f0, f1 := ZMM(), ZMM()
+			VCVTPH2PS(r.AsY(), f0)
+			h := YMM()
+			VEXTRACTI64X4(U8(1), r, h)
+			VCVTPH2PS(h, f1)
+			VADDPS(f0, gs0, gs0)
+			VADDPS(f1, gs1, gs1)
+		}
+		for _, t := range tps {
+			ADDQ(U32(2<<b), t)
+		}
+		skip := fmt.Sprintf("%s_nogroup%d", name, j)
+		DECQ(cnt)
+		JNZ(LabelRef(skip))
+		VFMADD231PS(Mem{Base: sp}, gs0, acc0)
+		VFMADD231PS(Mem{Base: sp, Disp: 64}, gs1, acc1)
+		VMOVDQA32(zero, gs0)
+		VMOVDQA32(zero, gs1)
+		ADDQ(param("sstride"), sp)
+		Load(Param("spg"), cnt)
+		Label(skip)
+	}
+	for _, w := range wps {
+		ADDQ(U32(128*pw), w)
+	}
+	bump("nper", I32(-1))
+	nper := param("nper")
+	TESTQ(nper, nper)
+	JNZ(LabelRef(name + "_period"))
+	ap := param("acc")
+	VMOVUPS(acc0, Mem{Base: ap})
+	VMOVUPS(acc1, Mem{Base: ap, Disp: 64})
+	RET()
+}
+
+var cbPack Mem
+var cbPackDone bool
+
+// cbPackWords returns the VPERMT2W index packing the low words of two
+// dword vectors (A then B) into one word vector.
+func cbPackWords() Mem {
+	if !cbPackDone {
+		cbPack = GLOBL("cbPackWords", RODATA|NOPTR)
+		for w := 0; w < 32; w++ {
+			DATA(2*w, U16(uint16(2*w))) // word 2w of the A:B pair: A's dword w for w < 16, B's dword w-16 after
+		}
+		cbPackDone = true
+	}
+	return cbPack
+}
+
+var cbPackB [4]*Mem
+
+// cbPackBytes returns the VPERMT2B index moving byte j of the dwords of
+// two vectors (A then B) into the low bytes of 32 words (the high bytes
+// take the same byte; only bits 0..7 of a word matter to the lookups).
+func cbPackBytes(j int) Mem {
+	if cbPackB[j] == nil {
+		m := GLOBL(fmt.Sprintf("cbPackBytes%d", j), RODATA|NOPTR)
+		for w := 0; w < 32; w++ {
+			src := 4*w + j // A's dword w for w < 16; B's dword w-16 (bytes 64..127) after
+			DATA(2*w, U8(uint8(src)))
+			DATA(2*w+1, U8(uint8(src)))
+		}
+		cbPackB[j] = &m
+	}
+	return *cbPackB[j]
+}

@@ -89,6 +89,14 @@ func main() {
 		}
 	}
 	streamRead()
+	for _, v := range []int{2, 4, 8} {
+		cbTableF16(v)
+	}
+	for _, b := range []int{4, 6, 8} {
+		for _, m := range []int{1, 2} {
+			cbPsumF16(b, m)
+		}
+	}
 	for _, f := range []cbVec{{true}, {false}} {
 		cbTable(f)
 		for _, b := range []int{4, 6, 8, 10, 12} {

@@ -345,10 +345,21 @@ func (c *Codebook) DotRefMag(mag []float64, x []float32) error {
 	return nil
 }
 
-// Tolerance bounds every backend's codebook GEMV: |y - ref| <=
-// Tolerance * mag (float32 tables and accumulation over up to 64K
-// columns).
+// Tolerance bounds every backend's codebook GEMV with float32 tables:
+// |y - ref| <= Tolerance * mag (float32 tables and accumulation over up
+// to 64K columns).
 const Tolerance = 3e-5
+
+// ToleranceF16 bounds the kernels that hold the Psumbook in binary16
+// (scaled per call by a power of two alpha so that no entry overflows):
+// each entry is rounded to 11 significant bits, or, below binary16's
+// normal range, to within 2^-25 * alpha, so
+//
+//	|y - ref| <= ToleranceF16 * mag + M * NV * 2^-24 * alpha * max|s|
+//
+// (the second term is negligible unless the activations span more than
+// about 2^15 in magnitude). Backends say which kernel they run.
+const ToleranceF16 = 1e-3
 
 // Baseline wraps a codebook matrix so that backends run it with the
 // dequantize-then-multiply kernel (the AQLM way: each weight decoded from
