@@ -18,8 +18,8 @@ type cbLookupFunc func(words *uint32, cbstride int, nper int, tab *float32, tabs
 type cbKernels struct {
 	lanes    int
 	psum16   map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // binary16 tables, 32 rows
-	table16  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32) // by v
-	req16    []string // what the binary16-table kernels need beyond requires
+	table16  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)                                                                // by v
+	req16    []string                                                                                                                                        // what the binary16-table kernels need beyond requires
 	tableFn  func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 	psum     map[[2]int]cbLookupFunc // by (bits, codebooks)
 	dequant  map[[2]int]cbLookupFunc
