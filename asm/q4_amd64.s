@@ -20645,6 +20645,122 @@ CbTableF16V2Avx512_q:
 	VZEROUPPER
 	RET
 
+// func CbTableSplitV2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·CbTableSplitV2Avx512(SB), NOSPLIT, $0-44
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z0
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z1
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableSplitV2Avx512_seg:
+	VBROADCASTSS (CX), Z2
+	VBROADCASTSS 4(CX), Z3
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableSplitV2Avx512_q:
+	VMULPS        (R8), Z2, Z4
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z3, Z4
+	VMULPS        Z0, Z4, Z4
+	VCVTPS2PH     $0x00, Z4, Y5
+	VMULPS        64(R8), Z2, Z4
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z3, Z4
+	VMULPS        Z0, Z4, Z4
+	VCVTPS2PH     $0x00, Z4, Y4
+	VINSERTI64X4  $0x01, Y4, Z5, Z4
+	VPERMB        Z4, Z1, Z4
+	VMOVDQU       Y4, (R9)
+	VEXTRACTI64X4 $0x01, Z4, Y4
+	VMOVDQU       Y4, (R9)(SI*1)
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000020, R9
+	SUBQ          $0x00000020, R10
+	JNZ           CbTableSplitV2Avx512_q
+	MOVQ          SI, R10
+	LEAQ          (DX)(R10*2), DX
+	ADDQ          $0x00000008, CX
+	DECQ          BX
+	JNZ           CbTableSplitV2Avx512_seg
+	VZEROUPPER
+	RET
+
+DATA cbSplitBytes<>+0(SB)/1, $0x00
+DATA cbSplitBytes<>+1(SB)/1, $0x02
+DATA cbSplitBytes<>+2(SB)/1, $0x04
+DATA cbSplitBytes<>+3(SB)/1, $0x06
+DATA cbSplitBytes<>+4(SB)/1, $0x08
+DATA cbSplitBytes<>+5(SB)/1, $0x0a
+DATA cbSplitBytes<>+6(SB)/1, $0x0c
+DATA cbSplitBytes<>+7(SB)/1, $0x0e
+DATA cbSplitBytes<>+8(SB)/1, $0x10
+DATA cbSplitBytes<>+9(SB)/1, $0x12
+DATA cbSplitBytes<>+10(SB)/1, $0x14
+DATA cbSplitBytes<>+11(SB)/1, $0x16
+DATA cbSplitBytes<>+12(SB)/1, $0x18
+DATA cbSplitBytes<>+13(SB)/1, $0x1a
+DATA cbSplitBytes<>+14(SB)/1, $0x1c
+DATA cbSplitBytes<>+15(SB)/1, $0x1e
+DATA cbSplitBytes<>+16(SB)/1, $0x20
+DATA cbSplitBytes<>+17(SB)/1, $0x22
+DATA cbSplitBytes<>+18(SB)/1, $0x24
+DATA cbSplitBytes<>+19(SB)/1, $0x26
+DATA cbSplitBytes<>+20(SB)/1, $0x28
+DATA cbSplitBytes<>+21(SB)/1, $0x2a
+DATA cbSplitBytes<>+22(SB)/1, $0x2c
+DATA cbSplitBytes<>+23(SB)/1, $0x2e
+DATA cbSplitBytes<>+24(SB)/1, $0x30
+DATA cbSplitBytes<>+25(SB)/1, $0x32
+DATA cbSplitBytes<>+26(SB)/1, $0x34
+DATA cbSplitBytes<>+27(SB)/1, $0x36
+DATA cbSplitBytes<>+28(SB)/1, $0x38
+DATA cbSplitBytes<>+29(SB)/1, $0x3a
+DATA cbSplitBytes<>+30(SB)/1, $0x3c
+DATA cbSplitBytes<>+31(SB)/1, $0x3e
+DATA cbSplitBytes<>+32(SB)/1, $0x01
+DATA cbSplitBytes<>+33(SB)/1, $0x03
+DATA cbSplitBytes<>+34(SB)/1, $0x05
+DATA cbSplitBytes<>+35(SB)/1, $0x07
+DATA cbSplitBytes<>+36(SB)/1, $0x09
+DATA cbSplitBytes<>+37(SB)/1, $0x0b
+DATA cbSplitBytes<>+38(SB)/1, $0x0d
+DATA cbSplitBytes<>+39(SB)/1, $0x0f
+DATA cbSplitBytes<>+40(SB)/1, $0x11
+DATA cbSplitBytes<>+41(SB)/1, $0x13
+DATA cbSplitBytes<>+42(SB)/1, $0x15
+DATA cbSplitBytes<>+43(SB)/1, $0x17
+DATA cbSplitBytes<>+44(SB)/1, $0x19
+DATA cbSplitBytes<>+45(SB)/1, $0x1b
+DATA cbSplitBytes<>+46(SB)/1, $0x1d
+DATA cbSplitBytes<>+47(SB)/1, $0x1f
+DATA cbSplitBytes<>+48(SB)/1, $0x21
+DATA cbSplitBytes<>+49(SB)/1, $0x23
+DATA cbSplitBytes<>+50(SB)/1, $0x25
+DATA cbSplitBytes<>+51(SB)/1, $0x27
+DATA cbSplitBytes<>+52(SB)/1, $0x29
+DATA cbSplitBytes<>+53(SB)/1, $0x2b
+DATA cbSplitBytes<>+54(SB)/1, $0x2d
+DATA cbSplitBytes<>+55(SB)/1, $0x2f
+DATA cbSplitBytes<>+56(SB)/1, $0x31
+DATA cbSplitBytes<>+57(SB)/1, $0x33
+DATA cbSplitBytes<>+58(SB)/1, $0x35
+DATA cbSplitBytes<>+59(SB)/1, $0x37
+DATA cbSplitBytes<>+60(SB)/1, $0x39
+DATA cbSplitBytes<>+61(SB)/1, $0x3b
+DATA cbSplitBytes<>+62(SB)/1, $0x3d
+DATA cbSplitBytes<>+63(SB)/1, $0x3f
+GLOBL cbSplitBytes<>(SB), RODATA|NOPTR, $64
+
 // func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 // Requires: AVX, AVX512F
 TEXT ·CbTableF16V4Avx512(SB), NOSPLIT, $0-44
@@ -20687,6 +20803,66 @@ CbTableF16V4Avx512_q:
 	ADDQ        $0x00000010, CX
 	DECQ        BX
 	JNZ         CbTableF16V4Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbTableSplitV4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·CbTableSplitV4Avx512(SB), NOSPLIT, $0-44
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z0
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z1
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableSplitV4Avx512_seg:
+	VBROADCASTSS (CX), Z2
+	VBROADCASTSS 4(CX), Z3
+	VBROADCASTSS 8(CX), Z4
+	VBROADCASTSS 12(CX), Z5
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableSplitV4Avx512_q:
+	VMULPS        (R8), Z2, Z6
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z3, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z4, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z5, Z6
+	VMULPS        Z0, Z6, Z6
+	VCVTPS2PH     $0x00, Z6, Y7
+	VMULPS        64(R8), Z2, Z6
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z3, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z4, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z5, Z6
+	VMULPS        Z0, Z6, Z6
+	VCVTPS2PH     $0x00, Z6, Y6
+	VINSERTI64X4  $0x01, Y6, Z7, Z6
+	VPERMB        Z6, Z1, Z6
+	VMOVDQU       Y6, (R9)
+	VEXTRACTI64X4 $0x01, Z6, Y6
+	VMOVDQU       Y6, (R9)(SI*1)
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000020, R9
+	SUBQ          $0x00000020, R10
+	JNZ           CbTableSplitV4Avx512_q
+	MOVQ          SI, R10
+	LEAQ          (DX)(R10*2), DX
+	ADDQ          $0x00000010, CX
+	DECQ          BX
+	JNZ           CbTableSplitV4Avx512_seg
 	VZEROUPPER
 	RET
 
@@ -20745,6 +20921,950 @@ CbTableF16V8Avx512_q:
 	DECQ        BX
 	JNZ         CbTableF16V8Avx512_seg
 	VZEROUPPER
+	RET
+
+// func CbTableSplitV8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·CbTableSplitV8Avx512(SB), NOSPLIT, $0-44
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z0
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z1
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableSplitV8Avx512_seg:
+	VBROADCASTSS (CX), Z2
+	VBROADCASTSS 4(CX), Z3
+	VBROADCASTSS 8(CX), Z4
+	VBROADCASTSS 12(CX), Z5
+	VBROADCASTSS 16(CX), Z6
+	VBROADCASTSS 20(CX), Z7
+	VBROADCASTSS 24(CX), Z8
+	VBROADCASTSS 28(CX), Z9
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableSplitV8Avx512_q:
+	VMULPS        (R8), Z2, Z10
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z3, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z4, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z5, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z6, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z7, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z8, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z9, Z10
+	VMULPS        Z0, Z10, Z10
+	VCVTPS2PH     $0x00, Z10, Y11
+	VMULPS        64(R8), Z2, Z10
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z3, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z4, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z5, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z6, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z7, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z8, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z9, Z10
+	VMULPS        Z0, Z10, Z10
+	VCVTPS2PH     $0x00, Z10, Y10
+	VINSERTI64X4  $0x01, Y10, Z11, Z10
+	VPERMB        Z10, Z1, Z10
+	VMOVDQU       Y10, (R9)
+	VEXTRACTI64X4 $0x01, Z10, Y10
+	VMOVDQU       Y10, (R9)(SI*1)
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000020, R9
+	SUBQ          $0x00000020, R10
+	JNZ           CbTableSplitV8Avx512_q
+	MOVQ          SI, R10
+	LEAQ          (DX)(R10*2), DX
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbTableSplitV8Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbPsumB8x64M1Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, AVX512VBMI, MMX+
+TEXT ·CbPsumB8x64M1Avx512(SB), NOSPLIT, $0-88
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU8  cbPackBytes64_0<>+0(SB), Z1
+	VMOVDQU8  cbPackBytes64_1<>+0(SB), Z2
+	VMOVDQU8  cbPackBytes64_2<>+0(SB), Z3
+	VMOVDQU8  cbPackBytes64_3<>+0(SB), Z4
+	MOVQ      $0xffffffff00000000, AX
+	KMOVQ     AX, K1
+	MOVQ      acc+72(FP), AX
+	VMOVUPS   (AX), Z5
+	VMOVDQA32 Z0, Z6
+	VMOVUPS   64(AX), Z7
+	VMOVDQA32 Z0, Z8
+	VMOVUPS   128(AX), Z9
+	VMOVDQA32 Z0, Z10
+	VMOVUPS   192(AX), Z11
+	VMOVDQA32 Z0, Z12
+	MOVQ      words+0(FP), AX
+	MOVQ      tab+32(FP), CX
+	MOVQ      scales+56(FP), DX
+	MOVQ      spg+48(FP), BX
+
+CbPsumB8x64M1Avx512_period:
+	MOVQ          pf+80(FP), SI
+	LEAQ          (AX)(SI*1), SI
+	PREFETCHT0    (SI)
+	PREFETCHT0    64(SI)
+	MOVQ          tstride+8(FP), SI
+	VMOVDQU32     (AX), Z13
+	VMOVDQU32     64(AX), Z14
+	VMOVDQU32     (AX)(SI*1), Z15
+	VMOVDQU32     64(AX)(SI*1), Z16
+	VMOVDQA32     Z13, Z17
+	VPERMT2B      Z14, Z1, Z17
+	VMOVDQA32     Z15, Z18
+	VPERMT2B      Z16, Z1, Z18
+	VMOVDQU8      Z18, K1, Z17
+	VPMOVB2M      Z17, K2
+	VMOVDQU8      (CX), Z18
+	VPERMT2B      64(CX), Z17, Z18
+	VMOVDQU8      128(CX), Z19
+	VPERMT2B      192(CX), Z17, Z19
+	VMOVDQA32     Z0, Z20
+	VPBLENDMB     Z19, Z18, K2, Z20
+	VMOVDQU8      256(CX), Z18
+	VPERMT2B      320(CX), Z17, Z18
+	VMOVDQU8      384(CX), Z19
+	VPERMT2B      448(CX), Z17, Z19
+	VMOVDQA32     Z0, Z17
+	VPBLENDMB     Z19, Z18, K2, Z17
+	VPUNPCKLBW    Z17, Z20, Z18
+	VPUNPCKHBW    Z17, Z20, Z17
+	VCVTPH2PS     Y18, Z19
+	VADDPS        Z19, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z18, Y18
+	VCVTPH2PS     Y18, Z18
+	VADDPS        Z18, Z8, Z8
+	VCVTPH2PS     Y17, Z18
+	VADDPS        Z18, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z17, Y17
+	VCVTPH2PS     Y17, Z17
+	VADDPS        Z17, Z12, Z12
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumB8x64M1Avx512_nogroup0
+	VFMADD231PS   (DX), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(DX), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(DX), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(DX), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+48(FP), BX
+
+CbPsumB8x64M1Avx512_nogroup0:
+	VMOVDQA32     Z13, Z17
+	VPERMT2B      Z14, Z2, Z17
+	VMOVDQA32     Z15, Z18
+	VPERMT2B      Z16, Z2, Z18
+	VMOVDQU8      Z18, K1, Z17
+	VPMOVB2M      Z17, K2
+	VMOVDQU8      (CX), Z18
+	VPERMT2B      64(CX), Z17, Z18
+	VMOVDQU8      128(CX), Z19
+	VPERMT2B      192(CX), Z17, Z19
+	VMOVDQA32     Z0, Z20
+	VPBLENDMB     Z19, Z18, K2, Z20
+	VMOVDQU8      256(CX), Z18
+	VPERMT2B      320(CX), Z17, Z18
+	VMOVDQU8      384(CX), Z19
+	VPERMT2B      448(CX), Z17, Z19
+	VMOVDQA32     Z0, Z17
+	VPBLENDMB     Z19, Z18, K2, Z17
+	VPUNPCKLBW    Z17, Z20, Z18
+	VPUNPCKHBW    Z17, Z20, Z17
+	VCVTPH2PS     Y18, Z19
+	VADDPS        Z19, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z18, Y18
+	VCVTPH2PS     Y18, Z18
+	VADDPS        Z18, Z8, Z8
+	VCVTPH2PS     Y17, Z18
+	VADDPS        Z18, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z17, Y17
+	VCVTPH2PS     Y17, Z17
+	VADDPS        Z17, Z12, Z12
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumB8x64M1Avx512_nogroup1
+	VFMADD231PS   (DX), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(DX), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(DX), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(DX), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+48(FP), BX
+
+CbPsumB8x64M1Avx512_nogroup1:
+	VMOVDQA32     Z13, Z17
+	VPERMT2B      Z14, Z3, Z17
+	VMOVDQA32     Z15, Z18
+	VPERMT2B      Z16, Z3, Z18
+	VMOVDQU8      Z18, K1, Z17
+	VPMOVB2M      Z17, K2
+	VMOVDQU8      (CX), Z18
+	VPERMT2B      64(CX), Z17, Z18
+	VMOVDQU8      128(CX), Z19
+	VPERMT2B      192(CX), Z17, Z19
+	VMOVDQA32     Z0, Z20
+	VPBLENDMB     Z19, Z18, K2, Z20
+	VMOVDQU8      256(CX), Z18
+	VPERMT2B      320(CX), Z17, Z18
+	VMOVDQU8      384(CX), Z19
+	VPERMT2B      448(CX), Z17, Z19
+	VMOVDQA32     Z0, Z17
+	VPBLENDMB     Z19, Z18, K2, Z17
+	VPUNPCKLBW    Z17, Z20, Z18
+	VPUNPCKHBW    Z17, Z20, Z17
+	VCVTPH2PS     Y18, Z19
+	VADDPS        Z19, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z18, Y18
+	VCVTPH2PS     Y18, Z18
+	VADDPS        Z18, Z8, Z8
+	VCVTPH2PS     Y17, Z18
+	VADDPS        Z18, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z17, Y17
+	VCVTPH2PS     Y17, Z17
+	VADDPS        Z17, Z12, Z12
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumB8x64M1Avx512_nogroup2
+	VFMADD231PS   (DX), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(DX), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(DX), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(DX), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+48(FP), BX
+
+CbPsumB8x64M1Avx512_nogroup2:
+	VMOVDQA32     Z13, Z13
+	VPERMT2B      Z14, Z4, Z13
+	VMOVDQA32     Z15, Z14
+	VPERMT2B      Z16, Z4, Z14
+	VMOVDQU8      Z14, K1, Z13
+	VPMOVB2M      Z13, K2
+	VMOVDQU8      (CX), Z14
+	VPERMT2B      64(CX), Z13, Z14
+	VMOVDQU8      128(CX), Z15
+	VPERMT2B      192(CX), Z13, Z15
+	VMOVDQA32     Z0, Z16
+	VPBLENDMB     Z15, Z14, K2, Z16
+	VMOVDQU8      256(CX), Z14
+	VPERMT2B      320(CX), Z13, Z14
+	VMOVDQU8      384(CX), Z15
+	VPERMT2B      448(CX), Z13, Z15
+	VMOVDQA32     Z0, Z13
+	VPBLENDMB     Z15, Z14, K2, Z13
+	VPUNPCKLBW    Z13, Z16, Z14
+	VPUNPCKHBW    Z13, Z16, Z13
+	VCVTPH2PS     Y14, Z15
+	VADDPS        Z15, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z14, Y14
+	VCVTPH2PS     Y14, Z14
+	VADDPS        Z14, Z8, Z8
+	VCVTPH2PS     Y13, Z14
+	VADDPS        Z14, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VCVTPH2PS     Y13, Z13
+	VADDPS        Z13, Z12, Z12
+	ADDQ          $0x00000200, CX
+	DECQ          BX
+	JNZ           CbPsumB8x64M1Avx512_nogroup3
+	VFMADD231PS   (DX), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(DX), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(DX), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(DX), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), BX
+	ADDQ          BX, DX
+	MOVQ          spg+48(FP), BX
+
+CbPsumB8x64M1Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	MOVQ    nper+24(FP), SI
+	ADDQ    $-1, SI
+	MOVQ    SI, nper+24(FP)
+	MOVQ    nper+24(FP), SI
+	TESTQ   SI, SI
+	JNZ     CbPsumB8x64M1Avx512_period
+	MOVQ    acc+72(FP), AX
+	VMOVUPS Z5, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z9, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	RET
+
+DATA cbPackBytes64_0<>+0(SB)/1, $0x00
+DATA cbPackBytes64_0<>+1(SB)/1, $0x04
+DATA cbPackBytes64_0<>+2(SB)/1, $0x08
+DATA cbPackBytes64_0<>+3(SB)/1, $0x0c
+DATA cbPackBytes64_0<>+4(SB)/1, $0x10
+DATA cbPackBytes64_0<>+5(SB)/1, $0x14
+DATA cbPackBytes64_0<>+6(SB)/1, $0x18
+DATA cbPackBytes64_0<>+7(SB)/1, $0x1c
+DATA cbPackBytes64_0<>+8(SB)/1, $0x20
+DATA cbPackBytes64_0<>+9(SB)/1, $0x24
+DATA cbPackBytes64_0<>+10(SB)/1, $0x28
+DATA cbPackBytes64_0<>+11(SB)/1, $0x2c
+DATA cbPackBytes64_0<>+12(SB)/1, $0x30
+DATA cbPackBytes64_0<>+13(SB)/1, $0x34
+DATA cbPackBytes64_0<>+14(SB)/1, $0x38
+DATA cbPackBytes64_0<>+15(SB)/1, $0x3c
+DATA cbPackBytes64_0<>+16(SB)/1, $0x40
+DATA cbPackBytes64_0<>+17(SB)/1, $0x44
+DATA cbPackBytes64_0<>+18(SB)/1, $0x48
+DATA cbPackBytes64_0<>+19(SB)/1, $0x4c
+DATA cbPackBytes64_0<>+20(SB)/1, $0x50
+DATA cbPackBytes64_0<>+21(SB)/1, $0x54
+DATA cbPackBytes64_0<>+22(SB)/1, $0x58
+DATA cbPackBytes64_0<>+23(SB)/1, $0x5c
+DATA cbPackBytes64_0<>+24(SB)/1, $0x60
+DATA cbPackBytes64_0<>+25(SB)/1, $0x64
+DATA cbPackBytes64_0<>+26(SB)/1, $0x68
+DATA cbPackBytes64_0<>+27(SB)/1, $0x6c
+DATA cbPackBytes64_0<>+28(SB)/1, $0x70
+DATA cbPackBytes64_0<>+29(SB)/1, $0x74
+DATA cbPackBytes64_0<>+30(SB)/1, $0x78
+DATA cbPackBytes64_0<>+31(SB)/1, $0x7c
+DATA cbPackBytes64_0<>+32(SB)/1, $0x00
+DATA cbPackBytes64_0<>+33(SB)/1, $0x04
+DATA cbPackBytes64_0<>+34(SB)/1, $0x08
+DATA cbPackBytes64_0<>+35(SB)/1, $0x0c
+DATA cbPackBytes64_0<>+36(SB)/1, $0x10
+DATA cbPackBytes64_0<>+37(SB)/1, $0x14
+DATA cbPackBytes64_0<>+38(SB)/1, $0x18
+DATA cbPackBytes64_0<>+39(SB)/1, $0x1c
+DATA cbPackBytes64_0<>+40(SB)/1, $0x20
+DATA cbPackBytes64_0<>+41(SB)/1, $0x24
+DATA cbPackBytes64_0<>+42(SB)/1, $0x28
+DATA cbPackBytes64_0<>+43(SB)/1, $0x2c
+DATA cbPackBytes64_0<>+44(SB)/1, $0x30
+DATA cbPackBytes64_0<>+45(SB)/1, $0x34
+DATA cbPackBytes64_0<>+46(SB)/1, $0x38
+DATA cbPackBytes64_0<>+47(SB)/1, $0x3c
+DATA cbPackBytes64_0<>+48(SB)/1, $0x40
+DATA cbPackBytes64_0<>+49(SB)/1, $0x44
+DATA cbPackBytes64_0<>+50(SB)/1, $0x48
+DATA cbPackBytes64_0<>+51(SB)/1, $0x4c
+DATA cbPackBytes64_0<>+52(SB)/1, $0x50
+DATA cbPackBytes64_0<>+53(SB)/1, $0x54
+DATA cbPackBytes64_0<>+54(SB)/1, $0x58
+DATA cbPackBytes64_0<>+55(SB)/1, $0x5c
+DATA cbPackBytes64_0<>+56(SB)/1, $0x60
+DATA cbPackBytes64_0<>+57(SB)/1, $0x64
+DATA cbPackBytes64_0<>+58(SB)/1, $0x68
+DATA cbPackBytes64_0<>+59(SB)/1, $0x6c
+DATA cbPackBytes64_0<>+60(SB)/1, $0x70
+DATA cbPackBytes64_0<>+61(SB)/1, $0x74
+DATA cbPackBytes64_0<>+62(SB)/1, $0x78
+DATA cbPackBytes64_0<>+63(SB)/1, $0x7c
+GLOBL cbPackBytes64_0<>(SB), RODATA|NOPTR, $64
+
+DATA cbPackBytes64_1<>+0(SB)/1, $0x01
+DATA cbPackBytes64_1<>+1(SB)/1, $0x05
+DATA cbPackBytes64_1<>+2(SB)/1, $0x09
+DATA cbPackBytes64_1<>+3(SB)/1, $0x0d
+DATA cbPackBytes64_1<>+4(SB)/1, $0x11
+DATA cbPackBytes64_1<>+5(SB)/1, $0x15
+DATA cbPackBytes64_1<>+6(SB)/1, $0x19
+DATA cbPackBytes64_1<>+7(SB)/1, $0x1d
+DATA cbPackBytes64_1<>+8(SB)/1, $0x21
+DATA cbPackBytes64_1<>+9(SB)/1, $0x25
+DATA cbPackBytes64_1<>+10(SB)/1, $0x29
+DATA cbPackBytes64_1<>+11(SB)/1, $0x2d
+DATA cbPackBytes64_1<>+12(SB)/1, $0x31
+DATA cbPackBytes64_1<>+13(SB)/1, $0x35
+DATA cbPackBytes64_1<>+14(SB)/1, $0x39
+DATA cbPackBytes64_1<>+15(SB)/1, $0x3d
+DATA cbPackBytes64_1<>+16(SB)/1, $0x41
+DATA cbPackBytes64_1<>+17(SB)/1, $0x45
+DATA cbPackBytes64_1<>+18(SB)/1, $0x49
+DATA cbPackBytes64_1<>+19(SB)/1, $0x4d
+DATA cbPackBytes64_1<>+20(SB)/1, $0x51
+DATA cbPackBytes64_1<>+21(SB)/1, $0x55
+DATA cbPackBytes64_1<>+22(SB)/1, $0x59
+DATA cbPackBytes64_1<>+23(SB)/1, $0x5d
+DATA cbPackBytes64_1<>+24(SB)/1, $0x61
+DATA cbPackBytes64_1<>+25(SB)/1, $0x65
+DATA cbPackBytes64_1<>+26(SB)/1, $0x69
+DATA cbPackBytes64_1<>+27(SB)/1, $0x6d
+DATA cbPackBytes64_1<>+28(SB)/1, $0x71
+DATA cbPackBytes64_1<>+29(SB)/1, $0x75
+DATA cbPackBytes64_1<>+30(SB)/1, $0x79
+DATA cbPackBytes64_1<>+31(SB)/1, $0x7d
+DATA cbPackBytes64_1<>+32(SB)/1, $0x01
+DATA cbPackBytes64_1<>+33(SB)/1, $0x05
+DATA cbPackBytes64_1<>+34(SB)/1, $0x09
+DATA cbPackBytes64_1<>+35(SB)/1, $0x0d
+DATA cbPackBytes64_1<>+36(SB)/1, $0x11
+DATA cbPackBytes64_1<>+37(SB)/1, $0x15
+DATA cbPackBytes64_1<>+38(SB)/1, $0x19
+DATA cbPackBytes64_1<>+39(SB)/1, $0x1d
+DATA cbPackBytes64_1<>+40(SB)/1, $0x21
+DATA cbPackBytes64_1<>+41(SB)/1, $0x25
+DATA cbPackBytes64_1<>+42(SB)/1, $0x29
+DATA cbPackBytes64_1<>+43(SB)/1, $0x2d
+DATA cbPackBytes64_1<>+44(SB)/1, $0x31
+DATA cbPackBytes64_1<>+45(SB)/1, $0x35
+DATA cbPackBytes64_1<>+46(SB)/1, $0x39
+DATA cbPackBytes64_1<>+47(SB)/1, $0x3d
+DATA cbPackBytes64_1<>+48(SB)/1, $0x41
+DATA cbPackBytes64_1<>+49(SB)/1, $0x45
+DATA cbPackBytes64_1<>+50(SB)/1, $0x49
+DATA cbPackBytes64_1<>+51(SB)/1, $0x4d
+DATA cbPackBytes64_1<>+52(SB)/1, $0x51
+DATA cbPackBytes64_1<>+53(SB)/1, $0x55
+DATA cbPackBytes64_1<>+54(SB)/1, $0x59
+DATA cbPackBytes64_1<>+55(SB)/1, $0x5d
+DATA cbPackBytes64_1<>+56(SB)/1, $0x61
+DATA cbPackBytes64_1<>+57(SB)/1, $0x65
+DATA cbPackBytes64_1<>+58(SB)/1, $0x69
+DATA cbPackBytes64_1<>+59(SB)/1, $0x6d
+DATA cbPackBytes64_1<>+60(SB)/1, $0x71
+DATA cbPackBytes64_1<>+61(SB)/1, $0x75
+DATA cbPackBytes64_1<>+62(SB)/1, $0x79
+DATA cbPackBytes64_1<>+63(SB)/1, $0x7d
+GLOBL cbPackBytes64_1<>(SB), RODATA|NOPTR, $64
+
+DATA cbPackBytes64_2<>+0(SB)/1, $0x02
+DATA cbPackBytes64_2<>+1(SB)/1, $0x06
+DATA cbPackBytes64_2<>+2(SB)/1, $0x0a
+DATA cbPackBytes64_2<>+3(SB)/1, $0x0e
+DATA cbPackBytes64_2<>+4(SB)/1, $0x12
+DATA cbPackBytes64_2<>+5(SB)/1, $0x16
+DATA cbPackBytes64_2<>+6(SB)/1, $0x1a
+DATA cbPackBytes64_2<>+7(SB)/1, $0x1e
+DATA cbPackBytes64_2<>+8(SB)/1, $0x22
+DATA cbPackBytes64_2<>+9(SB)/1, $0x26
+DATA cbPackBytes64_2<>+10(SB)/1, $0x2a
+DATA cbPackBytes64_2<>+11(SB)/1, $0x2e
+DATA cbPackBytes64_2<>+12(SB)/1, $0x32
+DATA cbPackBytes64_2<>+13(SB)/1, $0x36
+DATA cbPackBytes64_2<>+14(SB)/1, $0x3a
+DATA cbPackBytes64_2<>+15(SB)/1, $0x3e
+DATA cbPackBytes64_2<>+16(SB)/1, $0x42
+DATA cbPackBytes64_2<>+17(SB)/1, $0x46
+DATA cbPackBytes64_2<>+18(SB)/1, $0x4a
+DATA cbPackBytes64_2<>+19(SB)/1, $0x4e
+DATA cbPackBytes64_2<>+20(SB)/1, $0x52
+DATA cbPackBytes64_2<>+21(SB)/1, $0x56
+DATA cbPackBytes64_2<>+22(SB)/1, $0x5a
+DATA cbPackBytes64_2<>+23(SB)/1, $0x5e
+DATA cbPackBytes64_2<>+24(SB)/1, $0x62
+DATA cbPackBytes64_2<>+25(SB)/1, $0x66
+DATA cbPackBytes64_2<>+26(SB)/1, $0x6a
+DATA cbPackBytes64_2<>+27(SB)/1, $0x6e
+DATA cbPackBytes64_2<>+28(SB)/1, $0x72
+DATA cbPackBytes64_2<>+29(SB)/1, $0x76
+DATA cbPackBytes64_2<>+30(SB)/1, $0x7a
+DATA cbPackBytes64_2<>+31(SB)/1, $0x7e
+DATA cbPackBytes64_2<>+32(SB)/1, $0x02
+DATA cbPackBytes64_2<>+33(SB)/1, $0x06
+DATA cbPackBytes64_2<>+34(SB)/1, $0x0a
+DATA cbPackBytes64_2<>+35(SB)/1, $0x0e
+DATA cbPackBytes64_2<>+36(SB)/1, $0x12
+DATA cbPackBytes64_2<>+37(SB)/1, $0x16
+DATA cbPackBytes64_2<>+38(SB)/1, $0x1a
+DATA cbPackBytes64_2<>+39(SB)/1, $0x1e
+DATA cbPackBytes64_2<>+40(SB)/1, $0x22
+DATA cbPackBytes64_2<>+41(SB)/1, $0x26
+DATA cbPackBytes64_2<>+42(SB)/1, $0x2a
+DATA cbPackBytes64_2<>+43(SB)/1, $0x2e
+DATA cbPackBytes64_2<>+44(SB)/1, $0x32
+DATA cbPackBytes64_2<>+45(SB)/1, $0x36
+DATA cbPackBytes64_2<>+46(SB)/1, $0x3a
+DATA cbPackBytes64_2<>+47(SB)/1, $0x3e
+DATA cbPackBytes64_2<>+48(SB)/1, $0x42
+DATA cbPackBytes64_2<>+49(SB)/1, $0x46
+DATA cbPackBytes64_2<>+50(SB)/1, $0x4a
+DATA cbPackBytes64_2<>+51(SB)/1, $0x4e
+DATA cbPackBytes64_2<>+52(SB)/1, $0x52
+DATA cbPackBytes64_2<>+53(SB)/1, $0x56
+DATA cbPackBytes64_2<>+54(SB)/1, $0x5a
+DATA cbPackBytes64_2<>+55(SB)/1, $0x5e
+DATA cbPackBytes64_2<>+56(SB)/1, $0x62
+DATA cbPackBytes64_2<>+57(SB)/1, $0x66
+DATA cbPackBytes64_2<>+58(SB)/1, $0x6a
+DATA cbPackBytes64_2<>+59(SB)/1, $0x6e
+DATA cbPackBytes64_2<>+60(SB)/1, $0x72
+DATA cbPackBytes64_2<>+61(SB)/1, $0x76
+DATA cbPackBytes64_2<>+62(SB)/1, $0x7a
+DATA cbPackBytes64_2<>+63(SB)/1, $0x7e
+GLOBL cbPackBytes64_2<>(SB), RODATA|NOPTR, $64
+
+DATA cbPackBytes64_3<>+0(SB)/1, $0x03
+DATA cbPackBytes64_3<>+1(SB)/1, $0x07
+DATA cbPackBytes64_3<>+2(SB)/1, $0x0b
+DATA cbPackBytes64_3<>+3(SB)/1, $0x0f
+DATA cbPackBytes64_3<>+4(SB)/1, $0x13
+DATA cbPackBytes64_3<>+5(SB)/1, $0x17
+DATA cbPackBytes64_3<>+6(SB)/1, $0x1b
+DATA cbPackBytes64_3<>+7(SB)/1, $0x1f
+DATA cbPackBytes64_3<>+8(SB)/1, $0x23
+DATA cbPackBytes64_3<>+9(SB)/1, $0x27
+DATA cbPackBytes64_3<>+10(SB)/1, $0x2b
+DATA cbPackBytes64_3<>+11(SB)/1, $0x2f
+DATA cbPackBytes64_3<>+12(SB)/1, $0x33
+DATA cbPackBytes64_3<>+13(SB)/1, $0x37
+DATA cbPackBytes64_3<>+14(SB)/1, $0x3b
+DATA cbPackBytes64_3<>+15(SB)/1, $0x3f
+DATA cbPackBytes64_3<>+16(SB)/1, $0x43
+DATA cbPackBytes64_3<>+17(SB)/1, $0x47
+DATA cbPackBytes64_3<>+18(SB)/1, $0x4b
+DATA cbPackBytes64_3<>+19(SB)/1, $0x4f
+DATA cbPackBytes64_3<>+20(SB)/1, $0x53
+DATA cbPackBytes64_3<>+21(SB)/1, $0x57
+DATA cbPackBytes64_3<>+22(SB)/1, $0x5b
+DATA cbPackBytes64_3<>+23(SB)/1, $0x5f
+DATA cbPackBytes64_3<>+24(SB)/1, $0x63
+DATA cbPackBytes64_3<>+25(SB)/1, $0x67
+DATA cbPackBytes64_3<>+26(SB)/1, $0x6b
+DATA cbPackBytes64_3<>+27(SB)/1, $0x6f
+DATA cbPackBytes64_3<>+28(SB)/1, $0x73
+DATA cbPackBytes64_3<>+29(SB)/1, $0x77
+DATA cbPackBytes64_3<>+30(SB)/1, $0x7b
+DATA cbPackBytes64_3<>+31(SB)/1, $0x7f
+DATA cbPackBytes64_3<>+32(SB)/1, $0x03
+DATA cbPackBytes64_3<>+33(SB)/1, $0x07
+DATA cbPackBytes64_3<>+34(SB)/1, $0x0b
+DATA cbPackBytes64_3<>+35(SB)/1, $0x0f
+DATA cbPackBytes64_3<>+36(SB)/1, $0x13
+DATA cbPackBytes64_3<>+37(SB)/1, $0x17
+DATA cbPackBytes64_3<>+38(SB)/1, $0x1b
+DATA cbPackBytes64_3<>+39(SB)/1, $0x1f
+DATA cbPackBytes64_3<>+40(SB)/1, $0x23
+DATA cbPackBytes64_3<>+41(SB)/1, $0x27
+DATA cbPackBytes64_3<>+42(SB)/1, $0x2b
+DATA cbPackBytes64_3<>+43(SB)/1, $0x2f
+DATA cbPackBytes64_3<>+44(SB)/1, $0x33
+DATA cbPackBytes64_3<>+45(SB)/1, $0x37
+DATA cbPackBytes64_3<>+46(SB)/1, $0x3b
+DATA cbPackBytes64_3<>+47(SB)/1, $0x3f
+DATA cbPackBytes64_3<>+48(SB)/1, $0x43
+DATA cbPackBytes64_3<>+49(SB)/1, $0x47
+DATA cbPackBytes64_3<>+50(SB)/1, $0x4b
+DATA cbPackBytes64_3<>+51(SB)/1, $0x4f
+DATA cbPackBytes64_3<>+52(SB)/1, $0x53
+DATA cbPackBytes64_3<>+53(SB)/1, $0x57
+DATA cbPackBytes64_3<>+54(SB)/1, $0x5b
+DATA cbPackBytes64_3<>+55(SB)/1, $0x5f
+DATA cbPackBytes64_3<>+56(SB)/1, $0x63
+DATA cbPackBytes64_3<>+57(SB)/1, $0x67
+DATA cbPackBytes64_3<>+58(SB)/1, $0x6b
+DATA cbPackBytes64_3<>+59(SB)/1, $0x6f
+DATA cbPackBytes64_3<>+60(SB)/1, $0x73
+DATA cbPackBytes64_3<>+61(SB)/1, $0x77
+DATA cbPackBytes64_3<>+62(SB)/1, $0x7b
+DATA cbPackBytes64_3<>+63(SB)/1, $0x7f
+GLOBL cbPackBytes64_3<>(SB), RODATA|NOPTR, $64
+
+// func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX512BW, AVX512F, AVX512VBMI, MMX+
+TEXT ·CbPsumB8x64M2Avx512(SB), NOSPLIT, $0-88
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU8  cbPackBytes64_0<>+0(SB), Z1
+	VMOVDQU8  cbPackBytes64_1<>+0(SB), Z2
+	VMOVDQU8  cbPackBytes64_2<>+0(SB), Z3
+	VMOVDQU8  cbPackBytes64_3<>+0(SB), Z4
+	MOVQ      $0xffffffff00000000, AX
+	KMOVQ     AX, K1
+	MOVQ      acc+72(FP), AX
+	VMOVUPS   (AX), Z5
+	VMOVDQA32 Z0, Z6
+	VMOVUPS   64(AX), Z7
+	VMOVDQA32 Z0, Z8
+	VMOVUPS   128(AX), Z9
+	VMOVDQA32 Z0, Z10
+	VMOVUPS   192(AX), Z11
+	VMOVDQA32 Z0, Z12
+	MOVQ      words+0(FP), AX
+	MOVQ      tab+32(FP), CX
+	MOVQ      cbstride+16(FP), DX
+	MOVQ      tabstride+40(FP), BX
+	ADDQ      AX, DX
+	ADDQ      CX, BX
+	MOVQ      scales+56(FP), SI
+	MOVQ      spg+48(FP), DI
+
+CbPsumB8x64M2Avx512_period:
+	MOVQ          pf+80(FP), R8
+	LEAQ          (AX)(R8*1), R9
+	PREFETCHT0    (R9)
+	PREFETCHT0    64(R9)
+	LEAQ          (DX)(R8*1), R8
+	PREFETCHT0    (R8)
+	PREFETCHT0    64(R8)
+	MOVQ          tstride+8(FP), R8
+	VMOVDQU32     (AX), Z13
+	VMOVDQU32     64(AX), Z14
+	VMOVDQU32     (AX)(R8*1), Z15
+	VMOVDQU32     64(AX)(R8*1), Z16
+	VMOVDQU32     (DX), Z17
+	VMOVDQU32     64(DX), Z18
+	VMOVDQU32     (DX)(R8*1), Z19
+	VMOVDQU32     64(DX)(R8*1), Z20
+	VMOVDQA32     Z13, Z21
+	VPERMT2B      Z14, Z1, Z21
+	VMOVDQA32     Z15, Z22
+	VPERMT2B      Z16, Z1, Z22
+	VMOVDQU8      Z22, K1, Z21
+	VPMOVB2M      Z21, K2
+	VMOVDQU8      (CX), Z22
+	VPERMT2B      64(CX), Z21, Z22
+	VMOVDQU8      128(CX), Z23
+	VPERMT2B      192(CX), Z21, Z23
+	VMOVDQA32     Z0, Z24
+	VPBLENDMB     Z23, Z22, K2, Z24
+	VMOVDQU8      256(CX), Z22
+	VPERMT2B      320(CX), Z21, Z22
+	VMOVDQU8      384(CX), Z23
+	VPERMT2B      448(CX), Z21, Z23
+	VMOVDQA32     Z0, Z21
+	VPBLENDMB     Z23, Z22, K2, Z21
+	VPUNPCKLBW    Z21, Z24, Z22
+	VPUNPCKHBW    Z21, Z24, Z21
+	VCVTPH2PS     Y22, Z23
+	VADDPS        Z23, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z22, Y22
+	VCVTPH2PS     Y22, Z22
+	VADDPS        Z22, Z8, Z8
+	VCVTPH2PS     Y21, Z22
+	VADDPS        Z22, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z21, Y21
+	VCVTPH2PS     Y21, Z21
+	VADDPS        Z21, Z12, Z12
+	VMOVDQA32     Z17, Z21
+	VPERMT2B      Z18, Z1, Z21
+	VMOVDQA32     Z19, Z22
+	VPERMT2B      Z20, Z1, Z22
+	VMOVDQU8      Z22, K1, Z21
+	VPMOVB2M      Z21, K2
+	VMOVDQU8      (BX), Z22
+	VPERMT2B      64(BX), Z21, Z22
+	VMOVDQU8      128(BX), Z23
+	VPERMT2B      192(BX), Z21, Z23
+	VMOVDQA32     Z0, Z24
+	VPBLENDMB     Z23, Z22, K2, Z24
+	VMOVDQU8      256(BX), Z22
+	VPERMT2B      320(BX), Z21, Z22
+	VMOVDQU8      384(BX), Z23
+	VPERMT2B      448(BX), Z21, Z23
+	VMOVDQA32     Z0, Z21
+	VPBLENDMB     Z23, Z22, K2, Z21
+	VPUNPCKLBW    Z21, Z24, Z22
+	VPUNPCKHBW    Z21, Z24, Z21
+	VCVTPH2PS     Y22, Z23
+	VADDPS        Z23, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z22, Y22
+	VCVTPH2PS     Y22, Z22
+	VADDPS        Z22, Z8, Z8
+	VCVTPH2PS     Y21, Z22
+	VADDPS        Z22, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z21, Y21
+	VCVTPH2PS     Y21, Z21
+	VADDPS        Z21, Z12, Z12
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumB8x64M2Avx512_nogroup0
+	VFMADD231PS   (SI), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(SI), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(SI), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(SI), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+48(FP), DI
+
+CbPsumB8x64M2Avx512_nogroup0:
+	VMOVDQA32     Z13, Z21
+	VPERMT2B      Z14, Z2, Z21
+	VMOVDQA32     Z15, Z22
+	VPERMT2B      Z16, Z2, Z22
+	VMOVDQU8      Z22, K1, Z21
+	VPMOVB2M      Z21, K2
+	VMOVDQU8      (CX), Z22
+	VPERMT2B      64(CX), Z21, Z22
+	VMOVDQU8      128(CX), Z23
+	VPERMT2B      192(CX), Z21, Z23
+	VMOVDQA32     Z0, Z24
+	VPBLENDMB     Z23, Z22, K2, Z24
+	VMOVDQU8      256(CX), Z22
+	VPERMT2B      320(CX), Z21, Z22
+	VMOVDQU8      384(CX), Z23
+	VPERMT2B      448(CX), Z21, Z23
+	VMOVDQA32     Z0, Z21
+	VPBLENDMB     Z23, Z22, K2, Z21
+	VPUNPCKLBW    Z21, Z24, Z22
+	VPUNPCKHBW    Z21, Z24, Z21
+	VCVTPH2PS     Y22, Z23
+	VADDPS        Z23, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z22, Y22
+	VCVTPH2PS     Y22, Z22
+	VADDPS        Z22, Z8, Z8
+	VCVTPH2PS     Y21, Z22
+	VADDPS        Z22, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z21, Y21
+	VCVTPH2PS     Y21, Z21
+	VADDPS        Z21, Z12, Z12
+	VMOVDQA32     Z17, Z21
+	VPERMT2B      Z18, Z2, Z21
+	VMOVDQA32     Z19, Z22
+	VPERMT2B      Z20, Z2, Z22
+	VMOVDQU8      Z22, K1, Z21
+	VPMOVB2M      Z21, K2
+	VMOVDQU8      (BX), Z22
+	VPERMT2B      64(BX), Z21, Z22
+	VMOVDQU8      128(BX), Z23
+	VPERMT2B      192(BX), Z21, Z23
+	VMOVDQA32     Z0, Z24
+	VPBLENDMB     Z23, Z22, K2, Z24
+	VMOVDQU8      256(BX), Z22
+	VPERMT2B      320(BX), Z21, Z22
+	VMOVDQU8      384(BX), Z23
+	VPERMT2B      448(BX), Z21, Z23
+	VMOVDQA32     Z0, Z21
+	VPBLENDMB     Z23, Z22, K2, Z21
+	VPUNPCKLBW    Z21, Z24, Z22
+	VPUNPCKHBW    Z21, Z24, Z21
+	VCVTPH2PS     Y22, Z23
+	VADDPS        Z23, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z22, Y22
+	VCVTPH2PS     Y22, Z22
+	VADDPS        Z22, Z8, Z8
+	VCVTPH2PS     Y21, Z22
+	VADDPS        Z22, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z21, Y21
+	VCVTPH2PS     Y21, Z21
+	VADDPS        Z21, Z12, Z12
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumB8x64M2Avx512_nogroup1
+	VFMADD231PS   (SI), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(SI), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(SI), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(SI), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+48(FP), DI
+
+CbPsumB8x64M2Avx512_nogroup1:
+	VMOVDQA32     Z13, Z21
+	VPERMT2B      Z14, Z3, Z21
+	VMOVDQA32     Z15, Z22
+	VPERMT2B      Z16, Z3, Z22
+	VMOVDQU8      Z22, K1, Z21
+	VPMOVB2M      Z21, K2
+	VMOVDQU8      (CX), Z22
+	VPERMT2B      64(CX), Z21, Z22
+	VMOVDQU8      128(CX), Z23
+	VPERMT2B      192(CX), Z21, Z23
+	VMOVDQA32     Z0, Z24
+	VPBLENDMB     Z23, Z22, K2, Z24
+	VMOVDQU8      256(CX), Z22
+	VPERMT2B      320(CX), Z21, Z22
+	VMOVDQU8      384(CX), Z23
+	VPERMT2B      448(CX), Z21, Z23
+	VMOVDQA32     Z0, Z21
+	VPBLENDMB     Z23, Z22, K2, Z21
+	VPUNPCKLBW    Z21, Z24, Z22
+	VPUNPCKHBW    Z21, Z24, Z21
+	VCVTPH2PS     Y22, Z23
+	VADDPS        Z23, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z22, Y22
+	VCVTPH2PS     Y22, Z22
+	VADDPS        Z22, Z8, Z8
+	VCVTPH2PS     Y21, Z22
+	VADDPS        Z22, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z21, Y21
+	VCVTPH2PS     Y21, Z21
+	VADDPS        Z21, Z12, Z12
+	VMOVDQA32     Z17, Z21
+	VPERMT2B      Z18, Z3, Z21
+	VMOVDQA32     Z19, Z22
+	VPERMT2B      Z20, Z3, Z22
+	VMOVDQU8      Z22, K1, Z21
+	VPMOVB2M      Z21, K2
+	VMOVDQU8      (BX), Z22
+	VPERMT2B      64(BX), Z21, Z22
+	VMOVDQU8      128(BX), Z23
+	VPERMT2B      192(BX), Z21, Z23
+	VMOVDQA32     Z0, Z24
+	VPBLENDMB     Z23, Z22, K2, Z24
+	VMOVDQU8      256(BX), Z22
+	VPERMT2B      320(BX), Z21, Z22
+	VMOVDQU8      384(BX), Z23
+	VPERMT2B      448(BX), Z21, Z23
+	VMOVDQA32     Z0, Z21
+	VPBLENDMB     Z23, Z22, K2, Z21
+	VPUNPCKLBW    Z21, Z24, Z22
+	VPUNPCKHBW    Z21, Z24, Z21
+	VCVTPH2PS     Y22, Z23
+	VADDPS        Z23, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z22, Y22
+	VCVTPH2PS     Y22, Z22
+	VADDPS        Z22, Z8, Z8
+	VCVTPH2PS     Y21, Z22
+	VADDPS        Z22, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z21, Y21
+	VCVTPH2PS     Y21, Z21
+	VADDPS        Z21, Z12, Z12
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumB8x64M2Avx512_nogroup2
+	VFMADD231PS   (SI), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(SI), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(SI), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(SI), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+48(FP), DI
+
+CbPsumB8x64M2Avx512_nogroup2:
+	VMOVDQA32     Z13, Z13
+	VPERMT2B      Z14, Z4, Z13
+	VMOVDQA32     Z15, Z14
+	VPERMT2B      Z16, Z4, Z14
+	VMOVDQU8      Z14, K1, Z13
+	VPMOVB2M      Z13, K2
+	VMOVDQU8      (CX), Z14
+	VPERMT2B      64(CX), Z13, Z14
+	VMOVDQU8      128(CX), Z15
+	VPERMT2B      192(CX), Z13, Z15
+	VMOVDQA32     Z0, Z16
+	VPBLENDMB     Z15, Z14, K2, Z16
+	VMOVDQU8      256(CX), Z14
+	VPERMT2B      320(CX), Z13, Z14
+	VMOVDQU8      384(CX), Z15
+	VPERMT2B      448(CX), Z13, Z15
+	VMOVDQA32     Z0, Z13
+	VPBLENDMB     Z15, Z14, K2, Z13
+	VPUNPCKLBW    Z13, Z16, Z14
+	VPUNPCKHBW    Z13, Z16, Z13
+	VCVTPH2PS     Y14, Z15
+	VADDPS        Z15, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z14, Y14
+	VCVTPH2PS     Y14, Z14
+	VADDPS        Z14, Z8, Z8
+	VCVTPH2PS     Y13, Z14
+	VADDPS        Z14, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VCVTPH2PS     Y13, Z13
+	VADDPS        Z13, Z12, Z12
+	VMOVDQA32     Z17, Z13
+	VPERMT2B      Z18, Z4, Z13
+	VMOVDQA32     Z19, Z14
+	VPERMT2B      Z20, Z4, Z14
+	VMOVDQU8      Z14, K1, Z13
+	VPMOVB2M      Z13, K2
+	VMOVDQU8      (BX), Z14
+	VPERMT2B      64(BX), Z13, Z14
+	VMOVDQU8      128(BX), Z15
+	VPERMT2B      192(BX), Z13, Z15
+	VMOVDQA32     Z0, Z16
+	VPBLENDMB     Z15, Z14, K2, Z16
+	VMOVDQU8      256(BX), Z14
+	VPERMT2B      320(BX), Z13, Z14
+	VMOVDQU8      384(BX), Z15
+	VPERMT2B      448(BX), Z13, Z15
+	VMOVDQA32     Z0, Z13
+	VPBLENDMB     Z15, Z14, K2, Z13
+	VPUNPCKLBW    Z13, Z16, Z14
+	VPUNPCKHBW    Z13, Z16, Z13
+	VCVTPH2PS     Y14, Z15
+	VADDPS        Z15, Z6, Z6
+	VEXTRACTI64X4 $0x01, Z14, Y14
+	VCVTPH2PS     Y14, Z14
+	VADDPS        Z14, Z8, Z8
+	VCVTPH2PS     Y13, Z14
+	VADDPS        Z14, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VCVTPH2PS     Y13, Z13
+	VADDPS        Z13, Z12, Z12
+	ADDQ          $0x00000200, CX
+	ADDQ          $0x00000200, BX
+	DECQ          DI
+	JNZ           CbPsumB8x64M2Avx512_nogroup3
+	VFMADD231PS   (SI), Z6, Z5
+	VMOVDQA32     Z0, Z6
+	VFMADD231PS   64(SI), Z8, Z7
+	VMOVDQA32     Z0, Z8
+	VFMADD231PS   128(SI), Z10, Z9
+	VMOVDQA32     Z0, Z10
+	VFMADD231PS   192(SI), Z12, Z11
+	VMOVDQA32     Z0, Z12
+	MOVQ          sstride+64(FP), DI
+	ADDQ          DI, SI
+	MOVQ          spg+48(FP), DI
+
+CbPsumB8x64M2Avx512_nogroup3:
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, DX
+	MOVQ    nper+24(FP), R8
+	ADDQ    $-1, R8
+	MOVQ    R8, nper+24(FP)
+	MOVQ    nper+24(FP), R8
+	TESTQ   R8, R8
+	JNZ     CbPsumB8x64M2Avx512_period
+	MOVQ    acc+72(FP), AX
+	VMOVUPS Z5, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z9, 128(AX)
+	VMOVUPS Z11, 192(AX)
 	RET
 
 // func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)

@@ -16,14 +16,17 @@ type cbLookupFunc func(words *uint32, cbstride int, nper int, tab *float32, tabs
 // cbKernels are a kernel set's codebook kernels: the Psumbook builder and
 // the lookup (psum) and dequantize kernels by codebook count.
 type cbKernels struct {
-	lanes    int
-	psum16   map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // binary16 tables, 32 rows
-	table16  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)                                                                // by v
-	req16    []string                                                                                                                                        // what the binary16-table kernels need beyond requires
-	tableFn  func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
-	psum     map[[2]int]cbLookupFunc // by (bits, codebooks)
-	dequant  map[[2]int]cbLookupFunc
-	requires []string
+	lanes   int
+	psum16  map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // binary16 tables, 32 rows
+	table16 map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)                                                                // by v
+	req16   []string                                                                                                                                        // what the binary16-table kernels need beyond requires
+	// 8-bit codes, 64 rows per lookup: byte-split tables, by codebooks.
+	psum64     [3]func(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+	tableSplit map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+	tableFn    func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+	psum       map[[2]int]cbLookupFunc // by (bits, codebooks)
+	dequant    map[[2]int]cbLookupFunc
+	requires   []string
 }
 
 // cbSets maps a backend's kernel set to its codebook kernels (checked
@@ -33,8 +36,11 @@ var cbSets = map[ISA]*cbKernels{
 		psum:     map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx512, {6, 1}: asm.CbPsumB6M1Avx512, {8, 1}: asm.CbPsumB8M1Avx512, {10, 1}: asm.CbPsumB10M1Avx512, {12, 1}: asm.CbPsumB12M1Avx512, {4, 2}: asm.CbPsumB4M2Avx512, {6, 2}: asm.CbPsumB6M2Avx512, {8, 2}: asm.CbPsumB8M2Avx512, {10, 2}: asm.CbPsumB10M2Avx512, {12, 2}: asm.CbPsumB12M2Avx512},
 		dequant:  map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx512, {6, 1}: asm.CbDequantB6M1Avx512, {8, 1}: asm.CbDequantB8M1Avx512, {10, 1}: asm.CbDequantB10M1Avx512, {12, 1}: asm.CbDequantB12M1Avx512, {4, 2}: asm.CbDequantB4M2Avx512, {6, 2}: asm.CbDequantB6M2Avx512, {8, 2}: asm.CbDequantB8M2Avx512, {10, 2}: asm.CbDequantB10M2Avx512, {12, 2}: asm.CbDequantB12M2Avx512},
 		requires: []string{"AVX", "AVX512F", "FMA3"},
-		req16:    []string{"AVX512BW", "AVX512VBMI"},
-		table16:  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32){2: asm.CbTableF16V2Avx512, 4: asm.CbTableF16V4Avx512, 8: asm.CbTableF16V8Avx512},
+		req16:    []string{"AVX2", "AVX512BW", "AVX512VL", "AVX512VBMI"},
+		psum64: [3]func(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
+			1: asm.CbPsumB8x64M1Avx512, 2: asm.CbPsumB8x64M2Avx512},
+		tableSplit: map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32){2: asm.CbTableSplitV2Avx512, 4: asm.CbTableSplitV4Avx512, 8: asm.CbTableSplitV8Avx512},
+		table16:    map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32){2: asm.CbTableF16V2Avx512, 4: asm.CbTableF16V4Avx512, 8: asm.CbTableF16V8Avx512},
 		psum16: map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
 			{4, 1}: asm.CbPsumF16B4M1Avx512, {6, 1}: asm.CbPsumF16B6M1Avx512, {8, 1}: asm.CbPsumF16B8M1Avx512,
 			{4, 2}: asm.CbPsumF16B4M2Avx512, {6, 2}: asm.CbPsumF16B6M2Avx512, {8, 2}: asm.CbPsumF16B8M2Avx512,
@@ -68,6 +74,10 @@ func (mx *CBMatrix) mulF16(acc, xp []float32) {
 	if bound := float64(mx.cAbs) * float64(xmax); bound > 0 {
 		e := math.Floor(math.Log2(32768 / bound))
 		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
+	}
+	if c.B == 8 && c.PRows >= 64 {
+		mx.mul64(acc, xp, inv)
+		return
 	}
 	buf := f16Pool.Get().(*[]uint16)
 	defer f16Pool.Put(buf)
@@ -206,4 +216,99 @@ func (mx *CBMatrix) flatTables(tab [][]float32) (*float32, int) {
 		return &tab[0][0], 0
 	}
 	return &tab[0][0], int(uintptr(unsafe.Pointer(&tab[1][0])) - uintptr(unsafe.Pointer(&tab[0][0])))
+}
+
+// cbRow64 is the row (within a 64-row block) of position p of the 64-row
+// kernel's accumulators and scales (the order its byte unpacks produce).
+func cbRow64(p int) int {
+	base := [4]int{0, 32, 8, 40}[p/16]
+	i := p % 16
+	if i >= 8 {
+		i += 8
+	}
+	return base + i
+}
+
+// split8Pool recycles the byte-split Psumbooks.
+var split8Pool = sync.Pool{New: func() any { return new([]uint8) }}
+
+// mul64 runs the 8-bit 64-row kernel over pairs of 32-row tiles (a
+// trailing odd tile runs the 32-row kernel), with byte-split binary16
+// tables scaled by inv; acc is scaled back by 1/inv.
+func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
+	c, k := mx.c, mx.kern
+	K, V, nv := 1<<c.B, c.V, c.NV()
+	buf := split8Pool.Get().(*[]uint8)
+	defer split8Pool.Put(buf)
+	*buf = grow(*buf, c.M*nv*2*K)
+	tab := *buf
+	build := k.tableSplit[V]
+	_ = mx.b.parallelFor(nv, max(1, 65536/K), func(j0, j1 int) error {
+		for i := 0; i < c.M; i++ {
+			build(&mx.centT[i][0], &xp[j0*V], &tab[(i*nv+j0)*2*K], j1-j0, K, inv)
+		}
+		return nil
+	})
+	mx.scrambleOnce.Do(func() { // scales in the kernel's position order, per 64-row block
+		mx.scales64 = make([]float32, len(mx.scales))
+		for g := 0; g < c.Groups(); g++ {
+			for r0 := 0; r0+64 <= c.PRows; r0 += 64 {
+				for p := 0; p < 64; p++ {
+					mx.scales64[g*c.PRows+r0+p] = mx.scales[g*c.PRows+r0+cbRow64(p)]
+				}
+			}
+		}
+	})
+	spg := c.G / V
+	const P = 4 // 8-bit codes per word
+	T := nv
+	if tmax := cbTableBudget / (2 * K * c.M); tmax < nv {
+		if spg <= tmax {
+			T = tmax / spg * spg
+		} else {
+			T = 1
+			for T*2 <= tmax {
+				T *= 2
+			}
+		}
+		T = max(P, T/P*P)
+	}
+	wl := c.WL()
+	tile := c.M * wl * 128 // bytes per 32-row tile
+	fn := k.psum64[c.M]
+	scr := make([]float32, c.PRows/64*64)
+	_ = mx.b.parallelFor(c.PRows/64, 1, func(b0, b1 int) error {
+		for j0 := 0; j0 < nv; j0 += T {
+			n := min(j0+T, nv) - j0
+			sp := min(spg, n)
+			for blk := b0; blk < b1; blk++ {
+				r := blk * 64
+				pf := 2 * tile
+				if blk+1 == b1 {
+					pf = 0
+				}
+				fn(&c.Words[2*blk*c.M*wl*32+j0*c.B/32*32], tile, wl*128, n/P, &tab[j0*2*K], 2*nv*K, sp,
+					&mx.scales64[(j0/spg)*c.PRows+r], 4*c.PRows, &scr[r], pf)
+			}
+		}
+		return nil
+	})
+	for r0 := 0; r0 < len(scr); r0 += 64 {
+		for p := 0; p < 64; p++ {
+			acc[r0+cbRow64(p)] = scr[r0+p]
+		}
+	}
+	if c.PRows%64 != 0 { // the last 32-row tile
+		t := c.PRows/32 - 1
+		tab16 := make([]uint16, c.M*nv*K)
+		for i := 0; i < c.M; i++ {
+			k.table16[V](&mx.centT[i][0], &xp[0], &tab16[i*nv*K], nv, K, inv)
+		}
+		k.psum16[[2]int{c.B, c.M}](&c.Words[t*c.M*wl*32], wl*128, nv/P, &tab16[0], 2*nv*K, min(spg, nv),
+			&mx.scales[t*32], 4*c.PRows, &acc[t*32], 0)
+	}
+	alpha := 1 / inv
+	for r := range acc {
+		acc[r] *= alpha
+	}
 }

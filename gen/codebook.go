@@ -599,3 +599,258 @@ func cbPackBytes(j int) Mem {
 	}
 	return *cbPackB[j]
 }
+
+// cbTableSplit emits CbTableSplitV<v>Avx512: the binary16 Psumbook with
+// each segment's entries split into low bytes then high bytes (2k bytes
+// per segment), for the 64-row byte-permute kernel.
+func cbTableSplit(v int) {
+	name := fmt.Sprintf("CbTableSplitV%dAvx512", v)
+	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)")
+	Pragma("noescape")
+	Doc(
+		name+" builds a binary16 Psumbook with AVX-512F and VBMI, stored as",
+		"bytes: for s < nseg, q < k, with h = binary16(inv * sum_{e<"+fmt.Sprint(v)+"} ct[e*k+q] *",
+		"x[s*"+fmt.Sprint(v)+"+e]) (as CbTableF16V"+fmt.Sprint(v)+"Avx512), out[s*2k+q] = low byte of h and",
+		"out[s*2k+k+q] = its high byte.",
+		"",
+		"Preconditions: nseg >= 1, k a multiple of 32.",
+	)
+	ct, x, out := param("ct"), param("x"), param("out")
+	nseg := param("nseg")
+	k := param("k")
+	inv := ZMM()
+	VBROADCASTSS(NewParamAddr("inv", 40), inv)
+	split := ZMM() // VPERMB index: even bytes (low) then odd bytes (high)
+	VMOVDQU8(cbSplitBytes(), split)
+	kb := GP64()
+	MOVQ(k, kb)
+	SHLQ(U8(2), kb)
+	Label(name + "_seg")
+	{
+		bx := make([]VecVirtual, v)
+		for e := range bx {
+			bx[e] = ZMM()
+			VBROADCASTSS(Mem{Base: x, Disp: 4 * e}, bx[e])
+		}
+		cp := GP64()
+		MOVQ(ct, cp)
+		op := GP64()
+		MOVQ(out, op)
+		q := GP64()
+		MOVQ(k, q)
+		Label(name + "_q")
+		var hs [2]VecVirtual
+		for half := 0; half < 2; half++ {
+			acc := ZMM()
+			VMULPS(Mem{Base: cp, Disp: 64 * half}, bx[0], acc)
+			row := GP64()
+			MOVQ(cp, row)
+			for e := 1; e < v; e++ {
+				ADDQ(kb, row)
+				VFMADD231PS(Mem{Base: row, Disp: 64 * half}, bx[e], acc)
+			}
+			VMULPS(inv, acc, acc)
+			hs[half] = YMM()
+			VCVTPS2PH(U8(0), acc, hs[half])
+		}
+		w := ZMM()
+		VINSERTI64X4(U8(1), hs[1], hs[0].AsZ(), w)
+		VPERMB(w, split, w)
+		VMOVDQU(w.AsY(), Mem{Base: op})
+		hi := YMM()
+		VEXTRACTI64X4(U8(1), w, hi)
+		VMOVDQU(hi, Mem{Base: op, Index: k, Scale: 1})
+		ADDQ(U32(128), cp)
+		ADDQ(U32(32), op)
+		SUBQ(U32(32), q)
+		JNZ(LabelRef(name + "_q"))
+		MOVQ(k, q)
+		LEAQ(Mem{Base: out, Index: q, Scale: 2}, out)
+		ADDQ(U32(4*v), x)
+		DECQ(nseg)
+		JNZ(LabelRef(name + "_seg"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+var cbSplit *Mem
+
+// cbSplitBytes returns the VPERMB index gathering the even bytes of 32
+// words, then the odd bytes.
+func cbSplitBytes() Mem {
+	if cbSplit == nil {
+		m := GLOBL("cbSplitBytes", RODATA|NOPTR)
+		for i := 0; i < 64; i++ { // in offset order (the assembler wants it)
+			DATA(i, U8(uint8(2*(i%32)+i/32)))
+		}
+		cbSplit = &m
+	}
+	return *cbSplit
+}
+
+// CbRows64 is the row of each position of the 64-row kernel's scrambled
+// accumulators (VPUNPCK{L,H}BW and the 256-bit halves of VCVTPH2PS).
+func cbRow64(p int) int {
+	base := [4]int{0, 32, 8, 40}[p/16]
+	i := p % 16
+	if i >= 8 {
+		i += 8
+	}
+	return base + i
+}
+
+// cbPsum64 emits CbPsumB8x64M<m>Avx512: 8-bit codes, 64 rows (two 32-row
+// tiles) per lookup with byte permutes: the binary16 table's low and high
+// bytes (CbTableSplit) are read with VPERMT2B for 64 codes at once.
+func cbPsum64(m int) {
+	name := fmt.Sprintf("CbPsumB8x64M%dAvx512", m)
+	TEXT(name, NOSPLIT, "func(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)")
+	Pragma("noescape")
+	Doc(
+		fmt.Sprintf("%s accumulates, for 64 rows (tiles at words and words+tstride; 8-bit", name),
+		fmt.Sprintf("codes, M = %d codebooks) and nper periods of 4 segments, with AVX-512F, BW", m),
+		"and VBMI:",
+		"",
+		"\tfor each group g of spg segments: acc[p] += scales[g*sstride/4 + p] * sum over the",
+		"\t\tgroup's segments s and codebooks i of float32(binary16(lo_i[s][c] | hi_i[s][c]<<8))",
+		"",
+		"for positions p < 64, where position p holds row cbRow64(p) of the 64 (0-7,",
+		"16-23, 32-39, 48-55, 8-15, 24-31, 40-47, 56-63 by sixteens: the order the",
+		"byte unpacks produce; scales and acc use it), c is that row's code of",
+		"segment s, lo_i/hi_i the 256 low / high bytes of segment s's table at",
+		"tab + i*tabstride + s*512. Lookups of a group are summed in segment then",
+		"codebook order, in float32. The code words pf bytes ahead are prefetched.",
+		"",
+		"Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4.",
+	)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	packs := make([]VecVirtual, 4)
+	for j := range packs {
+		packs[j] = ZMM()
+		VMOVDQU8(cbPackBytes64(j), packs[j])
+	}
+	upper := K() // bytes 32..63
+	{
+		t := GP64()
+		MOVQ(U64(0xffffffff00000000), t)
+		KMOVQ(t, upper)
+	}
+	var acc, gs [4]VecVirtual
+	ap := param("acc")
+	for q := range acc {
+		acc[q], gs[q] = ZMM(), ZMM()
+		VMOVUPS(Mem{Base: ap, Disp: 64 * q}, acc[q])
+		VMOVDQA32(zero, gs[q])
+	}
+	wps, tps := []GPVirtual{param("words")}, []GPVirtual{param("tab")}
+	for i := 1; i < m; i++ {
+		w, t := param("cbstride"), param("tabstride")
+		ADDQ(wps[0], w)
+		ADDQ(tps[0], t)
+		wps, tps = append(wps, w), append(tps, t)
+	}
+	sp := param("scales")
+	cnt := param("spg")
+	Label(name + "_period")
+	{
+		pf := param("pf")
+		for _, w := range wps {
+			a := GP64()
+			LEAQ(Mem{Base: w, Index: pf, Scale: 1}, a)
+			PREFETCHT0(Mem{Base: a})
+			PREFETCHT0(Mem{Base: a, Disp: 64})
+		}
+	}
+	ts := param("tstride")
+	var wv [2][4]VecVirtual // per codebook: tile 0 halves, tile 1 halves
+	for i := 0; i < m; i++ {
+		for h := 0; h < 4; h++ {
+			wv[i][h] = ZMM()
+			if h < 2 {
+				VMOVDQU32(Mem{Base: wps[i], Disp: 64 * h}, wv[i][h])
+			} else {
+				VMOVDQU32(Mem{Base: wps[i], Index: ts, Scale: 1, Disp: 64 * (h - 2)}, wv[i][h])
+			}
+		}
+	}
+	for j := 0; j < 4; j++ {
+		for i := 0; i < m; i++ {
+			idx, idx1 := ZMM(), ZMM()
+			VMOVDQA32(wv[i][0], idx)
+			VPERMT2B(wv[i][1], packs[j], idx)
+			VMOVDQA32(wv[i][2], idx1)
+			VPERMT2B(wv[i][3], packs[j], idx1)
+			VMOVDQU8(idx1, upper, idx) // rows 32..63 from tile 1
+			kb := K()
+			VPMOVB2M(idx, kb)
+			var half [2]VecVirtual // low bytes, high bytes
+			for hb := 0; hb < 2; hb++ {
+				t0, t1 := ZMM(), ZMM()
+				VMOVDQU8(Mem{Base: tps[i], Disp: 256 * hb}, t0)
+				VPERMT2B(Mem{Base: tps[i], Disp: 256*hb + 64}, idx, t0)
+				VMOVDQU8(Mem{Base: tps[i], Disp: 256*hb + 128}, t1)
+				VPERMT2B(Mem{Base: tps[i], Disp: 256*hb + 192}, idx, t1)
+				r := ZMM()
+				VMOVDQA32(zero, r) // avo models the blend destination as read
+				VPBLENDMB(t1, t0, kb, r)
+				half[hb] = r
+			}
+			wl, wh := ZMM(), ZMM()
+			VPUNPCKLBW(half[1], half[0], wl)
+			VPUNPCKHBW(half[1], half[0], wh)
+			for q, src := range []VecVirtual{wl, wl, wh, wh} {
+				f := ZMM()
+				if q%2 == 0 {
+					VCVTPH2PS(src.AsY(), f)
+				} else {
+					y := YMM()
+					VEXTRACTI64X4(U8(1), src, y)
+					VCVTPH2PS(y, f)
+				}
+				VADDPS(f, gs[q], gs[q])
+			}
+		}
+		for _, t := range tps {
+			ADDQ(U32(512), t)
+		}
+		skip := fmt.Sprintf("%s_nogroup%d", name, j)
+		DECQ(cnt)
+		JNZ(LabelRef(skip))
+		for q := range acc {
+			VFMADD231PS(Mem{Base: sp, Disp: 64 * q}, gs[q], acc[q])
+			VMOVDQA32(zero, gs[q])
+		}
+		ADDQ(param("sstride"), sp)
+		Load(Param("spg"), cnt)
+		Label(skip)
+	}
+	for _, w := range wps {
+		ADDQ(U32(128), w)
+	}
+	bump("nper", I32(-1))
+	nper := param("nper")
+	TESTQ(nper, nper)
+	JNZ(LabelRef(name + "_period"))
+	ap = param("acc")
+	for q := range acc {
+		VMOVUPS(acc[q], Mem{Base: ap, Disp: 64 * q})
+	}
+	RET()
+}
+
+var cbPackB64 [4]*Mem
+
+// cbPackBytes64 returns the VPERMT2B index taking byte j of dword k mod 32
+// of a 32-row tile (two vectors) into byte k, for k < 64.
+func cbPackBytes64(j int) Mem {
+	if cbPackB64[j] == nil {
+		m := GLOBL(fmt.Sprintf("cbPackBytes64_%d", j), RODATA|NOPTR)
+		for k := 0; k < 64; k++ {
+			DATA(k, U8(uint8(4*(k%32)+j)))
+		}
+		cbPackB64[j] = &m
+	}
+	return *cbPackB64[j]
+}

@@ -91,7 +91,10 @@ func main() {
 	streamRead()
 	for _, v := range []int{2, 4, 8} {
 		cbTableF16(v)
+		cbTableSplit(v)
 	}
+	cbPsum64(1)
+	cbPsum64(2)
 	for _, b := range []int{4, 6, 8} {
 		for _, m := range []int{1, 2} {
 			cbPsumF16(b, m)
