@@ -149,7 +149,7 @@ func (k *cbKernels) table(ct, x, out []float32, nseg, K, v int) {
 // cbTableBudget bounds the Psumbook bytes one column tile uses (all
 // codebooks), so that the tile's tables stay in L2 while a thread's rows
 // stream their codes.
-const cbTableBudget = 128 << 10
+const cbTableBudget = 256 << 10
 
 // mulSIMD runs the assembly kernels: threads take contiguous ranges of
 // 32-row tiles and walk the columns in tiles whose tables fit
