@@ -2,12 +2,14 @@ package qgemv_test
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // TestHugePagesSameResults: a matrix copied into huge-page memory gives
@@ -192,5 +194,54 @@ func TestLowBitThroughAPI(t *testing.T) {
 		if err := mat.Mul(y32, x, 1, qgemv.A16); err == nil {
 			t.Error("Mul with A16 accepted")
 		}
+	}
+}
+
+// TestCodebookAPI loads a codebook matrix and its dequantizing baseline
+// through the public API: float activations agree with the reference,
+// int8 activations are an error.
+func TestCodebookAPI(t *testing.T) {
+	spec, err := layout.ParseFormatSpec("cb-m1v4b8g128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := synth.Codebook(spec, 70, 600, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	x := synth.Vector(600, 4)
+	ref, mag := make([]float64, 70), make([]float64, 70)
+	if err := c.DotRef(ref, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DotRefMag(mag, x); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []layout.Matrix{c, codebook.Baseline{Codebook: c}} {
+		mat, err := eng.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, 70)
+		if err := mat.Mul(y, x, 1, qgemv.A32); err != nil {
+			t.Fatal(err)
+		}
+		for r := range y {
+			if d := math.Abs(float64(y[r]) - ref[r]); d > 2*codebook.ToleranceF16*mag[r] {
+				t.Fatalf("%s (%s): row %d = %v, want %v", m.Name(), mat.Kernel(), r, y[r], ref[r])
+			}
+		}
+		if err := mat.Mul(y, x, 1, qgemv.A8); err == nil {
+			t.Fatalf("%s: A8 did not fail", m.Name())
+		}
+	}
+	var nilCB *codebook.Codebook
+	if _, err := eng.Load(codebook.Baseline{Codebook: nilCB}); err == nil {
+		t.Fatal("nil codebook loaded")
 	}
 }
