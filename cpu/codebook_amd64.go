@@ -232,9 +232,12 @@ func cbRow64(p int) int {
 // split8Pool recycles the byte-split Psumbooks.
 var split8Pool = sync.Pool{New: func() any { return new([]uint8) }}
 
-// mul64 runs the 8-bit 64-row kernel over pairs of 32-row tiles (a
-// trailing odd tile runs the 32-row kernel), with byte-split binary16
-// tables scaled by inv; acc is scaled back by 1/inv.
+// mul64 runs the 8-bit 64-row kernel. Threads split the columns, not
+// the rows: each builds the byte-split binary16 tables of its own column
+// chunk (small enough to stay in its L2) and runs every 64-row block over
+// it into a private accumulator; the partial sums are then added in chunk
+// order (deterministic for a given thread count). A trailing odd 32-row
+// tile runs the 32-row kernel. acc is scaled back by 1/inv.
 func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 	c, k := mx.c, mx.kern
 	K, V, nv := 1<<c.B, c.V, c.NV()
@@ -243,12 +246,6 @@ func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 	*buf = grow(*buf, c.M*nv*2*K)
 	tab := *buf
 	build := k.tableSplit[V]
-	_ = mx.b.parallelFor(nv, max(1, 65536/K), func(j0, j1 int) error {
-		for i := 0; i < c.M; i++ {
-			build(&mx.centT[i][0], &xp[j0*V], &tab[(i*nv+j0)*2*K], j1-j0, K, inv)
-		}
-		return nil
-	})
 	mx.scrambleOnce.Do(func() { // scales in the kernel's position order, per 64-row block
 		mx.scales64 = make([]float32, len(mx.scales))
 		for g := 0; g < c.Groups(); g++ {
@@ -261,41 +258,68 @@ func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 	})
 	spg := c.G / V
 	const P = 4 // 8-bit codes per word
-	T := nv
-	if tmax := cbTableBudget / (2 * K * c.M); tmax < nv {
+	// Column chunks: whole groups when there are enough of them, else a
+	// power of two dividing the group (a chunk never straddles a group).
+	nth := max(1, mx.b.threads)
+	share := (nv + nth - 1) / nth
+	var C int
+	if spg <= share {
+		unit := max(spg, P)
+		C = (share + unit - 1) / unit * unit
+	} else {
+		C = P
+		for C*2 <= share {
+			C *= 2
+		}
+	}
+	nch := (nv + C - 1) / C
+	// Column tiles inside a chunk: tables within cbTableBudget.
+	T := C
+	if tmax := cbTableBudget / (2 * K * c.M); tmax < C {
 		if spg <= tmax {
-			T = tmax / spg * spg
+			T = max(P, tmax/max(spg, P)*max(spg, P))
 		} else {
-			T = 1
+			T = P
 			for T*2 <= tmax {
 				T *= 2
 			}
 		}
-		T = max(P, T/P*P)
 	}
 	wl := c.WL()
 	tile := c.M * wl * 128 // bytes per 32-row tile
 	fn := k.psum64[c.M]
-	scr := make([]float32, c.PRows/64*64)
-	_ = mx.b.parallelFor(c.PRows/64, 1, func(b0, b1 int) error {
-		for j0 := 0; j0 < nv; j0 += T {
-			n := min(j0+T, nv) - j0
-			sp := min(spg, n)
-			for blk := b0; blk < b1; blk++ {
-				r := blk * 64
-				pf := 2 * tile
-				if blk+1 == b1 {
-					pf = 0
+	n64 := c.PRows / 64 * 64
+	part := make([]float32, nch*n64)
+	_ = mx.b.parallelFor(nch, 1, func(c0, c1 int) error {
+		for ch := c0; ch < c1; ch++ {
+			ja, jb := ch*C, min(ch*C+C, nv)
+			for i := 0; i < c.M; i++ {
+				build(&mx.centT[i][0], &xp[ja*V], &tab[(i*nv+ja)*2*K], jb-ja, K, inv)
+			}
+			scr := part[ch*n64 : (ch+1)*n64]
+			for j0 := ja; j0 < jb; j0 += T {
+				n := min(j0+T, jb) - j0
+				sp := min(spg, n)
+				for blk := 0; blk < n64/64; blk++ {
+					r := blk * 64
+					pf := 2 * tile
+					if blk+1 == n64/64 {
+						pf = 0
+					}
+					fn(&c.Words[2*blk*c.M*wl*32+j0*c.B/32*32], tile, wl*128, n/P, &tab[j0*2*K], 2*nv*K, sp,
+						&mx.scales64[(j0/spg)*c.PRows+r], 4*c.PRows, &scr[r], pf)
 				}
-				fn(&c.Words[2*blk*c.M*wl*32+j0*c.B/32*32], tile, wl*128, n/P, &tab[j0*2*K], 2*nv*K, sp,
-					&mx.scales64[(j0/spg)*c.PRows+r], 4*c.PRows, &scr[r], pf)
 			}
 		}
 		return nil
 	})
-	for r0 := 0; r0 < len(scr); r0 += 64 {
+	for r0 := 0; r0 < n64; r0 += 64 {
 		for p := 0; p < 64; p++ {
-			acc[r0+cbRow64(p)] = scr[r0+p]
+			var sum float32
+			for ch := 0; ch < nch; ch++ {
+				sum += part[ch*n64+r0+p]
+			}
+			acc[r0+cbRow64(p)] = sum
 		}
 	}
 	if c.PRows%64 != 0 { // the last 32-row tile
