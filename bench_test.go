@@ -151,6 +151,28 @@ func BenchmarkGEMV(b *testing.B) {
 			}
 		}
 	}
+	// Codebooks: the Psumbook kernel, the dequantize-then-multiply baseline
+	// (suffix -dequant) on every CPU kernel set; compare with
+	// Q4G128/A32/4096x14336/<backend> above.
+	baseline := func(m layout.Matrix) layout.Matrix { return codebook.Baseline{Codebook: m.(*codebook.Codebook)} }
+	for _, be := range benchBackends() {
+		if be == "cpu-generic" && len(benchBackends()) > 1 {
+			continue
+		}
+		for _, name := range []string{"cb-m1v4b8g128", "cb-m2v8b8g128"} {
+			spec, err := layout.ParseFormatSpec(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := benchShapes[0]
+			b.Run(fmt.Sprintf("%s/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
+				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1)
+			})
+			b.Run(fmt.Sprintf("%s-dequant/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
+				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1, baseline)
+			})
+		}
+	}
 	// The low-bit family: its kernels are generic Go on every CPU backend
 	// so far, hence the name.
 	for _, name := range []string{"bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "sparse12g128"} {
@@ -195,35 +217,6 @@ func formatName(spec layout.FormatSpec) string {
 		return spec.String()
 	}
 	return m.Name()
-}
-
-// BenchmarkCodebook runs the codebook formats with the Psumbook kernel,
-// the dequantize-then-multiply baseline (suffix -dequant) and Q4G128
-// W4A32 on the same shape, on every CPU kernel set, in one run (named
-// BenchmarkGEMV... under this function's name).
-func BenchmarkCodebook(b *testing.B) {
-	s := benchShapes[0]
-	baseline := func(m layout.Matrix) layout.Matrix { return codebook.Baseline{Codebook: m.(*codebook.Codebook)} }
-	for _, be := range benchBackends() {
-		if be == "cpu-generic" && len(benchBackends()) > 1 {
-			continue
-		}
-		for _, name := range []string{"cb-m1v4b8g128", "cb-m2v8b8g128"} {
-			spec, err := layout.ParseFormatSpec(name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Run(fmt.Sprintf("GEMV/%s/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
-				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1)
-			})
-			b.Run(fmt.Sprintf("GEMV/%s-dequant/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
-				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1, baseline)
-			})
-		}
-		b.Run(fmt.Sprintf("GEMV/Q4G128/A32/%v/%s", s, be), func(b *testing.B) {
-			benchGEMV(b, be, 0, q4, s, qgemv.A32, 1)
-		})
-	}
 }
 
 func BenchmarkGEMVBatch(b *testing.B) {
