@@ -1,0 +1,268 @@
+// Package ans stores int8 matrices entropy-coded with asymmetric numeral
+// systems (rANS), as MatVANS does on the GPU, so that a multiply decodes
+// them on the fly instead of streaming one byte per element.
+//
+// # Model
+//
+// One i.i.d. probability mass function per matrix (Model): at most 128
+// symbols with frequencies f >= 1 summing to 128 (7-bit probabilities),
+// symbol k owning the slot digits cum[k] .. cum[k]+f[k]-1; PPF, the
+// 128-entry percent-point table, maps a digit to its symbol. FitModel
+// chooses the symbols and frequencies that minimize the coded size. Values
+// outside the model (more than 128 distinct values, or rare outliers where
+// that is cheaper) are coded as the escape symbol and stored raw, one byte
+// each, in an escape list; the cost is the escape symbol's code plus 8 bits
+// per escaped element (Compression reports it).
+//
+// # Coder
+//
+// Four consecutive elements (a quad) are one symbol of the product
+// distribution, F = f0*f1*f2*f3 <= 2^28. A coder's state x is 64-bit, in
+// [2^31, 2^63) between quads. Decoding one quad:
+//
+//	s      = x mod 2^28;   digit d_i = (s >> 7i) & 127;   symbol c_i = PPF[d_i]
+//	rank   = (d0-cum0) + f0*((d1-cum1) + f1*((d2-cum2) + f2*(d3-cum3)))
+//	x      = F*(x >> 28) + rank
+//	if x < 2^31: x = x<<32 | next word of the stream
+//
+// element 4q+i is the value of c_i (or, for the escape symbol, the next
+// byte of the escape list). Encoding runs the quads of a coder in reverse:
+// if x >= F*2^35 it emits the low 32 bits of x and shifts right by 32, then
+// with rank = x mod F it writes x = (x div F)*2^28 + s, s the digits of the
+// mixed-radix rank. Encoders start at x = 2^31; a decoder that has read its
+// last quad must be back at exactly 2^31 (an integrity check).
+//
+// # Layouts
+//
+// Warp rows (WarpRows; Cols a multiple of 128): each row is a unit of 32
+// coders; coder t owns quad t of every 128-element chunk (elements
+// 128k+4t .. 128k+4t+3, in chunk order). Warp stripes (WarpStripes; Rows a
+// multiple of 32, Cols of 4): each stripe of 32 rows is a unit; coder t owns
+// row 32s+t, its quads in column order. A unit's stream is
+//
+//	64 words: the initial state of coder t as words 2t (low) and 2t+1 (high)
+//	then, for step j = 0, 1, ... and coder t = 0..31 in order, the word that
+//	coder t reads after decoding its quad j, if it needs one
+//	zero words up to a multiple of 128 words
+//
+// so the 32 lanes of a warp (or of two 16-lane vector registers) decode
+// step by step, and the lanes that need a refill take consecutive words in
+// lane order (a ballot and popcount on the GPU, an expand-load on the
+// CPU). Offsets[u] is the first word of unit u (Offsets[units] = len(Words)),
+// EscOffsets[u] the first escape byte of unit u, escapes in decoding order
+// (step, then lane).
+//
+// # Container
+//
+// .qgv format 5 (layout.FormatANS): parameters layout (0 warp rows, 1 warp
+// stripes); sections MODL (NSym, Escape+1, then per symbol its value and
+// frequency: 2+2*NSym bytes), OFFS and ESCO (uint64 little-endian,
+// units+1 each), WRDS (uint32 little-endian), ESCV (the escape bytes).
+// Every offset is checked at load, so no decoder reads outside a unit.
+package ans
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Layout selects how rows are split among coders.
+type Layout int
+
+// The two layouts.
+const (
+	WarpRows    Layout = 0
+	WarpStripes Layout = 1
+)
+
+// String names the layout.
+func (l Layout) String() string {
+	switch l {
+	case WarpRows:
+		return "warp-rows"
+	case WarpStripes:
+		return "warp-stripes"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// Lanes is the number of coders per unit.
+const Lanes = 32
+
+// Matrix is an entropy-coded int8 matrix.
+type Matrix struct {
+	Rows, Cols int
+	Layout     Layout
+	Model      Model
+	Words      []uint32
+	Offsets    []uint64 // units+1 word offsets
+	Esc        []int8
+	EscOffsets []uint64 // units+1 byte offsets
+}
+
+// ErrCorrupt is wrapped by every decoding error.
+var ErrCorrupt = errors.New("ans: corrupt stream")
+
+// Units returns the number of units (rows or stripes).
+func (m *Matrix) Units() int {
+	if m.Layout == WarpStripes {
+		return m.Rows / Lanes
+	}
+	return m.Rows
+}
+
+// steps returns the quads per coder.
+func (m *Matrix) steps() int {
+	if m.Layout == WarpStripes {
+		return m.Cols / 4
+	}
+	return m.Cols / 128
+}
+
+// CheckShape reports whether a layout can hold a rows x cols matrix.
+func CheckShape(l Layout, rows, cols int) error {
+	if rows < 1 || cols < 1 || rows > 1<<24 || cols > 1<<24 {
+		return fmt.Errorf("ans: shape %dx%d out of range", rows, cols)
+	}
+	switch l {
+	case WarpRows:
+		if cols%128 != 0 {
+			return fmt.Errorf("ans: warp rows need columns in multiples of 128, got %d", cols)
+		}
+	case WarpStripes:
+		if rows%Lanes != 0 || cols%4 != 0 {
+			return fmt.Errorf("ans: warp stripes need rows in multiples of 32 and columns of 4, got %dx%d", rows, cols)
+		}
+	default:
+		return fmt.Errorf("ans: unknown layout %d", l)
+	}
+	return nil
+}
+
+// element returns the row and column of element e of coder lane's quad
+// step in unit u (e < 4).
+func (m *Matrix) element(u, lane, step, e int) (int, int) {
+	if m.Layout == WarpStripes {
+		return u*Lanes + lane, 4*step + e
+	}
+	return u, 128*step + 4*lane + e
+}
+
+// Encode entropy-codes the rows x cols row-major int8 matrix w with a
+// fitted model.
+func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
+	if err := CheckShape(l, rows, cols); err != nil {
+		return nil, err
+	}
+	if len(w) != rows*cols {
+		return nil, fmt.Errorf("ans: %d values, want %d x %d", len(w), rows, cols)
+	}
+	model, _, err := FitModel(w)
+	if err != nil {
+		return nil, err
+	}
+	m := &Matrix{Rows: rows, Cols: cols, Layout: l, Model: *model}
+	steps := m.steps()
+	md := &m.Model
+	type word struct {
+		step, lane int
+		w          uint32
+	}
+	var ws []word
+	var finals [Lanes]uint64
+	for u := 0; u < m.Units(); u++ {
+		m.Offsets = append(m.Offsets, uint64(len(m.Words)))
+		m.EscOffsets = append(m.EscOffsets, uint64(len(m.Esc)))
+		ws = ws[:0]
+		for lane := 0; lane < Lanes; lane++ {
+			x := uint64(StateLow)
+			for step := steps - 1; step >= 0; step-- {
+				var sym [4]int
+				F := uint64(1)
+				for e := 0; e < 4; e++ {
+					r, c := m.element(u, lane, step, e)
+					sym[e] = md.symbolOf(w[r*cols+c])
+					F *= uint64(md.Freq[sym[e]])
+				}
+				if x >= F<<35 {
+					ws = append(ws, word{step, lane, uint32(x)})
+					x >>= 32
+				}
+				q, rank := x/F, x%F
+				var s uint64
+				for e := 0; e < 4; e++ {
+					f := uint64(md.Freq[sym[e]])
+					s |= (uint64(md.Cum[sym[e]]) + rank%f) << (7 * e)
+					rank /= f
+				}
+				x = q<<QuadBits | s
+			}
+			finals[lane] = x
+		}
+		for lane := 0; lane < Lanes; lane++ {
+			m.Words = append(m.Words, uint32(finals[lane]), uint32(finals[lane]>>32))
+		}
+		// Decoder order: step ascending, lane ascending.
+		sortWords(ws, func(a, b int) bool {
+			if ws[a].step != ws[b].step {
+				return ws[a].step < ws[b].step
+			}
+			return ws[a].lane < ws[b].lane
+		})
+		for _, x := range ws {
+			m.Words = append(m.Words, x.w)
+		}
+		for len(m.Words)%128 != 0 {
+			m.Words = append(m.Words, 0)
+		}
+		// Escapes in decoding order.
+		for step := 0; step < steps; step++ {
+			for lane := 0; lane < Lanes; lane++ {
+				for e := 0; e < 4; e++ {
+					r, c := m.element(u, lane, step, e)
+					if md.symbolOf(w[r*cols+c]) == md.Escape && md.Escape >= 0 {
+						m.Esc = append(m.Esc, w[r*cols+c])
+					}
+				}
+			}
+		}
+	}
+	m.Offsets = append(m.Offsets, uint64(len(m.Words)))
+	m.EscOffsets = append(m.EscOffsets, uint64(len(m.Esc)))
+	return m, nil
+}
+
+// Report is the compression of a matrix, in bits per element.
+type Report struct {
+	BitsPerElement float64 // everything a multiply reads
+	PayloadBits    float64 // the coded quads and escapes alone (Words minus states and padding, escape bytes)
+	EntropyBits    float64 // the empirical entropy of the values
+	OverheadBits   float64 // initial states, padding and offset tables
+	ModelBits      float64
+}
+
+// Compression measures m against the values it encodes.
+func (m *Matrix) Compression(w []int8) Report {
+	var counts [256]int64
+	for _, v := range w {
+		counts[int(v)+128]++
+	}
+	n := float64(m.Rows * m.Cols)
+	units := m.Units()
+	// Payload words: all words minus states; padding is what decoding does
+	// not read, estimated from the trailing zero words of each unit.
+	var pad int64
+	for u := 0; u < units; u++ {
+		for i := m.Offsets[u+1]; i > m.Offsets[u]+2*Lanes && m.Words[i-1] == 0; i-- {
+			pad++
+		}
+	}
+	payload := 32*(float64(len(m.Words))-float64(units*2*Lanes)-float64(pad)) + 8*float64(len(m.Esc))
+	return Report{
+		BitsPerElement: 8 * float64(m.CodedBytes()) / n,
+		PayloadBits:    payload / n,
+		EntropyBits:    Entropy(&counts) / n,
+		OverheadBits:   (32*float64(units*2*Lanes) + 32*float64(pad) + 128*float64(len(m.Offsets))) / n,
+		ModelBits:      float64(8*(2+2*m.Model.NSym)) / n,
+	}
+}

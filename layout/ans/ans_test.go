@@ -1,0 +1,172 @@
+package ans
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func gaussInt8(rng *rand.Rand, n int, sigma float64) []int8 {
+	w := make([]int8, n)
+	for i := range w {
+		v := math.RoundToEven(rng.NormFloat64() * sigma)
+		w[i] = int8(max(-128, min(127, v)))
+	}
+	return w
+}
+
+func shapes(l Layout) [][2]int {
+	if l == WarpStripes {
+		return [][2]int{{32, 4}, {32, 132}, {64, 1000}, {96, 256}}
+	}
+	return [][2]int{{1, 128}, {3, 256}, {17, 1024}, {5, 128 * 9}}
+}
+
+func roundTrip(t *testing.T, name string, w []int8, rows, cols int, l Layout) *Matrix {
+	t.Helper()
+	m, err := Encode(w, rows, cols, l)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	got, err := m.Decode()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for i := range w {
+		if got[i] != w[i] {
+			t.Fatalf("%s: element %d = %d, want %d", name, i, got[i], w[i])
+		}
+	}
+	// The fused dot product equals the exact int32 reference.
+	rng := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+	v := gaussInt8(rng, cols, 30)
+	out := make([]int32, Lanes)
+	for u := 0; u < m.Units(); u++ {
+		if err := m.DotUnit(u, v, out); err != nil {
+			t.Fatal(err)
+		}
+		n := 1
+		if l == WarpStripes {
+			n = Lanes
+		}
+		for k := 0; k < n; k++ {
+			r := u*n + k
+			var want int32
+			for c := 0; c < cols; c++ {
+				want += int32(w[r*cols+c]) * int32(v[c])
+			}
+			if out[k] != want {
+				t.Fatalf("%s: row %d dot = %d, want %d", name, r, out[k], want)
+			}
+		}
+	}
+	return m
+}
+
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, l := range []Layout{WarpRows, WarpStripes} {
+		for _, sh := range shapes(l) {
+			rows, cols := sh[0], sh[1]
+			for _, sigma := range []float64{0.5, 1, 4, 10, 40} {
+				roundTrip(t, l.String(), gaussInt8(rng, rows*cols, sigma), rows, cols, l)
+			}
+			c := make([]int8, rows*cols) // constant
+			for i := range c {
+				c[i] = -7
+			}
+			m := roundTrip(t, "constant", c, rows, cols, l)
+			if m.Model.NSym != 1 {
+				t.Fatalf("constant matrix: %d symbols", m.Model.NSym)
+			}
+			all := make([]int8, rows*cols) // every int8 value: escapes needed
+			for i := range all {
+				all[i] = int8(rng.IntN(256) - 128)
+			}
+			m = roundTrip(t, "all values", all, rows, cols, l)
+			if rows*cols >= 256*8 && m.Model.Escape < 0 {
+				t.Fatal("256 distinct values without an escape symbol")
+			}
+			out := make([]int8, rows*cols) // rare outliers
+			for i := range out {
+				out[i] = int8(rng.IntN(3) - 1)
+				if rng.IntN(500) == 0 {
+					out[i] = 120
+				}
+			}
+			roundTrip(t, "outliers", out, rows, cols, l)
+		}
+	}
+}
+
+// TestCompression: at sigma = 4 the coded size is within 2% of the
+// empirical entropy plus the per-unit padding and states.
+func TestCompression(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const rows, cols = 256, 4096
+	w := gaussInt8(rng, rows*cols, 4)
+	for _, l := range []Layout{WarpRows, WarpStripes} {
+		m, err := Encode(w, rows, cols, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := m.Compression(w)
+		t.Logf("%s: %.4f bits/element, entropy %.4f, overhead %.4f bits/element (states and padding), model %.4f", l, r.BitsPerElement, r.EntropyBits, r.OverheadBits, r.ModelBits)
+		if r.PayloadBits > 1.02*r.EntropyBits {
+			t.Errorf("%s: payload %.4f bits/element, more than 2%% above the entropy %.4f", l, r.PayloadBits, r.EntropyBits)
+		}
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	w := gaussInt8(rng, 64*512, 4)
+	for _, l := range []Layout{WarpRows, WarpStripes} {
+		m, err := Encode(w, 64, 512, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := 0
+		for trial := 0; trial < 200; trial++ {
+			c := *m
+			c.Words = append([]uint32(nil), m.Words...)
+			i := rng.IntN(int(m.Offsets[1])) // inside unit 0
+			c.Words[i] ^= 1 << rng.IntN(32)
+			if _, err := c.Decode(); err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("%s: error %v does not wrap ErrCorrupt", l, err)
+				}
+				errs++
+			}
+		}
+		if errs < 190 {
+			t.Errorf("%s: only %d of 200 single-bit corruptions detected", l, errs)
+		}
+		bad := []func(c *Matrix){
+			func(c *Matrix) { c.Words = c.Words[:len(c.Words)-128] },
+			func(c *Matrix) { c.Offsets = append([]uint64{0, 64}, c.Offsets[2:]...) },
+			func(c *Matrix) { c.Offsets[1] += 128 },
+			func(c *Matrix) { c.EscOffsets[len(c.EscOffsets)-1]++ },
+			func(c *Matrix) { c.Model.Freq[0]++ },
+			func(c *Matrix) { c.Model.NSym = 0 },
+			func(c *Matrix) { c.Rows = 7 },
+		}
+		for i, f := range bad {
+			c := *m
+			c.Words = append([]uint32(nil), m.Words...)
+			c.Offsets = append([]uint64(nil), m.Offsets...)
+			c.EscOffsets = append([]uint64(nil), m.EscOffsets...)
+			f(&c)
+			if _, err := c.Decode(); err == nil {
+				t.Errorf("%s: corruption %d decoded", l, i)
+			}
+		}
+	}
+	if _, err := Encode(make([]int8, 100), 1, 100, WarpRows); err == nil {
+		t.Error("warp rows with 100 columns accepted")
+	}
+	if _, err := Encode(make([]int8, 31*4), 31, 4, WarpStripes); err == nil {
+		t.Error("warp stripes with 31 rows accepted")
+	}
+}
