@@ -28,11 +28,11 @@ type Model struct {
 	NSym   int
 	Value  [MaxSyms]int8
 	Freq   [MaxSyms]uint8 // 1..128
-	Escape int           // index of the escape symbol, or -1
+	Escape int            // index of the escape symbol, or -1
 
-	Cum   [MaxSyms]uint8  // derived: Cum[k] = sum of Freq[j], j < k
+	Cum   [MaxSyms]uint8   // derived: Cum[k] = sum of Freq[j], j < k
 	PPF   [ProbScale]uint8 // derived: slot digit -> symbol (the percent-point table)
-	index [256]int16      // derived: int8 value + 128 -> symbol, or -1 (escaped)
+	index [256]int16       // derived: int8 value + 128 -> symbol, or -1 (escaped)
 }
 
 // ErrModel is wrapped by every error about an invalid model.
