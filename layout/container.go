@@ -119,6 +119,9 @@ const (
 	// FormatCodebook is layout/codebook's Codebook (registered by that
 	// package; see its doc for parameters and sections).
 	FormatCodebook FormatID = 4
+	// FormatANS is layout/ans's entropy-coded int8 Matrix (registered by
+	// that package; see its doc).
+	FormatANS FormatID = 5
 )
 
 // String returns the format's name, or FormatID(n) for an unknown id.
@@ -132,6 +135,8 @@ func (id FormatID) String() string {
 		return "Sparse12"
 	case FormatCodebook:
 		return "Codebook"
+	case FormatANS:
+		return "ANS"
 	}
 	return fmt.Sprintf("FormatID(%d)", uint32(id))
 }

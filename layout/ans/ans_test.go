@@ -1,7 +1,11 @@
 package ans
 
 import (
+	"bytes"
 	"errors"
+	"path/filepath"
+
+	"github.com/qgemv/qgemv/layout"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -169,4 +173,93 @@ func TestCorruption(t *testing.T) {
 	if _, err := Encode(make([]int8, 31*4), 31, 4, WarpStripes); err == nil {
 		t.Error("warp stripes with 31 rows accepted")
 	}
+}
+
+func TestContainer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	dir := t.TempDir()
+	for _, l := range []Layout{WarpRows, WarpStripes} {
+		w := gaussInt8(rng, 64*256, 60) // escapes too
+		m, err := Encode(w, 64, 256, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, l.String()+".qgv")
+		if err := layout.SaveMatrix(p, m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := layout.LoadMatrix(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := got.(*Matrix).Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range w {
+			if d[i] != w[i] {
+				t.Fatalf("%s: element %d differs after the container", l, i)
+			}
+		}
+		var buf bytes.Buffer
+		if _, err := m.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		for cut := 0; cut < len(data); cut += 1 + len(data)/53 {
+			if f, err := layout.ReadFile(bytes.NewReader(data[:cut]), int64(cut)); err == nil {
+				if _, err := layout.Decode(f); err == nil {
+					t.Fatalf("truncated to %d bytes: decoded", cut)
+				}
+			}
+		}
+	}
+}
+
+// FuzzDecode decodes arbitrary containers: errors, never a panic or a
+// read outside the buffers.
+func FuzzDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, l := range []Layout{WarpRows, WarpStripes} {
+		m, _ := Encode(gaussInt8(rng, 32*128, 4), 32, 128, l)
+		var buf bytes.Buffer
+		m.WriteTo(&buf)
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := layout.ReadFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		m, err := layout.Decode(file)
+		if err != nil {
+			return
+		}
+		if a, ok := m.(*Matrix); ok {
+			a.Decode()
+		}
+	})
+}
+
+// FuzzStreams corrupts the words, offsets and escapes of a valid matrix
+// in memory (no CRC): decoding returns an error or values, never panics.
+func FuzzStreams(f *testing.F) {
+	f.Add(uint32(0), uint32(1), uint16(0), byte(0))
+	f.Fuzz(func(t *testing.T, idx, val uint32, off uint16, which byte) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		m, _ := Encode(gaussInt8(rng, 32*256, 50), 32, 256, Layout(which%2))
+		switch which % 4 {
+		case 0, 1:
+			m.Words[int(idx)%len(m.Words)] ^= val
+		case 2:
+			m.Offsets[int(idx)%len(m.Offsets)] += uint64(off)
+		case 3:
+			m.EscOffsets[int(idx)%len(m.EscOffsets)] += uint64(off)
+		}
+		m.Decode()
+		out := make([]int32, Lanes)
+		for u := 0; u < m.Units(); u++ {
+			m.DotUnit(u, make([]int8, m.Cols), out)
+		}
+	})
 }
