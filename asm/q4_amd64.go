@@ -1737,6 +1737,16 @@ func CbPsumB8x64M1Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 //go:noescape
 func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
+// Int8GemvAvx512 computes, with AVX-512 VNNI, for quads groups of 4 rows (row r at
+// w + r*stride), out[r] = sum_{c < 64*n64} int32(x[c]) * int32(w[r][c]) with x
+// unsigned bytes and w signed (VPDPBUSD); callers pass x = v + 128 and
+// subtract 128 * (row sum of w) to get the signed product.
+//
+// Preconditions: n64 >= 1, quads >= 1.
+//
+//go:noescape
+func Int8GemvAvx512(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)
+
 // CbPsumF16B4M1Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 1
 // codebooks) and nper periods of 8 segments, with AVX-512F and BW:
 //

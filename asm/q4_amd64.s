@@ -21867,6 +21867,83 @@ CbPsumB8x64M2Avx512_nogroup3:
 	VMOVUPS Z11, 192(AX)
 	RET
 
+// func Int8GemvAvx512(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·Int8GemvAvx512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), AX
+	MOVQ x+16(FP), CX
+	MOVQ stride+8(FP), DX
+	MOVQ out+40(FP), BX
+	MOVQ quads+32(FP), SI
+
+Int8GemvAvx512_quad:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   AX, DI
+	LEAQ   (DI)(DX*1), R8
+	LEAQ   (R8)(DX*1), R9
+	LEAQ   (R9)(DX*1), R10
+	MOVQ   CX, R11
+	MOVQ   n64+24(FP), R12
+
+Int8GemvAvx512_c:
+	VMOVDQU8      (R11), Z4
+	VPDPBUSD      (DI), Z4, Z0
+	ADDQ          $0x00000040, DI
+	VPDPBUSD      (R8), Z4, Z1
+	ADDQ          $0x00000040, R8
+	VPDPBUSD      (R9), Z4, Z2
+	ADDQ          $0x00000040, R9
+	VPDPBUSD      (R10), Z4, Z3
+	ADDQ          $0x00000040, R10
+	ADDQ          $0x00000040, R11
+	DECQ          R12
+	JNZ           Int8GemvAvx512_c
+	VEXTRACTI64X4 $0x01, Z0, Y4
+	VPADDD        Y4, Y0, Y4
+	VEXTRACTI128  $0x01, Y4, X5
+	VPADDD        X5, X4, X5
+	VPSHUFD       $0x4e, X5, X4
+	VPADDD        X4, X5, X5
+	VPSHUFD       $0xb1, X5, X4
+	VPADDD        X4, X5, X5
+	VMOVD         X5, (BX)
+	VEXTRACTI64X4 $0x01, Z1, Y4
+	VPADDD        Y4, Y1, Y4
+	VEXTRACTI128  $0x01, Y4, X5
+	VPADDD        X5, X4, X5
+	VPSHUFD       $0x4e, X5, X4
+	VPADDD        X4, X5, X5
+	VPSHUFD       $0xb1, X5, X4
+	VPADDD        X4, X5, X5
+	VMOVD         X5, 4(BX)
+	VEXTRACTI64X4 $0x01, Z2, Y4
+	VPADDD        Y4, Y2, Y4
+	VEXTRACTI128  $0x01, Y4, X5
+	VPADDD        X5, X4, X5
+	VPSHUFD       $0x4e, X5, X4
+	VPADDD        X4, X5, X5
+	VPSHUFD       $0xb1, X5, X4
+	VPADDD        X4, X5, X5
+	VMOVD         X5, 8(BX)
+	VEXTRACTI64X4 $0x01, Z3, Y4
+	VPADDD        Y4, Y3, Y4
+	VEXTRACTI128  $0x01, Y4, X5
+	VPADDD        X5, X4, X5
+	VPSHUFD       $0x4e, X5, X4
+	VPADDD        X4, X5, X5
+	VPSHUFD       $0xb1, X5, X4
+	VPADDD        X4, X5, X5
+	VMOVD         X5, 12(BX)
+	LEAQ          (AX)(DX*4), AX
+	ADDQ          $0x00000010, BX
+	DECQ          SI
+	JNZ           Int8GemvAvx512_quad
+	VZEROUPPER
+	RET
+
 // func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 // Requires: AVX512BW, AVX512F, MMX+
 TEXT ·CbPsumF16B4M1Avx512(SB), NOSPLIT, $0-80

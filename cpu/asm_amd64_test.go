@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"bufio"
+	"github.com/qgemv/qgemv/asm"
 	"os"
 	"reflect"
 	"runtime"
@@ -86,6 +87,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
+	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	for isa, ck := range cbSets {
 		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
 		for _, k := range ck.table16 {

@@ -854,3 +854,68 @@ func cbPackBytes64(j int) Mem {
 	}
 	return *cbPackB64[j]
 }
+
+// int8Gemv emits Int8GemvAvx512: exact int8 x int8 dot products, four rows
+// at a time, for the MatVANS int8 baseline.
+func int8Gemv() {
+	name := "Int8GemvAvx512"
+	TEXT(name, NOSPLIT, "func(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)")
+	Pragma("noescape")
+	Doc(
+		name+" computes, with AVX-512 VNNI, for quads groups of 4 rows (row r at",
+		"w + r*stride), out[r] = sum_{c < 64*n64} int32(x[c]) * int32(w[r][c]) with x",
+		"unsigned bytes and w signed (VPDPBUSD); callers pass x = v + 128 and",
+		"subtract 128 * (row sum of w) to get the signed product.",
+		"",
+		"Preconditions: n64 >= 1, quads >= 1.",
+	)
+	wp, xp0 := param("w"), param("x")
+	stride := param("stride")
+	op := param("out")
+	q := param("quads")
+	Label(name + "_quad")
+	{
+		acc := [4]VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		for _, a := range acc {
+			VPXORD(a, a, a)
+		}
+		rows := [4]GPVirtual{GP64(), GP64(), GP64(), GP64()}
+		MOVQ(wp, rows[0])
+		for k := 1; k < 4; k++ {
+			LEAQ(Mem{Base: rows[k-1], Index: stride, Scale: 1}, rows[k])
+		}
+		xp := GP64()
+		MOVQ(xp0, xp)
+		n := param("n64")
+		Label(name + "_c")
+		xv := ZMM()
+		VMOVDQU8(Mem{Base: xp}, xv)
+		for k := 0; k < 4; k++ {
+			VPDPBUSD(Mem{Base: rows[k]}, xv, acc[k])
+			ADDQ(U32(64), rows[k])
+		}
+		ADDQ(U32(64), xp)
+		DECQ(n)
+		JNZ(LabelRef(name + "_c"))
+		for k := 0; k < 4; k++ {
+			y := YMM()
+			VEXTRACTI64X4(U8(1), acc[k], y)
+			VPADDD(y, acc[k].AsY(), y)
+			xx := XMM()
+			VEXTRACTI128(U8(1), y, xx)
+			VPADDD(xx, y.AsX(), xx)
+			t := XMM()
+			VPSHUFD(U8(0x4e), xx, t)
+			VPADDD(t, xx, xx)
+			VPSHUFD(U8(0xb1), xx, t)
+			VPADDD(t, xx, xx)
+			VMOVD(xx, Mem{Base: op, Disp: 4 * k})
+		}
+		LEAQ(Mem{Base: wp, Index: stride, Scale: 4}, wp)
+		ADDQ(U32(16), op)
+		DECQ(q)
+		JNZ(LabelRef(name + "_quad"))
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -95,6 +95,7 @@ func main() {
 	}
 	cbPsum64(1)
 	cbPsum64(2)
+	int8Gemv()
 	for _, b := range []int{4, 6, 8} {
 		for _, m := range []int{1, 2} {
 			cbPsumF16(b, m)

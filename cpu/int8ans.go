@@ -1,0 +1,117 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/qgemv/qgemv/layout/ans"
+)
+
+// Int8Matrix is a plain row-major int8 matrix multiplied exactly in int32:
+// the MatVANS baseline.
+type Int8Matrix struct {
+	b          *Backend
+	rows, cols int
+	w          []int8
+	rowSum     []int32 // sums of each row's first cols/64*64 values (the VNNI kernel's correction)
+	kern       bool
+}
+
+// LoadInt8 binds a rows x cols int8 matrix (used in place).
+func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
+	if rows < 1 || cols < 1 || len(w) != rows*cols {
+		return nil, fmt.Errorf("cpu: int8 matrix: %d values for %dx%d", len(w), rows, cols)
+	}
+	m := &Int8Matrix{b: b, rows: rows, cols: cols, w: w, kern: int8KernelOK(b)}
+	m.rowSum = make([]int32, rows)
+	for r := 0; r < rows; r++ {
+		var s int32
+		for _, x := range w[r*cols : r*cols+cols/64*64] {
+			s += int32(x)
+		}
+		m.rowSum[r] = s
+	}
+	return m, nil
+}
+
+// Kernel names the kernel ("cpu-avx512vnni-int8" or "cpu-generic-int8").
+func (m *Int8Matrix) Kernel() string {
+	if m.kern {
+		return "cpu-" + string(m.b.set.isa) + "-int8"
+	}
+	return "cpu-generic-int8"
+}
+
+// Mul computes y = W v exactly.
+func (m *Int8Matrix) Mul(v []int8, y []int32) error {
+	if len(v) != m.cols || len(y) != m.rows {
+		return fmt.Errorf("cpu: int8 multiply: v %d, y %d, want %d, %d", len(v), len(y), m.cols, m.rows)
+	}
+	var xu []uint8
+	if m.kern {
+		xu = make([]uint8, m.cols)
+		for i, x := range v {
+			xu[i] = uint8(int16(x) + 128)
+		}
+	}
+	return m.b.parallelFor(m.rows/4+1, 16, func(q0, q1 int) error {
+		r0, r1 := 4*q0, min(4*q1, m.rows)
+		c64 := 0
+		if m.kern && r1-r0 >= 4 && m.cols >= 64 {
+			quads := (r1 - r0) / 4
+			c64 = m.cols / 64 * 64
+			int8Kernel(m.w[r0*m.cols:], m.cols, xu, c64/64, quads, y[r0:])
+			for r := r0; r < r0+4*quads; r++ {
+				y[r] -= 128 * m.rowSum[r]
+			}
+			for r := r0 + 4*quads; r < r1; r++ { // rows left over
+				y[r] = dotInt8(m.w[r*m.cols:(r+1)*m.cols], v)
+			}
+			if c64 < m.cols {
+				for r := r0; r < r0+4*quads; r++ {
+					y[r] += dotInt8(m.w[r*m.cols+c64:(r+1)*m.cols], v[c64:])
+				}
+			}
+			return nil
+		}
+		for r := r0; r < r1; r++ {
+			y[r] = dotInt8(m.w[r*m.cols:(r+1)*m.cols], v)
+		}
+		return nil
+	})
+}
+
+func dotInt8(w, v []int8) int32 {
+	v = v[:len(w)]
+	var a, b int32
+	i := 0
+	for ; i+1 < len(w); i += 2 {
+		a += int32(w[i]) * int32(v[i])
+		b += int32(w[i+1]) * int32(v[i+1])
+	}
+	if i < len(w) {
+		a += int32(w[i]) * int32(v[i])
+	}
+	return a + b
+}
+
+// MulANS computes y = W v exactly for an entropy-coded matrix, decoding
+// on the fly (generic Go), threads over units (rows or stripes).
+func (b *Backend) MulANS(m *ans.Matrix, v []int8, y []int32) error {
+	if len(v) != m.Cols || len(y) != m.Rows {
+		return fmt.Errorf("cpu: ANS multiply: v %d, y %d, want %d, %d", len(v), len(y), m.Cols, m.Rows)
+	}
+	per := 1
+	if m.Layout == ans.WarpStripes {
+		per = ans.Lanes
+	}
+	return b.parallelFor(m.Units(), max(1, 64/per), func(u0, u1 int) error {
+		out := make([]int32, ans.Lanes)
+		for u := u0; u < u1; u++ {
+			if err := m.DotUnit(u, v, out); err != nil {
+				return err
+			}
+			copy(y[u*per:(u+1)*per], out[:per])
+		}
+		return nil
+	})
+}
