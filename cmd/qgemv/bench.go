@@ -57,6 +57,10 @@ func cmdBench(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
+	workload := fs.String("workload", "ffn", "ffn (a LLaMA FFN block) or matvans (the MatVANS int8 chain, entropy-coded vs plain)")
+	mvD := fs.Int("d", 4096, "matvans: matrix dimension")
+	mvSigma := fs.Float64("sigma", 4, "matvans: standard deviation of the int8 elements")
+	mvReps := fs.Int("reps", 5, "matvans: chains timed (median)")
 	modelPath := fs.String("model", "", "instead of the FFN block, time every matrix of this .gguf/.safetensors file against a natively quantized twin")
 	minTime := fs.Duration("mintime", 300*time.Millisecond, "with -model: time spent per matrix")
 	iopt := importFlags(fs, false)
@@ -65,6 +69,12 @@ func cmdBench(args []string) error {
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if *workload == "matvans" {
+		return benchMatVANS(*mvD, 10, max(1, *mvReps), *mvSigma, *threads, *asJSON)
+	}
+	if *workload != "ffn" {
+		return fmt.Errorf("bench: -workload %q: want ffn or matvans", *workload)
 	}
 	if *iters < 1 {
 		return fmt.Errorf("bench: -iters %d must be >= 1", *iters)

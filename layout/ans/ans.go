@@ -64,6 +64,7 @@ package ans
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Layout selects how rows are split among coders.
@@ -235,7 +236,7 @@ func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
 // Report is the compression of a matrix, in bits per element.
 type Report struct {
 	BitsPerElement float64 // everything a multiply reads
-	PayloadBits    float64 // the coded quads and escapes alone (Words minus states and padding, escape bytes)
+	PayloadBits    float64 // the coded data alone: words read after the states, the data bits of the states (log2(x) - 31), escape bytes
 	EntropyBits    float64 // the empirical entropy of the values
 	OverheadBits   float64 // initial states, padding and offset tables
 	ModelBits      float64
@@ -249,20 +250,33 @@ func (m *Matrix) Compression(w []int8) Report {
 	}
 	n := float64(m.Rows * m.Cols)
 	units := m.Units()
-	// Payload words: all words minus states; padding is what decoding does
-	// not read, estimated from the trailing zero words of each unit.
+	// Payload words: all words minus states and the padding the decoder
+	// does not read (counted by decoding).
 	var pad int64
 	for u := 0; u < units; u++ {
-		for i := m.Offsets[u+1]; i > m.Offsets[u]+2*Lanes && m.Words[i-1] == 0; i-- {
-			pad++
+		read, err := m.decodeUnitN(u, func(int, int, *[4]int8) {})
+		if err != nil {
+			read = int(m.Offsets[u+1] - m.Offsets[u])
+		}
+		pad += int64(m.Offsets[u+1]-m.Offsets[u]) - int64(read)
+	}
+	// A coder's initial state x in [2^31, 2^63) carries log2(x) - 31 bits
+	// of data; the rest of its 64 bits is overhead.
+	payload := 32*(float64(len(m.Words))-float64(pad)-float64(units*2*Lanes)) + 8*float64(len(m.Esc))
+	var stateInfo float64
+	for u := 0; u < units; u++ {
+		w := m.Words[m.Offsets[u]:]
+		for t := 0; t < Lanes; t++ {
+			x := uint64(w[2*t]) | uint64(w[2*t+1])<<32
+			stateInfo += math.Log2(float64(x)) - 31
 		}
 	}
-	payload := 32*(float64(len(m.Words))-float64(units*2*Lanes)-float64(pad)) + 8*float64(len(m.Esc))
+	payload += stateInfo
 	return Report{
 		BitsPerElement: 8 * float64(m.CodedBytes()) / n,
 		PayloadBits:    payload / n,
 		EntropyBits:    Entropy(&counts) / n,
-		OverheadBits:   (32*float64(units*2*Lanes) + 32*float64(pad) + 128*float64(len(m.Offsets))) / n,
+		OverheadBits:   (64*float64(units*Lanes) - stateInfo + 32*float64(pad) + 128*float64(len(m.Offsets))) / n,
 		ModelBits:      float64(8*(2+2*m.Model.NSym)) / n,
 	}
 }

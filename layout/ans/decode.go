@@ -6,13 +6,19 @@ import "fmt"
 // every quad in decoding order (step, then lane). It never reads outside
 // the unit's words and escape bytes, and checks the end states.
 func (m *Matrix) decodeUnit(u int, emit func(lane, step int, q *[4]int8)) error {
+	_, err := m.decodeUnitN(u, emit)
+	return err
+}
+
+// decodeUnitN is decodeUnit also returning the words read.
+func (m *Matrix) decodeUnitN(u int, emit func(lane, step int, q *[4]int8)) (int, error) {
 	if u < 0 || u >= m.Units() {
-		return fmt.Errorf("ans: unit %d of %d", u, m.Units())
+		return 0, fmt.Errorf("ans: unit %d of %d", u, m.Units())
 	}
 	w0, w1 := m.Offsets[u], m.Offsets[u+1]
 	e0, e1 := m.EscOffsets[u], m.EscOffsets[u+1]
 	if w1 < w0 || w1 > uint64(len(m.Words)) || w1-w0 < 2*Lanes || e1 < e0 || e1 > uint64(len(m.Esc)) {
-		return fmt.Errorf("%w: unit %d: words [%d, %d) of %d, escapes [%d, %d) of %d", ErrCorrupt, u, w0, w1, len(m.Words), e0, e1, len(m.Esc))
+		return 0, fmt.Errorf("%w: unit %d: words [%d, %d) of %d, escapes [%d, %d) of %d", ErrCorrupt, u, w0, w1, len(m.Words), e0, e1, len(m.Esc))
 	}
 	words := m.Words[w0:w1]
 	esc := m.Esc[e0:e1]
@@ -21,7 +27,7 @@ func (m *Matrix) decodeUnit(u int, emit func(lane, step int, q *[4]int8)) error 
 	for t := range x {
 		x[t] = uint64(words[2*t]) | uint64(words[2*t+1])<<32
 		if x[t] < StateLow || x[t] >= 1<<63 {
-			return fmt.Errorf("%w: unit %d lane %d: initial state %#x out of range", ErrCorrupt, u, t, x[t])
+			return 0, fmt.Errorf("%w: unit %d lane %d: initial state %#x out of range", ErrCorrupt, u, t, x[t])
 		}
 	}
 	p, ep := 2*Lanes, 0
@@ -39,7 +45,7 @@ func (m *Matrix) decodeUnit(u int, emit func(lane, step int, q *[4]int8)) error 
 				F *= f
 				if int(k) == md.Escape {
 					if ep >= len(esc) {
-						return fmt.Errorf("%w: unit %d: escape list exhausted", ErrCorrupt, u)
+						return 0, fmt.Errorf("%w: unit %d: escape list exhausted", ErrCorrupt, u)
 					}
 					q[e] = esc[ep]
 					ep++
@@ -50,7 +56,7 @@ func (m *Matrix) decodeUnit(u int, emit func(lane, step int, q *[4]int8)) error 
 			x[t] = F*(x[t]>>QuadBits) + rank
 			if x[t] < StateLow {
 				if p >= len(words) {
-					return fmt.Errorf("%w: unit %d: stream exhausted at step %d", ErrCorrupt, u, step)
+					return 0, fmt.Errorf("%w: unit %d: stream exhausted at step %d", ErrCorrupt, u, step)
 				}
 				x[t] = x[t]<<32 | uint64(words[p])
 				p++
@@ -60,18 +66,18 @@ func (m *Matrix) decodeUnit(u int, emit func(lane, step int, q *[4]int8)) error 
 	}
 	for t := range x {
 		if x[t] != StateLow {
-			return fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], StateLow)
+			return 0, fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], StateLow)
 		}
 	}
 	if ep != len(esc) {
-		return fmt.Errorf("%w: unit %d: %d of %d escape bytes used", ErrCorrupt, u, ep, len(esc))
+		return 0, fmt.Errorf("%w: unit %d: %d of %d escape bytes used", ErrCorrupt, u, ep, len(esc))
 	}
 	for _, z := range words[p:] {
 		if z != 0 {
-			return fmt.Errorf("%w: unit %d: %d unread nonzero words", ErrCorrupt, u, len(words)-p)
+			return 0, fmt.Errorf("%w: unit %d: %d unread nonzero words", ErrCorrupt, u, len(words)-p)
 		}
 	}
-	return nil
+	return p, nil
 }
 
 // Decode returns the row-major int8 matrix.
