@@ -24,8 +24,10 @@ import (
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/matvans"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ans"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
@@ -247,6 +249,53 @@ func BenchmarkReadBandwidth(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				cpu.StreamRead(buf, t)
 			}
+		})
+	}
+}
+
+// BenchmarkMatVANS times the MatVANS chain (10 matrices 4096x4096,
+// sigma 4) with plain int8 matrices and entropy-coded in both ANS
+// layouts, each chain checked against the reference. Setup (drawing and
+// encoding 20 matrices) takes tens of seconds.
+func BenchmarkMatVANS(b *testing.B) {
+	const d = 4096
+	wl, err := matvans.New(d, 10, 4, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	be, err := cpu.New(cpu.Config{ISA: cpu.Best()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	int8s := make([]*cpu.Int8Matrix, len(wl.W))
+	for i, w := range wl.W {
+		if int8s[i], err = be.LoadInt8(w, d, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run := func(b *testing.B, bytes int64, mul func(i int, v []int8, y []int32) error) {
+		b.SetBytes(bytes)
+		for i := 0; i < b.N; i++ {
+			if _, err := wl.Run(mul); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run(fmt.Sprintf("int8/d=%d", d), func(b *testing.B) {
+		run(b, int64(len(wl.W)*d*d), func(i int, v []int8, y []int32) error { return int8s[i].Mul(v, y) })
+	})
+	for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
+		var ms []*ans.Matrix
+		var bytes int64
+		for _, w := range wl.W {
+			m, err := ans.Encode(w, d, d, l)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms, bytes = append(ms, m), bytes+m.CodedBytes()
+		}
+		b.Run(fmt.Sprintf("%s/d=%d", l, d), func(b *testing.B) {
+			run(b, bytes, func(i int, v []int8, y []int32) error { return be.MulANS(ms[i], v, y) })
 		})
 	}
 }
