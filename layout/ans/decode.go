@@ -98,9 +98,26 @@ func (m *Matrix) Decode() ([]int8, error) {
 	return out, nil
 }
 
+// digitInfo is everything decoding needs about one slot digit.
+type digitInfo struct {
+	f, off uint32 // the digit's symbol frequency, digit - cum
+	val    int8
+	esc    bool
+}
+
+// digits returns the per-digit decoding table of the model.
+func (md *Model) digits() *[ProbScale]digitInfo {
+	var t [ProbScale]digitInfo
+	for d := range t {
+		k := md.PPF[d]
+		t[d] = digitInfo{f: uint32(md.Freq[k]), off: uint32(d) - uint32(md.Cum[k]), val: md.Value[k], esc: int(k) == md.Escape}
+	}
+	return &t
+}
+
 // DotUnit computes the exact int32 products of unit u's rows with v
 // (Cols values): out[0] for a warp row, out[0..31] for a warp stripe.
-// It decodes without materializing the rows.
+// It decodes without materializing the rows, with the checks of Decode.
 func (m *Matrix) DotUnit(u int, v []int8, out []int32) error {
 	n := 1
 	if m.Layout == WarpStripes {
@@ -109,31 +126,80 @@ func (m *Matrix) DotUnit(u int, v []int8, out []int32) error {
 	if len(v) != m.Cols || len(out) < n {
 		return fmt.Errorf("ans: DotUnit: v %d, out %d, want %d, >= %d", len(v), len(out), m.Cols, n)
 	}
+	if u < 0 || u >= m.Units() || len(m.Offsets) != m.Units()+1 || len(m.EscOffsets) != m.Units()+1 {
+		return fmt.Errorf("ans: DotUnit: unit %d of %d", u, m.Units())
+	}
+	w0, w1 := m.Offsets[u], m.Offsets[u+1]
+	e0, e1 := m.EscOffsets[u], m.EscOffsets[u+1]
+	if w1 < w0 || w1 > uint64(len(m.Words)) || w1-w0 < 2*Lanes || e1 < e0 || e1 > uint64(len(m.Esc)) {
+		return fmt.Errorf("%w: unit %d: words [%d, %d) of %d, escapes [%d, %d) of %d", ErrCorrupt, u, w0, w1, len(m.Words), e0, e1, len(m.Esc))
+	}
+	words := m.Words[w0:w1]
+	esc := m.Esc[e0:e1]
+	dt := m.Model.digits()
+	var x [Lanes]uint64
 	var acc [Lanes]int32
-	var err error
-	if m.Layout == WarpStripes {
-		err = m.decodeUnit(u, func(lane, step int, q *[4]int8) {
-			x := v[4*step : 4*step+4]
-			acc[lane] += int32(q[0])*int32(x[0]) + int32(q[1])*int32(x[1]) + int32(q[2])*int32(x[2]) + int32(q[3])*int32(x[3])
-		})
-	} else {
-		err = m.decodeUnit(u, func(lane, step int, q *[4]int8) {
-			x := v[128*step+4*lane : 128*step+4*lane+4]
-			acc[lane] += int32(q[0])*int32(x[0]) + int32(q[1])*int32(x[1]) + int32(q[2])*int32(x[2]) + int32(q[3])*int32(x[3])
-		})
+	for t := range x {
+		x[t] = uint64(words[2*t]) | uint64(words[2*t+1])<<32
+		if x[t] < StateLow || x[t] >= 1<<63 {
+			return fmt.Errorf("%w: unit %d lane %d: initial state %#x out of range", ErrCorrupt, u, t, x[t])
+		}
 	}
-	if err != nil {
-		return err
+	p, ep := 2*Lanes, 0
+	stripes := m.Layout == WarpStripes
+	steps := m.steps()
+	for step := 0; step < steps; step++ {
+		for t := 0; t < Lanes; t++ {
+			s := uint32(x[t] & (1<<QuadBits - 1))
+			a, b, c, d := &dt[s&127], &dt[s>>7&127], &dt[s>>14&127], &dt[s>>21]
+			rank := uint64(a.off) + uint64(a.f)*(uint64(b.off)+uint64(b.f)*(uint64(c.off)+uint64(c.f)*uint64(d.off)))
+			F := uint64(a.f * b.f * c.f * d.f)
+			x[t] = F*(x[t]>>QuadBits) + rank
+			if x[t] < StateLow {
+				if p >= len(words) {
+					return fmt.Errorf("%w: unit %d: stream exhausted at step %d", ErrCorrupt, u, step)
+				}
+				x[t] = x[t]<<32 | uint64(words[p])
+				p++
+			}
+			q := [4]int8{a.val, b.val, c.val, d.val}
+			if a.esc || b.esc || c.esc || d.esc {
+				for e, di := range [4]*digitInfo{a, b, c, d} {
+					if di.esc {
+						if ep >= len(esc) {
+							return fmt.Errorf("%w: unit %d: escape list exhausted", ErrCorrupt, u)
+						}
+						q[e] = esc[ep]
+						ep++
+					}
+				}
+			}
+			var xv []int8
+			if stripes {
+				xv = v[4*step : 4*step+4]
+			} else {
+				xv = v[128*step+4*t : 128*step+4*t+4]
+			}
+			acc[t] += int32(q[0])*int32(xv[0]) + int32(q[1])*int32(xv[1]) + int32(q[2])*int32(xv[2]) + int32(q[3])*int32(xv[3])
+		}
 	}
-	if m.Layout == WarpStripes {
+	for t := range x {
+		if x[t] != StateLow {
+			return fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], StateLow)
+		}
+	}
+	if ep != len(esc) {
+		return fmt.Errorf("%w: unit %d: %d of %d escape bytes used", ErrCorrupt, u, ep, len(esc))
+	}
+	if stripes {
 		copy(out, acc[:])
 		return nil
 	}
-	var s int32
+	var sum int32
 	for _, a := range acc {
-		s += a
+		sum += a
 	}
-	out[0] = s
+	out[0] = sum
 	return nil
 }
 
