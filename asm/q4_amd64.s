@@ -21944,6 +21944,572 @@ Int8GemvAvx512_c:
 	VZEROUPPER
 	RET
 
+// func AnsDotRowsAvx512(words *uint32, nwords int, steps int, tabs *byte, v *int8, states *uint64, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotRowsAvx512(SB), NOSPLIT, $0-80
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x7f7f7f7f, AX
+	VPBROADCASTD AX, Z10
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z11
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z12
+	MOVQ         states+40(FP), AX
+	VMOVDQU64    (AX), Z13
+	VMOVDQU64    64(AX), Z14
+	VMOVDQU64    128(AX), Z15
+	VMOVDQU64    192(AX), Z16
+	MOVQ         acc+48(FP), AX
+	VMOVDQU32    (AX), Z17
+	VMOVDQU32    64(AX), Z18
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	LEAQ         (AX)(CX*4), CX
+	MOVQ         v+32(FP), DX
+	XORQ         BX, BX
+	XORQ         SI, SI
+
+AnsDotRowsAvx512_step:
+	VPMULTISHIFTQB Z13, Z8, Z19
+	VPMULTISHIFTQB Z14, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VPANDD         Z10, Z19, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z1, Z0, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VMOVDQA32      Z19, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z7, Z6, Z19
+	VPTESTMB       Z19, Z19, K1
+	KMOVQ          K1, DI
+	TESTQ          DI, DI
+	JZ             AnsDotRowsAvx512_noesc0
+
+AnsDotRowsAvx512_esc0:
+	TZCNTQ DI, R8
+	MOVQ   SI, R9
+	SHLQ   $0x08, R9
+	ADDQ   R8, R9
+	CMPQ   BX, escCap+64(FP)
+	JAE    AnsDotRowsAvx512_toomany
+	MOVQ   esc+56(FP), R8
+	MOVL   R9, (R8)(BX*4)
+	INCQ   BX
+	BLSRQ  DI, DI
+	JNZ    AnsDotRowsAvx512_esc0
+
+AnsDotRowsAvx512_noesc0:
+	VPANDD         Z11, Z20, Z19
+	VPSRLD         $0x08, Z20, Z23
+	VPANDD         Z11, Z23, Z23
+	VPSRLD         $0x10, Z20, Z24
+	VPANDD         Z11, Z24, Z24
+	VPSRLD         $0x18, Z20, Z20
+	VPANDD         Z11, Z21, Z25
+	VPSRLD         $0x08, Z21, Z26
+	VPANDD         Z11, Z26, Z26
+	VPSRLD         $0x10, Z21, Z27
+	VPANDD         Z11, Z27, Z27
+	VPSRLD         $0x18, Z21, Z21
+	VPMULLD        Z19, Z23, Z23
+	VPMULLD        Z24, Z20, Z20
+	VPMULLD        Z20, Z23, Z20
+	VPMULLD        Z19, Z26, Z19
+	VPADDD         Z25, Z19, Z19
+	VPMULLD        Z24, Z21, Z21
+	VPADDD         Z27, Z21, Z21
+	VPMULLD        Z23, Z21, Z21
+	VPADDD         Z19, Z21, Z21
+	VMOVDQU8       (DX), Z19
+	VPDPBUSD       Z19, Z22, Z17
+	VPMOVZXDQ      Y20, Z19
+	VPMOVZXDQ      Y21, Z22
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
+	VPCMPUQ        $0x01, Z12, Z13, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z19, Z13, Z13
+	MOVQ           R8, AX
+	VEXTRACTI64X4  $0x01, Z20, Y19
+	VEXTRACTI64X4  $0x01, Z21, Y20
+	VPMOVZXDQ      Y19, Z19
+	VPMOVZXDQ      Y20, Z20
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z19, Z14, Z14
+	VPADDQ         Z20, Z14, Z14
+	VPCMPUQ        $0x01, Z12, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z19, Z14, Z14
+	MOVQ           R8, AX
+	VPMULTISHIFTQB Z15, Z8, Z19
+	VPMULTISHIFTQB Z16, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VPANDD         Z10, Z19, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z1, Z0, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VMOVDQA32      Z19, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z7, Z6, Z19
+	VPTESTMB       Z19, Z19, K1
+	KMOVQ          K1, DI
+	TESTQ          DI, DI
+	JZ             AnsDotRowsAvx512_noesc1
+
+AnsDotRowsAvx512_esc1:
+	TZCNTQ DI, R8
+	MOVQ   SI, R9
+	SHLQ   $0x08, R9
+	ADDQ   $0x00000040, R9
+	ADDQ   R8, R9
+	CMPQ   BX, escCap+64(FP)
+	JAE    AnsDotRowsAvx512_toomany
+	MOVQ   esc+56(FP), R8
+	MOVL   R9, (R8)(BX*4)
+	INCQ   BX
+	BLSRQ  DI, DI
+	JNZ    AnsDotRowsAvx512_esc1
+
+AnsDotRowsAvx512_noesc1:
+	VPANDD        Z11, Z20, Z19
+	VPSRLD        $0x08, Z20, Z23
+	VPANDD        Z11, Z23, Z23
+	VPSRLD        $0x10, Z20, Z24
+	VPANDD        Z11, Z24, Z24
+	VPSRLD        $0x18, Z20, Z20
+	VPANDD        Z11, Z21, Z25
+	VPSRLD        $0x08, Z21, Z26
+	VPANDD        Z11, Z26, Z26
+	VPSRLD        $0x10, Z21, Z27
+	VPANDD        Z11, Z27, Z27
+	VPSRLD        $0x18, Z21, Z21
+	VPMULLD       Z19, Z23, Z23
+	VPMULLD       Z24, Z20, Z20
+	VPMULLD       Z20, Z23, Z20
+	VPMULLD       Z19, Z26, Z19
+	VPADDD        Z25, Z19, Z19
+	VPMULLD       Z24, Z21, Z21
+	VPADDD        Z27, Z21, Z21
+	VPMULLD       Z23, Z21, Z21
+	VPADDD        Z19, Z21, Z21
+	VMOVDQU8      64(DX), Z19
+	VPDPBUSD      Z19, Z22, Z18
+	VPMOVZXDQ     Y20, Z19
+	VPMOVZXDQ     Y21, Z22
+	VPSRLQ        $0x1c, Z15, Z15
+	VPMULLQ       Z19, Z15, Z15
+	VPADDQ        Z22, Z15, Z15
+	VPCMPUQ       $0x01, Z12, Z15, K1
+	KMOVB         K1, DI
+	POPCNTL       DI, R8
+	LEAQ          (AX)(R8*4), R8
+	CMPQ          R8, CX
+	JA            AnsDotRowsAvx512_exhausted
+	MOVL          $0x00005555, R9
+	PDEPL         R9, DI, R9
+	KMOVW         R9, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z15, K1, Z15
+	VPORQ         Z19, Z15, Z15
+	MOVQ          R8, AX
+	VEXTRACTI64X4 $0x01, Z20, Y19
+	VEXTRACTI64X4 $0x01, Z21, Y20
+	VPMOVZXDQ     Y19, Z19
+	VPMOVZXDQ     Y20, Z20
+	VPSRLQ        $0x1c, Z16, Z16
+	VPMULLQ       Z19, Z16, Z16
+	VPADDQ        Z20, Z16, Z16
+	VPCMPUQ       $0x01, Z12, Z16, K1
+	KMOVB         K1, DI
+	POPCNTL       DI, R8
+	LEAQ          (AX)(R8*4), R8
+	CMPQ          R8, CX
+	JA            AnsDotRowsAvx512_exhausted
+	MOVL          $0x00005555, R9
+	PDEPL         R9, DI, R9
+	KMOVW         R9, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z16, K1, Z16
+	VPORQ         Z19, Z16, Z16
+	MOVQ          R8, AX
+	ADDQ          $0x00000080, DX
+	INCQ          SI
+	CMPQ          SI, steps+16(FP)
+	JB            AnsDotRowsAvx512_step
+	MOVQ          states+40(FP), AX
+	VMOVDQU64     Z13, (AX)
+	VMOVDQU64     Z14, 64(AX)
+	VMOVDQU64     Z15, 128(AX)
+	VMOVDQU64     Z16, 192(AX)
+	MOVQ          acc+48(FP), AX
+	VMOVDQU32     Z17, (AX)
+	VMOVDQU32     Z18, 64(AX)
+	MOVQ          BX, ret+72(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+72(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+72(FP)
+	VZEROUPPER
+	RET
+
+DATA ansPackDigits<>+0(SB)/1, $0x00
+DATA ansPackDigits<>+1(SB)/1, $0x01
+DATA ansPackDigits<>+2(SB)/1, $0x02
+DATA ansPackDigits<>+3(SB)/1, $0x03
+DATA ansPackDigits<>+4(SB)/1, $0x08
+DATA ansPackDigits<>+5(SB)/1, $0x09
+DATA ansPackDigits<>+6(SB)/1, $0x0a
+DATA ansPackDigits<>+7(SB)/1, $0x0b
+DATA ansPackDigits<>+8(SB)/1, $0x10
+DATA ansPackDigits<>+9(SB)/1, $0x11
+DATA ansPackDigits<>+10(SB)/1, $0x12
+DATA ansPackDigits<>+11(SB)/1, $0x13
+DATA ansPackDigits<>+12(SB)/1, $0x18
+DATA ansPackDigits<>+13(SB)/1, $0x19
+DATA ansPackDigits<>+14(SB)/1, $0x1a
+DATA ansPackDigits<>+15(SB)/1, $0x1b
+DATA ansPackDigits<>+16(SB)/1, $0x20
+DATA ansPackDigits<>+17(SB)/1, $0x21
+DATA ansPackDigits<>+18(SB)/1, $0x22
+DATA ansPackDigits<>+19(SB)/1, $0x23
+DATA ansPackDigits<>+20(SB)/1, $0x28
+DATA ansPackDigits<>+21(SB)/1, $0x29
+DATA ansPackDigits<>+22(SB)/1, $0x2a
+DATA ansPackDigits<>+23(SB)/1, $0x2b
+DATA ansPackDigits<>+24(SB)/1, $0x30
+DATA ansPackDigits<>+25(SB)/1, $0x31
+DATA ansPackDigits<>+26(SB)/1, $0x32
+DATA ansPackDigits<>+27(SB)/1, $0x33
+DATA ansPackDigits<>+28(SB)/1, $0x38
+DATA ansPackDigits<>+29(SB)/1, $0x39
+DATA ansPackDigits<>+30(SB)/1, $0x3a
+DATA ansPackDigits<>+31(SB)/1, $0x3b
+DATA ansPackDigits<>+32(SB)/1, $0x40
+DATA ansPackDigits<>+33(SB)/1, $0x41
+DATA ansPackDigits<>+34(SB)/1, $0x42
+DATA ansPackDigits<>+35(SB)/1, $0x43
+DATA ansPackDigits<>+36(SB)/1, $0x48
+DATA ansPackDigits<>+37(SB)/1, $0x49
+DATA ansPackDigits<>+38(SB)/1, $0x4a
+DATA ansPackDigits<>+39(SB)/1, $0x4b
+DATA ansPackDigits<>+40(SB)/1, $0x50
+DATA ansPackDigits<>+41(SB)/1, $0x51
+DATA ansPackDigits<>+42(SB)/1, $0x52
+DATA ansPackDigits<>+43(SB)/1, $0x53
+DATA ansPackDigits<>+44(SB)/1, $0x58
+DATA ansPackDigits<>+45(SB)/1, $0x59
+DATA ansPackDigits<>+46(SB)/1, $0x5a
+DATA ansPackDigits<>+47(SB)/1, $0x5b
+DATA ansPackDigits<>+48(SB)/1, $0x60
+DATA ansPackDigits<>+49(SB)/1, $0x61
+DATA ansPackDigits<>+50(SB)/1, $0x62
+DATA ansPackDigits<>+51(SB)/1, $0x63
+DATA ansPackDigits<>+52(SB)/1, $0x68
+DATA ansPackDigits<>+53(SB)/1, $0x69
+DATA ansPackDigits<>+54(SB)/1, $0x6a
+DATA ansPackDigits<>+55(SB)/1, $0x6b
+DATA ansPackDigits<>+56(SB)/1, $0x70
+DATA ansPackDigits<>+57(SB)/1, $0x71
+DATA ansPackDigits<>+58(SB)/1, $0x72
+DATA ansPackDigits<>+59(SB)/1, $0x73
+DATA ansPackDigits<>+60(SB)/1, $0x78
+DATA ansPackDigits<>+61(SB)/1, $0x79
+DATA ansPackDigits<>+62(SB)/1, $0x7a
+DATA ansPackDigits<>+63(SB)/1, $0x7b
+GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
+
+// func AnsDotStripesAvx512(words *uint32, nwords int, steps int, tabs *byte, v *int8, states *uint64, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotStripesAvx512(SB), NOSPLIT, $0-80
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x7f7f7f7f, AX
+	VPBROADCASTD AX, Z10
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z11
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z12
+	MOVQ         states+40(FP), AX
+	VMOVDQU64    (AX), Z13
+	VMOVDQU64    64(AX), Z14
+	VMOVDQU64    128(AX), Z15
+	VMOVDQU64    192(AX), Z16
+	MOVQ         acc+48(FP), AX
+	VMOVDQU32    (AX), Z17
+	VMOVDQU32    64(AX), Z18
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	LEAQ         (AX)(CX*4), CX
+	MOVQ         v+32(FP), DX
+	XORQ         BX, BX
+	XORQ         SI, SI
+
+AnsDotStripesAvx512_step:
+	VPMULTISHIFTQB Z13, Z8, Z19
+	VPMULTISHIFTQB Z14, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VPANDD         Z10, Z19, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z1, Z0, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VMOVDQA32      Z19, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z7, Z6, Z19
+	VPTESTMB       Z19, Z19, K1
+	KMOVQ          K1, DI
+	TESTQ          DI, DI
+	JZ             AnsDotStripesAvx512_noesc0
+
+AnsDotStripesAvx512_esc0:
+	TZCNTQ DI, R8
+	MOVQ   SI, R9
+	SHLQ   $0x08, R9
+	ADDQ   R8, R9
+	CMPQ   BX, escCap+64(FP)
+	JAE    AnsDotStripesAvx512_toomany
+	MOVQ   esc+56(FP), R8
+	MOVL   R9, (R8)(BX*4)
+	INCQ   BX
+	BLSRQ  DI, DI
+	JNZ    AnsDotStripesAvx512_esc0
+
+AnsDotStripesAvx512_noesc0:
+	VPANDD         Z11, Z20, Z19
+	VPSRLD         $0x08, Z20, Z23
+	VPANDD         Z11, Z23, Z23
+	VPSRLD         $0x10, Z20, Z24
+	VPANDD         Z11, Z24, Z24
+	VPSRLD         $0x18, Z20, Z20
+	VPANDD         Z11, Z21, Z25
+	VPSRLD         $0x08, Z21, Z26
+	VPANDD         Z11, Z26, Z26
+	VPSRLD         $0x10, Z21, Z27
+	VPANDD         Z11, Z27, Z27
+	VPSRLD         $0x18, Z21, Z21
+	VPMULLD        Z19, Z23, Z23
+	VPMULLD        Z24, Z20, Z20
+	VPMULLD        Z20, Z23, Z20
+	VPMULLD        Z19, Z26, Z19
+	VPADDD         Z25, Z19, Z19
+	VPMULLD        Z24, Z21, Z21
+	VPADDD         Z27, Z21, Z21
+	VPMULLD        Z23, Z21, Z21
+	VPADDD         Z19, Z21, Z21
+	VPBROADCASTD   (DX), Z19
+	VPDPBUSD       Z19, Z22, Z17
+	VPMOVZXDQ      Y20, Z19
+	VPMOVZXDQ      Y21, Z22
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
+	VPCMPUQ        $0x01, Z12, Z13, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z19, Z13, Z13
+	MOVQ           R8, AX
+	VEXTRACTI64X4  $0x01, Z20, Y19
+	VEXTRACTI64X4  $0x01, Z21, Y20
+	VPMOVZXDQ      Y19, Z19
+	VPMOVZXDQ      Y20, Z20
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z19, Z14, Z14
+	VPADDQ         Z20, Z14, Z14
+	VPCMPUQ        $0x01, Z12, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z19, Z14, Z14
+	MOVQ           R8, AX
+	VPMULTISHIFTQB Z15, Z8, Z19
+	VPMULTISHIFTQB Z16, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VPANDD         Z10, Z19, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z1, Z0, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VMOVDQA32      Z19, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z7, Z6, Z19
+	VPTESTMB       Z19, Z19, K1
+	KMOVQ          K1, DI
+	TESTQ          DI, DI
+	JZ             AnsDotStripesAvx512_noesc1
+
+AnsDotStripesAvx512_esc1:
+	TZCNTQ DI, R8
+	MOVQ   SI, R9
+	SHLQ   $0x08, R9
+	ADDQ   $0x00000040, R9
+	ADDQ   R8, R9
+	CMPQ   BX, escCap+64(FP)
+	JAE    AnsDotStripesAvx512_toomany
+	MOVQ   esc+56(FP), R8
+	MOVL   R9, (R8)(BX*4)
+	INCQ   BX
+	BLSRQ  DI, DI
+	JNZ    AnsDotStripesAvx512_esc1
+
+AnsDotStripesAvx512_noesc1:
+	VPANDD        Z11, Z20, Z19
+	VPSRLD        $0x08, Z20, Z23
+	VPANDD        Z11, Z23, Z23
+	VPSRLD        $0x10, Z20, Z24
+	VPANDD        Z11, Z24, Z24
+	VPSRLD        $0x18, Z20, Z20
+	VPANDD        Z11, Z21, Z25
+	VPSRLD        $0x08, Z21, Z26
+	VPANDD        Z11, Z26, Z26
+	VPSRLD        $0x10, Z21, Z27
+	VPANDD        Z11, Z27, Z27
+	VPSRLD        $0x18, Z21, Z21
+	VPMULLD       Z19, Z23, Z23
+	VPMULLD       Z24, Z20, Z20
+	VPMULLD       Z20, Z23, Z20
+	VPMULLD       Z19, Z26, Z19
+	VPADDD        Z25, Z19, Z19
+	VPMULLD       Z24, Z21, Z21
+	VPADDD        Z27, Z21, Z21
+	VPMULLD       Z23, Z21, Z21
+	VPADDD        Z19, Z21, Z21
+	VPBROADCASTD  (DX), Z19
+	VPDPBUSD      Z19, Z22, Z18
+	VPMOVZXDQ     Y20, Z19
+	VPMOVZXDQ     Y21, Z22
+	VPSRLQ        $0x1c, Z15, Z15
+	VPMULLQ       Z19, Z15, Z15
+	VPADDQ        Z22, Z15, Z15
+	VPCMPUQ       $0x01, Z12, Z15, K1
+	KMOVB         K1, DI
+	POPCNTL       DI, R8
+	LEAQ          (AX)(R8*4), R8
+	CMPQ          R8, CX
+	JA            AnsDotStripesAvx512_exhausted
+	MOVL          $0x00005555, R9
+	PDEPL         R9, DI, R9
+	KMOVW         R9, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z15, K1, Z15
+	VPORQ         Z19, Z15, Z15
+	MOVQ          R8, AX
+	VEXTRACTI64X4 $0x01, Z20, Y19
+	VEXTRACTI64X4 $0x01, Z21, Y20
+	VPMOVZXDQ     Y19, Z19
+	VPMOVZXDQ     Y20, Z20
+	VPSRLQ        $0x1c, Z16, Z16
+	VPMULLQ       Z19, Z16, Z16
+	VPADDQ        Z20, Z16, Z16
+	VPCMPUQ       $0x01, Z12, Z16, K1
+	KMOVB         K1, DI
+	POPCNTL       DI, R8
+	LEAQ          (AX)(R8*4), R8
+	CMPQ          R8, CX
+	JA            AnsDotStripesAvx512_exhausted
+	MOVL          $0x00005555, R9
+	PDEPL         R9, DI, R9
+	KMOVW         R9, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z16, K1, Z16
+	VPORQ         Z19, Z16, Z16
+	MOVQ          R8, AX
+	ADDQ          $0x00000004, DX
+	INCQ          SI
+	CMPQ          SI, steps+16(FP)
+	JB            AnsDotStripesAvx512_step
+	MOVQ          states+40(FP), AX
+	VMOVDQU64     Z13, (AX)
+	VMOVDQU64     Z14, 64(AX)
+	VMOVDQU64     Z15, 128(AX)
+	VMOVDQU64     Z16, 192(AX)
+	MOVQ          acc+48(FP), AX
+	VMOVDQU32     Z17, (AX)
+	VMOVDQU32     Z18, 64(AX)
+	MOVQ          BX, ret+72(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+72(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+72(FP)
+	VZEROUPPER
+	RET
+
 // func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 // Requires: AVX512BW, AVX512F, MMX+
 TEXT ·CbPsumF16B4M1Avx512(SB), NOSPLIT, $0-80

@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"bufio"
+	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/asm"
 	"os"
 	"reflect"
@@ -52,6 +53,9 @@ func funcName(fn any) string {
 // cpuid reports only on AMD although every x86-64 CPU executes them.
 var amd64Baseline = map[string]bool{"SSE": true, "SSE2": true, "CMOV": true, "MMX+": true}
 
+// cpuidName maps the avo ISA names that cpuid spells differently.
+var cpuidName = map[string]string{"BMI": "BMI1"}
+
 // TestRequiresCoverKernels checks that each kernel set's dispatch condition
 // includes every feature the generated "// Requires:" line of each kernel
 // it calls names (avo's names are cpuid's names), and that every generated
@@ -66,7 +70,15 @@ func TestRequiresCoverKernels(t *testing.T) {
 			return
 		}
 		reached[fn] = true
+		for _, g := range gate {
+			if cpuid.ParseFeature(g) == cpuid.UNKNOWN {
+				t.Errorf("%s gates %s on %q, which cpuid does not know (the gate can never pass)", owner, fn, g)
+			}
+		}
 		for _, f := range need {
+			if n, ok := cpuidName[f]; ok {
+				f = n
+			}
 			if !slices.Contains(gate, f) && !amd64Baseline[f] {
 				t.Errorf("%s calls %s, which requires %s, but its gate %v does not check it", owner, fn, f, gate)
 			}
@@ -88,6 +100,8 @@ func TestRequiresCoverKernels(t *testing.T) {
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
+	check("ans", funcName(asm.AnsDotRowsAvx512), ansRequires)
+	check("ans", funcName(asm.AnsDotStripesAvx512), ansRequires)
 	for isa, ck := range cbSets {
 		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
 		for _, k := range ck.table16 {

@@ -95,10 +95,14 @@ func dotInt8(w, v []int8) int32 {
 }
 
 // MulANS computes y = W v exactly for an entropy-coded matrix, decoding
-// on the fly (generic Go), threads over units (rows or stripes).
+// on the fly (the AVX-512 decoder where the CPU has it, else generic Go),
+// threads over units (rows or stripes).
 func (b *Backend) MulANS(m *ans.Matrix, v []int8, y []int32) error {
 	if len(v) != m.Cols || len(y) != m.Rows {
 		return fmt.Errorf("cpu: ANS multiply: v %d, y %d, want %d, %d", len(v), len(y), m.Cols, m.Rows)
+	}
+	if ansKernelOK(b) {
+		return b.mulANSSIMD(m, v, y)
 	}
 	per := 1
 	if m.Layout == ans.WarpStripes {
@@ -114,4 +118,13 @@ func (b *Backend) MulANS(m *ans.Matrix, v []int8, y []int32) error {
 		}
 		return nil
 	})
+}
+
+// ANSKernel names the ANS decoder MulANS runs ("cpu-avx512vnni-ans" or
+// "cpu-generic-ans").
+func (b *Backend) ANSKernel() string {
+	if ansKernelOK(b) {
+		return "cpu-" + string(b.set.isa) + "-ans"
+	}
+	return "cpu-generic-ans"
 }

@@ -96,6 +96,8 @@ func main() {
 	cbPsum64(1)
 	cbPsum64(2)
 	int8Gemv()
+	ansDot(false)
+	ansDot(true)
 	for _, b := range []int{4, 6, 8} {
 		for _, m := range []int{1, 2} {
 			cbPsumF16(b, m)
