@@ -21944,9 +21944,9 @@ Int8GemvAvx512_c:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsAvx512(words *uint32, nwords int, steps int, tabs *byte, v *int8, states *uint64, acc *int32, esc *uint32, escCap int) int
+// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
-TEXT ·AnsDotRowsAvx512(SB), NOSPLIT, $0-80
+TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
 	VMOVDQU8     64(AX), Z1
@@ -21959,238 +21959,288 @@ TEXT ·AnsDotRowsAvx512(SB), NOSPLIT, $0-80
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x7f7f7f7f, AX
-	VPBROADCASTD AX, Z10
 	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z11
+	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z11
+	MOVQ         $0x8000000000000000, AX
 	VPBROADCASTQ AX, Z12
-	MOVQ         states+40(FP), AX
-	VMOVDQU64    (AX), Z13
-	VMOVDQU64    64(AX), Z14
-	VMOVDQU64    128(AX), Z15
-	VMOVDQU64    192(AX), Z16
-	MOVQ         acc+48(FP), AX
-	VMOVDQU32    (AX), Z17
-	VMOVDQU32    64(AX), Z18
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), AX
+	MOVQ         (CX), CX
 	LEAQ         (AX)(CX*4), CX
-	MOVQ         v+32(FP), DX
+	VMOVDQU64    (AX), Z13
+	VPCMPUQ      $0x01, Z11, Z13, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VPTESTMQ     Z12, Z13, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VMOVDQU64    64(AX), Z14
+	VPCMPUQ      $0x01, Z11, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VPTESTMQ     Z12, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VMOVDQU64    128(AX), Z15
+	VPCMPUQ      $0x01, Z11, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VPTESTMQ     Z12, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VMOVDQU64    192(AX), Z16
+	VPCMPUQ      $0x01, Z11, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	VPTESTMQ     Z12, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1Avx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	XORQ         DX, DX
 	XORQ         BX, BX
-	XORQ         SI, SI
 
-AnsDotRowsAvx512_step:
+AnsDotRowsX1Avx512_step:
+	MOVQ           v+32(FP), SI
+	IMUL3Q         $0x00000080, BX, SI
+	ADDQ           v+32(FP), SI
+	VMOVDQU8       (SI), Z12
 	VPMULTISHIFTQB Z13, Z8, Z19
 	VPMULTISHIFTQB Z14, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
-	VPANDD         Z10, Z19, Z19
 	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z1, Z0, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z3, Z2, Z21
-	VMOVDQA32      Z19, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z7, Z6, Z19
-	VPTESTMB       Z19, Z19, K1
+	VPERMI2B       Z5, Z4, Z20
+	VPDPBUSD       Z12, Z20, Z17
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
 	KMOVQ          K1, DI
 	TESTQ          DI, DI
-	JZ             AnsDotRowsAvx512_noesc0
+	JZ             AnsDotRowsX1Avx512_noesc0_0
 
-AnsDotRowsAvx512_esc0:
+AnsDotRowsX1Avx512_esc0_0:
 	TZCNTQ DI, R8
-	MOVQ   SI, R9
+	MOVQ   BX, R9
 	SHLQ   $0x08, R9
+	ADDQ   $0x00000000, R9
 	ADDQ   R8, R9
-	CMPQ   BX, escCap+64(FP)
-	JAE    AnsDotRowsAvx512_toomany
-	MOVQ   esc+56(FP), R8
-	MOVL   R9, (R8)(BX*4)
-	INCQ   BX
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotRowsX1Avx512_toomany
+	MOVQ   esc+48(FP), R8
+	MOVL   R9, (R8)(DX*4)
+	INCQ   DX
 	BLSRQ  DI, DI
-	JNZ    AnsDotRowsAvx512_esc0
+	JNZ    AnsDotRowsX1Avx512_esc0_0
 
-AnsDotRowsAvx512_noesc0:
-	VPANDD         Z11, Z20, Z19
-	VPSRLD         $0x08, Z20, Z23
-	VPANDD         Z11, Z23, Z23
-	VPSRLD         $0x10, Z20, Z24
-	VPANDD         Z11, Z24, Z24
-	VPSRLD         $0x18, Z20, Z20
-	VPANDD         Z11, Z21, Z25
-	VPSRLD         $0x08, Z21, Z26
-	VPANDD         Z11, Z26, Z26
-	VPSRLD         $0x10, Z21, Z27
-	VPANDD         Z11, Z27, Z27
-	VPSRLD         $0x18, Z21, Z21
-	VPMULLD        Z19, Z23, Z23
-	VPMULLD        Z24, Z20, Z20
-	VPMULLD        Z20, Z23, Z20
-	VPMULLD        Z19, Z26, Z19
-	VPADDD         Z25, Z19, Z19
-	VPMULLD        Z24, Z21, Z21
-	VPADDD         Z27, Z21, Z21
-	VPMULLD        Z23, Z21, Z21
-	VPADDD         Z19, Z21, Z21
-	VMOVDQU8       (DX), Z19
-	VPDPBUSD       Z19, Z22, Z17
-	VPMOVZXDQ      Y20, Z19
-	VPMOVZXDQ      Y21, Z22
+AnsDotRowsX1Avx512_noesc0_0:
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         Z10, Z12, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         Z10, Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         Z10, Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         Z10, Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z22, Z12, Z12
+	VPMULLD        Z20, Z12, Z12
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPMOVZXDQ      Y12, Z20
+	VPMOVZXDQ      Y19, Z21
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z22, Z13, Z13
-	VPCMPUQ        $0x01, Z12, Z13, K1
+	VPMULLQ        Z20, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPCMPUQ        $0x01, Z11, Z13, K1
 	KMOVB          K1, DI
 	POPCNTL        DI, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
-	JA             AnsDotRowsAvx512_exhausted
+	JA             AnsDotRowsX1Avx512_exhausted
 	MOVL           $0x00005555, R9
 	PDEPL          R9, DI, R9
 	KMOVW          R9, K2
-	VPEXPANDD.Z    (AX), K2, Z19
+	VPEXPANDD.Z    (AX), K2, Z20
 	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z19, Z13, Z13
+	VPORQ          Z20, Z13, Z13
 	MOVQ           R8, AX
-	VEXTRACTI64X4  $0x01, Z20, Y19
-	VEXTRACTI64X4  $0x01, Z21, Y20
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y12, Z12
 	VPMOVZXDQ      Y19, Z19
-	VPMOVZXDQ      Y20, Z20
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z19, Z14, Z14
-	VPADDQ         Z20, Z14, Z14
-	VPCMPUQ        $0x01, Z12, Z14, K1
+	VPMULLQ        Z12, Z14, Z14
+	VPADDQ         Z19, Z14, Z14
+	VPCMPUQ        $0x01, Z11, Z14, K1
 	KMOVB          K1, DI
 	POPCNTL        DI, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
-	JA             AnsDotRowsAvx512_exhausted
+	JA             AnsDotRowsX1Avx512_exhausted
 	MOVL           $0x00005555, R9
 	PDEPL          R9, DI, R9
 	KMOVW          R9, K2
-	VPEXPANDD.Z    (AX), K2, Z19
+	VPEXPANDD.Z    (AX), K2, Z12
 	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z19, Z14, Z14
+	VPORQ          Z12, Z14, Z14
 	MOVQ           R8, AX
+	VMOVDQU8       64(SI), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
-	VPANDD         Z10, Z19, Z19
 	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z1, Z0, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z3, Z2, Z21
-	VMOVDQA32      Z19, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z7, Z6, Z19
-	VPTESTMB       Z19, Z19, K1
-	KMOVQ          K1, DI
-	TESTQ          DI, DI
-	JZ             AnsDotRowsAvx512_noesc1
+	VPERMI2B       Z5, Z4, Z20
+	VPDPBUSD       Z12, Z20, Z18
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
+	KMOVQ          K1, SI
+	TESTQ          SI, SI
+	JZ             AnsDotRowsX1Avx512_noesc1_0
 
-AnsDotRowsAvx512_esc1:
-	TZCNTQ DI, R8
-	MOVQ   SI, R9
-	SHLQ   $0x08, R9
-	ADDQ   $0x00000040, R9
-	ADDQ   R8, R9
-	CMPQ   BX, escCap+64(FP)
-	JAE    AnsDotRowsAvx512_toomany
-	MOVQ   esc+56(FP), R8
-	MOVL   R9, (R8)(BX*4)
-	INCQ   BX
-	BLSRQ  DI, DI
-	JNZ    AnsDotRowsAvx512_esc1
+AnsDotRowsX1Avx512_esc1_0:
+	TZCNTQ SI, DI
+	MOVQ   BX, R8
+	SHLQ   $0x08, R8
+	ADDQ   $0x00000040, R8
+	ADDQ   DI, R8
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotRowsX1Avx512_toomany
+	MOVQ   esc+48(FP), DI
+	MOVL   R8, (DI)(DX*4)
+	INCQ   DX
+	BLSRQ  SI, SI
+	JNZ    AnsDotRowsX1Avx512_esc1_0
 
-AnsDotRowsAvx512_noesc1:
-	VPANDD        Z11, Z20, Z19
-	VPSRLD        $0x08, Z20, Z23
-	VPANDD        Z11, Z23, Z23
-	VPSRLD        $0x10, Z20, Z24
-	VPANDD        Z11, Z24, Z24
-	VPSRLD        $0x18, Z20, Z20
-	VPANDD        Z11, Z21, Z25
-	VPSRLD        $0x08, Z21, Z26
-	VPANDD        Z11, Z26, Z26
-	VPSRLD        $0x10, Z21, Z27
-	VPANDD        Z11, Z27, Z27
-	VPSRLD        $0x18, Z21, Z21
-	VPMULLD       Z19, Z23, Z23
-	VPMULLD       Z24, Z20, Z20
-	VPMULLD       Z20, Z23, Z20
-	VPMULLD       Z19, Z26, Z19
-	VPADDD        Z25, Z19, Z19
-	VPMULLD       Z24, Z21, Z21
-	VPADDD        Z27, Z21, Z21
-	VPMULLD       Z23, Z21, Z21
-	VPADDD        Z19, Z21, Z21
-	VMOVDQU8      64(DX), Z19
-	VPDPBUSD      Z19, Z22, Z18
-	VPMOVZXDQ     Y20, Z19
-	VPMOVZXDQ     Y21, Z22
+AnsDotRowsX1Avx512_noesc1_0:
+	VMOVDQA32     Z19, Z12
+	VPERMI2B      Z1, Z0, Z12
+	VMOVDQA32     Z19, Z19
+	VPERMI2B      Z3, Z2, Z19
+	VPANDD        Z10, Z12, Z20
+	VPSRLD        $0x08, Z19, Z21
+	VPANDD        Z10, Z21, Z21
+	VPMULLD       Z20, Z21, Z21
+	VPANDD        Z10, Z19, Z22
+	VPADDD        Z22, Z21, Z21
+	VPSRLD        $0x08, Z12, Z22
+	VPANDD        Z10, Z22, Z22
+	VPMULLD       Z20, Z22, Z20
+	VPSRLD        $0x10, Z12, Z22
+	VPANDD        Z10, Z22, Z22
+	VPSRLD        $0x18, Z19, Z23
+	VPMULLD       Z22, Z23, Z23
+	VPSRLD        $0x10, Z19, Z19
+	VPANDD        Z10, Z19, Z19
+	VPADDD        Z19, Z23, Z23
+	VPSRLD        $0x18, Z12, Z12
+	VPMULLD       Z22, Z12, Z12
+	VPMULLD       Z20, Z12, Z12
+	VPMULLD       Z20, Z23, Z19
+	VPADDD        Z21, Z19, Z19
+	VPMOVZXDQ     Y12, Z20
+	VPMOVZXDQ     Y19, Z21
 	VPSRLQ        $0x1c, Z15, Z15
-	VPMULLQ       Z19, Z15, Z15
-	VPADDQ        Z22, Z15, Z15
-	VPCMPUQ       $0x01, Z12, Z15, K1
-	KMOVB         K1, DI
-	POPCNTL       DI, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
-	JA            AnsDotRowsAvx512_exhausted
-	MOVL          $0x00005555, R9
-	PDEPL         R9, DI, R9
-	KMOVW         R9, K2
-	VPEXPANDD.Z   (AX), K2, Z19
+	VPMULLQ       Z20, Z15, Z15
+	VPADDQ        Z21, Z15, Z15
+	VPCMPUQ       $0x01, Z11, Z15, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotRowsX1Avx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z20
 	VPSLLQ        $0x20, Z15, K1, Z15
-	VPORQ         Z19, Z15, Z15
-	MOVQ          R8, AX
-	VEXTRACTI64X4 $0x01, Z20, Y19
-	VEXTRACTI64X4 $0x01, Z21, Y20
+	VPORQ         Z20, Z15, Z15
+	MOVQ          DI, AX
+	VEXTRACTI64X4 $0x01, Z12, Y12
+	VEXTRACTI64X4 $0x01, Z19, Y19
+	VPMOVZXDQ     Y12, Z12
 	VPMOVZXDQ     Y19, Z19
-	VPMOVZXDQ     Y20, Z20
 	VPSRLQ        $0x1c, Z16, Z16
-	VPMULLQ       Z19, Z16, Z16
-	VPADDQ        Z20, Z16, Z16
-	VPCMPUQ       $0x01, Z12, Z16, K1
-	KMOVB         K1, DI
-	POPCNTL       DI, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
-	JA            AnsDotRowsAvx512_exhausted
-	MOVL          $0x00005555, R9
-	PDEPL         R9, DI, R9
-	KMOVW         R9, K2
-	VPEXPANDD.Z   (AX), K2, Z19
+	VPMULLQ       Z12, Z16, Z16
+	VPADDQ        Z19, Z16, Z16
+	VPCMPUQ       $0x01, Z11, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotRowsX1Avx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z12
 	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z19, Z16, Z16
-	MOVQ          R8, AX
-	ADDQ          $0x00000080, DX
-	INCQ          SI
-	CMPQ          SI, steps+16(FP)
-	JB            AnsDotRowsAvx512_step
-	MOVQ          states+40(FP), AX
-	VMOVDQU64     Z13, (AX)
-	VMOVDQU64     Z14, 64(AX)
-	VMOVDQU64     Z15, 128(AX)
-	VMOVDQU64     Z16, 192(AX)
-	MOVQ          acc+48(FP), AX
+	VPORQ         Z12, Z16, Z16
+	MOVQ          DI, AX
+	INCQ          BX
+	CMPQ          BX, steps+16(FP)
+	JB            AnsDotRowsX1Avx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z11, Z13, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z14, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z15, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1Avx512_badstate
 	VMOVDQU32     Z17, (AX)
 	VMOVDQU32     Z18, 64(AX)
-	MOVQ          BX, ret+72(FP)
+	MOVQ          DX, ret+64(FP)
 	VZEROUPPER
 	RET
 
-AnsDotRowsAvx512_exhausted:
+AnsDotRowsX1Avx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+72(FP)
+	MOVQ AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
-AnsDotRowsAvx512_toomany:
+AnsDotRowsX1Avx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+72(FP)
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1Avx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -22260,9 +22310,9 @@ DATA ansPackDigits<>+62(SB)/1, $0x7a
 DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesAvx512(words *uint32, nwords int, steps int, tabs *byte, v *int8, states *uint64, acc *int32, esc *uint32, escCap int) int
+// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
-TEXT ·AnsDotStripesAvx512(SB), NOSPLIT, $0-80
+TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
 	VMOVDQU8     64(AX), Z1
@@ -22275,238 +22325,1370 @@ TEXT ·AnsDotStripesAvx512(SB), NOSPLIT, $0-80
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x7f7f7f7f, AX
-	VPBROADCASTD AX, Z10
 	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z11
+	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z11
+	MOVQ         $0x8000000000000000, AX
 	VPBROADCASTQ AX, Z12
-	MOVQ         states+40(FP), AX
-	VMOVDQU64    (AX), Z13
-	VMOVDQU64    64(AX), Z14
-	VMOVDQU64    128(AX), Z15
-	VMOVDQU64    192(AX), Z16
-	MOVQ         acc+48(FP), AX
-	VMOVDQU32    (AX), Z17
-	VMOVDQU32    64(AX), Z18
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), AX
+	MOVQ         (CX), CX
 	LEAQ         (AX)(CX*4), CX
-	MOVQ         v+32(FP), DX
+	VMOVDQU64    (AX), Z13
+	VPCMPUQ      $0x01, Z11, Z13, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VPTESTMQ     Z12, Z13, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VMOVDQU64    64(AX), Z14
+	VPCMPUQ      $0x01, Z11, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VPTESTMQ     Z12, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VMOVDQU64    128(AX), Z15
+	VPCMPUQ      $0x01, Z11, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VPTESTMQ     Z12, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VMOVDQU64    192(AX), Z16
+	VPCMPUQ      $0x01, Z11, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	VPTESTMQ     Z12, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1Avx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	XORQ         DX, DX
 	XORQ         BX, BX
-	XORQ         SI, SI
 
-AnsDotStripesAvx512_step:
+AnsDotStripesX1Avx512_step:
+	MOVQ           v+32(FP), SI
+	LEAQ           (SI)(BX*4), SI
+	VPBROADCASTD   (SI), Z12
 	VPMULTISHIFTQB Z13, Z8, Z19
 	VPMULTISHIFTQB Z14, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
-	VPANDD         Z10, Z19, Z19
 	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z1, Z0, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z3, Z2, Z21
-	VMOVDQA32      Z19, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z7, Z6, Z19
-	VPTESTMB       Z19, Z19, K1
+	VPERMI2B       Z5, Z4, Z20
+	VPDPBUSD       Z12, Z20, Z17
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
 	KMOVQ          K1, DI
 	TESTQ          DI, DI
-	JZ             AnsDotStripesAvx512_noesc0
+	JZ             AnsDotStripesX1Avx512_noesc0_0
 
-AnsDotStripesAvx512_esc0:
+AnsDotStripesX1Avx512_esc0_0:
 	TZCNTQ DI, R8
-	MOVQ   SI, R9
+	MOVQ   BX, R9
 	SHLQ   $0x08, R9
+	ADDQ   $0x00000000, R9
 	ADDQ   R8, R9
-	CMPQ   BX, escCap+64(FP)
-	JAE    AnsDotStripesAvx512_toomany
-	MOVQ   esc+56(FP), R8
-	MOVL   R9, (R8)(BX*4)
-	INCQ   BX
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotStripesX1Avx512_toomany
+	MOVQ   esc+48(FP), R8
+	MOVL   R9, (R8)(DX*4)
+	INCQ   DX
 	BLSRQ  DI, DI
-	JNZ    AnsDotStripesAvx512_esc0
+	JNZ    AnsDotStripesX1Avx512_esc0_0
 
-AnsDotStripesAvx512_noesc0:
-	VPANDD         Z11, Z20, Z19
-	VPSRLD         $0x08, Z20, Z23
-	VPANDD         Z11, Z23, Z23
-	VPSRLD         $0x10, Z20, Z24
-	VPANDD         Z11, Z24, Z24
-	VPSRLD         $0x18, Z20, Z20
-	VPANDD         Z11, Z21, Z25
-	VPSRLD         $0x08, Z21, Z26
-	VPANDD         Z11, Z26, Z26
-	VPSRLD         $0x10, Z21, Z27
-	VPANDD         Z11, Z27, Z27
-	VPSRLD         $0x18, Z21, Z21
-	VPMULLD        Z19, Z23, Z23
-	VPMULLD        Z24, Z20, Z20
-	VPMULLD        Z20, Z23, Z20
-	VPMULLD        Z19, Z26, Z19
-	VPADDD         Z25, Z19, Z19
-	VPMULLD        Z24, Z21, Z21
-	VPADDD         Z27, Z21, Z21
-	VPMULLD        Z23, Z21, Z21
-	VPADDD         Z19, Z21, Z21
-	VPBROADCASTD   (DX), Z19
-	VPDPBUSD       Z19, Z22, Z17
-	VPMOVZXDQ      Y20, Z19
-	VPMOVZXDQ      Y21, Z22
+AnsDotStripesX1Avx512_noesc0_0:
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         Z10, Z12, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         Z10, Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         Z10, Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         Z10, Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z22, Z12, Z12
+	VPMULLD        Z20, Z12, Z12
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPMOVZXDQ      Y12, Z20
+	VPMOVZXDQ      Y19, Z21
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z22, Z13, Z13
-	VPCMPUQ        $0x01, Z12, Z13, K1
+	VPMULLQ        Z20, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPCMPUQ        $0x01, Z11, Z13, K1
 	KMOVB          K1, DI
 	POPCNTL        DI, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
-	JA             AnsDotStripesAvx512_exhausted
+	JA             AnsDotStripesX1Avx512_exhausted
 	MOVL           $0x00005555, R9
 	PDEPL          R9, DI, R9
 	KMOVW          R9, K2
-	VPEXPANDD.Z    (AX), K2, Z19
+	VPEXPANDD.Z    (AX), K2, Z20
 	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z19, Z13, Z13
+	VPORQ          Z20, Z13, Z13
 	MOVQ           R8, AX
-	VEXTRACTI64X4  $0x01, Z20, Y19
-	VEXTRACTI64X4  $0x01, Z21, Y20
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y12, Z12
 	VPMOVZXDQ      Y19, Z19
-	VPMOVZXDQ      Y20, Z20
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z19, Z14, Z14
-	VPADDQ         Z20, Z14, Z14
-	VPCMPUQ        $0x01, Z12, Z14, K1
+	VPMULLQ        Z12, Z14, Z14
+	VPADDQ         Z19, Z14, Z14
+	VPCMPUQ        $0x01, Z11, Z14, K1
 	KMOVB          K1, DI
 	POPCNTL        DI, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
-	JA             AnsDotStripesAvx512_exhausted
+	JA             AnsDotStripesX1Avx512_exhausted
 	MOVL           $0x00005555, R9
 	PDEPL          R9, DI, R9
 	KMOVW          R9, K2
-	VPEXPANDD.Z    (AX), K2, Z19
+	VPEXPANDD.Z    (AX), K2, Z12
 	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z19, Z14, Z14
+	VPORQ          Z12, Z14, Z14
 	MOVQ           R8, AX
+	VPBROADCASTD   (SI), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
-	VPANDD         Z10, Z19, Z19
 	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z1, Z0, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z3, Z2, Z21
-	VMOVDQA32      Z19, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z7, Z6, Z19
-	VPTESTMB       Z19, Z19, K1
-	KMOVQ          K1, DI
-	TESTQ          DI, DI
-	JZ             AnsDotStripesAvx512_noesc1
+	VPERMI2B       Z5, Z4, Z20
+	VPDPBUSD       Z12, Z20, Z18
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
+	KMOVQ          K1, SI
+	TESTQ          SI, SI
+	JZ             AnsDotStripesX1Avx512_noesc1_0
 
-AnsDotStripesAvx512_esc1:
-	TZCNTQ DI, R8
-	MOVQ   SI, R9
-	SHLQ   $0x08, R9
-	ADDQ   $0x00000040, R9
-	ADDQ   R8, R9
-	CMPQ   BX, escCap+64(FP)
-	JAE    AnsDotStripesAvx512_toomany
-	MOVQ   esc+56(FP), R8
-	MOVL   R9, (R8)(BX*4)
-	INCQ   BX
-	BLSRQ  DI, DI
-	JNZ    AnsDotStripesAvx512_esc1
+AnsDotStripesX1Avx512_esc1_0:
+	TZCNTQ SI, DI
+	MOVQ   BX, R8
+	SHLQ   $0x08, R8
+	ADDQ   $0x00000040, R8
+	ADDQ   DI, R8
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotStripesX1Avx512_toomany
+	MOVQ   esc+48(FP), DI
+	MOVL   R8, (DI)(DX*4)
+	INCQ   DX
+	BLSRQ  SI, SI
+	JNZ    AnsDotStripesX1Avx512_esc1_0
 
-AnsDotStripesAvx512_noesc1:
-	VPANDD        Z11, Z20, Z19
-	VPSRLD        $0x08, Z20, Z23
-	VPANDD        Z11, Z23, Z23
-	VPSRLD        $0x10, Z20, Z24
-	VPANDD        Z11, Z24, Z24
-	VPSRLD        $0x18, Z20, Z20
-	VPANDD        Z11, Z21, Z25
-	VPSRLD        $0x08, Z21, Z26
-	VPANDD        Z11, Z26, Z26
-	VPSRLD        $0x10, Z21, Z27
-	VPANDD        Z11, Z27, Z27
-	VPSRLD        $0x18, Z21, Z21
-	VPMULLD       Z19, Z23, Z23
-	VPMULLD       Z24, Z20, Z20
-	VPMULLD       Z20, Z23, Z20
-	VPMULLD       Z19, Z26, Z19
-	VPADDD        Z25, Z19, Z19
-	VPMULLD       Z24, Z21, Z21
-	VPADDD        Z27, Z21, Z21
-	VPMULLD       Z23, Z21, Z21
-	VPADDD        Z19, Z21, Z21
-	VPBROADCASTD  (DX), Z19
-	VPDPBUSD      Z19, Z22, Z18
-	VPMOVZXDQ     Y20, Z19
-	VPMOVZXDQ     Y21, Z22
+AnsDotStripesX1Avx512_noesc1_0:
+	VMOVDQA32     Z19, Z12
+	VPERMI2B      Z1, Z0, Z12
+	VMOVDQA32     Z19, Z19
+	VPERMI2B      Z3, Z2, Z19
+	VPANDD        Z10, Z12, Z20
+	VPSRLD        $0x08, Z19, Z21
+	VPANDD        Z10, Z21, Z21
+	VPMULLD       Z20, Z21, Z21
+	VPANDD        Z10, Z19, Z22
+	VPADDD        Z22, Z21, Z21
+	VPSRLD        $0x08, Z12, Z22
+	VPANDD        Z10, Z22, Z22
+	VPMULLD       Z20, Z22, Z20
+	VPSRLD        $0x10, Z12, Z22
+	VPANDD        Z10, Z22, Z22
+	VPSRLD        $0x18, Z19, Z23
+	VPMULLD       Z22, Z23, Z23
+	VPSRLD        $0x10, Z19, Z19
+	VPANDD        Z10, Z19, Z19
+	VPADDD        Z19, Z23, Z23
+	VPSRLD        $0x18, Z12, Z12
+	VPMULLD       Z22, Z12, Z12
+	VPMULLD       Z20, Z12, Z12
+	VPMULLD       Z20, Z23, Z19
+	VPADDD        Z21, Z19, Z19
+	VPMOVZXDQ     Y12, Z20
+	VPMOVZXDQ     Y19, Z21
 	VPSRLQ        $0x1c, Z15, Z15
-	VPMULLQ       Z19, Z15, Z15
-	VPADDQ        Z22, Z15, Z15
-	VPCMPUQ       $0x01, Z12, Z15, K1
-	KMOVB         K1, DI
-	POPCNTL       DI, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
-	JA            AnsDotStripesAvx512_exhausted
-	MOVL          $0x00005555, R9
-	PDEPL         R9, DI, R9
-	KMOVW         R9, K2
-	VPEXPANDD.Z   (AX), K2, Z19
+	VPMULLQ       Z20, Z15, Z15
+	VPADDQ        Z21, Z15, Z15
+	VPCMPUQ       $0x01, Z11, Z15, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotStripesX1Avx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z20
 	VPSLLQ        $0x20, Z15, K1, Z15
-	VPORQ         Z19, Z15, Z15
-	MOVQ          R8, AX
-	VEXTRACTI64X4 $0x01, Z20, Y19
-	VEXTRACTI64X4 $0x01, Z21, Y20
+	VPORQ         Z20, Z15, Z15
+	MOVQ          DI, AX
+	VEXTRACTI64X4 $0x01, Z12, Y12
+	VEXTRACTI64X4 $0x01, Z19, Y19
+	VPMOVZXDQ     Y12, Z12
 	VPMOVZXDQ     Y19, Z19
-	VPMOVZXDQ     Y20, Z20
 	VPSRLQ        $0x1c, Z16, Z16
-	VPMULLQ       Z19, Z16, Z16
-	VPADDQ        Z20, Z16, Z16
-	VPCMPUQ       $0x01, Z12, Z16, K1
-	KMOVB         K1, DI
-	POPCNTL       DI, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
-	JA            AnsDotStripesAvx512_exhausted
-	MOVL          $0x00005555, R9
-	PDEPL         R9, DI, R9
-	KMOVW         R9, K2
-	VPEXPANDD.Z   (AX), K2, Z19
+	VPMULLQ       Z12, Z16, Z16
+	VPADDQ        Z19, Z16, Z16
+	VPCMPUQ       $0x01, Z11, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotStripesX1Avx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z12
 	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z19, Z16, Z16
-	MOVQ          R8, AX
-	ADDQ          $0x00000004, DX
-	INCQ          SI
-	CMPQ          SI, steps+16(FP)
-	JB            AnsDotStripesAvx512_step
-	MOVQ          states+40(FP), AX
-	VMOVDQU64     Z13, (AX)
-	VMOVDQU64     Z14, 64(AX)
-	VMOVDQU64     Z15, 128(AX)
-	VMOVDQU64     Z16, 192(AX)
-	MOVQ          acc+48(FP), AX
+	VPORQ         Z12, Z16, Z16
+	MOVQ          DI, AX
+	INCQ          BX
+	CMPQ          BX, steps+16(FP)
+	JB            AnsDotStripesX1Avx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z11, Z13, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z14, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z15, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1Avx512_badstate
 	VMOVDQU32     Z17, (AX)
 	VMOVDQU32     Z18, 64(AX)
-	MOVQ          BX, ret+72(FP)
+	MOVQ          DX, ret+64(FP)
 	VZEROUPPER
 	RET
 
-AnsDotStripesAvx512_exhausted:
+AnsDotStripesX1Avx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+72(FP)
+	MOVQ AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
-AnsDotStripesAvx512_toomany:
+AnsDotStripesX1Avx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+72(FP)
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1Avx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z10
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z11
+	MOVQ         $0x8000000000000000, AX
+	VPBROADCASTQ AX, Z12
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), DX
+	MOVQ         (CX), BX
+	LEAQ         (DX)(BX*4), BX
+	VMOVDQU64    (DX), Z13
+	VPCMPUQ      $0x01, Z11, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VMOVDQU64    64(DX), Z14
+	VPCMPUQ      $0x01, Z11, Z14, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z14, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VMOVDQU64    128(DX), Z15
+	VPCMPUQ      $0x01, Z11, Z15, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z15, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VMOVDQU64    192(DX), Z16
+	VPCMPUQ      $0x01, Z11, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	ADDQ         $0x00000100, DX
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	MOVQ         8(AX), AX
+	MOVQ         8(CX), CX
+	LEAQ         (AX)(CX*4), CX
+	VMOVDQU64    (AX), Z19
+	VPCMPUQ      $0x01, Z11, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VMOVDQU64    64(AX), Z20
+	VPCMPUQ      $0x01, Z11, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VMOVDQU64    128(AX), Z21
+	VPCMPUQ      $0x01, Z11, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VMOVDQU64    192(AX), Z22
+	VPCMPUQ      $0x01, Z11, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	VPTESTMQ     Z12, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2Avx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z23, Z23, Z23
+	VPXORD       Z24, Z24, Z24
+	XORQ         SI, SI
+	XORQ         DI, DI
+
+AnsDotRowsX2Avx512_step:
+	MOVQ           v+32(FP), R8
+	IMUL3Q         $0x00000080, DI, R8
+	ADDQ           v+32(FP), R8
+	VMOVDQU8       (R8), Z12
+	VPMULTISHIFTQB Z13, Z8, Z25
+	VPMULTISHIFTQB Z14, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z17
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotRowsX2Avx512_noesc0_0
+
+AnsDotRowsX2Avx512_esc0_0:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x00000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2Avx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotRowsX2Avx512_esc0_0
+
+AnsDotRowsX2Avx512_noesc0_0:
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z26, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z25, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z25, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z30, Z30
+	VPSRLD         $0x18, Z26, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z27, Z13, Z13
+	VPADDQ         Z28, Z13, Z13
+	VPCMPUQ        $0x01, Z11, Z13, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z27, Z13, Z13
+	MOVQ           R10, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z25, Z14, Z14
+	VPADDQ         Z26, Z14, Z14
+	VPCMPUQ        $0x01, Z11, Z14, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z25, Z14, Z14
+	MOVQ           R10, DX
+	VPMULTISHIFTQB Z19, Z8, Z25
+	VPMULTISHIFTQB Z20, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z23
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotRowsX2Avx512_noesc0_1
+
+AnsDotRowsX2Avx512_esc0_1:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x40000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2Avx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotRowsX2Avx512_esc0_1
+
+AnsDotRowsX2Avx512_noesc0_1:
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z12, Z26
+	VPSRLD         $0x08, Z25, Z27
+	VPANDD         Z10, Z27, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         Z10, Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z28, Z12, Z12
+	VPMULLD        Z26, Z12, Z12
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPMOVZXDQ      Y12, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z26, Z19, Z19
+	VPADDQ         Z27, Z19, Z19
+	VPCMPUQ        $0x01, Z11, Z19, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z26
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z26, Z19, Z19
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y12, Z12
+	VPMOVZXDQ      Y25, Z25
+	VPSRLQ         $0x1c, Z20, Z20
+	VPMULLQ        Z12, Z20, Z20
+	VPADDQ         Z25, Z20, Z20
+	VPCMPUQ        $0x01, Z11, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z12, Z20, Z20
+	MOVQ           R10, AX
+	VMOVDQU8       64(R8), Z12
+	VPMULTISHIFTQB Z15, Z8, Z25
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z18
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotRowsX2Avx512_noesc1_0
+
+AnsDotRowsX2Avx512_esc1_0:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x00000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2Avx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotRowsX2Avx512_esc1_0
+
+AnsDotRowsX2Avx512_noesc1_0:
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z26, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z25, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z25, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z30, Z30
+	VPSRLD         $0x18, Z26, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPCMPUQ        $0x01, Z11, Z15, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z27, Z15, Z15
+	MOVQ           R9, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z25, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
+	VPCMPUQ        $0x01, Z11, Z16, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z25, Z16, Z16
+	MOVQ           R9, DX
+	VPMULTISHIFTQB Z21, Z8, Z25
+	VPMULTISHIFTQB Z22, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z24
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotRowsX2Avx512_noesc1_1
+
+AnsDotRowsX2Avx512_esc1_1:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x40000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2Avx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotRowsX2Avx512_esc1_1
+
+AnsDotRowsX2Avx512_noesc1_1:
+	VMOVDQA32     Z25, Z12
+	VPERMI2B      Z1, Z0, Z12
+	VMOVDQA32     Z25, Z25
+	VPERMI2B      Z3, Z2, Z25
+	VPANDD        Z10, Z12, Z26
+	VPSRLD        $0x08, Z25, Z27
+	VPANDD        Z10, Z27, Z27
+	VPMULLD       Z26, Z27, Z27
+	VPANDD        Z10, Z25, Z28
+	VPADDD        Z28, Z27, Z27
+	VPSRLD        $0x08, Z12, Z28
+	VPANDD        Z10, Z28, Z28
+	VPMULLD       Z26, Z28, Z26
+	VPSRLD        $0x10, Z12, Z28
+	VPANDD        Z10, Z28, Z28
+	VPSRLD        $0x18, Z25, Z29
+	VPMULLD       Z28, Z29, Z29
+	VPSRLD        $0x10, Z25, Z25
+	VPANDD        Z10, Z25, Z25
+	VPADDD        Z25, Z29, Z29
+	VPSRLD        $0x18, Z12, Z12
+	VPMULLD       Z28, Z12, Z12
+	VPMULLD       Z26, Z12, Z12
+	VPMULLD       Z26, Z29, Z25
+	VPADDD        Z27, Z25, Z25
+	VPMOVZXDQ     Y12, Z26
+	VPMOVZXDQ     Y25, Z27
+	VPSRLQ        $0x1c, Z21, Z21
+	VPMULLQ       Z26, Z21, Z21
+	VPADDQ        Z27, Z21, Z21
+	VPCMPUQ       $0x01, Z11, Z21, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotRowsX2Avx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z26
+	VPSLLQ        $0x20, Z21, K1, Z21
+	VPORQ         Z26, Z21, Z21
+	MOVQ          R9, AX
+	VEXTRACTI64X4 $0x01, Z12, Y12
+	VEXTRACTI64X4 $0x01, Z25, Y25
+	VPMOVZXDQ     Y12, Z12
+	VPMOVZXDQ     Y25, Z25
+	VPSRLQ        $0x1c, Z22, Z22
+	VPMULLQ       Z12, Z22, Z22
+	VPADDQ        Z25, Z22, Z22
+	VPCMPUQ       $0x01, Z11, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotRowsX2Avx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z12
+	VPSLLQ        $0x20, Z22, K1, Z22
+	VPORQ         Z12, Z22, Z22
+	MOVQ          R9, AX
+	INCQ          DI
+	CMPQ          DI, steps+16(FP)
+	JB            AnsDotRowsX2Avx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z11, Z13, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z14, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z15, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU32     Z17, (AX)
+	VMOVDQU32     Z18, 64(AX)
+	VPCMPUQ       $0x04, Z11, Z19, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z20, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z21, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z22, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU32     Z23, 128(AX)
+	VMOVDQU32     Z24, 192(AX)
+	MOVQ          SI, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2Avx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2Avx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2Avx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z10
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z11
+	MOVQ         $0x8000000000000000, AX
+	VPBROADCASTQ AX, Z12
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), DX
+	MOVQ         (CX), BX
+	LEAQ         (DX)(BX*4), BX
+	VMOVDQU64    (DX), Z13
+	VPCMPUQ      $0x01, Z11, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VMOVDQU64    64(DX), Z14
+	VPCMPUQ      $0x01, Z11, Z14, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z14, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VMOVDQU64    128(DX), Z15
+	VPCMPUQ      $0x01, Z11, Z15, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z15, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VMOVDQU64    192(DX), Z16
+	VPCMPUQ      $0x01, Z11, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	ADDQ         $0x00000100, DX
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	MOVQ         8(AX), AX
+	MOVQ         8(CX), CX
+	LEAQ         (AX)(CX*4), CX
+	VMOVDQU64    (AX), Z19
+	VPCMPUQ      $0x01, Z11, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VMOVDQU64    64(AX), Z20
+	VPCMPUQ      $0x01, Z11, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VMOVDQU64    128(AX), Z21
+	VPCMPUQ      $0x01, Z11, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VMOVDQU64    192(AX), Z22
+	VPCMPUQ      $0x01, Z11, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	VPTESTMQ     Z12, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2Avx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z23, Z23, Z23
+	VPXORD       Z24, Z24, Z24
+	XORQ         SI, SI
+	XORQ         DI, DI
+
+AnsDotStripesX2Avx512_step:
+	MOVQ           v+32(FP), R8
+	LEAQ           (R8)(DI*4), R8
+	VPBROADCASTD   (R8), Z12
+	VPMULTISHIFTQB Z13, Z8, Z25
+	VPMULTISHIFTQB Z14, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z17
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotStripesX2Avx512_noesc0_0
+
+AnsDotStripesX2Avx512_esc0_0:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x00000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2Avx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotStripesX2Avx512_esc0_0
+
+AnsDotStripesX2Avx512_noesc0_0:
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z26, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z25, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z25, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z30, Z30
+	VPSRLD         $0x18, Z26, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z27, Z13, Z13
+	VPADDQ         Z28, Z13, Z13
+	VPCMPUQ        $0x01, Z11, Z13, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z27, Z13, Z13
+	MOVQ           R10, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z25, Z14, Z14
+	VPADDQ         Z26, Z14, Z14
+	VPCMPUQ        $0x01, Z11, Z14, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z25, Z14, Z14
+	MOVQ           R10, DX
+	VPMULTISHIFTQB Z19, Z8, Z25
+	VPMULTISHIFTQB Z20, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z23
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotStripesX2Avx512_noesc0_1
+
+AnsDotStripesX2Avx512_esc0_1:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x40000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2Avx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotStripesX2Avx512_esc0_1
+
+AnsDotStripesX2Avx512_noesc0_1:
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z12, Z26
+	VPSRLD         $0x08, Z25, Z27
+	VPANDD         Z10, Z27, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         Z10, Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z28, Z12, Z12
+	VPMULLD        Z26, Z12, Z12
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPMOVZXDQ      Y12, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z26, Z19, Z19
+	VPADDQ         Z27, Z19, Z19
+	VPCMPUQ        $0x01, Z11, Z19, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z26
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z26, Z19, Z19
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y12, Z12
+	VPMOVZXDQ      Y25, Z25
+	VPSRLQ         $0x1c, Z20, Z20
+	VPMULLQ        Z12, Z20, Z20
+	VPADDQ         Z25, Z20, Z20
+	VPCMPUQ        $0x01, Z11, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z12, Z20, Z20
+	MOVQ           R10, AX
+	VPBROADCASTD   (R8), Z12
+	VPMULTISHIFTQB Z15, Z8, Z25
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z18
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotStripesX2Avx512_noesc1_0
+
+AnsDotStripesX2Avx512_esc1_0:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x00000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2Avx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotStripesX2Avx512_esc1_0
+
+AnsDotStripesX2Avx512_noesc1_0:
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z26, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z25, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z25, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z30, Z30
+	VPSRLD         $0x18, Z26, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPCMPUQ        $0x01, Z11, Z15, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z27, Z15, Z15
+	MOVQ           R9, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z25, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
+	VPCMPUQ        $0x01, Z11, Z16, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z25, Z16, Z16
+	MOVQ           R9, DX
+	VPMULTISHIFTQB Z21, Z8, Z25
+	VPMULTISHIFTQB Z22, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VPDPBUSD       Z12, Z26, Z24
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z7, Z6, Z12
+	VPTESTMB       Z12, Z12, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotStripesX2Avx512_noesc1_1
+
+AnsDotStripesX2Avx512_esc1_1:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x40000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2Avx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotStripesX2Avx512_esc1_1
+
+AnsDotStripesX2Avx512_noesc1_1:
+	VMOVDQA32     Z25, Z12
+	VPERMI2B      Z1, Z0, Z12
+	VMOVDQA32     Z25, Z25
+	VPERMI2B      Z3, Z2, Z25
+	VPANDD        Z10, Z12, Z26
+	VPSRLD        $0x08, Z25, Z27
+	VPANDD        Z10, Z27, Z27
+	VPMULLD       Z26, Z27, Z27
+	VPANDD        Z10, Z25, Z28
+	VPADDD        Z28, Z27, Z27
+	VPSRLD        $0x08, Z12, Z28
+	VPANDD        Z10, Z28, Z28
+	VPMULLD       Z26, Z28, Z26
+	VPSRLD        $0x10, Z12, Z28
+	VPANDD        Z10, Z28, Z28
+	VPSRLD        $0x18, Z25, Z29
+	VPMULLD       Z28, Z29, Z29
+	VPSRLD        $0x10, Z25, Z25
+	VPANDD        Z10, Z25, Z25
+	VPADDD        Z25, Z29, Z29
+	VPSRLD        $0x18, Z12, Z12
+	VPMULLD       Z28, Z12, Z12
+	VPMULLD       Z26, Z12, Z12
+	VPMULLD       Z26, Z29, Z25
+	VPADDD        Z27, Z25, Z25
+	VPMOVZXDQ     Y12, Z26
+	VPMOVZXDQ     Y25, Z27
+	VPSRLQ        $0x1c, Z21, Z21
+	VPMULLQ       Z26, Z21, Z21
+	VPADDQ        Z27, Z21, Z21
+	VPCMPUQ       $0x01, Z11, Z21, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotStripesX2Avx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z26
+	VPSLLQ        $0x20, Z21, K1, Z21
+	VPORQ         Z26, Z21, Z21
+	MOVQ          R9, AX
+	VEXTRACTI64X4 $0x01, Z12, Y12
+	VEXTRACTI64X4 $0x01, Z25, Y25
+	VPMOVZXDQ     Y12, Z12
+	VPMOVZXDQ     Y25, Z25
+	VPSRLQ        $0x1c, Z22, Z22
+	VPMULLQ       Z12, Z22, Z22
+	VPADDQ        Z25, Z22, Z22
+	VPCMPUQ       $0x01, Z11, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotStripesX2Avx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z12
+	VPSLLQ        $0x20, Z22, K1, Z22
+	VPORQ         Z12, Z22, Z22
+	MOVQ          R9, AX
+	INCQ          DI
+	CMPQ          DI, steps+16(FP)
+	JB            AnsDotStripesX2Avx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z11, Z13, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z14, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z15, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU32     Z17, (AX)
+	VMOVDQU32     Z18, 64(AX)
+	VPCMPUQ       $0x04, Z11, Z19, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z20, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z21, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPCMPUQ       $0x04, Z11, Z22, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU32     Z23, 128(AX)
+	VMOVDQU32     Z24, 192(AX)
+	MOVQ          SI, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2Avx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2Avx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2Avx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
 	VZEROUPPER
 	RET
 

@@ -30,71 +30,85 @@ func ansTables(md *ans.Model) *[512]byte {
 	return &t
 }
 
-// dotUnitSIMD is ans.Matrix.DotUnit with the AVX-512 kernel: the same
-// checks (bounds, final states, escape count), escapes added afterwards.
-func dotUnitSIMD(m *ans.Matrix, tabs *[512]byte, u int, v []int8, vsum []int32, out []int32, escBuf []uint32) error {
-	w0, w1 := m.Offsets[u], m.Offsets[u+1]
-	e0, e1 := m.EscOffsets[u], m.EscOffsets[u+1]
-	if w1 < w0 || w1 > uint64(len(m.Words)) || w1-w0 < 2*ans.Lanes || e1 < e0 || e1 > uint64(len(m.Esc)) {
-		return fmt.Errorf("%w: unit %d: words [%d, %d) of %d, escapes [%d, %d) of %d", ans.ErrCorrupt, u, w0, w1, len(m.Words), e0, e1, len(m.Esc))
-	}
-	words := m.Words[w0:w1]
-	var states [ans.Lanes]uint64
-	var acc [ans.Lanes]int32
-	for t := range states {
-		states[t] = uint64(words[2*t]) | uint64(words[2*t+1])<<32
-		if states[t] < ans.StateLow || states[t] >= 1<<63 {
-			return fmt.Errorf("%w: unit %d lane %d: initial state %#x out of range", ans.ErrCorrupt, u, t, states[t])
-		}
+type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+
+// dotUnitsSIMD is ans.Matrix.DotUnit for units u0 and u0+1 (n = 1 or 2)
+// with the AVX-512 kernel, which checks the stream bounds and the initial
+// and final states; escapes are added here and their count checked. The
+// offsets must have passed Matrix.Validate. out holds n*per results.
+func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []int32, out []int32, escBuf []uint32) error {
+	var words [2]*uint32
+	var nwords [2]int
+	var acc [2 * ans.Lanes]int32
+	var escs [2][]int8
+	for k := 0; k < n; k++ {
+		u := u0 + k
+		w0, w1 := m.Offsets[u], m.Offsets[u+1]
+		words[k], nwords[k] = &m.Words[w0], int(w1-w0)
+		escs[k] = m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]
 	}
 	stripes := m.Layout == ans.WarpStripes
 	steps := m.Cols / 128
-	fn := asm.AnsDotRowsAvx512
+	fn := ansDotFuncs[n-1][0]
 	if stripes {
-		steps, fn = m.Cols/4, asm.AnsDotStripesAvx512
+		steps, fn = m.Cols/4, ansDotFuncs[n-1][1]
 	}
-	rest := words[2*ans.Lanes:]
-	var wp *uint32
-	if len(rest) > 0 {
-		wp = &rest[0]
-	} else {
-		wp = &words[0] // never read: nwords is 0
+	got := fn(&words, &nwords, steps, &tabs[0], &v[0], &acc[0], &escBuf[0], len(escBuf))
+	per := 1
+	if stripes {
+		per = ans.Lanes
 	}
-	n := fn(wp, len(rest), steps, &tabs[0], &v[0], &states[0], &acc[0], &escBuf[0], len(escBuf))
-	switch {
-	case n == -1:
-		return fmt.Errorf("%w: unit %d: stream exhausted", ans.ErrCorrupt, u)
-	case n == -2: // more escapes than the buffer holds: the generic decoder
-		return m.DotUnit(u, v, out)
-	case n != int(e1-e0):
-		return fmt.Errorf("%w: unit %d: %d escapes decoded, %d stored", ans.ErrCorrupt, u, n, e1-e0)
-	}
-	for t, x := range states {
-		if x != ans.StateLow {
-			return fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ans.ErrCorrupt, u, t, x, uint64(ans.StateLow))
+	switch got {
+	case -1:
+		return fmt.Errorf("%w: units %d..%d: stream exhausted", ans.ErrCorrupt, u0, u0+n-1)
+	case -2, -3: // many escapes, or a bad state: the generic decoder decodes (and names the error)
+		for k := 0; k < n; k++ {
+			if err := m.DotUnit(u0+k, v, out[k*per:]); err != nil {
+				return err
+			}
 		}
+		if got == -3 {
+			return fmt.Errorf("%w: units %d..%d: a coder state is out of range", ans.ErrCorrupt, u0, u0+n-1)
+		}
+		return nil
 	}
-	esc := m.Esc[e0:e1]
-	for i, ev := range escBuf[:n] {
-		j, t, e := int(ev>>8), int(ev>>2&31), int(ev&3)
+	var used [2]int
+	for _, ev := range escBuf[:got] {
+		k, j, t, e := int(ev>>30), int(ev>>8&(1<<22-1)), int(ev>>2&31), int(ev&3)
+		if used[k] >= len(escs[k]) {
+			return fmt.Errorf("%w: unit %d: more escapes decoded than stored", ans.ErrCorrupt, u0+k)
+		}
 		c := 4*j + e
 		if !stripes {
 			c = 128*j + 4*t + e
 		}
-		acc[t] += int32(esc[i]) * int32(v[c])
+		acc[k*ans.Lanes+t] += int32(escs[k][used[k]]) * int32(v[c])
+		used[k]++
 	}
-	if stripes {
-		for t := range acc {
-			out[t] = acc[t] - 128*vsum[0]
+	for k := 0; k < n; k++ {
+		if used[k] != len(escs[k]) {
+			return fmt.Errorf("%w: unit %d: %d escapes decoded, %d stored", ans.ErrCorrupt, u0+k, used[k], len(escs[k]))
 		}
-		return nil
+		a := acc[k*ans.Lanes : (k+1)*ans.Lanes]
+		if stripes {
+			for t := range a {
+				out[k*ans.Lanes+t] = a[t] - 128*vsum[0]
+			}
+			continue
+		}
+		var sum int32
+		for t := range a {
+			sum += a[t] - 128*vsum[t]
+		}
+		out[k] = sum
 	}
-	var s int32
-	for t := range acc {
-		s += acc[t] - 128*vsum[t]
-	}
-	out[0] = s
 	return nil
+}
+
+// ansDotFuncs are the kernels by units (1, 2) and layout (rows, stripes).
+var ansDotFuncs = [2][2]ansDotFunc{
+	{asm.AnsDotRowsX1Avx512, asm.AnsDotStripesX1Avx512},
+	{asm.AnsDotRowsX2Avx512, asm.AnsDotStripesX2Avx512},
 }
 
 // mulANSSIMD runs the AVX-512 decoder over units in parallel.
@@ -115,14 +129,15 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 			vsum[c%128/4] += int32(x)
 		}
 	}
-	return b.parallelFor(m.Units(), max(1, 64/per), func(u0, u1 int) error {
-		out := make([]int32, ans.Lanes)
+	return b.parallelFor(m.Units(), max(2, 64/per), func(u0, u1 int) error {
+		out := make([]int32, 2*ans.Lanes)
 		escBuf := make([]uint32, 4096)
-		for u := u0; u < u1; u++ {
-			if err := dotUnitSIMD(m, tabs, u, v, vsum, out, escBuf); err != nil {
+		for u := u0; u < u1; u += 2 {
+			n := min(2, u1-u)
+			if err := dotUnitsSIMD(m, tabs, u, n, v, vsum, out, escBuf); err != nil {
 				return err
 			}
-			copy(y[u*per:(u+1)*per], out[:per])
+			copy(y[u*per:(u+n)*per], out[:n*per])
 		}
 		return nil
 	})

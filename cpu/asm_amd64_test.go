@@ -100,8 +100,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
-	check("ans", funcName(asm.AnsDotRowsAvx512), ansRequires)
-	check("ans", funcName(asm.AnsDotStripesAvx512), ansRequires)
+	for _, fs := range ansDotFuncs {
+		for _, f := range fs {
+			check("ans", funcName(f), ansRequires)
+		}
+	}
 	for isa, ck := range cbSets {
 		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
 		for _, k := range ck.table16 {

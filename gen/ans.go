@@ -8,37 +8,41 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// ansDot emits AnsDot{Rows,Stripes}Avx512: the fused rANS decode and int8
-// dot product of one unit (32 coders) of layout/ans, with AVX-512 F, BW,
-// DQ, VBMI, VNNI and BMI2.
-func ansDot(stripes bool) {
-	name := "AnsDotRowsAvx512"
+// ansDot emits AnsDot{Rows,Stripes}X<units>Avx512: the fused rANS decode
+// and int8 dot product of units (1 or 2) layout/ans units of 32 coders,
+// with AVX-512 F, BW, DQ, VBMI, VNNI and BMI2. Two units interleave two
+// independent state chains (the update is a serial chain per coder).
+func ansDot(stripes bool, units int) {
+	kind := "Rows"
 	if stripes {
-		name = "AnsDotStripesAvx512"
+		kind = "Stripes"
 	}
-	TEXT(name, NOSPLIT, "func(words *uint32, nwords int, steps int, tabs *byte, v *int8, states *uint64, acc *int32, esc *uint32, escCap int) int")
+	name := fmt.Sprintf("AnsDot%sX%dAvx512", kind, units)
+	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int")
 	Pragma("noescape")
 	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
 	if stripes {
 		vdesc = "v + 4*j (warp stripes: the same 4 inputs for every lane)"
 	}
 	Doc(
-		name+" decodes steps quads of each of the 32 coders of a layout/ans unit",
-		"(states[t], 64-bit, in and out) from the interleaved words (nwords of",
-		"them, after the 64 state words) exactly as the generic decoder does, and",
-		"adds to acc[t] (int32) the dot product of each quad's values with the 4",
-		"int8 inputs at "+vdesc+", quad j.",
+		fmt.Sprintf("%s decodes, for each of %d units U of layout/ans (the unit's", name, units),
+		"nwords[U] words at words[U]: 64 state words, then the interleaved stream),",
+		"steps quads of each of its 32 coders exactly as the generic decoder does,",
+		"and stores to acc[32U+t] (int32) the sum over quads j of the dot product",
+		"of coder t's values with the 4 int8 inputs at "+vdesc+".",
 		"",
 		"tabs holds four 128-byte tables indexed by slot digit: the digit's symbol",
 		"frequency, the digit minus the symbol's cumulative frequency, the value",
 		"plus 128 (128 for the escape symbol, so an escape contributes 0), and",
-		"1 for the escape symbol else 0. Each escape is recorded, in decoding",
-		"order, as esc[n] = j<<8 | t<<2 | e (quad j, lane t, element e) for the",
-		"caller to add; the products use unsigned (value+128) times signed inputs",
-		"(VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).",
+		"1 for the escape symbol else 0. Each escape is recorded, in decoding order",
+		"per unit, as esc[n] = U<<30 | j<<8 | t<<2 | e (unit, quad, lane, element)",
+		"for the caller to add; the products use unsigned (value+128) times signed",
+		"inputs (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).",
 		"",
-		"Returns the number of escapes, -1 if the words run out, -2 if more than",
-		"escCap escapes occur. Never reads outside words[0:nwords].",
+		"Returns the number of escapes, -1 if a unit's words run out, -2 if more",
+		"than escCap escapes occur, -3 if a coder's initial state is outside",
+		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
+		"words[U][0:nwords[U]] (nwords[U] >= 64).",
 	)
 	ret := func(v int32) {
 		t := GP64()
@@ -47,7 +51,6 @@ func ansDot(stripes bool) {
 		VZEROUPPER()
 		RET()
 	}
-	// Constants.
 	tab := param("tabs")
 	var tF, tO, tV, tE [2]VecVirtual
 	for i, tt := range []*[2]VecVirtual{&tF, &tO, &tV, &tE} {
@@ -64,181 +67,205 @@ func ansDot(stripes bool) {
 	}
 	pack := ZMM()
 	VMOVDQU8(ansPackDigits(), pack)
-	c7f, cff := ZMM(), ZMM()
+	cff := ZMM()
 	{
 		t := GP32()
-		MOVL(U32(0x7f7f7f7f), t)
-		VPBROADCASTD(t, c7f)
 		MOVL(U32(0xff), t)
 		VPBROADCASTD(t, cff)
 	}
 	low := ZMM() // 2^31
+	sign := ZMM() // 2^63
 	{
 		t := GP64()
 		MOVQ(U64(1<<31), t)
 		VPBROADCASTQ(t, low)
+		MOVQ(U64(1<<63), t)
+		VPBROADCASTQ(t, sign)
 	}
-	sp := param("states")
-	var x [4]VecVirtual
-	for i := range x {
-		x[i] = ZMM()
-		VMOVDQU64(Mem{Base: sp, Disp: 64 * i}, x[i])
+	x := make([][4]VecVirtual, units)
+	acc := make([][2]VecVirtual, units)
+	wp := make([]GPVirtual, units)
+	end := make([]GPVirtual, units)
+	wpp, nwp := param("words"), param("nwords")
+	for u := 0; u < units; u++ {
+		wp[u], end[u] = GP64(), GP64()
+		MOVQ(Mem{Base: wpp, Disp: 8 * u}, wp[u])
+		MOVQ(Mem{Base: nwp, Disp: 8 * u}, end[u])
+		LEAQ(Mem{Base: wp[u], Index: end[u], Scale: 4}, end[u])
+		// Word pairs 2t, 2t+1 are coder t's little-endian 64-bit state.
+		for i := range x[u] {
+			x[u][i] = ZMM()
+			VMOVDQU64(Mem{Base: wp[u], Disp: 64 * i}, x[u][i])
+			kb := K()
+			VPCMPUQ(U8(1), low, x[u][i], kb) // below 2^31
+			m := GP32()
+			KMOVB(kb, m)
+			TESTL(m, m)
+			JNZ(LabelRef(name + "_badstate"))
+			VPTESTMQ(sign, x[u][i], kb) // at or above 2^63
+			KMOVB(kb, m)
+			TESTL(m, m)
+			JNZ(LabelRef(name + "_badstate"))
+		}
+		ADDQ(U32(256), wp[u])
+		for h := range acc[u] {
+			acc[u][h] = ZMM()
+			VPXORD(acc[u][h], acc[u][h], acc[u][h])
+		}
 	}
-	ap := param("acc")
-	var acc [2]VecVirtual
-	for h := range acc {
-		acc[h] = ZMM()
-		VMOVDQU32(Mem{Base: ap, Disp: 64 * h}, acc[h])
-	}
-	wp := param("words")
-	end := GP64() // words + 4*nwords
-	{
-		n := param("nwords")
-		LEAQ(Mem{Base: wp, Index: n, Scale: 4}, end)
-	}
-	vp := param("v")
 	nesc := GP64()
 	XORQ(nesc, nesc)
 	step := GP64()
 	XORQ(step, step)
 	Label(name + "_step")
+	vp := param("v")
+	if !stripes {
+		IMUL3Q(U32(128), step, vp.(GPVirtual)) // v + 128*step
+		ADDQ(NewParamAddr("v", 32), vp)
+	} else {
+		LEAQ(Mem{Base: vp, Index: step, Scale: 4}, vp)
+	}
 	for h := 0; h < 2; h++ {
-		xa, xb := x[2*h], x[2*h+1]
-		// 64 digit bytes, lane-major: byte 4t+i = digit i of lane 16h+t.
-		da, db := ZMM(), ZMM()
-		VPMULTISHIFTQB(xa, digCtrl, da)
-		VPMULTISHIFTQB(xb, digCtrl, db)
-		VPERMT2B(db, pack, da)
-		dig := da
-		VPANDD(c7f, dig, dig)
-		look := func(t [2]VecVirtual) VecVirtual {
-			r := ZMM()
-			VMOVDQA32(dig, r)
-			VPERMI2B(t[1], t[0], r)
-			return r
-		}
-		fb, ob, vb, eb := look(tF), look(tO), look(tV), look(tE)
-		// Escapes (rare): record them in decoding order.
-		ke := K()
-		VPTESTMB(eb, eb, ke)
-		kx := GP64()
-		KMOVQ(ke, kx)
-		noEsc := fmt.Sprintf("%s_noesc%d", name, h)
-		TESTQ(kx, kx)
-		JZ(LabelRef(noEsc))
-		{
-			loop := fmt.Sprintf("%s_esc%d", name, h)
-			Label(loop)
-			b := GP64()
-			TZCNTQ(kx, b)
-			ev := GP64() // step<<8 | lane<<2 | e, lane = 16h + b/4, e = b%4
-			MOVQ(step, ev)
-			SHLQ(U8(8), ev)
-			if h == 1 {
-				ADDQ(U32(64), ev) // lane += 16
-			}
-			ADDQ(b, ev) // b = 4*(lane-16h) + e
-			CMPQ(nesc, NewParamAddr("escCap", 64))
-			JAE(LabelRef(name + "_toomany"))
-			ep := param("esc")
-			MOVL(ev.As32(), Mem{Base: ep, Index: nesc, Scale: 4})
-			INCQ(nesc)
-			BLSRQ(kx, kx)
-			JNZ(LabelRef(loop))
-		}
-		Label(noEsc)
-		// Frequencies and digit offsets per lane (dwords), F and the rank.
-		part := func(bytes VecVirtual, i int) VecVirtual {
-			r := ZMM()
-			if i == 3 {
-				VPSRLD(U8(24), bytes, r)
-				return r
-			}
-			if i == 0 {
-				VPANDD(cff, bytes, r)
-				return r
-			}
-			VPSRLD(U8(8*i), bytes, r)
-			VPANDD(cff, r, r)
-			return r
-		}
-		f0, f1, f2, f3 := part(fb, 0), part(fb, 1), part(fb, 2), part(fb, 3)
-		o0, o1, o2, o3 := part(ob, 0), part(ob, 1), part(ob, 2), part(ob, 3)
-		// Shallow trees (the state update is a serial chain across steps):
-		// F = (f0 f1)(f2 f3), rank = (o0 + f0 o1) + (f0 f1)(o2 + f2 o3).
-		f01, f23, F := ZMM(), ZMM(), ZMM()
-		VPMULLD(f0, f1, f01)
-		VPMULLD(f2, f3, f23)
-		VPMULLD(f23, f01, F)
-		lo, hi, rank := ZMM(), ZMM(), ZMM()
-		VPMULLD(f0, o1, lo)
-		VPADDD(o0, lo, lo)
-		VPMULLD(f2, o3, hi)
-		VPADDD(o2, hi, hi)
-		VPMULLD(f01, hi, rank)
-		VPADDD(lo, rank, rank)
-		// The dot product of this step's quads with the inputs.
 		vin := ZMM()
 		if stripes {
 			VPBROADCASTD(Mem{Base: vp}, vin)
 		} else {
 			VMOVDQU8(Mem{Base: vp, Disp: 64 * h}, vin)
 		}
-		VPDPBUSD(vin, vb, acc[h])
-		// State update and refill, lanes in order.
-		for q, xs := range []VecVirtual{xa, xb} {
-			Fq, rq := ZMM(), ZMM()
-			if q == 0 {
-				VPMOVZXDQ(F.AsY(), Fq)
-				VPMOVZXDQ(rank.AsY(), rq)
-			} else {
-				fy, ry := YMM(), YMM()
-				VEXTRACTI64X4(U8(1), F, fy)
-				VEXTRACTI64X4(U8(1), rank, ry)
-				VPMOVZXDQ(fy, Fq)
-				VPMOVZXDQ(ry, rq)
+		for u := 0; u < units; u++ {
+			xa, xb := x[u][2*h], x[u][2*h+1]
+			da, db := ZMM(), ZMM()
+			VPMULTISHIFTQB(xa, digCtrl, da)
+			VPMULTISHIFTQB(xb, digCtrl, db)
+			VPERMT2B(db, pack, da) // byte 4t+i = digit i of lane 16h+t (bit 7 is ignored below)
+			dig := da
+			look := func(t [2]VecVirtual) VecVirtual {
+				r := ZMM()
+				VMOVDQA32(dig, r)
+				VPERMI2B(t[1], t[0], r)
+				return r
 			}
-			t := ZMM()
-			VPSRLQ(U8(28), xs, t)
-			VPMULLQ(Fq, t, t)
-			VPADDQ(rq, t, xs)
-			kr := K()
-			VPCMPUQ(U8(1), low, xs, kr) // lanes below 2^31
-			m := GP32()
-			KMOVB(kr, m)
-			cnt := GP32()
-			POPCNTL(m, cnt)
-			nxt := GP64()
-			LEAQ(Mem{Base: wp, Index: cnt.As64(), Scale: 4}, nxt)
-			CMPQ(nxt, end)
-			JA(LabelRef(name + "_exhausted"))
-			spread := GP32()
-			MOVL(U32(0x5555), spread)
-			PDEPL(spread, m, spread) // qword lane j -> dword lane 2j
-			k2 := K()
-			KMOVW(spread, k2)
-			w := ZMM()
-			VPEXPANDD_Z(Mem{Base: wp}, k2, w)
-			VPSLLQ(U8(32), xs, kr, xs)
-			VPORQ(w, xs, xs)
-			MOVQ(nxt, wp)
+			vb := look(tV)
+			VPDPBUSD(vin, vb, acc[u][h])
+			eb := look(tE)
+			ke := K()
+			VPTESTMB(eb, eb, ke)
+			kx := GP64()
+			KMOVQ(ke, kx)
+			noEsc := fmt.Sprintf("%s_noesc%d_%d", name, h, u)
+			TESTQ(kx, kx)
+			JZ(LabelRef(noEsc))
+			{
+				loop := fmt.Sprintf("%s_esc%d_%d", name, h, u)
+				Label(loop)
+				b := GP64()
+				TZCNTQ(kx, b)
+				ev := GP64()
+				MOVQ(step, ev)
+				SHLQ(U8(8), ev)
+				ADDQ(U32(uint32(u)<<30|uint32(64*h)), ev)
+				ADDQ(b, ev)
+				CMPQ(nesc, NewParamAddr("escCap", 56))
+				JAE(LabelRef(name + "_toomany"))
+				ep := param("esc")
+				MOVL(ev.As32(), Mem{Base: ep, Index: nesc, Scale: 4})
+				INCQ(nesc)
+				BLSRQ(kx, kx)
+				JNZ(LabelRef(loop))
+			}
+			Label(noEsc)
+			part := func(bytes VecVirtual, i int) VecVirtual {
+				r := ZMM()
+				switch i {
+				case 0:
+					VPANDD(cff, bytes, r)
+				case 3:
+					VPSRLD(U8(24), bytes, r)
+				default:
+					VPSRLD(U8(8*i), bytes, r)
+					VPANDD(cff, r, r)
+				}
+				return r
+			}
+			// Shallow trees (the state update is a serial chain across steps):
+			// F = (f0 f1)(f2 f3), rank = (o0 + f0 o1) + (f0 f1)(o2 + f2 o3),
+			// in an order that keeps few values live.
+			fb, ob := look(tF), look(tO)
+			f0, o1 := part(fb, 0), part(ob, 1)
+			lo := ZMM()
+			VPMULLD(f0, o1, lo)
+			o0 := part(ob, 0)
+			VPADDD(o0, lo, lo)
+			f1 := part(fb, 1)
+			f01 := ZMM()
+			VPMULLD(f0, f1, f01)
+			f2, o3 := part(fb, 2), part(ob, 3)
+			hi := ZMM()
+			VPMULLD(f2, o3, hi)
+			o2 := part(ob, 2)
+			VPADDD(o2, hi, hi)
+			f3 := part(fb, 3)
+			F := ZMM()
+			VPMULLD(f2, f3, F)
+			VPMULLD(f01, F, F)
+			rank := ZMM()
+			VPMULLD(f01, hi, rank)
+			VPADDD(lo, rank, rank)
+			for q, xs := range []VecVirtual{xa, xb} {
+				Fq, rq := ZMM(), ZMM()
+				if q == 0 {
+					VPMOVZXDQ(F.AsY(), Fq)
+					VPMOVZXDQ(rank.AsY(), rq)
+				} else {
+					fy, ry := YMM(), YMM()
+					VEXTRACTI64X4(U8(1), F, fy)
+					VEXTRACTI64X4(U8(1), rank, ry)
+					VPMOVZXDQ(fy, Fq)
+					VPMOVZXDQ(ry, rq)
+				}
+				t := ZMM()
+				VPSRLQ(U8(28), xs, t)
+				VPMULLQ(Fq, t, t)
+				VPADDQ(rq, t, xs)
+				kr := K()
+				VPCMPUQ(U8(1), low, xs, kr) // lanes below 2^31
+				m := GP32()
+				KMOVB(kr, m)
+				cnt := GP32()
+				POPCNTL(m, cnt)
+				nxt := GP64()
+				LEAQ(Mem{Base: wp[u], Index: cnt.As64(), Scale: 4}, nxt)
+				CMPQ(nxt, end[u])
+				JA(LabelRef(name + "_exhausted"))
+				spread := GP32()
+				MOVL(U32(0x5555), spread)
+				PDEPL(spread, m, spread) // qword lane j -> dword lane 2j
+				k2 := K()
+				KMOVW(spread, k2)
+				w := ZMM()
+				VPEXPANDD_Z(Mem{Base: wp[u]}, k2, w)
+				VPSLLQ(U8(32), xs, kr, xs)
+				VPORQ(w, xs, xs)
+				MOVQ(nxt, wp[u])
+			}
 		}
-	}
-	if stripes {
-		ADDQ(U32(4), vp)
-	} else {
-		ADDQ(U32(128), vp)
 	}
 	INCQ(step)
 	CMPQ(step, NewParamAddr("steps", 16))
 	JB(LabelRef(name + "_step"))
-	sp = param("states")
-	for i := range x {
-		VMOVDQU64(x[i], Mem{Base: sp, Disp: 64 * i})
-	}
-	ap = param("acc")
-	for h := range acc {
-		VMOVDQU32(acc[h], Mem{Base: ap, Disp: 64 * h})
+	ap := param("acc")
+	for u := 0; u < units; u++ {
+		for i := range x[u] { // every coder back at 2^31
+			kb := K()
+			VPCMPUQ(U8(4), low, x[u][i], kb) // not equal
+			m := GP32()
+			KMOVB(kb, m)
+			TESTL(m, m)
+			JNZ(LabelRef(name + "_badstate"))
+		}
+		for h := range acc[u] {
+			VMOVDQU32(acc[u][h], Mem{Base: ap, Disp: 128*u + 64*h})
+		}
 	}
 	Store(nesc, ReturnIndex(0))
 	VZEROUPPER()
@@ -247,6 +274,8 @@ func ansDot(stripes bool) {
 	ret(-1)
 	Label(name + "_toomany")
 	ret(-2)
+	Label(name + "_badstate")
+	ret(-3)
 }
 
 var ansPack *Mem

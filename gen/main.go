@@ -96,8 +96,10 @@ func main() {
 	cbPsum64(1)
 	cbPsum64(2)
 	int8Gemv()
-	ansDot(false)
-	ansDot(true)
+	for _, units := range []int{1, 2} {
+		ansDot(false, units)
+		ansDot(true, units)
+	}
 	for _, b := range []int{4, 6, 8} {
 		for _, m := range []int{1, 2} {
 			cbPsumF16(b, m)
