@@ -73,7 +73,7 @@ func ansDot(stripes bool, units int) {
 		MOVL(U32(0xff), t)
 		VPBROADCASTD(t, cff)
 	}
-	low := ZMM() // 2^31
+	low := ZMM()  // 2^31
 	sign := ZMM() // 2^63
 	{
 		t := GP64()
