@@ -1835,6 +1835,94 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 //go:noescape
 func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
 
+// AnsDotRowsX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Each escape is recorded, in decoding order
+// per unit, as esc[n] = U<<30 | j<<8 | t<<2 | e (unit, quad, lane, element)
+// for the caller to add; the products use unsigned (value+128) times signed
+// inputs (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns the number of escapes, -1 if a unit's words run out, -2 if more
+// than escCap escapes occur, -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64).
+//
+//go:noescape
+func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+
+// AnsDotStripesX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Each escape is recorded, in decoding order
+// per unit, as esc[n] = U<<30 | j<<8 | t<<2 | e (unit, quad, lane, element)
+// for the caller to add; the products use unsigned (value+128) times signed
+// inputs (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns the number of escapes, -1 if a unit's words run out, -2 if more
+// than escCap escapes occur, -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64).
+//
+//go:noescape
+func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+
+// AnsDotRowsX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Each escape is recorded, in decoding order
+// per unit, as esc[n] = U<<30 | j<<8 | t<<2 | e (unit, quad, lane, element)
+// for the caller to add; the products use unsigned (value+128) times signed
+// inputs (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns the number of escapes, -1 if a unit's words run out, -2 if more
+// than escCap escapes occur, -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64).
+//
+//go:noescape
+func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+
+// AnsDotStripesX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Each escape is recorded, in decoding order
+// per unit, as esc[n] = U<<30 | j<<8 | t<<2 | e (unit, quad, lane, element)
+// for the caller to add; the products use unsigned (value+128) times signed
+// inputs (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns the number of escapes, -1 if a unit's words run out, -2 if more
+// than escCap escapes occur, -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64).
+//
+//go:noescape
+func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+
 // CbPsumF16B4M1Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 1
 // codebooks) and nper periods of 8 segments, with AVX-512F and BW:
 //

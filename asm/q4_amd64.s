@@ -23692,6 +23692,1694 @@ AnsDotStripesX2Avx512_badstate:
 	VZEROUPPER
 	RET
 
+// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z10
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0x8000000000000000, AX
+	VPBROADCASTQ AX, Z13
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), AX
+	MOVQ         (CX), CX
+	LEAQ         (AX)(CX*4), CX
+	VMOVDQU64    (AX), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z16
+	VPCMPUQ      $0x01, Z10, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64    192(AX), Z17
+	VPCMPUQ      $0x01, Z10, Z17, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z17, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	XORQ         DX, DX
+	XORQ         BX, BX
+
+AnsDotRowsX1MaddAvx512_step:
+	MOVQ           v+32(FP), SI
+	IMUL3Q         $0x00000080, BX, SI
+	ADDQ           v+32(FP), SI
+	VMOVDQU8       (SI), Z13
+	VPMULTISHIFTQB Z14, Z8, Z18
+	VPMULTISHIFTQB Z15, Z8, Z19
+	VPERMT2B       Z19, Z9, Z18
+	VMOVDQA32      Z18, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPDPBUSD       Z13, Z19, Z11
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z7, Z6, Z13
+	VPTESTMB       Z13, Z13, K1
+	KMOVQ          K1, DI
+	TESTQ          DI, DI
+	JZ             AnsDotRowsX1MaddAvx512_noesc0_0
+
+AnsDotRowsX1MaddAvx512_esc0_0:
+	TZCNTQ DI, R8
+	MOVQ   BX, R9
+	SHLQ   $0x08, R9
+	ADDQ   $0x00000000, R9
+	ADDQ   R8, R9
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotRowsX1MaddAvx512_toomany
+	MOVQ   esc+48(FP), R8
+	MOVL   R9, (R8)(DX*4)
+	INCQ   DX
+	BLSRQ  DI, DI
+	JNZ    AnsDotRowsX1MaddAvx512_esc0_0
+
+AnsDotRowsX1MaddAvx512_noesc0_0:
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VMOVDQA32      Z18, Z18
+	VPERMI2B       Z3, Z2, Z18
+	VPSLLW         $0x08, Z13, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z18, Z18
+	VPANDD         ansC00ff<>+0(SB), Z13, Z19
+	VPSRLW         $0x08, Z13, Z13
+	VPMULLW        Z13, Z19, Z13
+	VPSLLD         $0x10, Z13, Z19
+	VPORD          ansOne32<>+0(SB), Z19, Z19
+	VPMADDWD       Z19, Z18, Z18
+	VPSRLD         $0x10, Z13, Z19
+	VPMADDWD       Z19, Z13, Z13
+	VPMOVZXDQ      Y13, Z19
+	VPMOVZXDQ      Y18, Z20
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z14, Z14
+	VPADDQ         Z21, Z14, Z14
+	VPADDQ         Z20, Z14, Z14
+	VPCMPUQ        $0x01, Z10, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z19, Z14, Z14
+	MOVQ           R8, AX
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VPMOVZXDQ      Y13, Z13
+	VPMOVZXDQ      Y18, Z18
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z19
+	VPMULUDQ       Z13, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z13, Z15, Z15
+	VPADDQ         Z19, Z15, Z15
+	VPADDQ         Z18, Z15, Z15
+	VPCMPUQ        $0x01, Z10, Z15, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z13
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z13, Z15, Z15
+	MOVQ           R8, AX
+	VMOVDQU8       64(SI), Z13
+	VPMULTISHIFTQB Z16, Z8, Z18
+	VPMULTISHIFTQB Z17, Z8, Z19
+	VPERMT2B       Z19, Z9, Z18
+	VMOVDQA32      Z18, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPDPBUSD       Z13, Z19, Z12
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z7, Z6, Z13
+	VPTESTMB       Z13, Z13, K1
+	KMOVQ          K1, SI
+	TESTQ          SI, SI
+	JZ             AnsDotRowsX1MaddAvx512_noesc1_0
+
+AnsDotRowsX1MaddAvx512_esc1_0:
+	TZCNTQ SI, DI
+	MOVQ   BX, R8
+	SHLQ   $0x08, R8
+	ADDQ   $0x00000040, R8
+	ADDQ   DI, R8
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotRowsX1MaddAvx512_toomany
+	MOVQ   esc+48(FP), DI
+	MOVL   R8, (DI)(DX*4)
+	INCQ   DX
+	BLSRQ  SI, SI
+	JNZ    AnsDotRowsX1MaddAvx512_esc1_0
+
+AnsDotRowsX1MaddAvx512_noesc1_0:
+	VMOVDQA32     Z18, Z13
+	VPERMI2B      Z1, Z0, Z13
+	VMOVDQA32     Z18, Z18
+	VPERMI2B      Z3, Z2, Z18
+	VPSLLW        $0x08, Z13, Z19
+	VPORD         ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW    Z19, Z18, Z18
+	VPANDD        ansC00ff<>+0(SB), Z13, Z19
+	VPSRLW        $0x08, Z13, Z13
+	VPMULLW       Z13, Z19, Z13
+	VPSLLD        $0x10, Z13, Z19
+	VPORD         ansOne32<>+0(SB), Z19, Z19
+	VPMADDWD      Z19, Z18, Z18
+	VPSRLD        $0x10, Z13, Z19
+	VPMADDWD      Z19, Z13, Z13
+	VPMOVZXDQ     Y13, Z19
+	VPMOVZXDQ     Y18, Z20
+	VPSRLQ        $0x1c, Z16, Z16
+	VPSRLQ        $0x20, Z16, Z21
+	VPMULUDQ      Z19, Z21, Z21
+	VPSLLQ        $0x20, Z21, Z21
+	VPMULUDQ      Z19, Z16, Z16
+	VPADDQ        Z21, Z16, Z16
+	VPADDQ        Z20, Z16, Z16
+	VPCMPUQ       $0x01, Z10, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotRowsX1MaddAvx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z16, K1, Z16
+	VPORQ         Z19, Z16, Z16
+	MOVQ          DI, AX
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VEXTRACTI64X4 $0x01, Z18, Y18
+	VPMOVZXDQ     Y13, Z13
+	VPMOVZXDQ     Y18, Z18
+	VPSRLQ        $0x1c, Z17, Z17
+	VPSRLQ        $0x20, Z17, Z19
+	VPMULUDQ      Z13, Z19, Z19
+	VPSLLQ        $0x20, Z19, Z19
+	VPMULUDQ      Z13, Z17, Z17
+	VPADDQ        Z19, Z17, Z17
+	VPADDQ        Z18, Z17, Z17
+	VPCMPUQ       $0x01, Z10, Z17, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotRowsX1MaddAvx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z13
+	VPSLLQ        $0x20, Z17, K1, Z17
+	VPORQ         Z13, Z17, Z17
+	MOVQ          DI, AX
+	INCQ          BX
+	CMPQ          BX, steps+16(FP)
+	JB            AnsDotRowsX1MaddAvx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z10, Z14, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z15, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z17, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU32     Z11, (AX)
+	VMOVDQU32     Z12, 64(AX)
+	MOVQ          DX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1MaddAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1MaddAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1MaddAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+DATA ansOne16<>+0(SB)/8, $0x0001000100010001
+DATA ansOne16<>+8(SB)/8, $0x0001000100010001
+DATA ansOne16<>+16(SB)/8, $0x0001000100010001
+DATA ansOne16<>+24(SB)/8, $0x0001000100010001
+DATA ansOne16<>+32(SB)/8, $0x0001000100010001
+DATA ansOne16<>+40(SB)/8, $0x0001000100010001
+DATA ansOne16<>+48(SB)/8, $0x0001000100010001
+DATA ansOne16<>+56(SB)/8, $0x0001000100010001
+GLOBL ansOne16<>(SB), RODATA|NOPTR, $64
+
+DATA ansC00ff<>+0(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+8(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+16(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+24(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+32(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+40(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+48(SB)/8, $0x00ff00ff00ff00ff
+DATA ansC00ff<>+56(SB)/8, $0x00ff00ff00ff00ff
+GLOBL ansC00ff<>(SB), RODATA|NOPTR, $64
+
+DATA ansOne32<>+0(SB)/8, $0x0000000100000001
+DATA ansOne32<>+8(SB)/8, $0x0000000100000001
+DATA ansOne32<>+16(SB)/8, $0x0000000100000001
+DATA ansOne32<>+24(SB)/8, $0x0000000100000001
+DATA ansOne32<>+32(SB)/8, $0x0000000100000001
+DATA ansOne32<>+40(SB)/8, $0x0000000100000001
+DATA ansOne32<>+48(SB)/8, $0x0000000100000001
+DATA ansOne32<>+56(SB)/8, $0x0000000100000001
+GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
+
+// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z10
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0x8000000000000000, AX
+	VPBROADCASTQ AX, Z13
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), AX
+	MOVQ         (CX), CX
+	LEAQ         (AX)(CX*4), CX
+	VMOVDQU64    (AX), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z14, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z15, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z16
+	VPCMPUQ      $0x01, Z10, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z16, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64    192(AX), Z17
+	VPCMPUQ      $0x01, Z10, Z17, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ     Z13, Z17, K1
+	KMOVB        K1, DX
+	TESTL        DX, DX
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	XORQ         DX, DX
+	XORQ         BX, BX
+
+AnsDotStripesX1MaddAvx512_step:
+	MOVQ           v+32(FP), SI
+	LEAQ           (SI)(BX*4), SI
+	VPBROADCASTD   (SI), Z13
+	VPMULTISHIFTQB Z14, Z8, Z18
+	VPMULTISHIFTQB Z15, Z8, Z19
+	VPERMT2B       Z19, Z9, Z18
+	VMOVDQA32      Z18, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPDPBUSD       Z13, Z19, Z11
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z7, Z6, Z13
+	VPTESTMB       Z13, Z13, K1
+	KMOVQ          K1, DI
+	TESTQ          DI, DI
+	JZ             AnsDotStripesX1MaddAvx512_noesc0_0
+
+AnsDotStripesX1MaddAvx512_esc0_0:
+	TZCNTQ DI, R8
+	MOVQ   BX, R9
+	SHLQ   $0x08, R9
+	ADDQ   $0x00000000, R9
+	ADDQ   R8, R9
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotStripesX1MaddAvx512_toomany
+	MOVQ   esc+48(FP), R8
+	MOVL   R9, (R8)(DX*4)
+	INCQ   DX
+	BLSRQ  DI, DI
+	JNZ    AnsDotStripesX1MaddAvx512_esc0_0
+
+AnsDotStripesX1MaddAvx512_noesc0_0:
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VMOVDQA32      Z18, Z18
+	VPERMI2B       Z3, Z2, Z18
+	VPSLLW         $0x08, Z13, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z18, Z18
+	VPANDD         ansC00ff<>+0(SB), Z13, Z19
+	VPSRLW         $0x08, Z13, Z13
+	VPMULLW        Z13, Z19, Z13
+	VPSLLD         $0x10, Z13, Z19
+	VPORD          ansOne32<>+0(SB), Z19, Z19
+	VPMADDWD       Z19, Z18, Z18
+	VPSRLD         $0x10, Z13, Z19
+	VPMADDWD       Z19, Z13, Z13
+	VPMOVZXDQ      Y13, Z19
+	VPMOVZXDQ      Y18, Z20
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z14, Z14
+	VPADDQ         Z21, Z14, Z14
+	VPADDQ         Z20, Z14, Z14
+	VPCMPUQ        $0x01, Z10, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z19, Z14, Z14
+	MOVQ           R8, AX
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VPMOVZXDQ      Y13, Z13
+	VPMOVZXDQ      Y18, Z18
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z19
+	VPMULUDQ       Z13, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z13, Z15, Z15
+	VPADDQ         Z19, Z15, Z15
+	VPADDQ         Z18, Z15, Z15
+	VPCMPUQ        $0x01, Z10, Z15, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z13
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z13, Z15, Z15
+	MOVQ           R8, AX
+	VPBROADCASTD   (SI), Z13
+	VPMULTISHIFTQB Z16, Z8, Z18
+	VPMULTISHIFTQB Z17, Z8, Z19
+	VPERMT2B       Z19, Z9, Z18
+	VMOVDQA32      Z18, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPDPBUSD       Z13, Z19, Z12
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z7, Z6, Z13
+	VPTESTMB       Z13, Z13, K1
+	KMOVQ          K1, SI
+	TESTQ          SI, SI
+	JZ             AnsDotStripesX1MaddAvx512_noesc1_0
+
+AnsDotStripesX1MaddAvx512_esc1_0:
+	TZCNTQ SI, DI
+	MOVQ   BX, R8
+	SHLQ   $0x08, R8
+	ADDQ   $0x00000040, R8
+	ADDQ   DI, R8
+	CMPQ   DX, escCap+56(FP)
+	JAE    AnsDotStripesX1MaddAvx512_toomany
+	MOVQ   esc+48(FP), DI
+	MOVL   R8, (DI)(DX*4)
+	INCQ   DX
+	BLSRQ  SI, SI
+	JNZ    AnsDotStripesX1MaddAvx512_esc1_0
+
+AnsDotStripesX1MaddAvx512_noesc1_0:
+	VMOVDQA32     Z18, Z13
+	VPERMI2B      Z1, Z0, Z13
+	VMOVDQA32     Z18, Z18
+	VPERMI2B      Z3, Z2, Z18
+	VPSLLW        $0x08, Z13, Z19
+	VPORD         ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW    Z19, Z18, Z18
+	VPANDD        ansC00ff<>+0(SB), Z13, Z19
+	VPSRLW        $0x08, Z13, Z13
+	VPMULLW       Z13, Z19, Z13
+	VPSLLD        $0x10, Z13, Z19
+	VPORD         ansOne32<>+0(SB), Z19, Z19
+	VPMADDWD      Z19, Z18, Z18
+	VPSRLD        $0x10, Z13, Z19
+	VPMADDWD      Z19, Z13, Z13
+	VPMOVZXDQ     Y13, Z19
+	VPMOVZXDQ     Y18, Z20
+	VPSRLQ        $0x1c, Z16, Z16
+	VPSRLQ        $0x20, Z16, Z21
+	VPMULUDQ      Z19, Z21, Z21
+	VPSLLQ        $0x20, Z21, Z21
+	VPMULUDQ      Z19, Z16, Z16
+	VPADDQ        Z21, Z16, Z16
+	VPADDQ        Z20, Z16, Z16
+	VPCMPUQ       $0x01, Z10, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotStripesX1MaddAvx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z16, K1, Z16
+	VPORQ         Z19, Z16, Z16
+	MOVQ          DI, AX
+	VEXTRACTI64X4 $0x01, Z13, Y13
+	VEXTRACTI64X4 $0x01, Z18, Y18
+	VPMOVZXDQ     Y13, Z13
+	VPMOVZXDQ     Y18, Z18
+	VPSRLQ        $0x1c, Z17, Z17
+	VPSRLQ        $0x20, Z17, Z19
+	VPMULUDQ      Z13, Z19, Z19
+	VPSLLQ        $0x20, Z19, Z19
+	VPMULUDQ      Z13, Z17, Z17
+	VPADDQ        Z19, Z17, Z17
+	VPADDQ        Z18, Z17, Z17
+	VPCMPUQ       $0x01, Z10, Z17, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotStripesX1MaddAvx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z13
+	VPSLLQ        $0x20, Z17, K1, Z17
+	VPORQ         Z13, Z17, Z17
+	MOVQ          DI, AX
+	INCQ          BX
+	CMPQ          BX, steps+16(FP)
+	JB            AnsDotStripesX1MaddAvx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z10, Z14, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z15, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z17, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU32     Z11, (AX)
+	VMOVDQU32     Z12, 64(AX)
+	MOVQ          DX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1MaddAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1MaddAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1MaddAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z10
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0x8000000000000000, AX
+	VPBROADCASTQ AX, Z15
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), DX
+	MOVQ         (CX), BX
+	LEAQ         (DX)(BX*4), BX
+	VMOVDQU64    (DX), Z16
+	VPCMPUQ      $0x01, Z10, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    64(DX), Z17
+	VPCMPUQ      $0x01, Z10, Z17, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z17, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    128(DX), Z18
+	VPCMPUQ      $0x01, Z10, Z18, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z18, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    192(DX), Z19
+	VPCMPUQ      $0x01, Z10, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	ADDQ         $0x00000100, DX
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	MOVQ         8(AX), AX
+	MOVQ         8(CX), CX
+	LEAQ         (AX)(CX*4), CX
+	VMOVDQU64    (AX), Z20
+	VPCMPUQ      $0x01, Z10, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z21
+	VPCMPUQ      $0x01, Z10, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z22
+	VPCMPUQ      $0x01, Z10, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    192(AX), Z23
+	VPCMPUQ      $0x01, Z10, Z23, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z23, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	XORQ         SI, SI
+	XORQ         DI, DI
+
+AnsDotRowsX2MaddAvx512_step:
+	MOVQ           v+32(FP), R8
+	IMUL3Q         $0x00000080, DI, R8
+	ADDQ           v+32(FP), R8
+	VMOVDQU8       (R8), Z15
+	VPMULTISHIFTQB Z16, Z8, Z24
+	VPMULTISHIFTQB Z17, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z11
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z7, Z6, Z25
+	VPTESTMB       Z25, Z25, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotRowsX2MaddAvx512_noesc0_0
+
+AnsDotRowsX2MaddAvx512_esc0_0:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x00000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotRowsX2MaddAvx512_esc0_0
+
+AnsDotRowsX2MaddAvx512_noesc0_0:
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z25, Z26
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z26, Z25
+	VPSLLD         $0x10, Z25, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y24, Z27
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ        $0x01, Z10, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z26, Z16, Z16
+	MOVQ           R10, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPADDQ         Z24, Z17, Z17
+	VPCMPUQ        $0x01, Z10, Z17, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z17, K1, Z17
+	VPORQ          Z24, Z17, Z17
+	MOVQ           R10, DX
+	VPMULTISHIFTQB Z20, Z8, Z24
+	VPMULTISHIFTQB Z21, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z13
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z7, Z6, Z15
+	VPTESTMB       Z15, Z15, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotRowsX2MaddAvx512_noesc0_1
+
+AnsDotRowsX2MaddAvx512_esc0_1:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x40000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotRowsX2MaddAvx512_esc0_1
+
+AnsDotRowsX2MaddAvx512_noesc0_1:
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z1, Z0, Z15
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z15, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z15, Z25
+	VPSRLW         $0x08, Z15, Z15
+	VPMULLW        Z15, Z25, Z15
+	VPSLLD         $0x10, Z15, Z25
+	VPORD          ansOne32<>+0(SB), Z25, Z25
+	VPMADDWD       Z25, Z24, Z24
+	VPSRLD         $0x10, Z15, Z25
+	VPMADDWD       Z25, Z15, Z15
+	VPMOVZXDQ      Y15, Z25
+	VPMOVZXDQ      Y24, Z26
+	VPSRLQ         $0x1c, Z20, Z20
+	VPSRLQ         $0x20, Z20, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z20, Z20
+	VPADDQ         Z27, Z20, Z20
+	VPADDQ         Z26, Z20, Z20
+	VPCMPUQ        $0x01, Z10, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z25
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z25, Z20, Z20
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y15, Z15
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z21, Z21
+	VPSRLQ         $0x20, Z21, Z25
+	VPMULUDQ       Z15, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z15, Z21, Z21
+	VPADDQ         Z25, Z21, Z21
+	VPADDQ         Z24, Z21, Z21
+	VPCMPUQ        $0x01, Z10, Z21, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z15
+	VPSLLQ         $0x20, Z21, K1, Z21
+	VPORQ          Z15, Z21, Z21
+	MOVQ           R10, AX
+	VMOVDQU8       64(R8), Z15
+	VPMULTISHIFTQB Z18, Z8, Z24
+	VPMULTISHIFTQB Z19, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z12
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z7, Z6, Z25
+	VPTESTMB       Z25, Z25, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotRowsX2MaddAvx512_noesc1_0
+
+AnsDotRowsX2MaddAvx512_esc1_0:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x00000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotRowsX2MaddAvx512_esc1_0
+
+AnsDotRowsX2MaddAvx512_noesc1_0:
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z25, Z26
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z26, Z25
+	VPSLLD         $0x10, Z25, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y24, Z27
+	VPSRLQ         $0x1c, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPADDQ         Z27, Z18, Z18
+	VPCMPUQ        $0x01, Z10, Z18, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z18, K1, Z18
+	VPORQ          Z26, Z18, Z18
+	MOVQ           R9, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ        $0x01, Z10, Z19, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z24, Z19, Z19
+	MOVQ           R9, DX
+	VPMULTISHIFTQB Z22, Z8, Z24
+	VPMULTISHIFTQB Z23, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z14
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z7, Z6, Z15
+	VPTESTMB       Z15, Z15, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotRowsX2MaddAvx512_noesc1_1
+
+AnsDotRowsX2MaddAvx512_esc1_1:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x40000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotRowsX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotRowsX2MaddAvx512_esc1_1
+
+AnsDotRowsX2MaddAvx512_noesc1_1:
+	VMOVDQA32     Z24, Z15
+	VPERMI2B      Z1, Z0, Z15
+	VMOVDQA32     Z24, Z24
+	VPERMI2B      Z3, Z2, Z24
+	VPSLLW        $0x08, Z15, Z25
+	VPORD         ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW    Z25, Z24, Z24
+	VPANDD        ansC00ff<>+0(SB), Z15, Z25
+	VPSRLW        $0x08, Z15, Z15
+	VPMULLW       Z15, Z25, Z15
+	VPSLLD        $0x10, Z15, Z25
+	VPORD         ansOne32<>+0(SB), Z25, Z25
+	VPMADDWD      Z25, Z24, Z24
+	VPSRLD        $0x10, Z15, Z25
+	VPMADDWD      Z25, Z15, Z15
+	VPMOVZXDQ     Y15, Z25
+	VPMOVZXDQ     Y24, Z26
+	VPSRLQ        $0x1c, Z22, Z22
+	VPSRLQ        $0x20, Z22, Z27
+	VPMULUDQ      Z25, Z27, Z27
+	VPSLLQ        $0x20, Z27, Z27
+	VPMULUDQ      Z25, Z22, Z22
+	VPADDQ        Z27, Z22, Z22
+	VPADDQ        Z26, Z22, Z22
+	VPCMPUQ       $0x01, Z10, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotRowsX2MaddAvx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z25
+	VPSLLQ        $0x20, Z22, K1, Z22
+	VPORQ         Z25, Z22, Z22
+	MOVQ          R9, AX
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VEXTRACTI64X4 $0x01, Z24, Y24
+	VPMOVZXDQ     Y15, Z15
+	VPMOVZXDQ     Y24, Z24
+	VPSRLQ        $0x1c, Z23, Z23
+	VPSRLQ        $0x20, Z23, Z25
+	VPMULUDQ      Z15, Z25, Z25
+	VPSLLQ        $0x20, Z25, Z25
+	VPMULUDQ      Z15, Z23, Z23
+	VPADDQ        Z25, Z23, Z23
+	VPADDQ        Z24, Z23, Z23
+	VPCMPUQ       $0x01, Z10, Z23, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotRowsX2MaddAvx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z15
+	VPSLLQ        $0x20, Z23, K1, Z23
+	VPORQ         Z15, Z23, Z23
+	MOVQ          R9, AX
+	INCQ          DI
+	CMPQ          DI, steps+16(FP)
+	JB            AnsDotRowsX2MaddAvx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z10, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z17, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z18, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z19, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU32     Z11, (AX)
+	VMOVDQU32     Z12, 64(AX)
+	VPCMPUQ       $0x04, Z10, Z20, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z21, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z22, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z23, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU32     Z13, 128(AX)
+	VMOVDQU32     Z14, 192(AX)
+	MOVQ          SI, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2MaddAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2MaddAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2MaddAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
+	MOVQ         tabs+24(FP), AX
+	VMOVDQU8     (AX), Z0
+	VMOVDQU8     64(AX), Z1
+	VMOVDQU8     128(AX), Z2
+	VMOVDQU8     192(AX), Z3
+	VMOVDQU8     256(AX), Z4
+	VMOVDQU8     320(AX), Z5
+	VMOVDQU8     384(AX), Z6
+	VMOVDQU8     448(AX), Z7
+	MOVQ         $0x00000000150e0700, AX
+	VPBROADCASTQ AX, Z8
+	VMOVDQU8     ansPackDigits<>+0(SB), Z9
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z10
+	MOVQ         $0x0000000080000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0x8000000000000000, AX
+	VPBROADCASTQ AX, Z15
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	MOVQ         (AX), DX
+	MOVQ         (CX), BX
+	LEAQ         (DX)(BX*4), BX
+	VMOVDQU64    (DX), Z16
+	VPCMPUQ      $0x01, Z10, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z16, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    64(DX), Z17
+	VPCMPUQ      $0x01, Z10, Z17, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z17, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    128(DX), Z18
+	VPCMPUQ      $0x01, Z10, Z18, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z18, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    192(DX), Z19
+	VPCMPUQ      $0x01, Z10, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z19, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	ADDQ         $0x00000100, DX
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	MOVQ         8(AX), AX
+	MOVQ         8(CX), CX
+	LEAQ         (AX)(CX*4), CX
+	VMOVDQU64    (AX), Z20
+	VPCMPUQ      $0x01, Z10, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z20, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z21
+	VPCMPUQ      $0x01, Z10, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z21, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z22
+	VPCMPUQ      $0x01, Z10, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z22, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    192(AX), Z23
+	VPCMPUQ      $0x01, Z10, Z23, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z15, Z23, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	ADDQ         $0x00000100, AX
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	XORQ         SI, SI
+	XORQ         DI, DI
+
+AnsDotStripesX2MaddAvx512_step:
+	MOVQ           v+32(FP), R8
+	LEAQ           (R8)(DI*4), R8
+	VPBROADCASTD   (R8), Z15
+	VPMULTISHIFTQB Z16, Z8, Z24
+	VPMULTISHIFTQB Z17, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z11
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z7, Z6, Z25
+	VPTESTMB       Z25, Z25, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotStripesX2MaddAvx512_noesc0_0
+
+AnsDotStripesX2MaddAvx512_esc0_0:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x00000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotStripesX2MaddAvx512_esc0_0
+
+AnsDotStripesX2MaddAvx512_noesc0_0:
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z25, Z26
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z26, Z25
+	VPSLLD         $0x10, Z25, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y24, Z27
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ        $0x01, Z10, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z26, Z16, Z16
+	MOVQ           R10, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPADDQ         Z24, Z17, Z17
+	VPCMPUQ        $0x01, Z10, Z17, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z17, K1, Z17
+	VPORQ          Z24, Z17, Z17
+	MOVQ           R10, DX
+	VPMULTISHIFTQB Z20, Z8, Z24
+	VPMULTISHIFTQB Z21, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z13
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z7, Z6, Z15
+	VPTESTMB       Z15, Z15, K1
+	KMOVQ          K1, R9
+	TESTQ          R9, R9
+	JZ             AnsDotStripesX2MaddAvx512_noesc0_1
+
+AnsDotStripesX2MaddAvx512_esc0_1:
+	TZCNTQ R9, R10
+	MOVQ   DI, R11
+	SHLQ   $0x08, R11
+	ADDQ   $0x40000000, R11
+	ADDQ   R10, R11
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R10
+	MOVL   R11, (R10)(SI*4)
+	INCQ   SI
+	BLSRQ  R9, R9
+	JNZ    AnsDotStripesX2MaddAvx512_esc0_1
+
+AnsDotStripesX2MaddAvx512_noesc0_1:
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z1, Z0, Z15
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z15, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z15, Z25
+	VPSRLW         $0x08, Z15, Z15
+	VPMULLW        Z15, Z25, Z15
+	VPSLLD         $0x10, Z15, Z25
+	VPORD          ansOne32<>+0(SB), Z25, Z25
+	VPMADDWD       Z25, Z24, Z24
+	VPSRLD         $0x10, Z15, Z25
+	VPMADDWD       Z25, Z15, Z15
+	VPMOVZXDQ      Y15, Z25
+	VPMOVZXDQ      Y24, Z26
+	VPSRLQ         $0x1c, Z20, Z20
+	VPSRLQ         $0x20, Z20, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z20, Z20
+	VPADDQ         Z27, Z20, Z20
+	VPADDQ         Z26, Z20, Z20
+	VPCMPUQ        $0x01, Z10, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z25
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z25, Z20, Z20
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y15, Z15
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z21, Z21
+	VPSRLQ         $0x20, Z21, Z25
+	VPMULUDQ       Z15, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z15, Z21, Z21
+	VPADDQ         Z25, Z21, Z21
+	VPADDQ         Z24, Z21, Z21
+	VPCMPUQ        $0x01, Z10, Z21, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z15
+	VPSLLQ         $0x20, Z21, K1, Z21
+	VPORQ          Z15, Z21, Z21
+	MOVQ           R10, AX
+	VPBROADCASTD   (R8), Z15
+	VPMULTISHIFTQB Z18, Z8, Z24
+	VPMULTISHIFTQB Z19, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z12
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z7, Z6, Z25
+	VPTESTMB       Z25, Z25, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotStripesX2MaddAvx512_noesc1_0
+
+AnsDotStripesX2MaddAvx512_esc1_0:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x00000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotStripesX2MaddAvx512_esc1_0
+
+AnsDotStripesX2MaddAvx512_noesc1_0:
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z25, Z26
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z26, Z25
+	VPSLLD         $0x10, Z25, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y24, Z27
+	VPSRLQ         $0x1c, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPADDQ         Z27, Z18, Z18
+	VPCMPUQ        $0x01, Z10, Z18, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z18, K1, Z18
+	VPORQ          Z26, Z18, Z18
+	MOVQ           R9, DX
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ        $0x01, Z10, Z19, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z24, Z19, Z19
+	MOVQ           R9, DX
+	VPMULTISHIFTQB Z22, Z8, Z24
+	VPMULTISHIFTQB Z23, Z8, Z25
+	VPERMT2B       Z25, Z9, Z24
+	VMOVDQA32      Z24, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPDPBUSD       Z15, Z25, Z14
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z7, Z6, Z15
+	VPTESTMB       Z15, Z15, K1
+	KMOVQ          K1, R8
+	TESTQ          R8, R8
+	JZ             AnsDotStripesX2MaddAvx512_noesc1_1
+
+AnsDotStripesX2MaddAvx512_esc1_1:
+	TZCNTQ R8, R9
+	MOVQ   DI, R10
+	SHLQ   $0x08, R10
+	ADDQ   $0x40000040, R10
+	ADDQ   R9, R10
+	CMPQ   SI, escCap+56(FP)
+	JAE    AnsDotStripesX2MaddAvx512_toomany
+	MOVQ   esc+48(FP), R9
+	MOVL   R10, (R9)(SI*4)
+	INCQ   SI
+	BLSRQ  R8, R8
+	JNZ    AnsDotStripesX2MaddAvx512_esc1_1
+
+AnsDotStripesX2MaddAvx512_noesc1_1:
+	VMOVDQA32     Z24, Z15
+	VPERMI2B      Z1, Z0, Z15
+	VMOVDQA32     Z24, Z24
+	VPERMI2B      Z3, Z2, Z24
+	VPSLLW        $0x08, Z15, Z25
+	VPORD         ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW    Z25, Z24, Z24
+	VPANDD        ansC00ff<>+0(SB), Z15, Z25
+	VPSRLW        $0x08, Z15, Z15
+	VPMULLW       Z15, Z25, Z15
+	VPSLLD        $0x10, Z15, Z25
+	VPORD         ansOne32<>+0(SB), Z25, Z25
+	VPMADDWD      Z25, Z24, Z24
+	VPSRLD        $0x10, Z15, Z25
+	VPMADDWD      Z25, Z15, Z15
+	VPMOVZXDQ     Y15, Z25
+	VPMOVZXDQ     Y24, Z26
+	VPSRLQ        $0x1c, Z22, Z22
+	VPSRLQ        $0x20, Z22, Z27
+	VPMULUDQ      Z25, Z27, Z27
+	VPSLLQ        $0x20, Z27, Z27
+	VPMULUDQ      Z25, Z22, Z22
+	VPADDQ        Z27, Z22, Z22
+	VPADDQ        Z26, Z22, Z22
+	VPCMPUQ       $0x01, Z10, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotStripesX2MaddAvx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z25
+	VPSLLQ        $0x20, Z22, K1, Z22
+	VPORQ         Z25, Z22, Z22
+	MOVQ          R9, AX
+	VEXTRACTI64X4 $0x01, Z15, Y15
+	VEXTRACTI64X4 $0x01, Z24, Y24
+	VPMOVZXDQ     Y15, Z15
+	VPMOVZXDQ     Y24, Z24
+	VPSRLQ        $0x1c, Z23, Z23
+	VPSRLQ        $0x20, Z23, Z25
+	VPMULUDQ      Z15, Z25, Z25
+	VPSLLQ        $0x20, Z25, Z25
+	VPMULUDQ      Z15, Z23, Z23
+	VPADDQ        Z25, Z23, Z23
+	VPADDQ        Z24, Z23, Z23
+	VPCMPUQ       $0x01, Z10, Z23, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotStripesX2MaddAvx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z15
+	VPSLLQ        $0x20, Z23, K1, Z23
+	VPORQ         Z15, Z23, Z23
+	MOVQ          R9, AX
+	INCQ          DI
+	CMPQ          DI, steps+16(FP)
+	JB            AnsDotStripesX2MaddAvx512_step
+	MOVQ          acc+40(FP), AX
+	VPCMPUQ       $0x04, Z10, Z16, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z17, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z18, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z19, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU32     Z11, (AX)
+	VMOVDQU32     Z12, 64(AX)
+	VPCMPUQ       $0x04, Z10, Z20, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z21, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z22, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ       $0x04, Z10, Z23, K1
+	KMOVB         K1, CX
+	TESTL         CX, CX
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU32     Z13, 128(AX)
+	VMOVDQU32     Z14, 192(AX)
+	MOVQ          SI, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2MaddAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2MaddAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2MaddAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
 // func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 // Requires: AVX512BW, AVX512F, MMX+
 TEXT ·CbPsumF16B4M1Avx512(SB), NOSPLIT, $0-80

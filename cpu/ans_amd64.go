@@ -4,6 +4,9 @@ package cpu
 
 import (
 	"fmt"
+	"os"
+
+	"github.com/klauspost/cpuid/v2"
 
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout/ans"
@@ -48,10 +51,14 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 		escs[k] = m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]
 	}
 	stripes := m.Layout == ans.WarpStripes
+	variant := 0
+	if ansMadd && m.Model.NSym > 1 { // frequency 128 (one symbol) needs the other kernels
+		variant = 1
+	}
 	steps := m.Cols / 128
-	fn := ansDotFuncs[n-1][0]
+	fn := ansDotFuncs[variant][n-1][0]
 	if stripes {
-		steps, fn = m.Cols/4, ansDotFuncs[n-1][1]
+		steps, fn = m.Cols/4, ansDotFuncs[variant][n-1][1]
 	}
 	got := fn(&words, &nwords, steps, &tabs[0], &v[0], &acc[0], &escBuf[0], len(escBuf))
 	per := 1
@@ -105,11 +112,26 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 	return nil
 }
 
-// ansDotFuncs are the kernels by units (1, 2) and layout (rows, stripes).
-var ansDotFuncs = [2][2]ansDotFunc{
-	{asm.AnsDotRowsX1Avx512, asm.AnsDotStripesX1Avx512},
-	{asm.AnsDotRowsX2Avx512, asm.AnsDotStripesX2Avx512},
+// ansDotFuncs are the kernels by variant (VPMULLD/VPMULLQ, or the
+// multiply-add variant for Intel cores), units (1, 2) and layout (rows,
+// stripes).
+var ansDotFuncs = [2][2][2]ansDotFunc{
+	{{asm.AnsDotRowsX1Avx512, asm.AnsDotStripesX1Avx512}, {asm.AnsDotRowsX2Avx512, asm.AnsDotStripesX2Avx512}},
+	{{asm.AnsDotRowsX1MaddAvx512, asm.AnsDotStripesX1MaddAvx512}, {asm.AnsDotRowsX2MaddAvx512, asm.AnsDotStripesX2MaddAvx512}},
 }
+
+// ansMadd selects the multiply-add kernels: on Intel cores, where VPMULLD
+// and VPMULLQ are multi-uop with long latencies (measured on the device
+// host's Xeon), unless QGEMV_ANS_KERNEL=mul or =madd says otherwise.
+var ansMadd = func() bool {
+	switch os.Getenv("QGEMV_ANS_KERNEL") {
+	case "mul":
+		return false
+	case "madd":
+		return true
+	}
+	return cpuid.CPU.VendorID == cpuid.Intel
+}()
 
 // mulANSSIMD runs the AVX-512 decoder over units in parallel.
 func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {

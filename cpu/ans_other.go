@@ -7,3 +7,6 @@ import "github.com/qgemv/qgemv/layout/ans"
 func ansKernelOK(*Backend) bool { return false }
 
 func (b *Backend) mulANSSIMD(*ans.Matrix, []int8, []int32) error { return nil }
+
+// ansMadd has no effect without assembly.
+var ansMadd bool

@@ -100,9 +100,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
-	for _, fs := range ansDotFuncs {
-		for _, f := range fs {
-			check("ans", funcName(f), ansRequires)
+	for _, vs := range ansDotFuncs {
+		for _, fs := range vs {
+			for _, f := range fs {
+				check("ans", funcName(f), ansRequires)
+			}
 		}
 	}
 	for isa, ck := range cbSets {

@@ -12,6 +12,15 @@ import (
 // TestInt8AndANS checks the int8 baseline (every kernel set) and the ANS
 // multiply (both layouts) against the exact reference on tails.
 func TestInt8AndANS(t *testing.T) {
+	saved := ansMadd
+	defer func() { ansMadd = saved }()
+	for _, madd := range []bool{false, true} {
+		ansMadd = madd
+		testInt8AndANS(t)
+	}
+}
+
+func testInt8AndANS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, sh := range [][2]int{{1, 1}, {5, 63}, {37, 200}, {64, 256}, {70, 1280}} {
 		rows, cols := sh[0], sh[1]

@@ -12,12 +12,21 @@ import (
 // and int8 dot product of units (1 or 2) layout/ans units of 32 coders,
 // with AVX-512 F, BW, DQ, VBMI, VNNI and BMI2. Two units interleave two
 // independent state chains (the update is a serial chain per coder).
-func ansDot(stripes bool, units int) {
+//
+// With madd, F and the rank come from byte and word multiply-adds
+// (VPMADDUBSW, VPMULLW, VPMADDWD) and the state product from two
+// VPMULUDQ instead of VPMULLD and VPMULLQ, which are multi-uop with long
+// latencies on Intel cores (frequencies must be <= 127: a one-symbol model
+// takes another kernel).
+func ansDot(stripes bool, units int, madd bool) {
 	kind := "Rows"
 	if stripes {
 		kind = "Stripes"
 	}
 	name := fmt.Sprintf("AnsDot%sX%dAvx512", kind, units)
+	if madd {
+		name = fmt.Sprintf("AnsDot%sX%dMaddAvx512", kind, units)
+	}
 	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int")
 	Pragma("noescape")
 	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
@@ -187,30 +196,35 @@ func ansDot(stripes bool, units int) {
 				}
 				return r
 			}
-			// Shallow trees (the state update is a serial chain across steps):
-			// F = (f0 f1)(f2 f3), rank = (o0 + f0 o1) + (f0 f1)(o2 + f2 o3),
-			// in an order that keeps few values live.
-			fb, ob := look(tF), look(tO)
-			f0, o1 := part(fb, 0), part(ob, 1)
-			lo := ZMM()
-			VPMULLD(f0, o1, lo)
-			o0 := part(ob, 0)
-			VPADDD(o0, lo, lo)
-			f1 := part(fb, 1)
-			f01 := ZMM()
-			VPMULLD(f0, f1, f01)
-			f2, o3 := part(fb, 2), part(ob, 3)
-			hi := ZMM()
-			VPMULLD(f2, o3, hi)
-			o2 := part(ob, 2)
-			VPADDD(o2, hi, hi)
-			f3 := part(fb, 3)
-			F := ZMM()
-			VPMULLD(f2, f3, F)
-			VPMULLD(f01, F, F)
-			rank := ZMM()
-			VPMULLD(f01, hi, rank)
-			VPADDD(lo, rank, rank)
+			var F, rank VecVirtual
+			if madd {
+				F, rank = ansMadd(look(tF), look(tO))
+			} else {
+				// Shallow trees (the state update is a serial chain across steps):
+				// F = (f0 f1)(f2 f3), rank = (o0 + f0 o1) + (f0 f1)(o2 + f2 o3),
+				// in an order that keeps few values live.
+				fb, ob := look(tF), look(tO)
+				f0, o1 := part(fb, 0), part(ob, 1)
+				lo := ZMM()
+				VPMULLD(f0, o1, lo)
+				o0 := part(ob, 0)
+				VPADDD(o0, lo, lo)
+				f1 := part(fb, 1)
+				f01 := ZMM()
+				VPMULLD(f0, f1, f01)
+				f2, o3 := part(fb, 2), part(ob, 3)
+				hi := ZMM()
+				VPMULLD(f2, o3, hi)
+				o2 := part(ob, 2)
+				VPADDD(o2, hi, hi)
+				f3 := part(fb, 3)
+				F = ZMM()
+				VPMULLD(f2, f3, F)
+				VPMULLD(f01, F, F)
+				rank = ZMM()
+				VPMULLD(f01, hi, rank)
+				VPADDD(lo, rank, rank)
+			}
 			for q, xs := range []VecVirtual{xa, xb} {
 				Fq, rq := ZMM(), ZMM()
 				if q == 0 {
@@ -225,7 +239,16 @@ func ansDot(stripes bool, units int) {
 				}
 				t := ZMM()
 				VPSRLQ(U8(28), xs, t)
-				VPMULLQ(Fq, t, t)
+				if madd { // F * t with t < 2^35: F*(t mod 2^32) + (F*(t >> 32)) << 32
+					th := ZMM()
+					VPSRLQ(U8(32), t, th)
+					VPMULUDQ(Fq, th, th)
+					VPSLLQ(U8(32), th, th)
+					VPMULUDQ(Fq, t, t)
+					VPADDQ(th, t, t)
+				} else {
+					VPMULLQ(Fq, t, t)
+				}
 				VPADDQ(rq, t, xs)
 				kr := K()
 				VPCMPUQ(U8(1), low, xs, kr) // lanes below 2^31
@@ -292,4 +315,45 @@ func ansPackDigits() Mem {
 		ansPack = &m
 	}
 	return *ansPack
+}
+
+// ansMadd computes, per dword lane, F = f0 f1 f2 f3 and rank = (o0 + o1 f0)
+// + f0 f1 (o2 + o3 f2) from the frequency bytes fb and offset bytes ob
+// (bytes 0..3 of each dword) with multiply-adds; frequencies <= 127.
+func ansMadd(fb, ob VecVirtual) (F, rank VecVirtual) {
+	f1x := ZMM() // bytes (1, f0, 1, f2)
+	VPSLLW(U8(8), fb, f1x)
+	VPORD(ansConst("ansOne16", 0x0001000100010001), f1x, f1x)
+	lohi := ZMM() // words (o0 + o1 f0, o2 + o3 f2)
+	VPMADDUBSW(f1x, ob, lohi)
+	fe, fo := ZMM(), ZMM() // words (f0, f2), (f1, f3)
+	VPANDD(ansConst("ansC00ff", 0x00ff00ff00ff00ff), fb, fe)
+	VPSRLW(U8(8), fb, fo)
+	fw := ZMM()
+	VPMULLW(fo, fe, fw) // words (f0 f1, f2 f3)
+	b1 := ZMM()         // words (1, f0 f1)
+	VPSLLD(U8(16), fw, b1)
+	VPORD(ansConst("ansOne32", 0x0000000100000001), b1, b1)
+	rank = ZMM()
+	VPMADDWD(b1, lohi, rank)
+	f23 := ZMM()
+	VPSRLD(U8(16), fw, f23) // words (f2 f3, 0)
+	F = ZMM()
+	VPMADDWD(f23, fw, F)
+	return F, rank
+}
+
+var ansConsts = map[string]Mem{}
+
+// ansConst returns a 64-byte read-only vector of the qword q repeated.
+func ansConst(name string, q uint64) Mem {
+	if m, ok := ansConsts[name]; ok {
+		return m
+	}
+	m := GLOBL(name, RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(8*i, U64(q))
+	}
+	ansConsts[name] = m
+	return m
 }

@@ -96,9 +96,11 @@ func main() {
 	cbPsum64(1)
 	cbPsum64(2)
 	int8Gemv()
-	for _, units := range []int{1, 2} {
-		ansDot(false, units)
-		ansDot(true, units)
+	for _, madd := range []bool{false, true} {
+		for _, units := range []int{1, 2} {
+			ansDot(false, units, madd)
+			ansDot(true, units, madd)
+		}
 	}
 	for _, b := range []int{4, 6, 8} {
 		for _, m := range []int{1, 2} {
