@@ -117,6 +117,11 @@ func benchMatVANS(d, n, reps int, sigma float64, threads int, asJSON bool) error
 	fmt.Printf("qgemv bench -workload matvans: %d matrices %dx%d, sigma %g, %d threads, median of %d chains\n", n, d, d, sigma, be.Threads(), reps)
 	fmt.Printf("  int8 chain (%s): %.2f ms, %.2f GB/s of int8 weights, hash %s\n", int8s[0].Kernel(), float64(tInt8.Microseconds())/1e3,
 		float64(n*d*d)/tInt8.Seconds()/1e9, hInt8)
+	for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
+		if err := ans.CheckShape(l, d, d); err != nil {
+			fmt.Printf("  ANS %-12s skipped: %v\n", l, err)
+		}
+	}
 	for _, o := range out {
 		fmt.Printf("  ANS %-12s %.3f bits/element (payload %.3f, entropy %.3f), chain %.2f ms, %.2f GB/s compressed, %.1fx the int8 chain, hash %s\n",
 			o.Layout, o.BitsPerElement, o.PayloadBits, o.EntropyBits, o.ChainMedianMS, o.CompressedGBps, o.RatioToInt8, o.Hash)

@@ -56,8 +56,8 @@ func Step(alpha float32, y []int32, v []int8) {
 // New draws a workload of n matrices and computes its alphas and
 // reference with the plain int8 product.
 func New(d, n int, sigma float64, seed uint64) (*Workload, error) {
-	if d < 1 || d > 1<<15 || n < 1 || n > 100 || !(sigma > 0) || sigma > 1000 {
-		return nil, fmt.Errorf("matvans: d %d, n %d, sigma %v out of range", d, n, sigma)
+	if d < 4 || d > 8192 || d%4 != 0 || n < 1 || n > 100 || !(sigma > 0) || sigma > 1000 {
+		return nil, fmt.Errorf("matvans: d %d (a multiple of 4 up to 8192), n %d (1..100), sigma %v (0..1000]: out of range", d, n, sigma)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
 	wl := &Workload{D: d, Sigma: sigma, V0: Draw(rng, d, sigma)}
