@@ -1,7 +1,9 @@
 // Command qgemv is the command-line face of the qgemv library.
 //
 //	qgemv info                      CPU, features, backends, kernels chosen
-//	qgemv bench [flags]             the main job: a LLaMA FFN block, timed
+//	qgemv bench [flags]             the main job: a LLaMA FFN block, timed;
+//	                                -model FILE: every matrix of a model file;
+//	                                -workload matvans: the MatVANS int8 chain
 //	qgemv quantize [flags] IN.f32   raw float32 matrix -> .qgv
 //	qgemv inspect FILE              .qgv: header, sections, statistics;
 //	                                .gguf/.safetensors: tensors, what each imports as
