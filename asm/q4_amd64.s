@@ -20634,7 +20634,8 @@ CbTableF16V2Avx512_q:
 	VCVTPS2PH   $0x00, Z3, Y3
 	VMOVDQU     Y3, (R9)
 	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000010, R9
+	ADDQ        $0x00000010, R9
 	SUBQ        $0x00000010, R10
 	JNZ         CbTableF16V2Avx512_q
 	MOVQ        SI, R10
@@ -20648,13 +20649,13 @@ CbTableF16V2Avx512_q:
 // func CbTableSplitV2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
 TEXT ·CbTableSplitV2Avx512(SB), NOSPLIT, $0-44
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
 	MOVQ         ct+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         out+16(FP), DX
 	MOVQ         nseg+24(FP), BX
 	MOVQ         k+32(FP), SI
-	VBROADCASTSS inv+40(FP), Z0
-	VMOVDQU8     cbSplitBytes<>+0(SB), Z1
+	VBROADCASTSS inv+40(FP), Z1
 	MOVQ         SI, DI
 	SHLQ         $0x02, DI
 
@@ -20666,22 +20667,22 @@ CbTableSplitV2Avx512_seg:
 	MOVQ         SI, R10
 
 CbTableSplitV2Avx512_q:
-	VMULPS        (R8), Z2, Z4
+	VMULPS        (R8), Z2, Z5
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z3, Z4
-	VMULPS        Z0, Z4, Z4
-	VCVTPS2PH     $0x00, Z4, Y5
-	VMULPS        64(R8), Z2, Z4
+	VFMADD231PS   (R11), Z3, Z5
+	VMULPS        Z1, Z5, Z5
+	VCVTPS2PH     $0x00, Z5, Y4
+	VMULPS        64(R8), Z2, Z5
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z3, Z4
-	VMULPS        Z0, Z4, Z4
-	VCVTPS2PH     $0x00, Z4, Y4
-	VINSERTI64X4  $0x01, Y4, Z5, Z4
-	VPERMB        Z4, Z1, Z4
-	VMOVDQU       Y4, (R9)
-	VEXTRACTI64X4 $0x01, Z4, Y4
+	VFMADD231PS   64(R11), Z3, Z5
+	VMULPS        Z1, Z5, Z5
+	VCVTPS2PH     $0x00, Z5, Y5
+	VINSERTI64X4  $0x01, Y5, Z4, Z5
+	VPERMB        Z5, Z0, Z5
+	VMOVDQU       Y5, (R9)
+	VEXTRACTI64X4 $0x01, Z5, Y4
 	VMOVDQU       Y4, (R9)(SI*1)
 	ADDQ          $0x00000080, R8
 	ADDQ          $0x00000020, R9
@@ -20795,7 +20796,8 @@ CbTableF16V4Avx512_q:
 	VCVTPS2PH   $0x00, Z5, Y5
 	VMOVDQU     Y5, (R9)
 	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000010, R9
+	ADDQ        $0x00000010, R9
 	SUBQ        $0x00000010, R10
 	JNZ         CbTableF16V4Avx512_q
 	MOVQ        SI, R10
@@ -20809,13 +20811,13 @@ CbTableF16V4Avx512_q:
 // func CbTableSplitV4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
 TEXT ·CbTableSplitV4Avx512(SB), NOSPLIT, $0-44
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
 	MOVQ         ct+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         out+16(FP), DX
 	MOVQ         nseg+24(FP), BX
 	MOVQ         k+32(FP), SI
-	VBROADCASTSS inv+40(FP), Z0
-	VMOVDQU8     cbSplitBytes<>+0(SB), Z1
+	VBROADCASTSS inv+40(FP), Z1
 	MOVQ         SI, DI
 	SHLQ         $0x02, DI
 
@@ -20829,30 +20831,30 @@ CbTableSplitV4Avx512_seg:
 	MOVQ         SI, R10
 
 CbTableSplitV4Avx512_q:
-	VMULPS        (R8), Z2, Z6
+	VMULPS        (R8), Z2, Z7
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z3, Z6
+	VFMADD231PS   (R11), Z3, Z7
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z4, Z6
+	VFMADD231PS   (R11), Z4, Z7
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z5, Z6
-	VMULPS        Z0, Z6, Z6
-	VCVTPS2PH     $0x00, Z6, Y7
-	VMULPS        64(R8), Z2, Z6
+	VFMADD231PS   (R11), Z5, Z7
+	VMULPS        Z1, Z7, Z7
+	VCVTPS2PH     $0x00, Z7, Y6
+	VMULPS        64(R8), Z2, Z7
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z3, Z6
+	VFMADD231PS   64(R11), Z3, Z7
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z4, Z6
+	VFMADD231PS   64(R11), Z4, Z7
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z5, Z6
-	VMULPS        Z0, Z6, Z6
-	VCVTPS2PH     $0x00, Z6, Y6
-	VINSERTI64X4  $0x01, Y6, Z7, Z6
-	VPERMB        Z6, Z1, Z6
-	VMOVDQU       Y6, (R9)
-	VEXTRACTI64X4 $0x01, Z6, Y6
+	VFMADD231PS   64(R11), Z5, Z7
+	VMULPS        Z1, Z7, Z7
+	VCVTPS2PH     $0x00, Z7, Y7
+	VINSERTI64X4  $0x01, Y7, Z6, Z7
+	VPERMB        Z7, Z0, Z7
+	VMOVDQU       Y7, (R9)
+	VEXTRACTI64X4 $0x01, Z7, Y6
 	VMOVDQU       Y6, (R9)(SI*1)
 	ADDQ          $0x00000080, R8
 	ADDQ          $0x00000020, R9
@@ -20912,7 +20914,8 @@ CbTableF16V8Avx512_q:
 	VCVTPS2PH   $0x00, Z9, Y9
 	VMOVDQU     Y9, (R9)
 	ADDQ        $0x00000040, R8
-	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000010, R9
+	ADDQ        $0x00000010, R9
 	SUBQ        $0x00000010, R10
 	JNZ         CbTableF16V8Avx512_q
 	MOVQ        SI, R10
@@ -20926,13 +20929,13 @@ CbTableF16V8Avx512_q:
 // func CbTableSplitV8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
 TEXT ·CbTableSplitV8Avx512(SB), NOSPLIT, $0-44
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
 	MOVQ         ct+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         out+16(FP), DX
 	MOVQ         nseg+24(FP), BX
 	MOVQ         k+32(FP), SI
-	VBROADCASTSS inv+40(FP), Z0
-	VMOVDQU8     cbSplitBytes<>+0(SB), Z1
+	VBROADCASTSS inv+40(FP), Z1
 	MOVQ         SI, DI
 	SHLQ         $0x02, DI
 
@@ -20950,46 +20953,46 @@ CbTableSplitV8Avx512_seg:
 	MOVQ         SI, R10
 
 CbTableSplitV8Avx512_q:
-	VMULPS        (R8), Z2, Z10
+	VMULPS        (R8), Z2, Z11
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z3, Z10
+	VFMADD231PS   (R11), Z3, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z4, Z10
+	VFMADD231PS   (R11), Z4, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z5, Z10
+	VFMADD231PS   (R11), Z5, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z6, Z10
+	VFMADD231PS   (R11), Z6, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z7, Z10
+	VFMADD231PS   (R11), Z7, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z8, Z10
+	VFMADD231PS   (R11), Z8, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   (R11), Z9, Z10
-	VMULPS        Z0, Z10, Z10
-	VCVTPS2PH     $0x00, Z10, Y11
-	VMULPS        64(R8), Z2, Z10
+	VFMADD231PS   (R11), Z9, Z11
+	VMULPS        Z1, Z11, Z11
+	VCVTPS2PH     $0x00, Z11, Y10
+	VMULPS        64(R8), Z2, Z11
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z3, Z10
+	VFMADD231PS   64(R11), Z3, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z4, Z10
+	VFMADD231PS   64(R11), Z4, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z5, Z10
+	VFMADD231PS   64(R11), Z5, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z6, Z10
+	VFMADD231PS   64(R11), Z6, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z7, Z10
+	VFMADD231PS   64(R11), Z7, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z8, Z10
+	VFMADD231PS   64(R11), Z8, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z9, Z10
-	VMULPS        Z0, Z10, Z10
-	VCVTPS2PH     $0x00, Z10, Y10
-	VINSERTI64X4  $0x01, Y10, Z11, Z10
-	VPERMB        Z10, Z1, Z10
-	VMOVDQU       Y10, (R9)
-	VEXTRACTI64X4 $0x01, Z10, Y10
+	VFMADD231PS   64(R11), Z9, Z11
+	VMULPS        Z1, Z11, Z11
+	VCVTPS2PH     $0x00, Z11, Y11
+	VINSERTI64X4  $0x01, Y11, Z10, Z11
+	VPERMB        Z11, Z0, Z11
+	VMOVDQU       Y11, (R9)
+	VEXTRACTI64X4 $0x01, Z11, Y10
 	VMOVDQU       Y10, (R9)(SI*1)
 	ADDQ          $0x00000080, R8
 	ADDQ          $0x00000020, R9

@@ -330,6 +330,20 @@ func cbTableF16(v int) {
 		"",
 		"Preconditions: nseg >= 1, k a multiple of 16.",
 	)
+	cbTable16Loop(name, v, 16, func(entries func(half int) VecVirtual, op, _ GPVirtual) {
+		h := YMM()
+		VCVTPS2PH(U8(0), entries(0), h)
+		VMOVDQU(h, Mem{Base: op})
+	})
+}
+
+// cbTable16Loop emits the segment and entry loops of the binary16 table
+// kernels: per segment it broadcasts the v inputs, then per block of
+// step entries (16 or 32) calls store with entries(half), the 16 scaled
+// float32 entries of half 0 or 1 of the block, the output pointer of the
+// block (2 bytes per entry from out) and k; out advances 2k bytes per
+// segment.
+func cbTable16Loop(name string, v, step int, store func(entries func(half int) VecVirtual, op, k GPVirtual)) {
 	ct, x, out := param("ct"), param("x"), param("out")
 	nseg := param("nseg")
 	k := param("k")
@@ -352,21 +366,25 @@ func cbTableF16(v int) {
 		q := GP64()
 		MOVQ(k, q)
 		Label(name + "_q")
-		acc := ZMM()
-		VMULPS(Mem{Base: cp}, bx[0], acc)
-		row := GP64()
-		MOVQ(cp, row)
-		for e := 1; e < v; e++ {
-			ADDQ(kb, row)
-			VFMADD231PS(Mem{Base: row}, bx[e], acc)
+		entries := func(half int) VecVirtual {
+			acc := ZMM()
+			VMULPS(Mem{Base: cp, Disp: 64 * half}, bx[0], acc)
+			row := GP64()
+			MOVQ(cp, row)
+			for e := 1; e < v; e++ {
+				ADDQ(kb, row)
+				VFMADD231PS(Mem{Base: row, Disp: 64 * half}, bx[e], acc)
+			}
+			VMULPS(inv, acc, acc)
+			return acc
 		}
-		VMULPS(inv, acc, acc)
-		h := YMM()
-		VCVTPS2PH(U8(0), acc, h)
-		VMOVDQU(h, Mem{Base: op})
-		ADDQ(U32(64), cp)
-		ADDQ(U32(32), op)
-		SUBQ(U32(16), q)
+		store(entries, op, k)
+		ADDQ(U32(4*step), cp)
+		ADDQ(U32(step), op)
+		if step == 16 { // binary16 entries: 2 bytes each
+			ADDQ(U32(step), op)
+		}
+		SUBQ(U32(step), q)
 		JNZ(LabelRef(name + "_q"))
 		MOVQ(k, q)
 		LEAQ(Mem{Base: out, Index: q, Scale: 2}, out)
@@ -615,43 +633,14 @@ func cbTableSplit(v int) {
 		"",
 		"Preconditions: nseg >= 1, k a multiple of 32.",
 	)
-	ct, x, out := param("ct"), param("x"), param("out")
-	nseg := param("nseg")
-	k := param("k")
-	inv := ZMM()
-	VBROADCASTSS(NewParamAddr("inv", 40), inv)
 	split := ZMM() // VPERMB index: even bytes (low) then odd bytes (high)
 	VMOVDQU8(cbSplitBytes(), split)
-	kb := GP64()
-	MOVQ(k, kb)
-	SHLQ(U8(2), kb)
-	Label(name + "_seg")
-	{
-		bx := make([]VecVirtual, v)
-		for e := range bx {
-			bx[e] = ZMM()
-			VBROADCASTSS(Mem{Base: x, Disp: 4 * e}, bx[e])
-		}
-		cp := GP64()
-		MOVQ(ct, cp)
-		op := GP64()
-		MOVQ(out, op)
-		q := GP64()
-		MOVQ(k, q)
-		Label(name + "_q")
+	// 32 entries per block: low bytes to op, high bytes to op + k.
+	cbTable16Loop(name, v, 32, func(entries func(half int) VecVirtual, op, k GPVirtual) {
 		var hs [2]VecVirtual
-		for half := 0; half < 2; half++ {
-			acc := ZMM()
-			VMULPS(Mem{Base: cp, Disp: 64 * half}, bx[0], acc)
-			row := GP64()
-			MOVQ(cp, row)
-			for e := 1; e < v; e++ {
-				ADDQ(kb, row)
-				VFMADD231PS(Mem{Base: row, Disp: 64 * half}, bx[e], acc)
-			}
-			VMULPS(inv, acc, acc)
+		for half := range hs {
 			hs[half] = YMM()
-			VCVTPS2PH(U8(0), acc, hs[half])
+			VCVTPS2PH(U8(0), entries(half), hs[half])
 		}
 		w := ZMM()
 		VINSERTI64X4(U8(1), hs[1], hs[0].AsZ(), w)
@@ -660,18 +649,7 @@ func cbTableSplit(v int) {
 		hi := YMM()
 		VEXTRACTI64X4(U8(1), w, hi)
 		VMOVDQU(hi, Mem{Base: op, Index: k, Scale: 1})
-		ADDQ(U32(128), cp)
-		ADDQ(U32(32), op)
-		SUBQ(U32(32), q)
-		JNZ(LabelRef(name + "_q"))
-		MOVQ(k, q)
-		LEAQ(Mem{Base: out, Index: q, Scale: 2}, out)
-		ADDQ(U32(4*v), x)
-		DECQ(nseg)
-		JNZ(LabelRef(name + "_seg"))
-	}
-	VZEROUPPER()
-	RET()
+	})
 }
 
 var cbSplit *Mem
