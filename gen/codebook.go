@@ -238,13 +238,7 @@ func cbLookup(f cbVec, b, m int, dequant bool) {
 		Load(Param("spg"), cnt)
 		Label(skip)
 	}
-	for _, w := range wps {
-		ADDQ(U32(128*pw), w)
-	}
-	bump("nper", I32(-1))
-	nper := param("nper")
-	TESTQ(nper, nper)
-	JNZ(LabelRef(name + "_period"))
+	cbNextPeriod(name, wps, 128*pw)
 	VMOVUPS(accv, Mem{Base: param("acc")})
 	if !f.avx512 {
 		VZEROUPPER()
@@ -571,13 +565,7 @@ func cbPsumF16(b, m int) {
 		Load(Param("spg"), cnt)
 		Label(skip)
 	}
-	for _, w := range wps {
-		ADDQ(U32(128*pw), w)
-	}
-	bump("nper", I32(-1))
-	nper := param("nper")
-	TESTQ(nper, nper)
-	JNZ(LabelRef(name + "_period"))
+	cbNextPeriod(name, wps, 128*pw)
 	ap := param("acc")
 	VMOVUPS(acc0, Mem{Base: ap})
 	VMOVUPS(acc1, Mem{Base: ap, Disp: 64})
@@ -804,13 +792,7 @@ func cbPsum64(m int) {
 		Load(Param("spg"), cnt)
 		Label(skip)
 	}
-	for _, w := range wps {
-		ADDQ(U32(128), w)
-	}
-	bump("nper", I32(-1))
-	nper := param("nper")
-	TESTQ(nper, nper)
-	JNZ(LabelRef(name + "_period"))
+	cbNextPeriod(name, wps, 128)
 	ap = param("acc")
 	for q := range acc {
 		VMOVUPS(acc[q], Mem{Base: ap, Disp: 64 * q})
@@ -896,4 +878,16 @@ func int8Gemv() {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// cbNextPeriod advances the code pointers by stride bytes and loops back
+// to the period label while the nper argument, decremented, is nonzero.
+func cbNextPeriod(name string, wps []GPVirtual, stride int) {
+	for _, w := range wps {
+		ADDQ(U32(uint32(stride)), w)
+	}
+	bump("nper", I32(-1))
+	nper := param("nper")
+	TESTQ(nper, nper)
+	JNZ(LabelRef(name + "_period"))
 }
