@@ -22,7 +22,7 @@ func cmdInfo(args []string) error {
 	defer eng.Close()
 	fmt.Print(eng.Report())
 	fmt.Println("kernels (A32, A16, A8):")
-	for _, name := range []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "sparse12g128"} {
+	for _, name := range []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "bits4g32", "sparse12g128", "cb-m1v4b8g128", "cb-m2v8b6g128", "cb-m1v4b12g128"} {
 		spec, err := layout.ParseFormatSpec(name)
 		if err != nil {
 			return err
@@ -35,7 +35,7 @@ func cmdInfo(args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %-14s %s\n", m.Name(), mat.Kernel())
+		fmt.Printf("  %-15s %s\n", m.Name(), mat.Kernel())
 		mat.Close()
 	}
 	return nil
