@@ -21948,7 +21948,7 @@ Int8GemvAvx512_c:
 	RET
 
 // func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -22079,6 +22079,18 @@ AnsDotRowsX1Avx512_noesc0_0:
 	VPMULLQ        Z20, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1Avx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z20
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z20, Z13, Z13
+	MOVQ           R8, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -22086,22 +22098,19 @@ AnsDotRowsX1Avx512_noesc0_0:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z12, Z14, Z14
 	VPADDQ         Z19, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
+	VPCMPUQ        $0x01, Z11, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           DI, AX
-	VPMOVZXDQ      Y12, Z19
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z19, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
-	VPSLLQ         $0x20, Z14, K2, Z14
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z12, Z14, Z14
+	MOVQ           R8, AX
 	VMOVDQU8       64(SI), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
@@ -22162,6 +22171,18 @@ AnsDotRowsX1Avx512_noesc1_0:
 	VPMULLQ       Z20, Z15, Z15
 	VPADDQ        Z21, Z15, Z15
 	VPCMPUQ       $0x01, Z11, Z15, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotRowsX1Avx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z20
+	VPSLLQ        $0x20, Z15, K1, Z15
+	VPORQ         Z20, Z15, Z15
+	MOVQ          DI, AX
 	VEXTRACTI64X4 $0x01, Z12, Y12
 	VEXTRACTI64X4 $0x01, Z19, Y19
 	VPMOVZXDQ     Y12, Z12
@@ -22169,22 +22190,19 @@ AnsDotRowsX1Avx512_noesc1_0:
 	VPSRLQ        $0x1c, Z16, Z16
 	VPMULLQ       Z12, Z16, Z16
 	VPADDQ        Z19, Z16, Z16
-	VPCMPUQ       $0x01, Z11, Z16, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, SI
-	POPCNTL       SI, SI
-	LEAQ          (AX)(SI*4), SI
-	CMPQ          SI, CX
+	VPCMPUQ       $0x01, Z11, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
 	JA            AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z12
-	MOVQ          SI, AX
-	VPMOVZXDQ     Y12, Z19
-	VPSLLQ        $0x20, Z15, K1, Z15
-	VPORQ         Z19, Z15, Z15
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VPMOVZXDQ     Y12, Z12
-	VPSLLQ        $0x20, Z16, K2, Z16
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z12
+	VPSLLQ        $0x20, Z16, K1, Z16
 	VPORQ         Z12, Z16, Z16
+	MOVQ          DI, AX
 	INCQ          BX
 	CMPQ          BX, steps+16(FP)
 	JB            AnsDotRowsX1Avx512_step
@@ -22296,7 +22314,7 @@ DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -22426,6 +22444,18 @@ AnsDotStripesX1Avx512_noesc0_0:
 	VPMULLQ        Z20, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1Avx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z20
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z20, Z13, Z13
+	MOVQ           R8, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -22433,22 +22463,19 @@ AnsDotStripesX1Avx512_noesc0_0:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z12, Z14, Z14
 	VPADDQ         Z19, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
+	VPCMPUQ        $0x01, Z11, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           DI, AX
-	VPMOVZXDQ      Y12, Z19
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z19, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
-	VPSLLQ         $0x20, Z14, K2, Z14
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z12, Z14, Z14
+	MOVQ           R8, AX
 	VPBROADCASTD   (SI), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
@@ -22509,6 +22536,18 @@ AnsDotStripesX1Avx512_noesc1_0:
 	VPMULLQ       Z20, Z15, Z15
 	VPADDQ        Z21, Z15, Z15
 	VPCMPUQ       $0x01, Z11, Z15, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotStripesX1Avx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z20
+	VPSLLQ        $0x20, Z15, K1, Z15
+	VPORQ         Z20, Z15, Z15
+	MOVQ          DI, AX
 	VEXTRACTI64X4 $0x01, Z12, Y12
 	VEXTRACTI64X4 $0x01, Z19, Y19
 	VPMOVZXDQ     Y12, Z12
@@ -22516,22 +22555,19 @@ AnsDotStripesX1Avx512_noesc1_0:
 	VPSRLQ        $0x1c, Z16, Z16
 	VPMULLQ       Z12, Z16, Z16
 	VPADDQ        Z19, Z16, Z16
-	VPCMPUQ       $0x01, Z11, Z16, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, SI
-	POPCNTL       SI, SI
-	LEAQ          (AX)(SI*4), SI
-	CMPQ          SI, CX
+	VPCMPUQ       $0x01, Z11, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
 	JA            AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z12
-	MOVQ          SI, AX
-	VPMOVZXDQ     Y12, Z19
-	VPSLLQ        $0x20, Z15, K1, Z15
-	VPORQ         Z19, Z15, Z15
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VPMOVZXDQ     Y12, Z12
-	VPSLLQ        $0x20, Z16, K2, Z16
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z12
+	VPSLLQ        $0x20, Z16, K1, Z16
 	VPORQ         Z12, Z16, Z16
+	MOVQ          DI, AX
 	INCQ          BX
 	CMPQ          BX, steps+16(FP)
 	JB            AnsDotStripesX1Avx512_step
@@ -22577,7 +22613,7 @@ AnsDotStripesX1Avx512_badstate:
 	RET
 
 // func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -22750,6 +22786,18 @@ AnsDotRowsX2Avx512_noesc0_0:
 	VPMULLQ        Z27, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z27, Z13, Z13
+	MOVQ           R10, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -22757,22 +22805,19 @@ AnsDotRowsX2Avx512_noesc0_0:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z25, Z14, Z14
 	VPADDQ         Z26, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	VPCMPUQ        $0x01, Z11, Z14, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R9, DX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z26, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z14, K2, Z14
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z25, Z14, Z14
+	MOVQ           R10, DX
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPMULTISHIFTQB Z20, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -22832,6 +22877,18 @@ AnsDotRowsX2Avx512_noesc0_1:
 	VPMULLQ        Z26, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z26
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z26, Z19, Z19
+	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -22839,22 +22896,19 @@ AnsDotRowsX2Avx512_noesc0_1:
 	VPSRLQ         $0x1c, Z20, Z20
 	VPMULLQ        Z12, Z20, Z20
 	VPADDQ         Z25, Z20, Z20
-	VPCMPUQ        $0x01, Z11, Z20, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	VPCMPUQ        $0x01, Z11, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y12, Z25
-	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z25, Z19, Z19
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
-	VPSLLQ         $0x20, Z20, K2, Z20
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z20, K1, Z20
 	VPORQ          Z12, Z20, Z20
+	MOVQ           R10, AX
 	VMOVDQU8       64(R8), Z12
 	VPMULTISHIFTQB Z15, Z8, Z25
 	VPMULTISHIFTQB Z16, Z8, Z26
@@ -22915,6 +22969,18 @@ AnsDotRowsX2Avx512_noesc1_0:
 	VPMULLQ        Z27, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z27, Z15, Z15
+	MOVQ           R9, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -22922,22 +22988,19 @@ AnsDotRowsX2Avx512_noesc1_0:
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z25, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (DX)(R8*4), R8
-	CMPQ           R8, BX
+	VPCMPUQ        $0x01, Z11, Z16, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R8, DX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z26, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z16, K2, Z16
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z25, Z16, Z16
+	MOVQ           R9, DX
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPMULTISHIFTQB Z22, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -22997,6 +23060,18 @@ AnsDotRowsX2Avx512_noesc1_1:
 	VPMULLQ       Z26, Z21, Z21
 	VPADDQ        Z27, Z21, Z21
 	VPCMPUQ       $0x01, Z11, Z21, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotRowsX2Avx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z26
+	VPSLLQ        $0x20, Z21, K1, Z21
+	VPORQ         Z26, Z21, Z21
+	MOVQ          R9, AX
 	VEXTRACTI64X4 $0x01, Z12, Y12
 	VEXTRACTI64X4 $0x01, Z25, Y25
 	VPMOVZXDQ     Y12, Z12
@@ -23004,22 +23079,19 @@ AnsDotRowsX2Avx512_noesc1_1:
 	VPSRLQ        $0x1c, Z22, Z22
 	VPMULLQ       Z12, Z22, Z22
 	VPADDQ        Z25, Z22, Z22
-	VPCMPUQ       $0x01, Z11, Z22, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, R8
-	POPCNTL       R8, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
+	VPCMPUQ       $0x01, Z11, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
 	JA            AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z12
-	MOVQ          R8, AX
-	VPMOVZXDQ     Y12, Z25
-	VPSLLQ        $0x20, Z21, K1, Z21
-	VPORQ         Z25, Z21, Z21
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VPMOVZXDQ     Y12, Z12
-	VPSLLQ        $0x20, Z22, K2, Z22
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z12
+	VPSLLQ        $0x20, Z22, K1, Z22
 	VPORQ         Z12, Z22, Z22
+	MOVQ          R9, AX
 	INCQ          DI
 	CMPQ          DI, steps+16(FP)
 	JB            AnsDotRowsX2Avx512_step
@@ -23083,7 +23155,7 @@ AnsDotRowsX2Avx512_badstate:
 	RET
 
 // func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -23255,6 +23327,18 @@ AnsDotStripesX2Avx512_noesc0_0:
 	VPMULLQ        Z27, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z27, Z13, Z13
+	MOVQ           R10, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -23262,22 +23346,19 @@ AnsDotStripesX2Avx512_noesc0_0:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z25, Z14, Z14
 	VPADDQ         Z26, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	VPCMPUQ        $0x01, Z11, Z14, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R9, DX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z26, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z14, K2, Z14
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z25, Z14, Z14
+	MOVQ           R10, DX
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPMULTISHIFTQB Z20, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -23337,6 +23418,18 @@ AnsDotStripesX2Avx512_noesc0_1:
 	VPMULLQ        Z26, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z26
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z26, Z19, Z19
+	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -23344,22 +23437,19 @@ AnsDotStripesX2Avx512_noesc0_1:
 	VPSRLQ         $0x1c, Z20, Z20
 	VPMULLQ        Z12, Z20, Z20
 	VPADDQ         Z25, Z20, Z20
-	VPCMPUQ        $0x01, Z11, Z20, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	VPCMPUQ        $0x01, Z11, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y12, Z25
-	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z25, Z19, Z19
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
-	VPSLLQ         $0x20, Z20, K2, Z20
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z20, K1, Z20
 	VPORQ          Z12, Z20, Z20
+	MOVQ           R10, AX
 	VPBROADCASTD   (R8), Z12
 	VPMULTISHIFTQB Z15, Z8, Z25
 	VPMULTISHIFTQB Z16, Z8, Z26
@@ -23420,6 +23510,18 @@ AnsDotStripesX2Avx512_noesc1_0:
 	VPMULLQ        Z27, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z27
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z27, Z15, Z15
+	MOVQ           R9, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -23427,22 +23529,19 @@ AnsDotStripesX2Avx512_noesc1_0:
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z25, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (DX)(R8*4), R8
-	CMPQ           R8, BX
+	VPCMPUQ        $0x01, Z11, Z16, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R8, DX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z26, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z16, K2, Z16
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z25
+	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z25, Z16, Z16
+	MOVQ           R9, DX
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPMULTISHIFTQB Z22, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -23502,6 +23601,18 @@ AnsDotStripesX2Avx512_noesc1_1:
 	VPMULLQ       Z26, Z21, Z21
 	VPADDQ        Z27, Z21, Z21
 	VPCMPUQ       $0x01, Z11, Z21, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotStripesX2Avx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z26
+	VPSLLQ        $0x20, Z21, K1, Z21
+	VPORQ         Z26, Z21, Z21
+	MOVQ          R9, AX
 	VEXTRACTI64X4 $0x01, Z12, Y12
 	VEXTRACTI64X4 $0x01, Z25, Y25
 	VPMOVZXDQ     Y12, Z12
@@ -23509,22 +23620,19 @@ AnsDotStripesX2Avx512_noesc1_1:
 	VPSRLQ        $0x1c, Z22, Z22
 	VPMULLQ       Z12, Z22, Z22
 	VPADDQ        Z25, Z22, Z22
-	VPCMPUQ       $0x01, Z11, Z22, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, R8
-	POPCNTL       R8, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
+	VPCMPUQ       $0x01, Z11, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
 	JA            AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z12
-	MOVQ          R8, AX
-	VPMOVZXDQ     Y12, Z25
-	VPSLLQ        $0x20, Z21, K1, Z21
-	VPORQ         Z25, Z21, Z21
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VPMOVZXDQ     Y12, Z12
-	VPSLLQ        $0x20, Z22, K2, Z22
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z12
+	VPSLLQ        $0x20, Z22, K1, Z22
 	VPORQ         Z12, Z22, Z22
+	MOVQ          R9, AX
 	INCQ          DI
 	CMPQ          DI, steps+16(FP)
 	JB            AnsDotStripesX2Avx512_step
@@ -23588,7 +23696,7 @@ AnsDotStripesX2Avx512_badstate:
 	RET
 
 // func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -23713,6 +23821,18 @@ AnsDotRowsX1MaddAvx512_noesc0_0:
 	VPADDQ         Z21, Z14, Z14
 	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z19, Z14, Z14
+	MOVQ           R8, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -23724,22 +23844,19 @@ AnsDotRowsX1MaddAvx512_noesc0_0:
 	VPMULUDQ       Z13, Z15, Z15
 	VPADDQ         Z19, Z15, Z15
 	VPADDQ         Z18, Z15, Z15
-	VPCMPUQ        $0x01, Z10, Z15, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
+	VPCMPUQ        $0x01, Z10, Z15, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z13
-	MOVQ           DI, AX
-	VPMOVZXDQ      Y13, Z18
-	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z18, Z14, Z14
-	VEXTRACTI64X4  $0x01, Z13, Y13
-	VPMOVZXDQ      Y13, Z13
-	VPSLLQ         $0x20, Z15, K2, Z15
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z13
+	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z13, Z15, Z15
+	MOVQ           R8, AX
 	VMOVDQU8       64(SI), Z13
 	VPMULTISHIFTQB Z16, Z8, Z18
 	VPMULTISHIFTQB Z17, Z8, Z19
@@ -23794,6 +23911,18 @@ AnsDotRowsX1MaddAvx512_noesc1_0:
 	VPADDQ        Z21, Z16, Z16
 	VPADDQ        Z20, Z16, Z16
 	VPCMPUQ       $0x01, Z10, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotRowsX1MaddAvx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z16, K1, Z16
+	VPORQ         Z19, Z16, Z16
+	MOVQ          DI, AX
 	VEXTRACTI64X4 $0x01, Z13, Y13
 	VEXTRACTI64X4 $0x01, Z18, Y18
 	VPMOVZXDQ     Y13, Z13
@@ -23805,22 +23934,19 @@ AnsDotRowsX1MaddAvx512_noesc1_0:
 	VPMULUDQ      Z13, Z17, Z17
 	VPADDQ        Z19, Z17, Z17
 	VPADDQ        Z18, Z17, Z17
-	VPCMPUQ       $0x01, Z10, Z17, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, SI
-	POPCNTL       SI, SI
-	LEAQ          (AX)(SI*4), SI
-	CMPQ          SI, CX
+	VPCMPUQ       $0x01, Z10, Z17, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
 	JA            AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z13
-	MOVQ          SI, AX
-	VPMOVZXDQ     Y13, Z18
-	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z18, Z16, Z16
-	VEXTRACTI64X4 $0x01, Z13, Y13
-	VPMOVZXDQ     Y13, Z13
-	VPSLLQ        $0x20, Z17, K2, Z17
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z13
+	VPSLLQ        $0x20, Z17, K1, Z17
 	VPORQ         Z13, Z17, Z17
+	MOVQ          DI, AX
 	INCQ          BX
 	CMPQ          BX, steps+16(FP)
 	JB            AnsDotRowsX1MaddAvx512_step
@@ -23896,7 +24022,7 @@ DATA ansOne32<>+56(SB)/8, $0x0000000100000001
 GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -24020,6 +24146,18 @@ AnsDotStripesX1MaddAvx512_noesc0_0:
 	VPADDQ         Z21, Z14, Z14
 	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z19, Z14, Z14
+	MOVQ           R8, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -24031,22 +24169,19 @@ AnsDotStripesX1MaddAvx512_noesc0_0:
 	VPMULUDQ       Z13, Z15, Z15
 	VPADDQ         Z19, Z15, Z15
 	VPADDQ         Z18, Z15, Z15
-	VPCMPUQ        $0x01, Z10, Z15, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
+	VPCMPUQ        $0x01, Z10, Z15, K1
+	KMOVB          K1, DI
+	POPCNTL        DI, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z13
-	MOVQ           DI, AX
-	VPMOVZXDQ      Y13, Z18
-	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z18, Z14, Z14
-	VEXTRACTI64X4  $0x01, Z13, Y13
-	VPMOVZXDQ      Y13, Z13
-	VPSLLQ         $0x20, Z15, K2, Z15
+	MOVL           $0x00005555, R9
+	PDEPL          R9, DI, R9
+	KMOVW          R9, K2
+	VPEXPANDD.Z    (AX), K2, Z13
+	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z13, Z15, Z15
+	MOVQ           R8, AX
 	VPBROADCASTD   (SI), Z13
 	VPMULTISHIFTQB Z16, Z8, Z18
 	VPMULTISHIFTQB Z17, Z8, Z19
@@ -24101,6 +24236,18 @@ AnsDotStripesX1MaddAvx512_noesc1_0:
 	VPADDQ        Z21, Z16, Z16
 	VPADDQ        Z20, Z16, Z16
 	VPCMPUQ       $0x01, Z10, Z16, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
+	JA            AnsDotStripesX1MaddAvx512_exhausted
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z19
+	VPSLLQ        $0x20, Z16, K1, Z16
+	VPORQ         Z19, Z16, Z16
+	MOVQ          DI, AX
 	VEXTRACTI64X4 $0x01, Z13, Y13
 	VEXTRACTI64X4 $0x01, Z18, Y18
 	VPMOVZXDQ     Y13, Z13
@@ -24112,22 +24259,19 @@ AnsDotStripesX1MaddAvx512_noesc1_0:
 	VPMULUDQ      Z13, Z17, Z17
 	VPADDQ        Z19, Z17, Z17
 	VPADDQ        Z18, Z17, Z17
-	VPCMPUQ       $0x01, Z10, Z17, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, SI
-	POPCNTL       SI, SI
-	LEAQ          (AX)(SI*4), SI
-	CMPQ          SI, CX
+	VPCMPUQ       $0x01, Z10, Z17, K1
+	KMOVB         K1, SI
+	POPCNTL       SI, DI
+	LEAQ          (AX)(DI*4), DI
+	CMPQ          DI, CX
 	JA            AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z13
-	MOVQ          SI, AX
-	VPMOVZXDQ     Y13, Z18
-	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z18, Z16, Z16
-	VEXTRACTI64X4 $0x01, Z13, Y13
-	VPMOVZXDQ     Y13, Z13
-	VPSLLQ        $0x20, Z17, K2, Z17
+	MOVL          $0x00005555, R8
+	PDEPL         R8, SI, R8
+	KMOVW         R8, K2
+	VPEXPANDD.Z   (AX), K2, Z13
+	VPSLLQ        $0x20, Z17, K1, Z17
 	VPORQ         Z13, Z17, Z17
+	MOVQ          DI, AX
 	INCQ          BX
 	CMPQ          BX, steps+16(FP)
 	JB            AnsDotStripesX1MaddAvx512_step
@@ -24173,7 +24317,7 @@ AnsDotStripesX1MaddAvx512_badstate:
 	RET
 
 // func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -24340,6 +24484,18 @@ AnsDotRowsX2MaddAvx512_noesc0_0:
 	VPADDQ         Z28, Z16, Z16
 	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z26, Z16, Z16
+	MOVQ           R10, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -24351,22 +24507,19 @@ AnsDotRowsX2MaddAvx512_noesc0_0:
 	VPMULUDQ       Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
 	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	VPCMPUQ        $0x01, Z10, Z17, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
-	MOVQ           R9, DX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z25, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z17, K2, Z17
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z17, K1, Z17
 	VPORQ          Z24, Z17, Z17
+	MOVQ           R10, DX
 	VPMULTISHIFTQB Z20, Z8, Z24
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -24420,6 +24573,18 @@ AnsDotRowsX2MaddAvx512_noesc0_1:
 	VPADDQ         Z27, Z20, Z20
 	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z25
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z25, Z20, Z20
+	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -24431,22 +24596,19 @@ AnsDotRowsX2MaddAvx512_noesc0_1:
 	VPMULUDQ       Z15, Z21, Z21
 	VPADDQ         Z25, Z21, Z21
 	VPADDQ         Z24, Z21, Z21
-	VPCMPUQ        $0x01, Z10, Z21, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	VPCMPUQ        $0x01, Z10, Z21, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z15
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y15, Z24
-	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z24, Z20, Z20
-	VEXTRACTI64X4  $0x01, Z15, Y15
-	VPMOVZXDQ      Y15, Z15
-	VPSLLQ         $0x20, Z21, K2, Z21
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z15
+	VPSLLQ         $0x20, Z21, K1, Z21
 	VPORQ          Z15, Z21, Z21
+	MOVQ           R10, AX
 	VMOVDQU8       64(R8), Z15
 	VPMULTISHIFTQB Z18, Z8, Z24
 	VPMULTISHIFTQB Z19, Z8, Z25
@@ -24501,6 +24663,18 @@ AnsDotRowsX2MaddAvx512_noesc1_0:
 	VPADDQ         Z28, Z18, Z18
 	VPADDQ         Z27, Z18, Z18
 	VPCMPUQ        $0x01, Z10, Z18, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z18, K1, Z18
+	VPORQ          Z26, Z18, Z18
+	MOVQ           R9, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -24512,22 +24686,19 @@ AnsDotRowsX2MaddAvx512_noesc1_0:
 	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
-	VPCMPUQ        $0x01, Z10, Z19, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (DX)(R8*4), R8
-	CMPQ           R8, BX
+	VPCMPUQ        $0x01, Z10, Z19, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
-	MOVQ           R8, DX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z25, Z18, Z18
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z19, K2, Z19
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z19, K1, Z19
 	VPORQ          Z24, Z19, Z19
+	MOVQ           R9, DX
 	VPMULTISHIFTQB Z22, Z8, Z24
 	VPMULTISHIFTQB Z23, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -24581,6 +24752,18 @@ AnsDotRowsX2MaddAvx512_noesc1_1:
 	VPADDQ        Z27, Z22, Z22
 	VPADDQ        Z26, Z22, Z22
 	VPCMPUQ       $0x01, Z10, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotRowsX2MaddAvx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z25
+	VPSLLQ        $0x20, Z22, K1, Z22
+	VPORQ         Z25, Z22, Z22
+	MOVQ          R9, AX
 	VEXTRACTI64X4 $0x01, Z15, Y15
 	VEXTRACTI64X4 $0x01, Z24, Y24
 	VPMOVZXDQ     Y15, Z15
@@ -24592,22 +24775,19 @@ AnsDotRowsX2MaddAvx512_noesc1_1:
 	VPMULUDQ      Z15, Z23, Z23
 	VPADDQ        Z25, Z23, Z23
 	VPADDQ        Z24, Z23, Z23
-	VPCMPUQ       $0x01, Z10, Z23, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, R8
-	POPCNTL       R8, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
+	VPCMPUQ       $0x01, Z10, Z23, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
 	JA            AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z15
-	MOVQ          R8, AX
-	VPMOVZXDQ     Y15, Z24
-	VPSLLQ        $0x20, Z22, K1, Z22
-	VPORQ         Z24, Z22, Z22
-	VEXTRACTI64X4 $0x01, Z15, Y15
-	VPMOVZXDQ     Y15, Z15
-	VPSLLQ        $0x20, Z23, K2, Z23
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z15
+	VPSLLQ        $0x20, Z23, K1, Z23
 	VPORQ         Z15, Z23, Z23
+	MOVQ          R9, AX
 	INCQ          DI
 	CMPQ          DI, steps+16(FP)
 	JB            AnsDotRowsX2MaddAvx512_step
@@ -24671,7 +24851,7 @@ AnsDotRowsX2MaddAvx512_badstate:
 	RET
 
 // func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -24837,6 +25017,18 @@ AnsDotStripesX2MaddAvx512_noesc0_0:
 	VPADDQ         Z28, Z16, Z16
 	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z26, Z16, Z16
+	MOVQ           R10, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -24848,22 +25040,19 @@ AnsDotStripesX2MaddAvx512_noesc0_0:
 	VPMULUDQ       Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
 	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	VPCMPUQ        $0x01, Z10, Z17, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (DX)(R10*4), R10
+	CMPQ           R10, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
-	MOVQ           R9, DX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z25, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z17, K2, Z17
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z17, K1, Z17
 	VPORQ          Z24, Z17, Z17
+	MOVQ           R10, DX
 	VPMULTISHIFTQB Z20, Z8, Z24
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -24917,6 +25106,18 @@ AnsDotStripesX2MaddAvx512_noesc0_1:
 	VPADDQ         Z27, Z20, Z20
 	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z25
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z25, Z20, Z20
+	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -24928,22 +25129,19 @@ AnsDotStripesX2MaddAvx512_noesc0_1:
 	VPMULUDQ       Z15, Z21, Z21
 	VPADDQ         Z25, Z21, Z21
 	VPADDQ         Z24, Z21, Z21
-	VPCMPUQ        $0x01, Z10, Z21, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	VPCMPUQ        $0x01, Z10, Z21, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z15
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y15, Z24
-	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z24, Z20, Z20
-	VEXTRACTI64X4  $0x01, Z15, Y15
-	VPMOVZXDQ      Y15, Z15
-	VPSLLQ         $0x20, Z21, K2, Z21
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z15
+	VPSLLQ         $0x20, Z21, K1, Z21
 	VPORQ          Z15, Z21, Z21
+	MOVQ           R10, AX
 	VPBROADCASTD   (R8), Z15
 	VPMULTISHIFTQB Z18, Z8, Z24
 	VPMULTISHIFTQB Z19, Z8, Z25
@@ -24998,6 +25196,18 @@ AnsDotStripesX2MaddAvx512_noesc1_0:
 	VPADDQ         Z28, Z18, Z18
 	VPADDQ         Z27, Z18, Z18
 	VPCMPUQ        $0x01, Z10, Z18, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z26
+	VPSLLQ         $0x20, Z18, K1, Z18
+	VPORQ          Z26, Z18, Z18
+	MOVQ           R9, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -25009,22 +25219,19 @@ AnsDotStripesX2MaddAvx512_noesc1_0:
 	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
-	VPCMPUQ        $0x01, Z10, Z19, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (DX)(R8*4), R8
-	CMPQ           R8, BX
+	VPCMPUQ        $0x01, Z10, Z19, K1
+	KMOVB          K1, R8
+	POPCNTL        R8, R9
+	LEAQ           (DX)(R9*4), R9
+	CMPQ           R9, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
-	MOVQ           R8, DX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z25, Z18, Z18
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z19, K2, Z19
+	MOVL           $0x00005555, R10
+	PDEPL          R10, R8, R10
+	KMOVW          R10, K2
+	VPEXPANDD.Z    (DX), K2, Z24
+	VPSLLQ         $0x20, Z19, K1, Z19
 	VPORQ          Z24, Z19, Z19
+	MOVQ           R9, DX
 	VPMULTISHIFTQB Z22, Z8, Z24
 	VPMULTISHIFTQB Z23, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -25078,6 +25285,18 @@ AnsDotStripesX2MaddAvx512_noesc1_1:
 	VPADDQ        Z27, Z22, Z22
 	VPADDQ        Z26, Z22, Z22
 	VPCMPUQ       $0x01, Z10, Z22, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
+	JA            AnsDotStripesX2MaddAvx512_exhausted
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z25
+	VPSLLQ        $0x20, Z22, K1, Z22
+	VPORQ         Z25, Z22, Z22
+	MOVQ          R9, AX
 	VEXTRACTI64X4 $0x01, Z15, Y15
 	VEXTRACTI64X4 $0x01, Z24, Y24
 	VPMOVZXDQ     Y15, Z15
@@ -25089,22 +25308,19 @@ AnsDotStripesX2MaddAvx512_noesc1_1:
 	VPMULUDQ      Z15, Z23, Z23
 	VPADDQ        Z25, Z23, Z23
 	VPADDQ        Z24, Z23, Z23
-	VPCMPUQ       $0x01, Z10, Z23, K2
-	KUNPCKBW      K1, K2, K3
-	KMOVW         K3, R8
-	POPCNTL       R8, R8
-	LEAQ          (AX)(R8*4), R8
-	CMPQ          R8, CX
+	VPCMPUQ       $0x01, Z10, Z23, K1
+	KMOVB         K1, R8
+	POPCNTL       R8, R9
+	LEAQ          (AX)(R9*4), R9
+	CMPQ          R9, CX
 	JA            AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z   (AX), K3, Z15
-	MOVQ          R8, AX
-	VPMOVZXDQ     Y15, Z24
-	VPSLLQ        $0x20, Z22, K1, Z22
-	VPORQ         Z24, Z22, Z22
-	VEXTRACTI64X4 $0x01, Z15, Y15
-	VPMOVZXDQ     Y15, Z15
-	VPSLLQ        $0x20, Z23, K2, Z23
+	MOVL          $0x00005555, R10
+	PDEPL         R10, R8, R10
+	KMOVW         R10, K2
+	VPEXPANDD.Z   (AX), K2, Z15
+	VPSLLQ        $0x20, Z23, K1, Z23
 	VPORQ         Z15, Z23, Z23
+	MOVQ          R9, AX
 	INCQ          DI
 	CMPQ          DI, steps+16(FP)
 	JB            AnsDotStripesX2MaddAvx512_step

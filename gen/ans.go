@@ -225,7 +225,6 @@ func ansDot(stripes bool, units int, madd bool) {
 				VPMULLD(f01, hi, rank)
 				VPADDD(lo, rank, rank)
 			}
-			var ks [2]OpmaskVirtual
 			for q, xs := range []VecVirtual{xa, xb} {
 				Fq, rq := ZMM(), ZMM()
 				if q == 0 {
@@ -251,35 +250,26 @@ func ansDot(stripes bool, units int, madd bool) {
 					VPMULLQ(Fq, t, t)
 				}
 				VPADDQ(rq, t, xs)
-				ks[q] = K()
-				VPCMPUQ(U8(1), low, xs, ks[q]) // lanes below 2^31
-			}
-			// One refill for the 16 lanes, in lane order: expand the next
-			// words into dword lanes, widen to the two qword vectors.
-			k16 := K()
-			KUNPCKBW(ks[0], ks[1], k16) // lanes 0..7 low, 8..15 high (Go order: low source first)
-			m := GP32()
-			KMOVW(k16, m)
-			cnt := GP32()
-			POPCNTL(m, cnt)
-			nxt := GP64()
-			LEAQ(Mem{Base: wp[u], Index: cnt.As64(), Scale: 4}, nxt)
-			CMPQ(nxt, end[u])
-			JA(LabelRef(name + "_exhausted"))
-			w := ZMM()
-			VPEXPANDD_Z(Mem{Base: wp[u]}, k16, w)
-			MOVQ(nxt, wp[u])
-			for q, xs := range []VecVirtual{xa, xb} {
-				wq := ZMM()
-				if q == 0 {
-					VPMOVZXDQ(w.AsY(), wq)
-				} else {
-					wy := YMM()
-					VEXTRACTI64X4(U8(1), w, wy)
-					VPMOVZXDQ(wy, wq)
-				}
-				VPSLLQ(U8(32), xs, ks[q], xs)
-				VPORQ(wq, xs, xs)
+				kr := K()
+				VPCMPUQ(U8(1), low, xs, kr) // lanes below 2^31
+				m := GP32()
+				KMOVB(kr, m)
+				cnt := GP32()
+				POPCNTL(m, cnt)
+				nxt := GP64()
+				LEAQ(Mem{Base: wp[u], Index: cnt.As64(), Scale: 4}, nxt)
+				CMPQ(nxt, end[u])
+				JA(LabelRef(name + "_exhausted"))
+				spread := GP32()
+				MOVL(U32(0x5555), spread)
+				PDEPL(spread, m, spread) // qword lane j -> dword lane 2j
+				k2 := K()
+				KMOVW(spread, k2)
+				w := ZMM()
+				VPEXPANDD_Z(Mem{Base: wp[u]}, k2, w)
+				VPSLLQ(U8(32), xs, kr, xs)
+				VPORQ(w, xs, xs)
+				MOVQ(nxt, wp[u])
 			}
 		}
 	}
