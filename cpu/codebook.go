@@ -40,6 +40,11 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 		return nil, err
 	}
 	K, V := 1<<c.B, c.V
+	// Building the Psumbook costs 2^B*V multiply-adds per segment and
+	// saves one per row: with fewer rows than that (12-bit codes below
+	// 16K rows at V = 4) the dequantizing kernel is the faster path, and
+	// it needs no per-call tables (58 MB for 12-bit codes on 14336 inputs).
+	dequant = dequant || K*V > c.Rows
 	mx := &CBMatrix{b: b, c: c, dequant: dequant}
 	mx.centFlat = make([]float32, c.M*K*V)
 	for i := 0; i < c.M; i++ {

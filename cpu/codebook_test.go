@@ -66,6 +66,7 @@ func TestCodebookKernels(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					mx.dequant = dq // test both kernels whatever the row count
 					for _, batch := range []int{1, 3} {
 						name := fmt.Sprintf("%s/%s/%dx%d/b%d", c.Name(), mx.Kernel(), rows, cols, batch)
 						x := randVec(rng, batch*cols)
