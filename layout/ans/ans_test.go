@@ -144,6 +144,7 @@ func TestCorruption(t *testing.T) {
 				errs++
 			}
 		}
+		t.Logf("%s: %d of 200 single-bit corruptions detected", l, errs)
 		if errs < 190 {
 			t.Errorf("%s: only %d of 200 single-bit corruptions detected", l, errs)
 		}
