@@ -143,14 +143,7 @@ func cbLookup(f cbVec, b, m int, dequant bool) {
 		VMOVD(t, xm)
 		VPBROADCASTD(xm, mask)
 	}
-	// Per-codebook word and table pointers, advanced together.
-	wps, tps := []GPVirtual{param("words")}, []GPVirtual{param("tab")}
-	for i := 1; i < m; i++ {
-		w, t := param("cbstride"), param("tabstride")
-		ADDQ(wps[0], w)
-		ADDQ(tps[0], t)
-		wps, tps = append(wps, w), append(tps, t)
-	}
+	wps, tps := cbStreams(m)
 	sp := param("scales")
 	var xp GPVirtual
 	if dequant {
@@ -450,13 +443,7 @@ func cbPsumF16(b, m int) {
 		MOVL(U32(128), t)
 		VPBROADCASTW(t, c128)
 	}
-	wps, tps := []GPVirtual{param("words")}, []GPVirtual{param("tab")}
-	for i := 1; i < m; i++ {
-		w, t := param("cbstride"), param("tabstride")
-		ADDQ(wps[0], w)
-		ADDQ(tps[0], t)
-		wps, tps = append(wps, w), append(tps, t)
-	}
+	wps, tps := cbStreams(m)
 	sp := param("scales")
 	cnt := param("spg")
 	gs0, gs1 := ZMM(), ZMM()
@@ -710,13 +697,7 @@ func cbPsum64(m int) {
 		VMOVUPS(Mem{Base: ap, Disp: 64 * q}, acc[q])
 		VMOVDQA32(zero, gs[q])
 	}
-	wps, tps := []GPVirtual{param("words")}, []GPVirtual{param("tab")}
-	for i := 1; i < m; i++ {
-		w, t := param("cbstride"), param("tabstride")
-		ADDQ(wps[0], w)
-		ADDQ(tps[0], t)
-		wps, tps = append(wps, w), append(tps, t)
-	}
+	wps, tps := cbStreams(m)
 	sp := param("scales")
 	cnt := param("spg")
 	Label(name + "_period")
@@ -890,4 +871,18 @@ func cbNextPeriod(name string, wps []GPVirtual, stride int) {
 	nper := param("nper")
 	TESTQ(nper, nper)
 	JNZ(LabelRef(name + "_period"))
+}
+
+// cbStreams loads the code-word and table pointers of each of the m
+// codebooks (words + i*cbstride, tab + i*tabstride), which the lookup
+// kernels advance together.
+func cbStreams(m int) (wps, tps []GPVirtual) {
+	wps, tps = []GPVirtual{param("words")}, []GPVirtual{param("tab")}
+	for i := 1; i < m; i++ {
+		w, t := param("cbstride"), param("tabstride")
+		ADDQ(wps[0], w)
+		ADDQ(tps[0], t)
+		wps, tps = append(wps, w), append(tps, t)
+	}
+	return wps, tps
 }
