@@ -59,3 +59,21 @@ func (m *File) Close() error {
 	m.Data, m.mapped = nil, false
 	return err
 }
+
+// OpenParsed maps the file at path and parses its bytes with parse; the
+// mapping is released if parsing fails, else returned for the caller to
+// Close once it no longer uses what parse returned (which may alias it).
+// Errors from mapping are prefixed with pkg, parse errors with path.
+func OpenParsed[T any](pkg, path string, parse func([]byte) (T, error)) (T, *File, error) {
+	var zero T
+	m, err := Open(path)
+	if err != nil {
+		return zero, nil, fmt.Errorf("%s: %w", pkg, err)
+	}
+	v, err := parse(m.Data)
+	if err != nil {
+		m.Close()
+		return zero, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, m, nil
+}

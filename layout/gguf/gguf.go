@@ -160,14 +160,9 @@ func errf(format string, a ...any) error {
 
 // Open maps and parses the file at path; Close releases it.
 func Open(path string) (*File, error) {
-	m, err := mmap.Open(path)
+	f, m, err := mmap.OpenParsed("gguf", path, Parse)
 	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	f, err := Parse(m.Data)
-	if err != nil {
-		m.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	f.m = m
 	return f, nil
