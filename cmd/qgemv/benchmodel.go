@@ -64,12 +64,18 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activa
 	}
 	bw1 := measureReadBW(nthreads, huge)
 	var res []modelResult
+	var skipped []string
 	for i, t := range m.tensors {
 		imp, how, err := t.matrix(opt)
+		if err != nil && t.lazy { // a layer that does not convert is skipped, as inspect lists it
+			skipped = append(skipped, fmt.Sprintf("%s: %v", t.name, err))
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("bench: %s: %w", t.name, err)
 		}
-		nat, err := synth.Matrix(specOf(imp), t.rows, t.cols, uint64(i+1))
+		rows, cols := imp.Shape()
+		nat, err := synth.Matrix(specOf(imp), rows, cols, uint64(i+1))
 		if err != nil {
 			return err
 		}
@@ -83,12 +89,12 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activa
 			return err
 		}
 		a := act
-		x := synth.Vector(t.cols, 7)
-		dst := make([]float32, t.rows)
+		x := synth.Vector(cols, 7)
+		dst := make([]float32, rows)
 		if a == qgemv.A8 && mi.Mul(dst, x, 1, a) != nil {
 			a = qgemv.A32 // offsets (Q4_1, Q4_K): float activations only
 		}
-		xh := make([]layout.FP16, t.cols)
+		xh := make([]layout.FP16, cols)
 		toFP16(xh, x)
 		call := func(mm *qgemv.Matrix) (time.Duration, error) {
 			t0 := time.Now()
@@ -118,7 +124,7 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activa
 		slices.Sort(ti)
 		slices.Sort(tn)
 		medI, medN := ti[len(ti)/2], tn[len(tn)/2]
-		r := modelResult{Tensor: t.name, Source: t.source, Rows: t.rows, Cols: t.cols, Format: imp.Name(), Import: how,
+		r := modelResult{Tensor: t.name, Source: t.source, Rows: rows, Cols: cols, Format: imp.Name(), Import: how,
 			Activation: a.String(), Kernel: mi.Kernel(),
 			ImportedUS: float64(medI.Nanoseconds()) / 1e3, NativeUS: float64(medN.Nanoseconds()) / 1e3,
 			ImportedGBps: float64(imp.StreamBytes()) / medI.Seconds() / 1e9, NativeGBps: float64(nat.StreamBytes()) / medN.Seconds() / 1e9}
@@ -146,6 +152,9 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activa
 	for _, r := range res {
 		fmt.Printf("  %-40s %-6s %-13s %-10s %-4s %9.2f %9.2f %7.2fx %7.1f%%\n", r.Tensor, r.Source, fmt.Sprintf("%dx%d", r.Rows, r.Cols),
 			r.Format, r.Activation, r.ImportedGBps, r.NativeGBps, r.ImportedRatio, 100*r.ReadBWRatio)
+	}
+	for _, s := range skipped {
+		fmt.Printf("  skipped %s\n", s)
 	}
 	fmt.Println("  (native: a matrix of the same format and shape quantized by qgemv, timed alternately with the imported one;")
 	fmt.Println("   imp/nat is the speed ratio; matrices smaller than the last-level cache run partly from cache)")

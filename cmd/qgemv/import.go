@@ -67,7 +67,8 @@ func cmdImport(args []string) error {
 	})); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s %s %dx%d -> %s (%s), %.3f bits/weight\n", *out, t.name, t.source, t.rows, t.cols, mat.Name(), how,
-		8*float64(mat.StreamBytes())/float64(t.rows*t.cols))
+	rows, cols := mat.Shape()
+	fmt.Printf("%s: %s %s %dx%d -> %s (%s), %.3f bits/weight\n", *out, t.name, t.source, rows, cols, mat.Name(), how,
+		8*float64(mat.StreamBytes())/float64(rows*cols))
 	return nil
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -19,6 +19,7 @@ type modelTensor struct {
 	rows, cols int
 	importsAs  string
 	float      bool // imported by quantizing (-format)
+	lazy       bool // shape and importsAs known only after load (GPTQ/AWQ/HQQ)
 	load       func() (layout.Matrix, error)
 	floats     func() ([]float32, error) // float tensors
 }
@@ -42,26 +43,23 @@ type importOpts struct {
 // isModelFile reports whether path is a GGUF or safetensors file (by its
 // magic, or else its extension).
 func isModelFile(path string) bool {
-	if strings.HasSuffix(path, ".gguf") || strings.HasSuffix(path, ".safetensors") {
-		return true
-	}
+	return strings.HasSuffix(path, ".gguf") || strings.HasSuffix(path, ".safetensors") || isGGUF(path)
+}
+
+// isGGUF reports whether the file at path starts with the GGUF magic.
+func isGGUF(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	var magic [4]byte
-	n, _ := f.Read(magic[:])
+	n, _ := io.ReadFull(f, magic[:])
 	return n == 4 && string(magic[:]) == "GGUF"
 }
 
 func openModel(path string, opt importOpts) (*model, error) {
-	head := make([]byte, 4)
-	if f, err := os.Open(path); err == nil {
-		f.Read(head)
-		f.Close()
-	}
-	if bytes.Equal(head, []byte("GGUF")) {
+	if isGGUF(path) {
 		return openGGUF(path)
 	}
 	return openSafetensors(path, opt)
@@ -107,17 +105,10 @@ func openSafetensors(path string, opt importOpts) (*model, error) {
 		}
 		o := opt.hq
 		o.Kind = k
-		b, _, err := hfquant.Load(f, p, o)
-		if err != nil {
-			m.other = append(m.other, fmt.Sprintf("%s (%s): %v", p, k, err))
-			continue
-		}
-		desc := b.Name() + " exact"
-		if b.Perm != nil {
-			desc += " (act-order permutation)"
-		}
-		m.tensors = append(m.tensors, modelTensor{name: p, source: strings.ToUpper(string(k)), rows: b.Rows, cols: b.Cols, importsAs: desc,
-			load: func() (layout.Matrix, error) { return b, nil }}) // validated and converted once, here
+		// Converted on demand, one layer at a time: a model's layers are
+		// not all held in memory at once.
+		m.tensors = append(m.tensors, modelTensor{name: p, source: strings.ToUpper(string(k)), lazy: true,
+			load: func() (layout.Matrix, error) { b, _, err := hfquant.Load(f, p, o); return b, err }})
 	}
 	for _, name := range f.Names {
 		if part[name] {
@@ -176,16 +167,43 @@ func (t *modelTensor) matrix(opt importOpts) (layout.Matrix, string, error) {
 	return m, fmt.Sprintf("quantized %s, relative RMS error %.5f", m.Name(), rel), nil
 }
 
+// describe fills in the shape and importsAs of a lazy tensor by
+// converting it (the result is dropped).
+func (t *modelTensor) describe() error {
+	if !t.lazy {
+		return nil
+	}
+	mat, err := t.load()
+	if err != nil {
+		return err
+	}
+	b := mat.(*layout.Bits)
+	t.rows, t.cols, t.importsAs = b.Rows, b.Cols, b.Name()+" exact"
+	if b.Perm != nil {
+		t.importsAs += " (act-order permutation)"
+	}
+	return nil
+}
+
 func inspectModel(path string) error {
 	m, err := openModel(path, importOpts{})
 	if err != nil {
 		return err
 	}
 	defer m.close()
+	var lines []string
+	for i := range m.tensors {
+		t := &m.tensors[i]
+		if err := t.describe(); err != nil {
+			m.other = append(m.other, fmt.Sprintf("%s (%s): %v", t.name, t.source, err))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  %-48s %-10s %6d x %-6d -> %s", t.name, t.source, t.rows, t.cols, t.importsAs))
+	}
 	st, _ := os.Stat(path)
-	fmt.Printf("%s: %s, %d bytes, %d importable matrices\n", path, m.kind, st.Size(), len(m.tensors))
-	for _, t := range m.tensors {
-		fmt.Printf("  %-48s %-10s %6d x %-6d -> %s\n", t.name, t.source, t.rows, t.cols, t.importsAs)
+	fmt.Printf("%s: %s, %d bytes, %d importable matrices\n", path, m.kind, st.Size(), len(lines))
+	for _, l := range lines {
+		fmt.Println(l)
 	}
 	if len(m.other) > 0 {
 		fmt.Printf("  not imported (%d):\n", len(m.other))
