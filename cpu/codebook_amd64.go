@@ -93,18 +93,7 @@ func (mx *CBMatrix) mulF16(acc, xp []float32) {
 	})
 	spg := c.G / V
 	P := codebook.CodesPerLane(c.B)
-	T := nv
-	if tmax := cbTableBudget / (2 * K * c.M); tmax < nv {
-		if spg <= tmax {
-			T = tmax / spg * spg
-		} else {
-			T = 1
-			for T*2 <= tmax {
-				T *= 2
-			}
-		}
-		T = max(P, T/P*P)
-	}
+	T := cbTile(nv, spg, P, cbTableBudget/(2*K*c.M))
 	wl := c.WL()
 	fn := k.psum16[[2]int{c.B, c.M}]
 	_ = mx.b.parallelFor(c.PRows/32, 1, func(t0, t1 int) error {
@@ -146,6 +135,26 @@ func (k *cbKernels) table(ct, x, out []float32, nseg, K, v int) {
 	k.tableFn(&ct[0], &x[0], &out[0], nseg, K, v)
 }
 
+// cbTile returns the segments per column tile for n segments when at
+// most tmax segments' tables fit cbTableBudget: n if all fit, else whole
+// groups of spg segments, or, when a group does not fit, a power of two
+// dividing it; always a multiple of the kernel period P (spg and P are
+// powers of two, except a whole-row spg, which is one group).
+func cbTile(n, spg, P, tmax int) int {
+	if tmax >= n {
+		return n
+	}
+	T := 1
+	if spg <= tmax {
+		T = tmax / spg * spg
+	} else {
+		for T*2 <= tmax {
+			T *= 2
+		}
+	}
+	return max(P, T/P*P)
+}
+
 // cbTableBudget bounds the Psumbook bytes one column tile uses (all
 // codebooks), so that the tile's tables stay in L2 while a thread's rows
 // stream their codes.
@@ -165,17 +174,7 @@ func (mx *CBMatrix) mulSIMD(acc, xp []float32, tab [][]float32) {
 	P := codebook.CodesPerLane(c.B) // segments per kernel period
 	T := nv
 	if !mx.dequant {
-		if tmax := cbTableBudget / (4 * K * c.M); tmax < nv {
-			if spg <= tmax {
-				T = tmax / spg * spg
-			} else {
-				T = 1 // a power of two dividing spg (a power of two)
-				for T*2 <= tmax {
-					T *= 2
-				}
-			}
-			T = max(P, T/P*P) // whole periods (P and spg are powers of two)
-		}
+		T = cbTile(nv, spg, P, cbTableBudget/(4*K*c.M))
 	}
 	wl := c.WL()
 	fn := k.psum[[2]int{c.B, c.M}]
@@ -274,17 +273,7 @@ func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 	}
 	nch := (nv + C - 1) / C
 	// Column tiles inside a chunk: tables within cbTableBudget.
-	T := C
-	if tmax := cbTableBudget / (2 * K * c.M); tmax < C {
-		if spg <= tmax {
-			T = max(P, tmax/max(spg, P)*max(spg, P))
-		} else {
-			T = P
-			for T*2 <= tmax {
-				T *= 2
-			}
-		}
-	}
+	T := cbTile(C, spg, P, cbTableBudget/(2*K*c.M))
 	wl := c.WL()
 	tile := c.M * wl * 128 // bytes per 32-row tile
 	fn := k.psum64[c.M]
