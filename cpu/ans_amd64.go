@@ -135,7 +135,7 @@ var ansMadd = func() bool {
 
 // mulANSSIMD runs the AVX-512 decoder over units in parallel.
 func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
-	if err := m.Validate(); err != nil {
+	if err := m.CheckOffsets(); err != nil { // read-only: multiplies may run concurrently
 		return err
 	}
 	tabs := ansTables(&m.Model)

@@ -207,13 +207,20 @@ func (m *Matrix) DotUnit(u int, v []int8, out []int32) error {
 // stream and escape lengths (not the streams' contents: decoding checks
 // those).
 func (m *Matrix) Validate() error {
+	if err := m.CheckOffsets(); err != nil {
+		return err
+	}
+	return m.Model.finish()
+}
+
+// CheckOffsets checks the shape and the offset tables against the
+// stream and escape lengths, reading only: what decoders need before
+// they index by the offsets (Validate also derives the model's tables).
+func (m *Matrix) CheckOffsets() error {
 	if m == nil {
 		return fmt.Errorf("ans: matrix is nil")
 	}
 	if err := CheckShape(m.Layout, m.Rows, m.Cols); err != nil {
-		return err
-	}
-	if err := m.Model.finish(); err != nil {
 		return err
 	}
 	units := m.Units()
