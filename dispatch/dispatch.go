@@ -7,6 +7,11 @@
 //
 //	cpu            the CPU with the best kernel set it supports
 //	cpu-<isa>      the CPU with a forced kernel set, e.g. cpu-generic
+//	opencl[:i]     OpenCL device i (build tag opencl)
+//	cuda[:i]       CUDA device i (build tag cuda)
+//
+// A GPU backend is chosen without being asked only when its driver's
+// calibration shows it faster than the CPU (a GPU driver's Preferred).
 //
 // Selection is a pure function of the probe and the options, so tests can
 // re-run it to force every path.
@@ -140,6 +145,9 @@ func Open(opts Options) (Backend, Report, error) {
 	}
 	if name == "" {
 		name, reason = "cpu", "best available"
+		if g, why := preferredGPU(opts); g != "" {
+			name, reason = g, why
+		}
 	}
 	b, err := open(name, opts)
 	if err != nil {
@@ -155,7 +163,7 @@ func open(name string, opts Options) (Backend, error) {
 		return newCPU(cpu.Config{Threads: opts.Threads, HugePages: opts.HugePages})
 	case strings.HasPrefix(name, "cpu-"):
 		return newCPU(cpu.Config{ISA: cpu.ISA(strings.TrimPrefix(name, "cpu-")), Threads: opts.Threads, HugePages: opts.HugePages})
-	case name == "opencl" || name == "cuda":
+	case baseName(name) == "opencl" || baseName(name) == "cuda":
 		return openGPU(name, opts)
 	}
 	return nil, fmt.Errorf("%w %q (known: cpu, cpu-<isa> with isa in %v, opencl, cuda)", ErrUnknownBackend, name, cpu.ISAs())
