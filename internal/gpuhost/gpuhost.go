@@ -1,0 +1,259 @@
+// Package gpuhost is the backend-neutral host side of qgemv's GPU
+// backends (OpenCL, CUDA): argument checks with errors that name the
+// problem, activation preparation (int8 quantization of a batch, binary16
+// widening, act-order gathering, padding to the stored column count) and
+// metadata flattening into the plain arrays GPU kernels index. It is pure
+// Go (stdlib and layout only) and knows nothing of any GPU API.
+package gpuhost
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// MaxBatch is the largest batch (vectors per multiply) of every backend.
+const MaxBatch = 16
+
+// ErrBatch is returned (wrapped) for a batch outside 1..MaxBatch.
+var ErrBatch = errors.New("batch must be between 1 and 16")
+
+// ErrClosed is returned (wrapped) by a multiply on a closed matrix or
+// backend.
+var ErrClosed = errors.New("closed")
+
+// CheckBatch returns an error wrapping ErrBatch if batch is not in
+// 1..MaxBatch. prefix names the caller, e.g. "opencl".
+func CheckBatch(prefix string, batch int) error {
+	if batch < 1 || batch > MaxBatch {
+		return fmt.Errorf("%s: %w (got %d)", prefix, ErrBatch, batch)
+	}
+	return nil
+}
+
+// CheckLen returns an error if got != batch*per, naming the slice (what).
+func CheckLen(prefix, what string, got, batch, per int) error {
+	if got != batch*per {
+		return fmt.Errorf("%s: %s has %d elements, want batch %d x %d = %d", prefix, what, got, batch, per, batch*per)
+	}
+	return nil
+}
+
+// CheckActScales rejects int8 activation scales that are negative, NaN
+// or infinite (MulI8 callers pass them in).
+func CheckActScales(prefix string, xs []float32) error {
+	for i, s := range xs {
+		if s != s || s < 0 || s > 3.4028235e38 {
+			return fmt.Errorf("%s: activation scale %d is %v, want finite and >= 0", prefix, i, s)
+		}
+	}
+	return nil
+}
+
+// Geometry is what a multiply needs to know of a matrix's shape.
+type Geometry struct {
+	Rows, Cols int // true shape
+	PCols      int // stored (padded) columns: int8 activations per vector
+}
+
+// GeometryOf returns m's geometry.
+func GeometryOf(m layout.Matrix) Geometry {
+	r, c := m.Shape()
+	return Geometry{Rows: r, Cols: c, PCols: m.PaddedCols()}
+}
+
+// CheckF32 checks a float multiply's batch and slice lengths: x has
+// batch*Cols values (nx), dst batch*Rows.
+func (g Geometry) CheckF32(prefix string, ndst, nx, batch int) error {
+	if err := CheckBatch(prefix, batch); err != nil {
+		return err
+	}
+	if err := CheckLen(prefix, "x", nx, batch, g.Cols); err != nil {
+		return err
+	}
+	return CheckLen(prefix, "dst", ndst, batch, g.Rows)
+}
+
+// CheckI8 checks a pre-quantized int8 multiply: xq has batch*PCols
+// values, xs batch*PCols/128 finite non-negative scales, dst batch*Rows.
+func (g Geometry) CheckI8(prefix string, ndst int, xq []int8, xs []float32, batch int) error {
+	if err := CheckBatch(prefix, batch); err != nil {
+		return err
+	}
+	if err := CheckLen(prefix, "xq", len(xq), batch, g.PCols); err != nil {
+		return err
+	}
+	if err := CheckLen(prefix, "xs", len(xs), batch, g.PCols/layout.GroupSize); err != nil {
+		return err
+	}
+	if err := CheckLen(prefix, "dst", ndst, batch, g.Rows); err != nil {
+		return err
+	}
+	return CheckActScales(prefix, xs)
+}
+
+// QuantizeBatch quantizes batch vectors of cols float32 activations
+// (x, batch*cols values) with layout.QuantizeA8, vector b into
+// xq[b*pcols:(b+1)*pcols] and xs[b*pcols/128:(b+1)*pcols/128], the
+// padding quantized as zeros. The bytes are exactly layout.QuantizeA8's.
+// A non-finite activation is an error naming the vector and the input.
+func QuantizeBatch(xq []int8, xs []float32, x []float32, batch, cols, pcols int) error {
+	if pcols%layout.GroupSize != 0 || cols > pcols || cols < 0 {
+		return fmt.Errorf("gpuhost: QuantizeBatch: %d columns padded to %d: want a multiple of 128, at least the columns", cols, pcols)
+	}
+	if len(x) != batch*cols || len(xq) != batch*pcols || len(xs) != batch*pcols/layout.GroupSize {
+		return fmt.Errorf("gpuhost: QuantizeBatch: x %d, xq %d, xs %d values, want %d, %d, %d",
+			len(x), len(xq), len(xs), batch*cols, batch*pcols, batch*pcols/layout.GroupSize)
+	}
+	ng := pcols / layout.GroupSize
+	for b := 0; b < batch; b++ {
+		if err := layout.QuantizeA8(xq[b*pcols:(b+1)*pcols], xs[b*ng:(b+1)*ng], x[b*cols:(b+1)*cols]); err != nil {
+			return fmt.Errorf("gpuhost: vector %d: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// PadF32 copies batch vectors of cols activations (x) into dst, vector b
+// at dst[b*pcols:], in stored column order: dst[b*pcols+j] = x[b*cols +
+// perm[j]] (perm nil: the identity), and zeroes the padding columns
+// cols..pcols-1. len(perm) must be cols when not nil.
+func PadF32(dst, x []float32, batch, cols, pcols int, perm []int32) error {
+	if err := checkPad(len(dst), len(x), batch, cols, pcols, perm); err != nil {
+		return err
+	}
+	for b := 0; b < batch; b++ {
+		d, s := dst[b*pcols:(b+1)*pcols], x[b*cols:(b+1)*cols]
+		if perm == nil {
+			copy(d, s)
+		} else {
+			for j, p := range perm {
+				d[j] = s[p]
+			}
+		}
+		clear(d[cols:])
+	}
+	return nil
+}
+
+// PadF16 is PadF32 for binary16 activations, widened exactly to float32.
+func PadF16(dst []float32, x []layout.FP16, batch, cols, pcols int, perm []int32) error {
+	if err := checkPad(len(dst), len(x), batch, cols, pcols, perm); err != nil {
+		return err
+	}
+	for b := 0; b < batch; b++ {
+		d, s := dst[b*pcols:(b+1)*pcols], x[b*cols:(b+1)*cols]
+		if perm == nil {
+			for j, v := range s {
+				d[j] = v.Float32()
+			}
+		} else {
+			for j, p := range perm {
+				d[j] = s[p].Float32()
+			}
+		}
+		clear(d[cols:])
+	}
+	return nil
+}
+
+func checkPad(ndst, nx, batch, cols, pcols int, perm []int32) error {
+	if cols > pcols || cols < 0 || ndst != batch*pcols || nx != batch*cols {
+		return fmt.Errorf("gpuhost: pad: dst %d, x %d values for batch %d, %d columns padded to %d", ndst, nx, batch, cols, pcols)
+	}
+	if perm != nil {
+		if len(perm) != cols {
+			return fmt.Errorf("gpuhost: pad: permutation has %d entries, want %d", len(perm), cols)
+		}
+		for j, p := range perm {
+			if p < 0 || int(p) >= cols {
+				return fmt.Errorf("gpuhost: pad: permutation entry %d is %d, out of 0..%d", j, p, cols-1)
+			}
+		}
+	}
+	return nil
+}
+
+// Perm returns the act-order permutation of m (a *layout.Bits with Perm),
+// or nil.
+func Perm(m layout.Matrix) []int32 {
+	if b, ok := m.(*layout.Bits); ok {
+		return b.Perm
+	}
+	return nil
+}
+
+// CheckA8 returns an error if m cannot multiply int8 activations: Bits
+// with Offsets or fractional zero points, Sparse12 with fractional zero
+// points.
+func CheckA8(m layout.Matrix) error {
+	switch m := m.(type) {
+	case *layout.Bits:
+		return m.IntegerZeros()
+	case *layout.Sparse12:
+		return m.IntegerZeros()
+	}
+	return nil
+}
+
+// Meta is a matrix's group metadata flattened to float32 and int32
+// arrays, group major: the entry of (row r, group g) is at g*PRows + r.
+type Meta struct {
+	Groups, PRows int       // groups per row, rows padded
+	G             int       // columns per group
+	S             []float32 // scale s
+	M             []float32 // w = q*s - M: float32(s*z), or -o with Offsets
+	Z             []int32   // integer zero points (A8); nil if not integers
+}
+
+// FlattenMeta returns m's metadata as a Meta. Q4G128's block-contiguous
+// metadata is rearranged to group major; Bits and Sparse12 are widened
+// from binary16 where stored so.
+func FlattenMeta(m layout.Matrix) (*Meta, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	switch m := m.(type) {
+	case *layout.Q4G128:
+		mt := newMeta(m.Groups(), m.PRows, layout.GroupSize, true)
+		for g := 0; g < m.Groups(); g++ {
+			for r := 0; r < m.PRows; r++ {
+				i := g*m.PRows + r
+				s, z := m.Scale(r, g), m.Zero(r, g)
+				mt.S[i], mt.M[i], mt.Z[i] = s, s*float32(z), int32(z)
+			}
+		}
+		return mt, nil
+	case *layout.Bits:
+		mt := newMeta(m.Groups(), m.PRows, m.G, m.IntegerZeros() == nil)
+		fill(mt, m.Affine, m.Zero)
+		return mt, nil
+	case *layout.Sparse12:
+		mt := newMeta(m.Groups(), m.PRows, m.G, m.IntegerZeros() == nil)
+		fill(mt, m.Affine, m.Zero)
+		return mt, nil
+	}
+	return nil, fmt.Errorf("gpuhost: FlattenMeta: format %s has no group metadata", m.Name())
+}
+
+func newMeta(groups, prows, g int, ints bool) *Meta {
+	n := groups * prows
+	mt := &Meta{Groups: groups, PRows: prows, G: g, S: make([]float32, n), M: make([]float32, n)}
+	if ints {
+		mt.Z = make([]int32, n)
+	}
+	return mt
+}
+
+func fill(mt *Meta, affine func(r, g int) (float32, float32), zero func(r, g int) float32) {
+	for g := 0; g < mt.Groups; g++ {
+		for r := 0; r < mt.PRows; r++ {
+			i := g*mt.PRows + r
+			mt.S[i], mt.M[i] = affine(r, g)
+			if mt.Z != nil {
+				mt.Z[i] = int32(zero(r, g))
+			}
+		}
+	}
+}
