@@ -1,0 +1,42 @@
+package dispatch_test
+
+import (
+	"testing"
+
+	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/conformance"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
+)
+
+// cpuSupports: the CPU runs every format; codebooks take float
+// activations only.
+func cpuSupports(m layout.Matrix, act string) bool {
+	switch m.(type) {
+	case *codebook.Codebook, codebook.Baseline:
+		return act != conformance.A8
+	}
+	return true
+}
+
+// TestConformanceCPU runs the backend-neutral suite on every CPU kernel
+// set this machine supports (the generic one on the short shapes only).
+func TestConformanceCPU(t *testing.T) {
+	for _, isa := range cpu.ISAs() {
+		if !cpu.Supported(isa) {
+			continue
+		}
+		t.Run(string(isa), func(t *testing.T) {
+			be, _, err := dispatch.Open(dispatch.Options{Backend: "cpu-" + string(isa), Threads: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			conformance.Run(t, be, conformance.Options{
+				Supports: cpuSupports,
+				Short:    testing.Short() || (isa == cpu.Generic && cpu.Best() != cpu.Generic),
+			})
+		})
+	}
+}

@@ -1,0 +1,474 @@
+// Package conformance is the backend-neutral test suite every qgemv
+// backend passes: each format and activation type against the float64
+// reference (within the format's named bound) and the exact int8
+// reference (bit for bit), on tail shapes and batch sizes 1..16, with
+// guard bands around every output and checks that inputs are not
+// modified, plus bad input (wrong batch, short slices, non-finite
+// activations, bad scales, closed matrices), which must be errors.
+//
+// The CPU kernel sets run it in package dispatch's tests; the GPU
+// backends run it from their own tagged tests.
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
+)
+
+// Activation names used by Options.Supports.
+const (
+	A32 = "A32" // MulF32
+	A16 = "A16" // MulF16
+	A8  = "A8"  // MulA8 and MulI8
+)
+
+// Options selects what the backend under test must run.
+type Options struct {
+	// Supports reports whether the backend implements matrix m with
+	// activation act (A32, A16 or A8). For a combination it does not
+	// implement, the suite requires an error (from Load or the multiply)
+	// instead of a result. nil means everything.
+	Supports func(m layout.Matrix, act string) bool
+	// Short runs one tail shape and fewer formats.
+	Short bool
+	// Batches overrides the batch sizes (default 1, 3, 16).
+	Batches []int
+}
+
+func (o Options) supports(m layout.Matrix, act string) bool {
+	return o.Supports == nil || o.Supports(m, act)
+}
+
+// refs is what a format offers the suite.
+type refs interface {
+	layout.Matrix
+	DotRef(out []float64, x []float32) error
+	DotRefMag(mag []float64, x []float32) error
+}
+
+type a8Ref interface {
+	DotA8Exact(out []float32, xq []int8, xs []float32) error
+}
+
+// tolerance returns the format's named float-path bound.
+func tolerance(m layout.Matrix) float64 {
+	switch m.(type) {
+	case *layout.Q4G128:
+		return layout.A32Tolerance
+	case *codebook.Codebook, codebook.Baseline:
+		return codebook.ToleranceF16
+	}
+	return layout.BitsTolerance
+}
+
+// Case is one matrix of the suite.
+type Case struct {
+	Name string
+	M    layout.Matrix
+}
+
+// Cases returns the matrices the suite multiplies at one shape: Q4G128;
+// Bits of every width with every group size (Short: groups 32 and 128
+// and the whole row); Bits with float32 metadata, with fractional zero
+// points, with offsets (Q4_1/Q4_K form) and with an act-order
+// permutation; Sparse12 with every group size; two codebook
+// configurations.
+func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
+	var out []Case
+	add := func(m layout.Matrix, err error, suffix string) error {
+		if err != nil {
+			return err
+		}
+		out = append(out, Case{m.Name() + suffix, m})
+		return nil
+	}
+	names := []string{"q4g128"}
+	groups := []string{"g32", "g64", "g128", "g256", "row"}
+	if short {
+		groups = []string{"g32", "g128", "row"}
+	}
+	for _, n := range layout.BitWidths {
+		for _, g := range groups {
+			names = append(names, fmt.Sprintf("bits%d%s", n, g))
+		}
+	}
+	for _, g := range groups {
+		if g != "g256" {
+			names = append(names, "sparse12"+g)
+		}
+	}
+	names = append(names, "cb-m1v4b8g128", "cb-m2v8b6g128")
+	for i, name := range names {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			return nil, err
+		}
+		m, err := synth.Matrix(spec, rows, cols, seed+uint64(i))
+		if err := add(m, err, ""); err != nil {
+			return nil, err
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+		if (i/64)%3 == 1 {
+			w[i] += 1.5
+		}
+	}
+	// float32 metadata with integer zeros; binary16 with fractional zeros
+	for _, v := range []struct {
+		n, g   int
+		opt    layout.BitsOptions
+		suffix string
+	}{
+		{4, 128, layout.BitsOptions{Method: layout.Search, IntegerZero: true, FP32Meta: true}, "/fp32meta"},
+		{3, 64, layout.BitsOptions{Method: layout.Search, IntegerZero: false}, "/fraczero"},
+		{2, 32, layout.BitsOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: true}, "/fp32meta"},
+	} {
+		b, err := layout.QuantizeBits(w, rows, cols, v.n, v.g, v.opt)
+		if err := add(b, err, v.suffix); err != nil {
+			return nil, err
+		}
+	}
+	// offsets: w = q*s + o (imported Q4_1 / Q4_K form)
+	spec, _ := layout.ParseFormatSpec("bits4g32")
+	m, err := synth.Matrix(spec, rows, cols, seed+77)
+	if err != nil {
+		return nil, err
+	}
+	off := m.(*layout.Bits)
+	off.Offsets = true
+	for i := range off.Zeros16 {
+		off.Zeros16[i] = layout.ToFP16(float32(rng.NormFloat64() * 0.05))
+	}
+	out = append(out, Case{off.Name() + "/offsets", off})
+	// act-order permutation (imported GPTQ)
+	spec, _ = layout.ParseFormatSpec("bits4g128")
+	m, err = synth.Matrix(spec, rows, cols, seed+78)
+	if err != nil {
+		return nil, err
+	}
+	perm := m.(*layout.Bits)
+	perm.Perm = make([]int32, cols)
+	for i, p := range rng.Perm(cols) {
+		perm.Perm[i] = int32(p)
+	}
+	out = append(out, Case{perm.Name() + "/actorder", perm})
+	for _, c := range out {
+		if err := c.M.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
+	return out, nil
+}
+
+const (
+	guard    = 8
+	sentinel = float32(-1234.5)
+)
+
+func guarded(n int) (full, inner []float32) {
+	full = make([]float32, n+2*guard)
+	for i := range full {
+		full[i] = sentinel
+	}
+	return full, full[guard : guard+n]
+}
+
+func checkGuards(full []float32, n int) error {
+	for i := range guard {
+		if math.Float32bits(full[i]) != math.Float32bits(sentinel) || math.Float32bits(full[guard+n+i]) != math.Float32bits(sentinel) {
+			return fmt.Errorf("guard band around the output overwritten at offset %d", i)
+		}
+	}
+	return nil
+}
+
+// Run runs the suite against be.
+func Run(t *testing.T, be dispatch.Backend, o Options) {
+	shapes := [][2]int{{1, 1}, {33, 700}, {70, 2100}, {130, 300}}
+	if o.Short {
+		shapes = [][2]int{{33, 700}}
+	}
+	batches := o.Batches
+	if batches == nil {
+		batches = []int{1, 3, 16}
+	}
+	for si, sh := range shapes {
+		cases, err := Cases(sh[0], sh[1], o.Short, uint64(100*si+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/%dx%d", c.Name, sh[0], sh[1]), func(t *testing.T) {
+				runCase(t, be, o, c, batches)
+			})
+		}
+	}
+	t.Run("BadInput", func(t *testing.T) { badInput(t, be, o) })
+}
+
+func anySupported(o Options, m layout.Matrix) bool {
+	return o.supports(m, A32) || o.supports(m, A16) || o.supports(m, A8)
+}
+
+func runCase(t *testing.T, be dispatch.Backend, o Options, c Case, batches []int) {
+	mx, err := be.Load(c.M)
+	if err != nil {
+		if anySupported(o, c.M) {
+			t.Fatalf("Load: %v", err)
+		}
+		return // an error for an unsupported format is what is wanted
+	}
+	defer mx.Close()
+	rows, cols := c.M.Shape()
+	rng := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+	for _, batch := range batches {
+		x := make([]float32, batch*cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+			if i%97 == 5 {
+				x[i] *= 30 // a few large activations exercise the A8 scales
+			}
+		}
+		xcopy := append([]float32(nil), x...)
+		full, dst := guarded(batch * rows)
+		for _, act := range []string{A32, A16, A8} {
+			for i := range dst {
+				dst[i] = float32(math.NaN())
+			}
+			xin := x
+			var err error
+			switch act {
+			case A32:
+				err = mx.MulF32(dst, x, batch)
+			case A16:
+				h := make([]layout.FP16, len(x))
+				xin = make([]float32, len(x))
+				for i, v := range x {
+					h[i] = layout.ToFP16(v)
+					xin[i] = h[i].Float32()
+				}
+				err = mx.MulF16(dst, h, batch)
+			case A8:
+				err = mx.MulA8(dst, x, batch)
+			}
+			name := fmt.Sprintf("batch %d %s", batch, act)
+			if !o.supports(c.M, act) {
+				if err == nil {
+					t.Errorf("%s: not supported by this backend but returned no error", name)
+				}
+				continue
+			}
+			if err != nil {
+				if act == A8 && !hasIntegerZeros(c.M) {
+					if !strings.Contains(err.Error(), "integer zero") {
+						t.Errorf("%s: fractional zeros or offsets: error %q does not say integer zero points are needed", name, err)
+					}
+					continue
+				}
+				t.Fatalf("%s: %v", name, err)
+			}
+			if act == A8 && !hasIntegerZeros(c.M) {
+				t.Fatalf("%s: accepted a matrix without integer zero points", name)
+			}
+			if err := checkGuards(full, len(dst)); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for i := range x {
+				if math.Float32bits(x[i]) != math.Float32bits(xcopy[i]) {
+					t.Fatalf("%s: the activations were modified at %d", name, i)
+				}
+			}
+			if act == A8 {
+				if err := checkA8(c.M, dst, x, batch, rows, cols); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if err := checkI8(mx, c.M, dst, x, batch, rows, cols); err != nil {
+					t.Fatalf("batch %d MulI8: %v", batch, err)
+				}
+				continue
+			}
+			if err := checkFloat(c.M, dst, xin, batch, rows, cols); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+}
+
+// hasIntegerZeros reports whether m can multiply int8 activations.
+func hasIntegerZeros(m layout.Matrix) bool {
+	switch m := m.(type) {
+	case *layout.Bits:
+		return m.IntegerZeros() == nil
+	case *layout.Sparse12:
+		return m.IntegerZeros() == nil
+	case *layout.Q4G128:
+		return true
+	}
+	return false
+}
+
+// gathered returns x in stored column order (act-order matrices).
+func gathered(m layout.Matrix, x []float32) []float32 {
+	if b, ok := m.(*layout.Bits); ok && b.Perm != nil {
+		g := make([]float32, b.Cols)
+		b.Gather(g, x)
+		return g
+	}
+	return x
+}
+
+func checkA8(m layout.Matrix, dst, x []float32, batch, rows, cols int) error {
+	ref, ok := m.(a8Ref)
+	if !ok {
+		return fmt.Errorf("format %s has no exact int8 reference", m.Name())
+	}
+	pc := m.PaddedCols()
+	xq, xs := make([]int8, pc), make([]float32, pc/layout.GroupSize)
+	want := make([]float32, rows)
+	for v := 0; v < batch; v++ {
+		if err := layout.QuantizeA8(xq, xs, gathered(m, x[v*cols:(v+1)*cols])); err != nil {
+			return err
+		}
+		if err := ref.DotA8Exact(want, xq, xs); err != nil {
+			return err
+		}
+		for r := range want {
+			if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
+				return fmt.Errorf("vector %d row %d = %v, want exactly %v", v, r, dst[v*rows+r], want[r])
+			}
+		}
+	}
+	return nil
+}
+
+// checkI8 runs MulI8 on activations quantized here and requires the same
+// bits as MulA8 gave.
+func checkI8(mx dispatch.Matrix, m layout.Matrix, a8 []float32, x []float32, batch, rows, cols int) error {
+	pc := m.PaddedCols()
+	xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/layout.GroupSize)
+	for v := 0; v < batch; v++ {
+		if err := layout.QuantizeA8(xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128], gathered(m, x[v*cols:(v+1)*cols])); err != nil {
+			return err
+		}
+	}
+	full, dst := guarded(batch * rows)
+	if err := mx.MulI8(dst, xq, xs, batch); err != nil {
+		return err
+	}
+	if err := checkGuards(full, len(dst)); err != nil {
+		return err
+	}
+	for i := range dst {
+		if math.Float32bits(dst[i]) != math.Float32bits(a8[i]) {
+			return fmt.Errorf("output %d = %v, MulA8 gave %v", i, dst[i], a8[i])
+		}
+	}
+	return nil
+}
+
+func checkFloat(m layout.Matrix, dst, x []float32, batch, rows, cols int) error {
+	r, ok := m.(refs)
+	if !ok {
+		if b, ok := m.(codebook.Baseline); ok {
+			r = b.Codebook
+		} else {
+			return fmt.Errorf("format %s has no float64 reference", m.Name())
+		}
+	}
+	tol := tolerance(m)
+	ref, mag := make([]float64, rows), make([]float64, rows)
+	for v := 0; v < batch; v++ {
+		xv := x[v*cols : (v+1)*cols]
+		if err := r.DotRef(ref, xv); err != nil {
+			return err
+		}
+		if err := r.DotRefMag(mag, xv); err != nil {
+			return err
+		}
+		for i := range ref {
+			got := float64(dst[v*rows+i])
+			if d := math.Abs(got - ref[i]); !(d <= tol*mag[i]) {
+				return fmt.Errorf("vector %d row %d = %v, want %v within %v (|error| %v)", v, i, got, ref[i], tol*mag[i], d)
+			}
+		}
+	}
+	return nil
+}
+
+// badInput: every malformed call is an error, never a panic, and a
+// closed matrix refuses work.
+func badInput(t *testing.T, be dispatch.Backend, o Options) {
+	const rows, cols = 20, 300
+	spec, _ := layout.ParseFormatSpec("q4g128")
+	m, err := synth.Matrix(spec, rows, cols, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.supports(m, A32) || !o.supports(m, A8) {
+		t.Skip("the backend does not run Q4G128")
+	}
+	mx, err := be.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := m.PaddedCols()
+	x, dst := make([]float32, cols), make([]float32, rows)
+	nan := make([]float32, cols)
+	nan[17] = float32(math.NaN())
+	inf := make([]float32, cols)
+	inf[3] = float32(math.Inf(-1))
+	xq, xs := make([]int8, pc), make([]float32, pc/128)
+	badScale := []float32{-1, 1, 1}[:pc/128]
+	nanScale := make([]float32, pc/128)
+	nanScale[0] = float32(math.NaN())
+	for name, err := range map[string]error{
+		"batch 0":          mx.MulF32(dst, x, 0),
+		"batch 17":         mx.MulF32(make([]float32, 17*rows), make([]float32, 17*cols), 17),
+		"short x":          mx.MulF32(dst, x[:cols-1], 1),
+		"short dst":        mx.MulF32(dst[:rows-1], x, 1),
+		"long dst":         mx.MulF32(make([]float32, rows+1), x, 1),
+		"short fp16 x":     mx.MulF16(dst, make([]layout.FP16, cols-1), 1),
+		"A8 batch 0":       mx.MulA8(dst, x, 0),
+		"A8 short x":       mx.MulA8(dst, x[:1], 1),
+		"A8 NaN":           mx.MulA8(dst, nan, 1),
+		"A8 Inf":           mx.MulA8(dst, inf, 1),
+		"I8 short xq":      mx.MulI8(dst, xq[:pc-1], xs, 1),
+		"I8 short xs":      mx.MulI8(dst, xq, xs[:len(xs)-1], 1),
+		"I8 negative xs":   mx.MulI8(dst, xq, badScale, 1),
+		"I8 NaN xs":        mx.MulI8(dst, xq, nanScale, 1),
+		"I8 batch 2 short": mx.MulI8(make([]float32, 2*rows), xq, xs, 2),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := mx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mx.MulF32(dst, x, 1); err == nil {
+		t.Error("multiply after Close: accepted")
+	}
+	// Invalid matrices are refused at Load.
+	bad := *(m.(*layout.Q4G128))
+	bad.Weights = bad.Weights[1:]
+	if _, err := be.Load(&bad); err == nil {
+		t.Error("Load accepted a matrix with a short weight slice")
+	}
+	bad = *(m.(*layout.Q4G128))
+	bad.Scales = append([]float32(nil), bad.Scales...)
+	bad.Scales[3] = float32(math.Inf(1))
+	if _, err := be.Load(&bad); err == nil {
+		t.Error("Load accepted a matrix with an infinite scale")
+	}
+}
