@@ -1,7 +1,23 @@
-// Package opencl will hold qgemv's OpenCL backend for Intel iGPUs and any
-// OpenCL 1.2+ device, behind the build tag "opencl" (it needs cgo and an
-// OpenCL ICD loader): kernel sources embedded with go:embed, built per
-// device with cached binaries, and dispatch that prefers a GPU only when a
-// calibration shows it faster. Nothing is implemented yet; the default
-// build does not need OpenCL.
+// Package opencl is qgemv's OpenCL backend for Intel iGPUs and any
+// OpenCL 1.2+ device (NVIDIA, AMD, PoCL on the CPU). It is compiled only
+// with the build tag "opencl" (it needs cgo and links the OpenCL ICD
+// loader, libOpenCL.so.1); the default build does not need OpenCL and
+// this package then holds only this documentation.
+//
+// Kernels (gemv.cl, embedded with go:embed) run Q4G128, Bits(n, g) and
+// Sparse12 GEMV for batch 1..16 with float32 activations (A32), binary16
+// activations widened exactly on the host (A16), and int8 activations
+// (A8, quantized on the host with layout.QuantizeA8, bit-exact against
+// DotA8Exact). One row per work-group; float paths reduce with
+// sub-groups where the device has cl_intel_subgroups or cl_khr_subgroups
+// and with a local-memory tree otherwise; no atomics. Programs are built
+// per device with an explicit -cl-std and cached on disk
+// (os.UserCacheDir()/qgemv/opencl, or $QGEMV_OPENCL_CACHE) keyed by a
+// hash of source, options, device, driver and platform; a self-test
+// kernel runs at Open. Devices sharing memory with the host get
+// CL_MEM_ALLOC_HOST_PTR buffers accessed by mapping (zero-copy).
+//
+// Package dispatch lists the devices as backends "opencl", "opencl:1",
+// ... and uses one by default only after a calibration shows it faster
+// than the CPU (never a CPU-type device such as PoCL).
 package opencl

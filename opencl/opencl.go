@@ -1,0 +1,439 @@
+//go:build opencl
+
+package opencl
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/qgemv/qgemv/internal/gpuhost"
+)
+
+//go:embed gemv.cl
+var gemvSource string
+
+// EnvCache overrides the directory of the program cache.
+const EnvCache = "QGEMV_OPENCL_CACHE"
+
+// ErrClosed is returned by a multiply on a closed matrix or backend.
+var ErrClosed = fmt.Errorf("opencl: %w", gpuhost.ErrClosed)
+
+// Options configures Open.
+type Options struct {
+	// Device is the index in Devices() of the device to open.
+	Device int
+	// CacheDir is the program cache; "" means $QGEMV_OPENCL_CACHE or
+	// os.UserCacheDir()/qgemv/opencl. "-" disables the cache.
+	CacheDir string
+	// NoSubgroups forces the portable local-memory reductions even where
+	// the device has sub-groups.
+	NoSubgroups bool
+}
+
+// Devices lists the OpenCL devices of every platform, in the order Open's
+// Options.Device indexes them. With no platform installed it returns an
+// error saying so.
+func Devices() ([]DeviceInfo, error) {
+	ds, err := listDevices()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeviceInfo, len(ds))
+	for i, d := range ds {
+		out[i] = d.info
+	}
+	return out, nil
+}
+
+// Backend is one OpenCL device with its context, queue and built
+// programs. Its methods are safe for concurrent use; launches are
+// serialized.
+type Backend struct {
+	mu     sync.Mutex
+	x      *ctx
+	opts   Options
+	std    string // -cl-std option and sub-group defines
+	progs  map[int]*progSet
+	closed bool
+
+	// scratch buffers of the multiplies (grown on demand)
+	xf, xq, xs, y *buffer
+
+	cacheHits, cacheMisses, cacheBad int // program cache statistics
+}
+
+// progSet is the program built for one batch bound NB and its kernels.
+type progSet struct {
+	p  *program
+	ks map[string]*kernel
+	wg map[string]int
+}
+
+// Open opens device opts.Device, builds the batch-1 program (from the
+// cache when possible) and runs a self-test kernel.
+func Open(opts Options) (*Backend, error) {
+	ds, err := listDevices()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Device < 0 || opts.Device >= len(ds) {
+		return nil, fmt.Errorf("opencl: device %d does not exist (%d devices)", opts.Device, len(ds))
+	}
+	d := ds[opts.Device]
+	x, err := newCtx(d)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{x: x, opts: opts, progs: map[int]*progSet{}}
+	b.std = buildStd(&d.info, opts.NoSubgroups)
+	if err := b.selfTest(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// buildStd chooses -cl-std and the sub-group defines for a device.
+func buildStd(d *DeviceInfo, noSub bool) string {
+	cv := clcVersion(d.CVersion)
+	std := "-cl-std=CL1.2"
+	if cv < 12 {
+		std = "-cl-std=CL1.1"
+	}
+	switch {
+	case noSub:
+	case d.Has("cl_intel_subgroups"):
+		std += " -DUSE_SUBGROUPS -DUSE_INTEL_SUBGROUPS"
+	case d.Has("cl_khr_subgroups") && cv >= 20:
+		std = "-cl-std=CL2.0 -DUSE_SUBGROUPS"
+	}
+	return std
+}
+
+// clcVersion parses "OpenCL C 1.2 ..." to 12.
+func clcVersion(s string) int {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return 12
+	}
+	mj, mn, ok := strings.Cut(f[2], ".")
+	a, err1 := strconv.Atoi(mj)
+	b, err2 := strconv.Atoi(mn)
+	if !ok || err1 != nil || err2 != nil {
+		return 12
+	}
+	return 10*a + b
+}
+
+// Info describes the backend's device.
+func (b *Backend) Info() DeviceInfo { return b.x.dev.info }
+
+// BuildOptions returns the options the kernels are built with (besides
+// -DNB).
+func (b *Backend) BuildOptions() string { return b.std }
+
+// UsesSubgroups reports whether the kernels use sub-group reductions.
+func (b *Backend) UsesSubgroups() bool { return strings.Contains(b.std, "USE_SUBGROUPS") }
+
+// ShortName is the device name as a kernel-set suffix, e.g.
+// "nvidia-h200".
+func (b *Backend) ShortName() string { return shortName(b.x.dev.info.Name) }
+
+func shortName(n string) string {
+	var sb strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(n) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			sb.WriteRune(r)
+			dash = false
+		} else if !dash && sb.Len() > 0 {
+			sb.WriteByte('-')
+			dash = true
+		}
+		if sb.Len() >= 32 {
+			break
+		}
+	}
+	return strings.TrimRight(sb.String(), "-")
+}
+
+// Close releases the programs, buffers, queue and context. Matrices
+// loaded from the backend fail their multiplies afterwards. Closing
+// twice is harmless.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	for _, ps := range b.progs {
+		for _, k := range ps.ks {
+			k.release()
+		}
+		ps.p.release()
+	}
+	b.progs = nil
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y} {
+		(*p).release()
+		*p = nil
+	}
+	b.x.release()
+	return nil
+}
+
+// nbBucket returns the batch bound of the program that runs batch.
+func nbBucket(batch int) int {
+	for _, nb := range []int{1, 2, 4, 8} {
+		if batch <= nb {
+			return nb
+		}
+	}
+	return 16
+}
+
+// kernel returns kernel name of the program for batch (built or loaded
+// from the cache on first use) and its work-group size. b.mu is held.
+func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
+	nb := nbBucket(batch)
+	ps := b.progs[nb]
+	if ps == nil {
+		p, err := b.buildCached(gemvSource, fmt.Sprintf("%s -DNB=%d", b.std, nb))
+		if err != nil {
+			return nil, 0, err
+		}
+		ps = &progSet{p: p, ks: map[string]*kernel{}, wg: map[string]int{}}
+		b.progs[nb] = ps
+	}
+	if k := ps.ks[name]; k != nil {
+		return k, ps.wg[name], nil
+	}
+	k, err := ps.p.kernel(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	max, err := b.x.workGroupSize(k)
+	if err != nil {
+		k.release()
+		return nil, 0, err
+	}
+	wg := 128
+	for wg > max && wg > 1 {
+		wg /= 2
+	}
+	ps.ks[name], ps.wg[name] = k, wg
+	return k, wg, nil
+}
+
+// cacheDir returns the program cache directory, or "" if disabled.
+func (b *Backend) cacheDir() string {
+	if b.opts.CacheDir == "-" {
+		return ""
+	}
+	if b.opts.CacheDir != "" {
+		return b.opts.CacheDir
+	}
+	if d := os.Getenv(EnvCache); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "qgemv", "opencl")
+}
+
+// cacheKey hashes everything a program binary depends on.
+func (b *Backend) cacheKey(src, opts string) string {
+	i := b.x.dev.info
+	h := sha256.New()
+	for _, s := range []string{src, opts, i.Name, i.Vendor, i.Version, i.Driver, i.Platform, i.PlatformVersion} {
+		fmt.Fprintf(h, "%d:%s\n", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// cacheMagic starts every cache file; a SHA-256 of the binary follows.
+const cacheMagic = "qgemv-opencl-program-v1\n"
+
+// buildCached builds src with opts, from the disk cache when an intact
+// entry exists; a missing, corrupt or rejected entry is rebuilt from
+// source and rewritten (atomically: temporary file and rename).
+func (b *Backend) buildCached(src, opts string) (*program, error) {
+	dir := b.cacheDir()
+	var path string
+	if dir != "" {
+		path = filepath.Join(dir, b.cacheKey(src, opts)+".bin")
+		if data, err := os.ReadFile(path); err == nil {
+			if bin, ok := unpackCache(data); ok {
+				if p, err := b.x.buildBinary(bin, opts); err == nil {
+					b.cacheHits++
+					return p, nil
+				}
+			}
+			b.cacheBad++
+		}
+	}
+	b.cacheMisses++
+	p, err := b.x.buildSource(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if bin, err := p.binary(); err == nil {
+			writeCache(dir, path, bin) // best effort: a read-only cache only costs rebuilds
+		}
+	}
+	return p, nil
+}
+
+func unpackCache(data []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(data, []byte(cacheMagic)) || len(data) < len(cacheMagic)+32 {
+		return nil, false
+	}
+	sum, bin := data[len(cacheMagic):len(cacheMagic)+32], data[len(cacheMagic)+32:]
+	want := sha256.Sum256(bin)
+	if len(bin) == 0 || !bytes.Equal(sum, want[:]) {
+		return nil, false
+	}
+	return bin, true
+}
+
+func writeCache(dir, path string, bin []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(bin)
+	_, err = f.Write(append(append([]byte(cacheMagic), sum[:]...), bin...))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// selfTest runs the selftest kernel of the batch-1 program.
+func (b *Backend) selfTest() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k, _, err := b.kernel("selftest", 1)
+	if err != nil {
+		return err
+	}
+	const n = 256
+	buf, err := b.x.newBuffer(4*n, false, b.x.dev.info.Unified)
+	if err != nil {
+		return err
+	}
+	defer buf.release()
+	if err := k.setArgs(buf); err != nil {
+		return err
+	}
+	if _, err := b.x.launch(k, n, 64, false); err != nil {
+		return err
+	}
+	got := make([]int32, n)
+	if err := b.x.read(buf, 0, ptr(got), 4*n); err != nil {
+		return err
+	}
+	for i, v := range got {
+		if v != int32(3*i+1) {
+			return fmt.Errorf("opencl: %s: self-test kernel wrote %d at %d, want %d", b.x.dev.info.Name, v, i, 3*i+1)
+		}
+	}
+	return nil
+}
+
+// ensure returns *p grown to at least n bytes. b.mu is held.
+func (b *Backend) ensure(p **buffer, n int, readOnly bool) (*buffer, error) {
+	if *p != nil && (*p).size >= n {
+		return *p, nil
+	}
+	(*p).release()
+	*p = nil
+	nb, err := b.x.newBuffer(max(n, 4096), readOnly, b.x.dev.info.Unified)
+	if err != nil {
+		return nil, err
+	}
+	*p = nb
+	return nb, nil
+}
+
+// ReadBandwidth streams a buffer of the given bytes (rounded to 16)
+// iters times with the backend's read kernel and returns the best
+// GB/s (device time from profiling events).
+func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, ErrClosed
+	}
+	n := bytes / 16
+	if n <= 0 || iters <= 0 {
+		return 0, errors.New("opencl: ReadBandwidth: bytes and iterations must be positive")
+	}
+	k, wg, err := b.kernel("readbw", 1)
+	if err != nil {
+		return 0, err
+	}
+	src, err := b.x.newBuffer(16*n, true, false)
+	if err != nil {
+		return 0, err
+	}
+	defer src.release()
+	fill := make([]byte, 1<<20)
+	for i := range fill {
+		fill[i] = byte(i * 7)
+	}
+	for off := 0; off < 16*n; off += len(fill) {
+		if err := b.x.write(src, off, ptr(fill), min(len(fill), 16*n-off)); err != nil {
+			return 0, err
+		}
+	}
+	groups := max(1, min(n/(wg*8), 4*b.x.dev.info.ComputeUnits*16))
+	out, err := b.x.newBuffer(4*groups*wg, false, false)
+	if err != nil {
+		return 0, err
+	}
+	defer out.release()
+	if err := k.setArgs(src, int32(n), out); err != nil {
+		return 0, err
+	}
+	best := 0.0
+	for i := 0; i < iters+1; i++ {
+		ev, err := b.x.launch(k, groups*wg, wg, true)
+		if err != nil {
+			return 0, err
+		}
+		if err := b.x.finish(); err != nil {
+			return 0, err
+		}
+		s, err := ev.seconds()
+		if err != nil {
+			return 0, err
+		}
+		if gbs := float64(16*n) / s / 1e9; i > 0 && gbs > best {
+			best = gbs
+		}
+	}
+	return best, nil
+}
