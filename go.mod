@@ -9,7 +9,7 @@ require (
 )
 
 require (
-	github.com/jgillich/go-opencl v0.0.0-20180608191952-a0efba3e5257 // indirect
+	github.com/jgillich/go-opencl v0.0.0-20180608191952-a0efba3e5257
 	golang.org/x/mod v0.21.0 // indirect
 	golang.org/x/sync v0.8.0 // indirect
 	golang.org/x/tools v0.25.1 // indirect

@@ -1,0 +1,93 @@
+//go:build opencl
+
+package dispatch_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/conformance"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
+	"github.com/qgemv/qgemv/opencl"
+)
+
+// openclOrSkip skips when no OpenCL device exists, unless
+// QGEMV_REQUIRE_OPENCL=1 (CI), which makes that a failure.
+func openclOrSkip(t *testing.T) []opencl.DeviceInfo {
+	t.Helper()
+	ds, err := opencl.Devices()
+	if err != nil {
+		if os.Getenv("QGEMV_REQUIRE_OPENCL") == "1" {
+			t.Fatalf("OpenCL required (QGEMV_REQUIRE_OPENCL=1): %v", err)
+		}
+		t.Skipf("no OpenCL device (set QGEMV_REQUIRE_OPENCL=1 to fail instead): %v", err)
+	}
+	return ds
+}
+
+// openclSupports: everything but codebooks; A8 needs integer zero points
+// (the suite then requires the error).
+func openclSupports(m layout.Matrix, act string) bool {
+	switch m := m.(type) {
+	case *codebook.Codebook, codebook.Baseline:
+		return false
+	case *layout.Bits:
+		return act != conformance.A8 || m.IntegerZeros() == nil
+	case *layout.Sparse12:
+		return act != conformance.A8 || m.IntegerZeros() == nil
+	}
+	return true
+}
+
+func TestConformanceOpenCL(t *testing.T) {
+	openclOrSkip(t)
+	be, r, err := dispatch.Open(dispatch.Options{Backend: "opencl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if r.Chosen != "opencl" {
+		t.Fatalf("chosen %q, want opencl", r.Chosen)
+	}
+	conformance.Run(t, be, conformance.Options{Supports: openclSupports, Short: testing.Short()})
+}
+
+func TestProbeOpenCL(t *testing.T) {
+	devs := openclOrSkip(t)
+	r := dispatch.Probe()
+	n := 0
+	for _, c := range r.Candidates {
+		if c.Name == "opencl" || strings.HasPrefix(c.Name, "opencl:") {
+			n++
+			if !c.Available || c.Detail == "" {
+				t.Errorf("candidate %+v: want available with a detail", c)
+			}
+		}
+	}
+	if n != len(devs) {
+		t.Errorf("%d OpenCL candidates, want one per device (%d)", n, len(devs))
+	}
+	// A CPU-type device is never chosen by default.
+	allCPU := true
+	for _, d := range devs {
+		allCPU = allCPU && d.Type != "gpu"
+	}
+	if allCPU && os.Getenv(dispatch.EnvBackend) == "" {
+		be, r, err := dispatch.Open(dispatch.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		if strings.HasPrefix(r.Chosen, "opencl") {
+			t.Errorf("CPU-type OpenCL device chosen by default: %s", r.Reason)
+		}
+	}
+	for _, bad := range []string{"opencl:x", "opencl:999", "opencl:-1"} {
+		if _, _, err := dispatch.Open(dispatch.Options{Backend: bad}); err == nil {
+			t.Errorf("Open(%q) succeeded", bad)
+		}
+	}
+}
