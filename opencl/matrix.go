@@ -276,6 +276,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b.wgOverride > 0 {
+		wg = b.wgOverride
+	}
 	nb := nbBucket(batch)
 	rows, pcols, bt, prows := int32(mx.geo.Rows), int32(mx.geo.PCols), int32(batch), int32(mx.prows)
 	loc := localBytes(4 * nb * wg)

@@ -70,6 +70,8 @@ type Backend struct {
 	xf, xq, xs, y *buffer
 
 	cacheHits, cacheMisses, cacheBad int // program cache statistics
+
+	wgOverride int // work-group size forced by benchmarks (0: default)
 }
 
 // progSet is the program built for one batch bound NB and its kernels.

@@ -1,0 +1,196 @@
+//go:build opencl
+
+package opencl
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// The GEMV benchmarks stream working sets beyond the device's L2 (at
+// least 256 MiB or 4x the global memory cache, rotating over distinct
+// matrices), time each launch with profiling events (device time,
+// back to back), and report GB/s of bytes streamed (StreamBytes plus
+// activations) and the ratio to the backend's read kernel measured in
+// the same run (metric "%read").
+
+var (
+	readOnce sync.Once
+	readGBs  float64
+	readErr  error
+)
+
+func readBandwidth(b *testing.B, be *Backend) float64 {
+	readOnce.Do(func() {
+		size := max(1<<30, 8*be.Info().CacheBytes)
+		if be.Info().Type == "cpu" {
+			size = 256 << 20
+		}
+		size = int(min(int64(size), be.Info().MaxAlloc/2))
+		readGBs, readErr = be.ReadBandwidth(size, 10)
+	})
+	if readErr != nil {
+		b.Fatal(readErr)
+	}
+	return readGBs
+}
+
+func BenchmarkReadBandwidth(b *testing.B) {
+	be := backend(b)
+	gbs := readBandwidth(b, be)
+	for i := 0; i < b.N; i++ {
+	}
+	b.ReportMetric(gbs, "GB/s")
+}
+
+// randomQ4 and randomBits4 build matrices with random codes and metadata
+// directly (quantizing 60M weights per matrix would dominate the run).
+func randomQ4(rng *rand.Rand, rows, cols int) layout.Matrix {
+	m, err := layout.NewQ4G128(rows, cols)
+	if err != nil {
+		panic(err)
+	}
+	rng.Read(m.Weights)
+	rng.Read(m.Zeros)
+	for i := range m.Scales {
+		m.Scales[i] = float32(rng.Float64()) * 0.01
+	}
+	return m
+}
+
+func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
+	m, err := layout.NewBits(rows, cols, 4, 128, false)
+	if err != nil {
+		panic(err)
+	}
+	for i := range m.Words {
+		m.Words[i] = rng.Uint32()
+	}
+	for i := range m.Scales16 {
+		m.Scales16[i] = layout.ToFP16(float32(rng.Float64()) * 0.01)
+		m.Zeros16[i] = layout.ToFP16(float32(rng.Intn(16)))
+	}
+	return m
+}
+
+func BenchmarkGEMV(b *testing.B) {
+	be := backend(b)
+	shapes := [][2]int{{4096, 14336}, {14336, 4096}}
+	if be.Info().Type == "cpu" {
+		shapes = [][2]int{{1024, 4096}}
+	}
+	rd := readBandwidth(b, be)
+	b.Logf("device %s: read kernel %.1f GB/s", be.Info().Name, rd)
+	for _, f := range []struct {
+		name string
+		mk   func(*rand.Rand, int, int) layout.Matrix
+	}{{"Q4G128", randomQ4}, {"Bits4G128", randomBits4}} {
+		for _, sh := range shapes {
+			rng := rand.New(rand.NewSource(1))
+			first := f.mk(rng, sh[0], sh[1])
+			target := int64(max(256<<20, 4*be.Info().CacheBytes))
+			if be.Info().Type == "cpu" {
+				target = 64 << 20
+			}
+			count := int(max(2, (target+first.StreamBytes()-1)/first.StreamBytes()))
+			ms := []*Matrix{}
+			for i := 0; i < count; i++ {
+				m := first
+				if i > 0 {
+					m = f.mk(rng, sh[0], sh[1])
+				}
+				mx, err := be.Load(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ms = append(ms, mx)
+			}
+			for _, act := range []string{"A32", "A8"} {
+				wgs := []int{0}
+				if be.Info().Type == "gpu" {
+					wgs = []int{64, 128, 256}
+				}
+				for _, wg := range wgs {
+					name := fmt.Sprintf("%s/%s/%dx%d/b1/%s", f.name, act, sh[0], sh[1], be.ShortName())
+					if wg > 0 {
+						name += fmt.Sprintf("/wg%d", wg)
+					}
+					b.Run(name, func(b *testing.B) {
+						be.wgOverride = wg
+						defer func() { be.wgOverride = 0 }()
+						benchGEMV(b, be, ms, act, 1, rd)
+					})
+				}
+			}
+			for _, mx := range ms {
+				mx.Close()
+			}
+		}
+	}
+}
+
+func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, rd float64) {
+	rows, cols := ms[0].geo.Rows, ms[0].geo.Cols
+	pc := ms[0].geo.PCols
+	x := make([]float32, batch*cols)
+	for i := range x {
+		x[i] = float32(i%17) - 8
+	}
+	y := make([]float32, batch*rows)
+	float := act != "A8"
+	actBytes := int64(batch * pc * 4)
+	if !float {
+		if err := ms[0].MulA8(y, x, batch); err != nil { // uploads xq, xs
+			b.Fatal(err)
+		}
+		actBytes = int64(batch*pc + 4*batch*pc/128)
+	} else if err := ms[0].MulF32(y, x, batch); err != nil {
+		b.Fatal(err)
+	}
+	bytes := ms[0].m.StreamBytes() + actBytes
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	// warm up: one pass over every matrix
+	for _, mx := range ms {
+		if _, err := mx.launch(float, batch, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.x.finish(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	var total float64
+	evs := make([]*event, 0, len(ms))
+	for i := 0; i < b.N; {
+		evs = evs[:0]
+		for j := 0; j < len(ms) && i < b.N; j, i = j+1, i+1 {
+			ev, err := ms[(i+j)%len(ms)].launch(float, batch, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			evs = append(evs, ev)
+		}
+		if err := be.x.finish(); err != nil {
+			b.Fatal(err)
+		}
+		for _, ev := range evs {
+			s, err := ev.seconds()
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += s
+		}
+	}
+	b.StopTimer()
+	per := total / float64(b.N)
+	gbs := float64(bytes) / per / 1e9
+	b.ReportMetric(per*1e6, "us/launch")
+	b.ReportMetric(gbs, "GB/s")
+	b.ReportMetric(100*gbs/rd, "%read")
+}
