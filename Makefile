@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags fuzz fixtures
+.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags opencl fuzz fixtures
 
 all: build
 
@@ -39,11 +39,22 @@ tags:
 	$(GO) vet -tags opencl $(PKGS)
 	$(GO) vet -tags cuda $(PKGS)
 
+# The OpenCL backend's tests (cgo, the ICD loader and a platform such as
+# PoCL: .ci/run installs ocl-icd-opencl-dev, opencl-headers and
+# pocl-opencl-icd). QGEMV_REQUIRE_OPENCL=1 makes a missing platform a
+# failure instead of a skip. The define silences go-opencl's headers. In
+# dispatch only the OpenCL tests run here (the rest run in "test", and
+# TestUnavailableBackends expects no OpenCL compiled in).
+OPENCL_CFLAGS := -O2 -g -DCL_TARGET_OPENCL_VERSION=120
+opencl:
+	CGO_CFLAGS="$(OPENCL_CFLAGS)" QGEMV_REQUIRE_OPENCL=1 $(GO) test -tags opencl ./opencl/...
+	CGO_CFLAGS="$(OPENCL_CFLAGS)" QGEMV_REQUIRE_OPENCL=1 $(GO) test -tags opencl -run 'OpenCL' ./dispatch/...
+
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzReadFile -fuzztime 30s ./layout
 
 # The whole check: what CI runs.
-test: build fmt-check vet gen-check tags
+test: build fmt-check vet gen-check tags opencl
 	$(GO) test $(PKGS)
 	$(MAKE) race noasm
 
