@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags opencl fuzz fixtures
+.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags opencl fuzz fixtures cuda-headers cuda-toolkit cuda-vet cuda-test-bin
 
 all: build
 
@@ -25,8 +25,8 @@ gen:
 
 # Fails if the committed generated files differ from what ./gen writes.
 gen-check: gen
-	@git diff --exit-code -- asm/ || (echo "generated files are stale: run 'make gen' and commit"; exit 1)
-	@test -z "$$(git status --porcelain -- asm/)" || (git status --porcelain -- asm/; echo "untracked generated files: run 'make gen' and commit"; exit 1)
+	@git diff --exit-code -- asm/ cuda/ptx/ || (echo "generated files are stale: run 'make gen' and commit"; exit 1)
+	@test -z "$$(git status --porcelain -- asm/ cuda/ptx/)" || (git status --porcelain -- asm/ cuda/ptx/; echo "untracked generated files: run 'make gen' and commit"; exit 1)
 
 race:
 	$(GO) test -race -short $(PKGS)
@@ -37,7 +37,7 @@ noasm:
 # GPU build tags: the packages must at least compile with them.
 tags:
 	$(GO) vet -tags opencl $(PKGS)
-	$(GO) vet -tags cuda $(PKGS)
+	$(MAKE) cuda-vet
 
 # The OpenCL backend's tests (cgo, the ICD loader and a platform such as
 # PoCL: .ci/run installs ocl-icd-opencl-dev, opencl-headers and
@@ -80,3 +80,47 @@ fixtures:
 	cd $(FIXDIR) && dpkg -x gguf.deb root && dpkg -x st.deb root
 	cd $(FIXDIR)/root/usr/lib/python3/dist-packages/safetensors && cp -f _safetensors_rust.abi3-*.so _safetensors_rust.abi3.so
 	PYTHONPATH=$(FIXDIR)/root/usr/lib/python3/dist-packages /usr/bin/python3 internal/testmodel/reference/make_fixtures.py
+
+# CUDA (build tag cuda). Building needs cuda.h and a libcuda.so link stub:
+# cuda-headers extracts just those from Debian's non-free nvidia-cuda-dev
+# package into .cache/cuda (downloaded once, about 770 MB). Running needs
+# the NVIDIA driver (libcuda.so.1). cuda-toolkit also unpacks Debian's
+# nvcc 11.8, which go run ./gen uses to regenerate cuda/ptx from
+# cuda/kernels.cu (PTX ISA 7.8: loadable by drivers from R520 on).
+CUDA_DIR := $(CURDIR)/.cache/cuda
+CUDA_POOL := http://deb.debian.org/debian/pool/non-free/n/nvidia-cuda-toolkit
+CUDA_VER := 11.8.89~11.8.0-5~deb12u1
+CUDA_ENV := CGO_CFLAGS="-I$(CUDA_DIR)/include" CGO_LDFLAGS="-L$(CUDA_DIR)/lib"
+
+$(CUDA_DIR)/deb/nvidia-cuda-dev.deb:
+	mkdir -p $(CUDA_DIR)/deb
+	curl -fsSL -o $@.part "$(CUDA_POOL)/nvidia-cuda-dev_$(CUDA_VER)_amd64.deb" && mv $@.part $@
+
+cuda-headers: $(CUDA_DIR)/include/cuda.h
+$(CUDA_DIR)/include/cuda.h: $(CUDA_DIR)/deb/nvidia-cuda-dev.deb
+	mkdir -p $(CUDA_DIR)/include $(CUDA_DIR)/lib $(CUDA_DIR)/x
+	dpkg-deb --fsys-tarfile $< | tar -x -C $(CUDA_DIR)/x ./usr/include/cuda.h ./usr/lib/x86_64-linux-gnu/stubs/libcuda.so
+	cp $(CUDA_DIR)/x/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_DIR)/lib/
+	cp $(CUDA_DIR)/x/usr/include/cuda.h $@
+
+cuda-toolkit: $(CUDA_DIR)/toolkit/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile.qgemv
+$(CUDA_DIR)/toolkit/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile.qgemv: $(CUDA_DIR)/deb/nvidia-cuda-dev.deb
+	cd $(CUDA_DIR)/deb && for p in nvidia-cuda-toolkit libnvvm4; do test -f $$p.deb || curl -fsSL -o $$p.deb "$(CUDA_POOL)/$${p}_$(CUDA_VER)_amd64.deb"; done
+	mkdir -p $(CUDA_DIR)/toolkit
+	for p in nvidia-cuda-dev nvidia-cuda-toolkit libnvvm4; do dpkg-deb -x $(CUDA_DIR)/deb/$$p.deb $(CUDA_DIR)/toolkit; done
+	cd $(CUDA_DIR)/toolkit/usr/lib/nvidia-cuda-toolkit/bin && rm -f nvcc.profile && printf '%s\n' \
+		'NVVMIR_LIBRARY_DIR = $$(_HERE_)/../libdevice' \
+		'PATH += $$(_HERE_):' \
+		'INCLUDES += "-I$$(_HERE_)/../../../include" $$(_SPACE_)' \
+		'LIBRARIES =+ $$(_SPACE_)' > nvcc.profile && cp nvcc.profile nvcc.profile.qgemv
+
+# The cuda tag must compile (CI has no GPU): vet type-checks it with cgo.
+cuda-vet: cuda-headers
+	$(CUDA_ENV) $(GO) vet -tags cuda $(PKGS)
+
+# A test binary for a GPU machine (which has the driver but may lack Go):
+# copy .devbin/cuda.test there and run it; QGEMV_CUDA_REPORT=1 prints the
+# benchmark table.
+cuda-test-bin: cuda-headers
+	mkdir -p .devbin
+	$(CUDA_ENV) $(GO) test -c -tags cuda -o .devbin/cuda.test ./cuda

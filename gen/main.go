@@ -1,5 +1,8 @@
-// Command gen writes qgemv's generated files with avo: the amd64 assembly
-// kernels in asm/ and their Go declarations. Run it from the repository
+// Command gen writes qgemv's generated files: with avo, the amd64 assembly
+// kernels in asm/ and their Go declarations; with a CUDA compiler when one
+// is found (nvcc on PATH, $QGEMV_NVCC, or `make cuda-toolkit`), the PTX of
+// cuda/kernels.cu in cuda/ptx (without one, it checks that the committed
+// PTX was generated from the current source). Run it from the repository
 // root:
 //
 //	go run ./gen
@@ -126,6 +129,9 @@ func main() {
 		if err := fixHeader(f); err != nil {
 			log.Fatal(err)
 		}
+	}
+	if err := genPTX(); err != nil {
+		log.Fatal(err)
 	}
 }
 

@@ -1,0 +1,472 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+//go:embed ptx/*.ptx
+var ptxFS embed.FS
+
+// Device describes one CUDA device.
+type Device struct {
+	Ordinal      int
+	Name         string
+	Major, Minor int   // compute capability
+	Memory       int64 // bytes of device memory
+	SMs          int   // streaming multiprocessors
+	L2           int   // bytes of L2 cache
+}
+
+// String formats the device for people.
+func (d Device) String() string {
+	return fmt.Sprintf("%s (sm_%d%d, %d SMs, %d MiB, L2 %d MiB)", d.Name, d.Major, d.Minor, d.SMs, d.Memory>>20, d.L2>>20)
+}
+
+// Devices lists the CUDA devices. The cu package initialised the driver
+// when the program started (a binary built with the cuda tag needs the
+// NVIDIA driver's libcuda.so.1); no device is an empty list.
+func Devices() ([]Device, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: counting devices: %w", err)
+	}
+	out := make([]Device, 0, n)
+	for i := 0; i < n; i++ {
+		d, err := describe(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func describe(i int) (Device, error) {
+	dev, err := cu.GetDevice(i)
+	if err != nil {
+		return Device{}, fmt.Errorf("cuda: device %d: %w", i, err)
+	}
+	d := Device{Ordinal: i}
+	if d.Name, err = dev.Name(); err != nil {
+		return d, fmt.Errorf("cuda: device %d name: %w", i, err)
+	}
+	if d.Major, d.Minor, err = dev.ComputeCapability(); err != nil {
+		return d, fmt.Errorf("cuda: device %d compute capability: %w", i, err)
+	}
+	if d.Memory, err = dev.TotalMem(); err != nil {
+		return d, fmt.Errorf("cuda: device %d memory: %w", i, err)
+	}
+	if d.SMs, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return d, fmt.Errorf("cuda: device %d SM count: %w", i, err)
+	}
+	if d.L2, err = dev.Attribute(cu.L2CacheSize); err != nil {
+		return d, fmt.Errorf("cuda: device %d L2 size: %w", i, err)
+	}
+	return d, nil
+}
+
+// ptxFor returns the embedded PTX with the highest compute capability not
+// above the device's (PTX is forward compatible), and its capability.
+func ptxFor(major, minor int) (string, int, error) {
+	names, err := fs.Glob(ptxFS, "ptx/sm_*.ptx")
+	if err != nil || len(names) == 0 {
+		return "", 0, errors.New("cuda: no PTX embedded in this binary")
+	}
+	var archs []int
+	for _, n := range names {
+		a, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "ptx/sm_"), ".ptx"))
+		if err == nil {
+			archs = append(archs, a)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(archs)))
+	want := 10*major + minor
+	for _, a := range archs {
+		if a <= want {
+			b, err := ptxFS.ReadFile(fmt.Sprintf("ptx/sm_%d.ptx", a))
+			return string(b), a, err
+		}
+	}
+	return "", 0, fmt.Errorf("cuda: device compute capability %d.%d is below every embedded PTX target (lowest sm_%d)", major, minor, archs[len(archs)-1])
+}
+
+// SplitMode selects how SplitK partial sums are reduced.
+type SplitMode int
+
+const (
+	// Deterministic writes each split's partial sums to a workspace and
+	// adds them in split order in a second kernel: the same bits every run.
+	Deterministic SplitMode = iota
+	// Atomic adds the partial sums into the zeroed output with atomics:
+	// one kernel, but the order (and so the last bits) may vary by run.
+	Atomic
+)
+
+// Options configures Open.
+type Options struct {
+	// Split is the number of K splits of the float kernels: 0 chooses one
+	// per matrix and batch (enough blocks to fill the device), 1 is the
+	// data-parallel decomposition. The environment variable
+	// QGEMV_CUDA_SPLITK overrides it.
+	Split int
+	// Mode reduces SplitK partials; QGEMV_CUDA_SPLITK_MODE=atomic or
+	// deterministic overrides it.
+	Mode SplitMode
+}
+
+// EnvSplit and EnvSplitMode name the SplitK environment overrides.
+const (
+	EnvSplit     = "QGEMV_CUDA_SPLITK"
+	EnvSplitMode = "QGEMV_CUDA_SPLITK_MODE"
+)
+
+// Backend is an open CUDA device: a context, the loaded kernels and the
+// OS thread every CUDA call runs on. It is safe for concurrent use; calls
+// are serialized on that thread.
+type Backend struct {
+	dev  Device
+	arch int // PTX target loaded
+	opts Options
+
+	work chan func()
+	done chan struct{}
+
+	// owned by the CUDA thread
+	ctx     cu.CUContext
+	mod     cu.Module
+	fns     map[string]cu.Function
+	scratch map[string]*buffer
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// kernelNames lists every kernel the module must export.
+var kernelNames = []string{
+	"selftest", "read_bw", "split_reduce",
+	"q4g128_f32", "q4g128_f16", "q4g128_a8",
+	"bits8_f32", "bits4_f32", "bits3_f32", "bits2_f32", "bits1_f32",
+	"bits8_f16", "bits4_f16", "bits3_f16", "bits2_f16", "bits1_f16",
+	"bits8_a8", "bits4_a8", "bits3_a8", "bits2_a8", "bits1_a8",
+	"sparse12_f32", "sparse12_f16", "sparse12_a8",
+}
+
+// ErrClosed is returned by operations on a closed backend or matrix.
+var ErrClosed = errors.New("cuda: backend or matrix is closed")
+
+// Open opens CUDA device ordinal: creates a context on a dedicated OS
+// thread, loads the highest embedded PTX the device supports (the driver
+// compiles it; a failure, e.g. a driver too old for the PTX version, is
+// an error that says so), and runs a self-test kernel.
+func Open(ordinal int, opts Options) (*Backend, error) {
+	if s := os.Getenv(EnvSplit); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 64 {
+			return nil, fmt.Errorf("cuda: %s=%q: want a number of splits 0..64", EnvSplit, s)
+		}
+		opts.Split = n
+	}
+	switch m := os.Getenv(EnvSplitMode); m {
+	case "":
+	case "atomic":
+		opts.Mode = Atomic
+	case "deterministic":
+		opts.Mode = Deterministic
+	default:
+		return nil, fmt.Errorf("cuda: %s=%q: want atomic or deterministic", EnvSplitMode, m)
+	}
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: counting devices: %w", err)
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("cuda: device %d does not exist (%d CUDA devices)", ordinal, n)
+	}
+	d, err := describe(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	ptx, arch, err := ptxFor(d.Major, d.Minor)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{dev: d, arch: arch, opts: opts, work: make(chan func()), done: make(chan struct{}),
+		fns: map[string]cu.Function{}, scratch: map[string]*buffer{}}
+	started := make(chan error)
+	go b.loop(started, ptx)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// loop is the CUDA thread: it owns the context and runs submitted work.
+func (b *Backend) loop(started chan<- error, ptx string) {
+	runtime.LockOSThread()
+	defer close(b.done)
+	if err := b.init(ptx); err != nil {
+		b.release()
+		started <- err
+		return
+	}
+	started <- nil
+	for f := range b.work {
+		f()
+	}
+	b.release()
+}
+
+func (b *Backend) init(ptx string) error {
+	var err error
+	if b.ctx, err = cu.Device(b.dev.Ordinal).MakeContext(cu.SchedAuto); err != nil {
+		return fmt.Errorf("cuda: creating a context on %s: %w", b.dev.Name, err)
+	}
+	logBuf := make([]byte, 8192)
+	b.mod, err = cu.LoadDataEx(ptx, &cu.JITErrorLogBuffer{Buffer: logBuf})
+	if err != nil {
+		log := strings.TrimRight(string(logBuf), "\x00")
+		return fmt.Errorf("cuda: the driver could not load the embedded sm_%d PTX on %s (sm_%d%d; driver %d): %w: %s",
+			b.arch, b.dev.Name, b.dev.Major, b.dev.Minor, cu.Version(), err, log)
+	}
+	for _, name := range kernelNames {
+		f, err := b.mod.Function(name)
+		if err != nil {
+			return fmt.Errorf("cuda: kernel %s missing from the sm_%d PTX: %w", name, b.arch, err)
+		}
+		b.fns[name] = f
+	}
+	return b.selfTest()
+}
+
+// selfTest runs a tiny kernel and checks its result.
+func (b *Backend) selfTest() error {
+	const n = 1000
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i) * 0.5
+	}
+	dx, err := upload(x)
+	if err != nil {
+		return err
+	}
+	defer dx.free()
+	dy, err := alloc(4 * n)
+	if err != nil {
+		return err
+	}
+	defer dy.free()
+	if err := b.launch("selftest", (n+255)/256, 1, 256, 0, dx.ptr, dy.ptr, int64(n)); err != nil {
+		return fmt.Errorf("cuda: self-test kernel: %w", err)
+	}
+	y := make([]float32, n)
+	if err := dy.download(y); err != nil {
+		return fmt.Errorf("cuda: self-test kernel: %w", err)
+	}
+	for i := range y {
+		if y[i] != x[i]*2+float32(i) {
+			return fmt.Errorf("cuda: self-test kernel on %s: y[%d] = %v, want %v", b.dev.Name, i, y[i], x[i]*2+float32(i))
+		}
+	}
+	return nil
+}
+
+func (b *Backend) release() {
+	for _, s := range b.scratch {
+		s.free()
+	}
+	b.scratch = nil
+	if b.mod != (cu.Module{}) {
+		_ = b.mod.Unload()
+	}
+	if b.ctx != (cu.CUContext{}) {
+		_ = b.ctx.Destroy()
+	}
+}
+
+// do runs f on the CUDA thread and returns its error.
+func (b *Backend) do(f func() error) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	errc := make(chan error, 1)
+	b.work <- func() { errc <- f() }
+	b.mu.Unlock()
+	return <-errc
+}
+
+// Close releases the context and everything allocated on it. Matrices
+// still loaded become unusable (their multiplies return ErrClosed).
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.closed = true
+	close(b.work)
+	b.mu.Unlock()
+	<-b.done
+	return nil
+}
+
+// Device returns the device the backend runs on.
+func (b *Backend) Device() Device { return b.dev }
+
+// PTXArch returns the compute capability of the PTX loaded (e.g. 90).
+func (b *Backend) PTXArch() int { return b.arch }
+
+// Name returns "cuda" for device 0 and "cuda:<i>" otherwise.
+func (b *Backend) Name() string {
+	if b.dev.Ordinal == 0 {
+		return "cuda"
+	}
+	return fmt.Sprintf("cuda:%d", b.dev.Ordinal)
+}
+
+// buffer is device memory.
+type buffer struct {
+	ptr  cu.DevicePtr
+	size int64
+}
+
+func alloc(size int64) (*buffer, error) {
+	if size <= 0 {
+		size = 16
+	}
+	p, err := cu.MemAlloc(size)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: allocating %d bytes of device memory: %w", size, err)
+	}
+	return &buffer{ptr: p, size: size}, nil
+}
+
+func (bf *buffer) free() {
+	if bf != nil && bf.ptr != 0 {
+		_ = cu.MemFree(bf.ptr)
+		bf.ptr = 0
+	}
+}
+
+// bytesOf views a slice of fixed-size values as bytes.
+func bytesOf[T any](s []T) (unsafe.Pointer, int64) {
+	if len(s) == 0 {
+		return nil, 0
+	}
+	return unsafe.Pointer(&s[0]), int64(len(s)) * int64(unsafe.Sizeof(s[0]))
+}
+
+func upload[T any](s []T) (*buffer, error) {
+	p, n := bytesOf(s)
+	bf, err := alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		if err := cu.MemcpyHtoD(bf.ptr, p, n); err != nil {
+			bf.free()
+			return nil, fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+		}
+	}
+	return bf, nil
+}
+
+// put copies s into the buffer's start.
+func put[T any](bf *buffer, s []T) error {
+	p, n := bytesOf(s)
+	if n == 0 {
+		return nil
+	}
+	if n > bf.size {
+		return fmt.Errorf("cuda: %d bytes do not fit a %d-byte buffer", n, bf.size)
+	}
+	if err := cu.MemcpyHtoD(bf.ptr, p, n); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+	}
+	return nil
+}
+
+func (bf *buffer) download(dst any) error {
+	var p unsafe.Pointer
+	var n int64
+	switch d := dst.(type) {
+	case []float32:
+		p, n = bytesOf(d)
+	case []uint32:
+		p, n = bytesOf(d)
+	default:
+		return fmt.Errorf("cuda: download into %T", dst)
+	}
+	if n > bf.size {
+		return fmt.Errorf("cuda: reading %d bytes from a %d-byte buffer", n, bf.size)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := cu.MemcpyDtoH(p, bf.ptr, n); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes from the device (a kernel may have failed): %w", n, err)
+	}
+	return nil
+}
+
+// scratchBuf returns the backend's scratch buffer of that name with at
+// least size bytes (CUDA thread only).
+func (b *Backend) scratchBuf(name string, size int64) (*buffer, error) {
+	if s := b.scratch[name]; s != nil && s.size >= size {
+		return s, nil
+	}
+	if s := b.scratch[name]; s != nil {
+		s.free()
+		delete(b.scratch, name)
+	}
+	s, err := alloc(max(size, 1<<16))
+	if err != nil {
+		return nil, err
+	}
+	b.scratch[name] = s
+	return s, nil
+}
+
+// launch runs kernel name on a grid of gx x gy blocks of bx threads.
+// Every argument must be 64 bits wide (cu copies 8 bytes per argument):
+// cu.DevicePtr, int64, uint64, or float64.
+func (b *Backend) launch(name string, gx, gy, bx, shmem int, args ...any) error {
+	f, ok := b.fns[name]
+	if !ok {
+		return fmt.Errorf("cuda: no kernel %s", name)
+	}
+	vals := make([]uint64, len(args))
+	ptrs := make([]unsafe.Pointer, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case cu.DevicePtr:
+			vals[i] = uint64(v)
+		case int64:
+			vals[i] = uint64(v)
+		case uint64:
+			vals[i] = v
+		default:
+			return fmt.Errorf("cuda: kernel %s argument %d is a %T, want a 64-bit value", name, i, a)
+		}
+		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	if err := f.Launch(gx, gy, 1, bx, 1, 1, shmem, cu.Stream{}, ptrs); err != nil {
+		return fmt.Errorf("cuda: launching %s (%dx%d blocks of %d): %w", name, gx, gy, bx, err)
+	}
+	return nil
+}

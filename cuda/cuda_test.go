@@ -1,0 +1,222 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/cuda"
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/conformance"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
+)
+
+// device skips the test when this machine has no CUDA device (the binary
+// itself needs the driver's libcuda.so.1 to start at all).
+func device(t testing.TB) {
+	ds, err := cuda.Devices()
+	if err != nil || len(ds) == 0 {
+		t.Skipf("no CUDA device: %v", err)
+	}
+}
+
+func supports(m layout.Matrix, act string) bool {
+	switch m.(type) {
+	case *codebook.Codebook, codebook.Baseline:
+		return false
+	}
+	return true
+}
+
+// TestConformance runs the backend-neutral suite through dispatch.
+func TestConformance(t *testing.T) {
+	device(t)
+	be, _, err := dispatch.Open(dispatch.Options{Backend: "cuda"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	conformance.Run(t, be, conformance.Options{Supports: supports, Short: testing.Short(), Batches: []int{1, 2, 3, 5, 8, 13, 16}})
+}
+
+// TestSplitK: few rows and many columns make the float kernels split K;
+// every mode (data parallel, atomic, deterministic) meets the bound, and
+// the deterministic mode gives the same bits every run.
+func TestSplitK(t *testing.T) {
+	device(t)
+	const rows, cols = 37, 9000
+	for _, f := range []string{"q4g128", "bits4g128", "bits3g64", "bits1row", "sparse12g128"} {
+		spec, _ := layout.ParseFormatSpec(f)
+		m, err := synth.Matrix(spec, rows, cols, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, mag := make([]float64, rows), make([]float64, rows)
+		for _, batch := range []int{1, 16} {
+			x := synth.Vector(batch*cols, 4)
+			for _, o := range []cuda.Options{{Split: 1}, {Split: 0, Mode: cuda.Atomic}, {Split: 7, Mode: cuda.Deterministic}, {Split: 0, Mode: cuda.Deterministic}} {
+				b, err := cuda.Open(0, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mx, err := b.Load(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var first []float32
+				for run := 0; run < 3; run++ {
+					y := make([]float32, batch*rows)
+					if err := mx.MulF32(y, x, batch); err != nil {
+						t.Fatal(err)
+					}
+					for v := 0; v < batch; v++ {
+						xv := x[v*cols : (v+1)*cols]
+						dotRef(t, m, ref, mag, xv)
+						for r := range ref {
+							if d := math.Abs(float64(y[v*rows+r]) - ref[r]); !(d <= layout.BitsTolerance*mag[r]) {
+								t.Fatalf("%s split %+v batch %d: vector %d row %d = %v, want %v", f, o, batch, v, r, y[v*rows+r], ref[r])
+							}
+						}
+					}
+					if o.Mode == cuda.Deterministic {
+						if first == nil {
+							first = y
+						} else {
+							for i := range y {
+								if math.Float32bits(y[i]) != math.Float32bits(first[i]) {
+									t.Fatalf("%s deterministic split %+v: run %d differs at %d", f, o, run, i)
+								}
+							}
+						}
+					}
+				}
+				mx.Close()
+				b.Close()
+			}
+		}
+	}
+}
+
+func dotRef(t testing.TB, m layout.Matrix, ref, mag []float64, x []float32) {
+	type refs interface {
+		DotRef(out []float64, x []float32) error
+		DotRefMag(mag []float64, x []float32) error
+	}
+	r := m.(refs)
+	if err := r.DotRef(ref, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DotRefMag(mag, x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenErrors: a device that does not exist and bad overrides are
+// errors that say so; closed handles refuse work.
+func TestOpenErrors(t *testing.T) {
+	device(t)
+	if _, err := cuda.Open(99, cuda.Options{}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("device 99: %v", err)
+	}
+	t.Setenv(cuda.EnvSplitMode, "sometimes")
+	if _, err := cuda.Open(0, cuda.Options{}); err == nil {
+		t.Error("bad split mode accepted")
+	}
+	t.Setenv(cuda.EnvSplitMode, "")
+	b, err := cuda.Open(0, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := layout.ParseFormatSpec("cb-m1v4b8g128")
+	cb, _ := synth.Matrix(spec, 64, 256, 1)
+	if _, err := b.Load(cb); err == nil || !strings.Contains(err.Error(), "not implemented") {
+		t.Errorf("codebook: %v", err)
+	}
+	spec, _ = layout.ParseFormatSpec("q4g128")
+	m, _ := synth.Matrix(spec, 64, 256, 1)
+	mx, err := b.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mx.MulF32(make([]float32, 64), make([]float32, 256), 1); err == nil {
+		t.Error("multiply after the backend closed: accepted")
+	}
+	if _, err := b.Load(m); err == nil {
+		t.Error("Load after Close: accepted")
+	}
+}
+
+// TestReport prints the benchmark table (QGEMV_CUDA_REPORT=1): the read
+// kernel, then every format, activation, shape and batch with kernel time
+// (events, back-to-back launches, rotating over enough matrices to
+// exceed L2), GB/s streamed, the ratio to the read kernel, and the host
+// time per launch.
+func TestReport(t *testing.T) {
+	if os.Getenv("QGEMV_CUDA_REPORT") == "" {
+		t.Skip("set QGEMV_CUDA_REPORT=1 to print the benchmark table")
+	}
+	device(t)
+	b, err := cuda.Open(0, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	d := b.Device()
+	rb, err := b.ReadBandwidth(1<<30, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("device: %s, PTX sm_%d\nread kernel: %.0f GB/s (1 GiB, host %.1f us/launch)\n", d, b.PTXArch(), rb.GBps(), 1e6*rb.Host)
+	shapes := [][2]int{{4096, 14336}, {14336, 4096}, {8192, 8192}}
+	formats := strings.Split(envOr("QGEMV_CUDA_FORMATS", "q4g128,bits8g128,bits4g128,bits3g128,bits2g128,bits1g128,sparse12g128"), ",")
+	fmt.Printf("%-13s %-4s %-11s %5s %10s %9s %6s %8s\n", "format", "act", "shape", "batch", "time(us)", "GB/s", "ratio", "host(us)")
+	for _, f := range formats {
+		spec, err := layout.ParseFormatSpec(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range shapes {
+			m0, err := synth.Matrix(spec, sh[0], sh[1], 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := synth.Rotation(m0.StreamBytes(), int64(4*d.L2))
+			var mats []*cuda.Matrix
+			for i := 0; i < n; i++ {
+				mx, err := b.Load(m0) // the same bytes, distinct device copies
+				if err != nil {
+					t.Fatal(err)
+				}
+				mats = append(mats, mx)
+			}
+			for _, act := range []string{"A16", "A32", "A8"} {
+				for _, batch := range []int{1, 4, 16} {
+					tm, err := cuda.TimeGEMV(mats, act, batch, 200)
+					if err != nil {
+						t.Fatal(err)
+					}
+					fmt.Printf("%-13s %-4s %-11s %5d %10.2f %9.0f %6.2f %8.2f\n", m0.Name(), act, fmt.Sprintf("%dx%d", sh[0], sh[1]), batch, 1e6*tm.Seconds, tm.GBps(), tm.GBps()/rb.GBps(), 1e6*tm.Host)
+				}
+			}
+			for _, mx := range mats {
+				mx.Close()
+			}
+		}
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

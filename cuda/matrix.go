@@ -1,0 +1,432 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"gorgonia.org/cu"
+
+	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// Launch geometry; it must match WARPS, WARPS_A8 and RT in kernels.cu.
+const (
+	warps   = 8 // warps per block of the float and Q4G128/Sparse12 A8 kernels
+	warpsA8 = 4 // warps per block of the Bits A8 kernels
+	rowTile = 2 // rows per warp of the float kernels
+)
+
+type format int
+
+const (
+	fmtQ4 format = iota
+	fmtBits
+	fmtSparse
+)
+
+// Matrix is a matrix resident in device memory.
+type Matrix struct {
+	b     *Backend
+	f     format
+	name  string
+	geo   gpuhost.Geometry
+	prows int
+	n, g  int     // Bits width; group size (Bits, Sparse12)
+	perm  []int32 // act-order permutation (host-side gather)
+	a8err error   // why int8 activations are refused (nil: allowed)
+	bytes int64   // bytes a GEMV streams from the matrix
+
+	w, s, z, m, zi *buffer // weights; scales; Q4G128 zeros; w = q*s - m; integer zeros
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Load validates m (Q4G128, Bits or Sparse12) and copies it to the
+// device, with metadata flattened to the form the kernels read. Other
+// formats are an error naming them.
+func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
+	if m == nil {
+		return nil, errors.New("cuda: load: matrix is nil")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("cuda: load: %w", err)
+	}
+	mx := &Matrix{b: b, name: m.Name(), geo: gpuhost.GeometryOf(m), bytes: m.StreamBytes(), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m)}
+	var meta *gpuhost.Meta
+	var words any
+	switch t := m.(type) {
+	case *layout.Q4G128:
+		mx.f, mx.prows = fmtQ4, t.PRows
+	case *layout.Bits:
+		mx.f, mx.prows, mx.n, mx.g, words = fmtBits, t.PRows, t.N, t.G, t.Words
+	case *layout.Sparse12:
+		mx.f, mx.prows, mx.g, words = fmtSparse, t.PRows, t.G, t.Words
+	default:
+		return nil, fmt.Errorf("cuda: load: format %s is not implemented by the CUDA backend (Q4G128, Bits and Sparse12 are)", m.Name())
+	}
+	if mx.f != fmtQ4 {
+		var err error
+		if meta, err = gpuhost.FlattenMeta(m); err != nil {
+			return nil, fmt.Errorf("cuda: load: %w", err)
+		}
+	}
+	err := b.do(func() error {
+		var err error
+		defer func() {
+			if err != nil {
+				mx.free()
+			}
+		}()
+		switch t := m.(type) {
+		case *layout.Q4G128:
+			if mx.w, err = upload(t.Weights); err != nil {
+				return err
+			}
+			if mx.s, err = upload(t.Scales); err != nil {
+				return err
+			}
+			mx.z, err = upload(t.Zeros)
+			return err
+		}
+		if mx.w, err = upload(words.([]uint32)); err != nil {
+			return err
+		}
+		if mx.s, err = upload(meta.S); err != nil {
+			return err
+		}
+		if mx.m, err = upload(meta.M); err != nil {
+			return err
+		}
+		if meta.Z != nil {
+			mx.zi, err = upload(meta.Z)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), err)
+	}
+	return mx, nil
+}
+
+// free releases the device buffers (CUDA thread).
+func (mx *Matrix) free() {
+	for _, bf := range []*buffer{mx.w, mx.s, mx.z, mx.m, mx.zi} {
+		bf.free()
+	}
+}
+
+// Close frees the device memory.
+func (mx *Matrix) Close() error {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
+		return ErrClosed
+	}
+	mx.closed = true
+	err := mx.b.do(func() error { mx.free(); return nil })
+	if errors.Is(err, ErrClosed) {
+		return nil // the backend's context is gone, and its memory with it
+	}
+	return err
+}
+
+// Kernel names the kernels running the matrix, e.g. "cuda-sm90".
+func (mx *Matrix) Kernel() string { return fmt.Sprintf("cuda-sm%d", mx.b.arch) }
+
+// StreamBytes returns the bytes one GEMV reads from the matrix.
+func (mx *Matrix) StreamBytes() int64 { return mx.bytes }
+
+func (mx *Matrix) check() error {
+	if mx.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// MulF32 computes dst = W x for batch float32 vectors (x: batch*Cols,
+// dst: batch*Rows).
+func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
+	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
+		return err
+	}
+	xp := make([]float32, batch*mx.geo.PCols)
+	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
+		return err
+	}
+	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
+		xb, err := b.scratchBuf("x", 4*int64(len(xp)))
+		if err != nil {
+			return "", nil, err
+		}
+		return mx.floatKernel("f32"), nil, put(xb, xp)
+	})
+}
+
+// MulF16 multiplies binary16 activations; the kernels widen them exactly.
+func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
+		return err
+	}
+	pc, cols := mx.geo.PCols, mx.geo.Cols
+	xp := make([]layout.FP16, batch*pc)
+	for v := 0; v < batch; v++ {
+		d, s := xp[v*pc:(v+1)*pc], x[v*cols:(v+1)*cols]
+		if mx.perm == nil {
+			copy(d, s)
+			continue
+		}
+		for j, p := range mx.perm {
+			d[j] = s[p]
+		}
+	}
+	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
+		xb, err := b.scratchBuf("x", 2*int64(len(xp)))
+		if err != nil {
+			return "", nil, err
+		}
+		return mx.floatKernel("f16"), nil, put(xb, xp)
+	})
+}
+
+func (mx *Matrix) floatKernel(act string) string {
+	switch mx.f {
+	case fmtQ4:
+		return "q4g128_" + act
+	case fmtBits:
+		return fmt.Sprintf("bits%d_%s", mx.n, act)
+	}
+	return "sparse12_" + act
+}
+
+// MulA8 quantizes x to int8 per 128 inputs exactly as layout.QuantizeA8
+// does and multiplies with int32 accumulation: bit-exact with every
+// backend.
+func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
+	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
+		return err
+	}
+	if mx.a8err != nil {
+		return fmt.Errorf("cuda: %w", mx.a8err)
+	}
+	pc := mx.geo.PCols
+	xp := make([]float32, batch*pc)
+	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, pc, mx.perm); err != nil {
+		return err
+	}
+	xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/layout.GroupSize)
+	if err := gpuhost.QuantizeBatch(xq, xs, xp, batch, pc, pc); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	return mx.mulI8(dst, xq, xs, batch)
+}
+
+// MulI8 multiplies activations already quantized with layout.QuantizeA8
+// (in stored column order): xq batch*PCols values, xs batch*PCols/128.
+func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	if err := mx.geo.CheckI8("cuda", len(dst), xq, xs, batch); err != nil {
+		return err
+	}
+	if mx.a8err != nil {
+		return fmt.Errorf("cuda: %w", mx.a8err)
+	}
+	return mx.mulI8(dst, xq, xs, batch)
+}
+
+// a8Inputs returns the int8 activations rearranged for the format's A8
+// kernel and their exact per-block sums (nil where the kernel forms them).
+func (mx *Matrix) a8Inputs(xq []int8, batch int) (act [][]int8, sx []int32) {
+	pc := mx.geo.PCols
+	switch mx.f {
+	case fmtQ4: // every 8 columns as (0,2,4,6,1,3,5,7); sums per group of 128
+		r := make([]int8, len(xq))
+		sx = make([]int32, batch*pc/128)
+		for i := 0; i < len(xq); i += 8 {
+			r[i], r[i+1], r[i+2], r[i+3] = xq[i], xq[i+2], xq[i+4], xq[i+6]
+			r[i+4], r[i+5], r[i+6], r[i+7] = xq[i+1], xq[i+3], xq[i+5], xq[i+7]
+		}
+		for i, v := range xq {
+			sx[i/128] += int32(v)
+		}
+		return [][]int8{r}, sx
+	case fmtBits: // natural order; sums per block of min(G, 128)
+		blk := min(mx.g, 128)
+		sx = make([]int32, batch*pc/blk)
+		for i, v := range xq {
+			sx[i/blk] += int32(v)
+		}
+		return [][]int8{xq}, sx
+	}
+	// Sparse12: the even and odd column of each pair, in pair order
+	e, o := make([]int8, len(xq)/2), make([]int8, len(xq)/2)
+	for p := range e {
+		e[p], o[p] = xq[2*p], xq[2*p+1]
+	}
+	return [][]int8{e, o}, nil
+}
+
+func (mx *Matrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	act, sx := mx.a8Inputs(xq, batch)
+	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
+		ptrs, xsp, sxp, err := b.uploadA8(act, xs, sx)
+		if err != nil {
+			return "", nil, err
+		}
+		name, args := mx.a8Args(ptrs, xsp, sxp)
+		return name, args, nil
+	})
+}
+
+// uploadA8 copies the int8 activations (as a8Inputs arranged them), their
+// scales and block sums into scratch buffers (CUDA thread).
+func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.DevicePtr, xsp, sxp cu.DevicePtr, err error) {
+	for i, a := range act {
+		buf, err := b.scratchBuf(fmt.Sprintf("xq%d", i), int64(len(a)))
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if err := put(buf, a); err != nil {
+			return nil, 0, 0, err
+		}
+		ptrs = append(ptrs, buf.ptr)
+	}
+	xsb, err := b.scratchBuf("xs", 4*int64(len(xs)))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err := put(xsb, xs); err != nil {
+		return nil, 0, 0, err
+	}
+	if sx != nil {
+		sxb, err := b.scratchBuf("sx", 4*int64(len(sx)))
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if err := put(sxb, sx); err != nil {
+			return nil, 0, 0, err
+		}
+		sxp = sxb.ptr
+	}
+	return ptrs, xsb.ptr, sxp, nil
+}
+
+// a8Args returns the A8 kernel and its leading arguments.
+func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, []any) {
+	switch mx.f {
+	case fmtQ4:
+		return "q4g128_a8", []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, ptrs[0], xs, sx}
+	case fmtBits:
+		return fmt.Sprintf("bits%d_a8", mx.n), []any{mx.w.ptr, mx.s.ptr, mx.zi.ptr, ptrs[0], xs, sx}
+	}
+	return "sparse12_a8", []any{mx.w.ptr, mx.s.ptr, mx.zi.ptr, ptrs[0], ptrs[1], xs}
+}
+
+// run uploads the activations (prep, on the CUDA thread), launches the
+// kernel it names and copies the result into dst. Float kernels (prep
+// returns nil arguments) take the matrix's standard arguments and the
+// SplitK decomposition; A8 kernels get prep's arguments followed by
+// y and the shape.
+func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []any, error)) error {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if err := mx.check(); err != nil {
+		return err
+	}
+	return mx.b.do(func() error {
+		b := mx.b
+		name, args, err := prep(b)
+		if err != nil {
+			return err
+		}
+		yb, err := b.scratchBuf("y", 4*int64(len(dst)))
+		if err != nil {
+			return err
+		}
+		if err := mx.launch(name, args, yb, batch); err != nil {
+			return err
+		}
+		return yb.download(dst)
+	})
+}
+
+// launch runs one multiply's kernels (CUDA thread), the activations
+// already in the scratch buffers.
+func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
+	b := mx.b
+	rows, pc, nb := int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch)
+	if args != nil { // A8
+		switch mx.f {
+		case fmtQ4:
+			args = append(args, yb.ptr, rows, pc, nb)
+			return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
+		case fmtBits:
+			args = append(args, yb.ptr, rows, int64(mx.prows), pc, int64(mx.g), nb)
+			return b.launch(name, ceilDiv(mx.geo.Rows, warpsA8), 1, 32*warpsA8, 0, args...)
+		}
+		args = append(args, yb.ptr, rows, int64(mx.prows), pc, int64(mx.g), nb)
+		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
+	}
+	xb := b.scratch["x"]
+	gx := ceilDiv(mx.geo.Rows, warps*rowTile)
+	splits := mx.splits(gx)
+	mode := int64(0)
+	var ws cu.DevicePtr
+	n := int64(batch * mx.geo.Rows)
+	if splits > 1 {
+		if b.opts.Mode == Atomic {
+			mode = 1
+			if err := cu.MemsetD32(yb.ptr, 0, n); err != nil {
+				return fmt.Errorf("cuda: zeroing the output: %w", err)
+			}
+		} else {
+			mode = 2
+			wsb, err := b.scratchBuf("ws", 4*n*int64(splits))
+			if err != nil {
+				return err
+			}
+			ws = wsb.ptr
+		}
+	}
+	var full []any
+	if mx.f == fmtQ4 {
+		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, yb.ptr, ws, rows, pc, nb, mode}
+	} else {
+		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, yb.ptr, ws, rows, int64(mx.prows), pc, int64(mx.g), nb, mode}
+	}
+	if err := b.launch(name, gx, splits, 32*warps, 0, full...); err != nil {
+		return err
+	}
+	if mode == 2 {
+		return b.launch("split_reduce", int(ceilDiv(int(n), 256)), 1, 256, 0, yb.ptr, ws, n, int64(splits))
+	}
+	return nil
+}
+
+// units returns the 16-byte weight units per row the float kernels walk.
+func (mx *Matrix) units() int {
+	switch mx.f {
+	case fmtBits:
+		return mx.geo.PCols / (32 * 32 / mx.n) * 8
+	}
+	return mx.geo.PCols / 32
+}
+
+// splits returns the K splits for a grid of gx row blocks: the option,
+// or enough to give every SM two blocks, each split at least 32 units.
+func (mx *Matrix) splits(gx int) int {
+	s := mx.b.opts.Split
+	if s == 0 {
+		s = 1
+		if want := 2 * mx.b.dev.SMs; gx < want {
+			s = ceilDiv(want, gx)
+		}
+		s = min(s, 16)
+	}
+	return max(1, min(s, mx.units()/32))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

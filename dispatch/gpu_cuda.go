@@ -1,0 +1,67 @@
+//go:build cuda
+
+package dispatch
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/qgemv/qgemv/cuda"
+	"github.com/qgemv/qgemv/layout"
+)
+
+func init() {
+	registerGPU(driver{Name: "cuda", Probe: probeCUDA, Open: openCUDA, Order: 0})
+}
+
+func probeCUDA() []Candidate {
+	ds, err := cuda.Devices()
+	if err != nil {
+		return []Candidate{{Name: "cuda", Detail: err.Error()}}
+	}
+	if len(ds) == 0 {
+		return []Candidate{{Name: "cuda", Detail: "no CUDA device"}}
+	}
+	var out []Candidate
+	for i, d := range ds {
+		name := "cuda"
+		if i > 0 {
+			name = "cuda:" + strconv.Itoa(i)
+		}
+		out = append(out, Candidate{Name: name, Available: true, Detail: d.String()})
+	}
+	return out
+}
+
+func openCUDA(name string, _ Options) (Backend, error) {
+	i := 0
+	if s, ok := strings.CutPrefix(name, "cuda:"); ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("dispatch: backend %q: want cuda or cuda:<device index>", name)
+		}
+		i = n
+	}
+	b, err := cuda.Open(i, cuda.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return cuBackend{b}, nil
+}
+
+// cuBackend adapts *cuda.Backend to Backend.
+type cuBackend struct{ *cuda.Backend }
+
+func (c cuBackend) Load(m layout.Matrix) (Matrix, error) {
+	mx, err := c.Backend.Load(m)
+	if err != nil {
+		return nil, err
+	}
+	return mx, nil
+}
+
+// QuantizeA8 quantizes on the host (layout.QuantizeA8; same bytes).
+func (c cuBackend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
+	return layout.QuantizeA8(xq, xs, x)
+}
