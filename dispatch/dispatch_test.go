@@ -49,24 +49,56 @@ func TestEnvironmentOverride(t *testing.T) {
 	}
 }
 
+// TestDefaultIsBestCPU: with nothing forced, the default is the CPU's best
+// kernel set, unless a compiled-in GPU driver's calibration prefers its
+// device (then the reason says so).
 func TestDefaultIsBestCPU(t *testing.T) {
 	t.Setenv(EnvBackend, "")
 	b, r, err := Open(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "cpu-" + string(cpu.Best()); b.Name() != want {
-		t.Errorf("default chose %s, want %s", b.Name(), want)
+	defer b.Close()
+	want := "cpu-" + string(cpu.Best())
+	switch base := baseName(b.Name()); {
+	case b.Name() == want:
+		if r.Reason != "best available" {
+			t.Errorf("default %s: reason %q, want \"best available\"", want, r.Reason)
+		}
+	case findDriver(base) != nil:
+		if !strings.HasPrefix(r.Reason, "calibration") {
+			t.Errorf("default chose GPU backend %s without a calibration: reason %q", b.Name(), r.Reason)
+		}
+	default:
+		t.Errorf("default chose %s, want %s or a compiled-in GPU backend", b.Name(), want)
+	}
+	if r.Chosen != b.Name() {
+		t.Errorf("report chose %s, backend is %s", r.Chosen, b.Name())
 	}
 	if r.CPU == "" || r.Features == "" || len(r.Candidates) == 0 {
 		t.Errorf("incomplete report: %+v", r)
 	}
 }
 
+// TestUnavailableBackends: unknown names and GPU backends not compiled into
+// this binary fail to open, naming the problem.
 func TestUnavailableBackends(t *testing.T) {
-	for _, name := range []string{"opencl", "cuda", "tpu", "cpu-avx9000"} {
+	for _, name := range []string{"tpu", "cpu-avx9000", "opencl-x", "cuda0"} {
 		if _, _, err := Open(Options{Backend: name}); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+	for _, name := range []string{"opencl", "cuda"} {
+		if findDriver(name) != nil {
+			continue // compiled in: its own tests open it
+		}
+		_, _, err := Open(Options{Backend: name})
+		if err == nil || !strings.Contains(err.Error(), "not compiled") {
+			t.Errorf("%s (not compiled in): got %v, want a \"not compiled\" error", name, err)
+		}
+		_, _, err = Open(Options{Backend: name + ":1"})
+		if err == nil || !strings.Contains(err.Error(), "not compiled") {
+			t.Errorf("%s:1 (not compiled in): got %v, want a \"not compiled\" error", name, err)
 		}
 	}
 }
