@@ -156,14 +156,20 @@ type Backend struct {
 }
 
 // kernelNames lists every kernel the module must export.
-var kernelNames = []string{
-	"selftest", "read_bw", "split_reduce",
-	"q4g128_f32", "q4g128_f16", "q4g128_a8",
-	"bits8_f32", "bits4_f32", "bits3_f32", "bits2_f32", "bits1_f32",
-	"bits8_f16", "bits4_f16", "bits3_f16", "bits2_f16", "bits1_f16",
-	"bits8_a8", "bits4_a8", "bits3_a8", "bits2_a8", "bits1_a8",
-	"sparse12_f32", "sparse12_f16", "sparse12_a8",
-}
+var kernelNames = func() []string {
+	names := []string{"selftest", "read_bw", "split_reduce", "q4g128_a8", "sparse12_a8"}
+	for _, f := range []string{"q4g128", "bits8", "bits4", "bits3", "bits2", "bits1", "sparse12"} {
+		for _, act := range []string{"f32", "f16"} {
+			for _, nb := range []int{1, 4, 16} {
+				names = append(names, fmt.Sprintf("%s_%s_b%d", f, act, nb))
+			}
+		}
+	}
+	for _, n := range []int{8, 4, 3, 2, 1} {
+		names = append(names, fmt.Sprintf("bits%d_a8", n))
+	}
+	return names
+}()
 
 // ErrClosed is returned by operations on a closed backend or matrix.
 var ErrClosed = errors.New("cuda: backend or matrix is closed")

@@ -199,7 +199,7 @@ func TestReport(t *testing.T) {
 				mats = append(mats, mx)
 			}
 			for _, act := range []string{"A16", "A32", "A8"} {
-				for _, batch := range []int{1, 4, 16} {
+				for _, batch := range batches() {
 					tm, err := cuda.TimeGEMV(mats, act, batch, 200)
 					if err != nil {
 						t.Fatal(err)
@@ -219,4 +219,17 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// batches returns the batch sizes of the report (QGEMV_CUDA_BATCHES, e.g.
+// "1,16"; default 1, 4, 16).
+func batches() []int {
+	var out []int
+	for _, s := range strings.Split(envOr("QGEMV_CUDA_BATCHES", "1,4,16"), ",") {
+		var b int
+		if _, err := fmt.Sscan(s, &b); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -44,18 +44,53 @@ __device__ __forceinline__ float warpSum(float v) {
 	return v;
 }
 
-// storeRows writes (or, for SplitK, accumulates) the warp's results:
-// mode 0 plain store, 1 atomicAdd into y, 2 partial into ws[split].
-template <int RT>
-__device__ __forceinline__ void storeRows(float acc[RT][MAXB], float *y, float *ws, i64 row0, i64 rows, i64 nb, i64 mode) {
+// ---------------------------------------------------------------- float kernels
+
+// gemvf is every float-activation kernel: one warp computes RT rows for
+// NB vectors (x holds NB zero-padded vectors; results are stored for the
+// first nb). Each lane loads UNR 16-byte weight units of each row per
+// step (several loads in flight), then the format F decodes each unit
+// and multiplies it with the activations of all NB vectors, so every
+// weight is loaded once per call. gridDim.y splits the units of a row
+// (SplitK): mode 0 stores, 1 adds atomically into y, 2 writes partials
+// to ws[split] for split_reduce.
+template <class F, typename T, int RT, int NB, int UNR>
+__device__ __forceinline__ void gemvf(const F &f, const T *x, float *y, float *ws, i64 rows, i64 nb, i64 mode) {
 	int lane = threadIdx.x & 31;
+	i64 row0 = ((i64)blockIdx.x * WARPS + (threadIdx.x >> 5)) * RT;
+	if (row0 >= rows) return;
+	i64 units = f.units();
+	i64 per = (units + gridDim.y - 1) / gridDim.y;
+	per = (per + 32 * UNR - 1) / (32 * UNR) * (32 * UNR);
+	i64 k0 = blockIdx.y * per, k1 = min(units, k0 + per);
+	i64 row[RT];
+#pragma unroll
+	for (int r = 0; r < RT; r++) row[r] = min(row0 + r, rows - 1);
+	float acc[RT][NB];
+#pragma unroll
+	for (int r = 0; r < RT; r++)
+#pragma unroll
+		for (int b = 0; b < NB; b++) acc[r][b] = 0;
+	for (i64 base = k0; base < k1; base += 32 * UNR) {
+		uint4 w[UNR][RT];
+#pragma unroll
+		for (int j = 0; j < UNR; j++) {
+			i64 u = base + lane + 32 * j;
+#pragma unroll
+			for (int r = 0; r < RT; r++) w[j][r] = u < k1 ? __ldcs(f.W + row[r] * units + u) : make_uint4(0, 0, 0, 0);
+		}
+#pragma unroll
+		for (int j = 0; j < UNR; j++) {
+			i64 u = base + lane + 32 * j;
+			if (u < k1) f.template step<T, RT, NB>(w[j], u, row, x, acc);
+		}
+	}
 #pragma unroll
 	for (int r = 0; r < RT; r++) {
 #pragma unroll
-		for (int b = 0; b < MAXB; b++) {
-			if (b >= nb) break;
+		for (int b = 0; b < NB; b++) {
 			float v = warpSum(acc[r][b]);
-			if (lane == 0 && row0 + r < rows) {
+			if (lane == 0 && row0 + r < rows && b < nb) {
 				i64 o = b * rows + row0 + r;
 				if (mode == 0) y[o] = v;
 				else if (mode == 1) atomicAdd(y + o, v);
@@ -65,71 +100,44 @@ __device__ __forceinline__ void storeRows(float acc[RT][MAXB], float *y, float *
 	}
 }
 
-// splitReduce sums the SplitK partials in split order (deterministic).
-extern "C" __global__ void split_reduce(float *y, const float *ws, i64 n, i64 splits) {
-	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= n) return;
-	float s = 0;
-	for (i64 k = 0; k < splits; k++) s += ws[k * n + i];
-	y[i] = s;
-}
-
-// ---------------------------------------------------------------- Q4G128
-
-// Q4G128, float activations. A lane handles 16 weight bytes (32 columns of
-// one 128-column group) of each of the warp's RT rows per step; the 4
-// lanes of a group share its scale and zero. The K range [k0, k1) is in
-// 16-byte units of a row.
-template <typename T, int RT>
-__device__ void q4f(const uint4 *W, const float *S, const uint8_t *Z, const T *x, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
-	int lane = threadIdx.x & 31;
-	i64 row0 = ((i64)blockIdx.x * WARPS + (threadIdx.x >> 5)) * RT;
-	if (row0 >= rows) return;
-	i64 units = pcols / 32, groups = pcols / 128;
-	i64 per = (units + gridDim.y - 1) / gridDim.y;
-	per = (per + 31) / 32 * 32;
-	i64 k0 = blockIdx.y * per, k1 = min(units, k0 + per);
-	float acc[RT][MAXB];
-#pragma unroll
-	for (int r = 0; r < RT; r++)
-#pragma unroll
-		for (int b = 0; b < MAXB; b++) acc[r][b] = 0;
-	for (i64 u = k0 + lane; u < k1; u += 32) {
+// Q4G128: a unit is 16 weight bytes, 32 columns of one group.
+struct Q4 {
+	const uint4 *W;
+	const float *S;
+	const uint8_t *Z;
+	i64 pcols, groups;
+	__device__ i64 units() const { return pcols / 32; }
+	template <typename T, int RT, int NB>
+	__device__ __forceinline__ void step(const uint4 (&w)[RT], i64 u, const i64 (&row)[RT], const T *x, float (&acc)[RT][NB]) const {
 		i64 g = u >> 2;
-		uint4 w[RT];
 		float s[RT], z[RT];
 #pragma unroll
 		for (int r = 0; r < RT; r++) {
-			i64 row = min(row0 + r, rows - 1);
-			w[r] = __ldcs(W + row * units + u);
-			i64 mi = ((row >> 7) * groups + g) * 128 + (row & 127);
+			i64 mi = ((row[r] >> 7) * groups + g) * 128 + (row[r] & 127);
 			s[r] = __ldg(S + mi);
 			uint32_t zb = __ldg(Z + (mi >> 1));
 			z[r] = (float)((mi & 1) ? zb >> 4 : zb & 15) + 8388608.0f;
 		}
-		float dq[RT][MAXB];
+		float dq[RT][NB];
 #pragma unroll
 		for (int r = 0; r < RT; r++)
 #pragma unroll
-			for (int b = 0; b < MAXB; b++) dq[r][b] = 0;
+			for (int b = 0; b < NB; b++) dq[r][b] = 0;
 #pragma unroll
 		for (int j = 0; j < 4; j++) {
-			uint32_t wr[RT];
-#pragma unroll
-			for (int r = 0; r < RT; r++) wr[r] = j == 0 ? w[r].x : j == 1 ? w[r].y : j == 2 ? w[r].z : w[r].w;
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
 				i64 c = u * 32 + j * 8 + h * 4;
 				float q[RT][4];
 #pragma unroll
 				for (int r = 0; r < RT; r++) {
-					uint32_t v = wr[r] >> (16 * h);
+					uint32_t wr = j == 0 ? w[r].x : j == 1 ? w[r].y : j == 2 ? w[r].z : w[r].w;
+					uint32_t v = wr >> (16 * h);
 #pragma unroll
 					for (int e = 0; e < 4; e++) q[r][e] = __uint_as_float(0x4B000000u | ((v >> (4 * e)) & 15)) - z[r];
 				}
 #pragma unroll
-				for (int b = 0; b < MAXB; b++) {
-					if (b >= nb) break;
+				for (int b = 0; b < NB; b++) {
 					float4 xv = ldx4(x, b * pcols + c);
 #pragma unroll
 					for (int r = 0; r < RT; r++) {
@@ -144,17 +152,119 @@ __device__ void q4f(const uint4 *W, const float *S, const uint8_t *Z, const T *x
 #pragma unroll
 		for (int r = 0; r < RT; r++)
 #pragma unroll
-			for (int b = 0; b < MAXB; b++) acc[r][b] = fmaf(s[r], dq[r][b], acc[r][b]);
+			for (int b = 0; b < NB; b++) acc[r][b] = fmaf(s[r], dq[r][b], acc[r][b]);
 	}
-	storeRows<RT>(acc, y, ws, row0, rows, nb, mode);
+};
+
+// Bits(n, g): in chunk k of a row, word t holds columns k*E + i*32 + t
+// (i < 32/n) at bit offset 32 - n*(i+1). A unit is 4 consecutive words
+// of a chunk: for each plane i, 4 consecutive columns (one float4 of
+// activations). S and M hold s and m with w = q*s - m, group major; the
+// group of column c is c >> lg (lg = 62 for whole-row groups).
+template <int N>
+struct BitsF {
+	const uint4 *W;
+	const float *S, *M;
+	i64 prows, pcols, lg;
+	__device__ i64 units() const { return pcols / (32 * (32 / N)) * 8; }
+	template <typename T, int RT, int NB>
+	__device__ __forceinline__ void step(const uint4 (&w)[RT], i64 u, const i64 (&row)[RT], const T *x, float (&acc)[RT][NB]) const {
+		const int STEP = 32 / N, E = 32 * STEP;
+		const uint32_t MASK = (1u << N) - 1;
+		i64 k = u >> 3, t0 = (u & 7) * 4;
+#pragma unroll(STEP > 8 ? 4 : STEP)
+		for (int i = 0; i < STEP; i++) {
+			const int sh = 32 - N * (i + 1);
+			i64 c = k * E + i * 32 + t0;
+			i64 gi = (c >> lg) * prows;
+			float q[RT][4];
+#pragma unroll
+			for (int r = 0; r < RT; r++) {
+				float s = __ldg(S + gi + row[r]), m = __ldg(M + gi + row[r]);
+				q[r][0] = fmaf(u2f((w[r].x >> sh) & MASK), s, -m);
+				q[r][1] = fmaf(u2f((w[r].y >> sh) & MASK), s, -m);
+				q[r][2] = fmaf(u2f((w[r].z >> sh) & MASK), s, -m);
+				q[r][3] = fmaf(u2f((w[r].w >> sh) & MASK), s, -m);
+			}
+#pragma unroll
+			for (int b = 0; b < NB; b++) {
+				float4 xv = ldx4(x, b * pcols + c);
+#pragma unroll
+				for (int r = 0; r < RT; r++) {
+					acc[r][b] = fmaf(q[r][0], xv.x, acc[r][b]);
+					acc[r][b] = fmaf(q[r][1], xv.y, acc[r][b]);
+					acc[r][b] = fmaf(q[r][2], xv.z, acc[r][b]);
+					acc[r][b] = fmaf(q[r][3], xv.w, acc[r][b]);
+				}
+			}
+		}
+	}
+};
+
+// Sparse12: byte i of word t of chunk k is pair p = k*128 + i*32 + t,
+// pos<<7 | q, weight q*s - m on column 2p + pos. A unit is 16 pairs.
+struct Sp12F {
+	const uint4 *W;
+	const float *S, *M;
+	i64 prows, pcols, lg;
+	__device__ i64 units() const { return pcols / 32; }
+	template <typename T, int RT, int NB>
+	__device__ __forceinline__ void step(const uint4 (&w)[RT], i64 u, const i64 (&row)[RT], const T *x, float (&acc)[RT][NB]) const {
+		i64 k = u >> 3, t0 = (u & 7) * 4;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const int sh = 24 - 8 * i;
+			i64 p = k * 128 + i * 32 + t0;
+			i64 gi = ((2 * p) >> lg) * prows;
+#pragma unroll
+			for (int r = 0; r < RT; r++) {
+				float s = __ldg(S + gi + row[r]), m = __ldg(M + gi + row[r]);
+				uint32_t v[4] = {(w[r].x >> sh) & 255, (w[r].y >> sh) & 255, (w[r].z >> sh) & 255, (w[r].w >> sh) & 255};
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float q = fmaf(u2f(v[e] & 127), s, -m);
+					i64 col = 2 * (p + e) + (v[e] >> 7);
+#pragma unroll
+					for (int b = 0; b < NB; b++) acc[r][b] = fmaf(q, ldx(x, b * pcols + col), acc[r][b]);
+				}
+			}
+		}
+	}
+};
+
+// Kernel names: <format>_<f32|f16>_b<NB>; NB = 1 (batch 1), 4 (2..4),
+// 16 (5..16), with RT = 4, 2, 1 rows per warp.
+#define UNPAREN(...) __VA_ARGS__
+#define FLOAT_KERNELS(NAME, F, PARAMS, INIT)                                                                       \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 1, 4)                                                            \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 4, 2)                                                            \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 16, 1)                                                           \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 1, 4)                                                           \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 4, 2)                                                           \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 16, 1)
+#define FLOAT_KERNEL(NAME, F, PARAMS, INIT, T, TN, NB, RT)                                                          \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS) NAME##_##TN##_b##NB(UNPAREN PARAMS, const T *x, float *y, float *ws, i64 rows, i64 nb, i64 mode) { \
+		F f = INIT;                                                                                                  \
+		gemvf<F, T, RT, NB, 2>(f, x, y, ws, rows, nb, mode);                                                         \
+	}
+FLOAT_KERNELS(q4g128, Q4, (const uint4 *W, const float *S, const uint8_t *Z, i64 pcols), (Q4{W, S, Z, pcols, pcols / 128}))
+FLOAT_KERNELS(bits8, BitsF<8>, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (BitsF<8>{W, S, M, prows, pcols, lg}))
+FLOAT_KERNELS(bits4, BitsF<4>, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (BitsF<4>{W, S, M, prows, pcols, lg}))
+FLOAT_KERNELS(bits3, BitsF<3>, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (BitsF<3>{W, S, M, prows, pcols, lg}))
+FLOAT_KERNELS(bits2, BitsF<2>, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (BitsF<2>{W, S, M, prows, pcols, lg}))
+FLOAT_KERNELS(bits1, BitsF<1>, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (BitsF<1>{W, S, M, prows, pcols, lg}))
+FLOAT_KERNELS(sparse12, Sp12F, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (Sp12F{W, S, M, prows, pcols, lg}))
+
+// splitReduce sums the SplitK partials in split order (deterministic).
+extern "C" __global__ void split_reduce(float *y, const float *ws, i64 n, i64 splits) {
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) return;
+	float s = 0;
+	for (i64 k = 0; k < splits; k++) s += ws[k * n + i];
+	y[i] = s;
 }
 
-extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_f32(const uint4 *W, const float *S, const uint8_t *Z, const float *x, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
-	q4f<float, 2>(W, S, Z, x, y, ws, rows, pcols, nb, mode);
-}
-extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_f16(const uint4 *W, const float *S, const uint8_t *Z, const __half *x, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
-	q4f<__half, 2>(W, S, Z, x, y, ws, rows, pcols, nb, mode);
-}
+// ---------------------------------------------------------------- Q4G128
 
 // Ordered accumulation of the terms held by lanes 0, 4, ..., 28 (the
 // first lane of each group of 4): every lane ends with the same acc.
@@ -223,76 +333,13 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_a8(const uint4 *
 
 // ---------------------------------------------------------------- Bits
 
-// Bits(n, g), float activations. The universal packing: in chunk k of a
-// row, word t holds columns k*E + i*32 + t (i < 32/n) at bit offset
-// 32 - n*(i+1). A lane loads 4 consecutive words (uint4) of one chunk:
-// for each i, 4 consecutive columns, one float4 of activations. S and M
-// hold s and m per (group, row) with w = q*s - m (group major).
-template <typename T, int N, int RT>
-__device__ void bitsf(const uint4 *W, const float *S, const float *M, const T *x, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb, i64 mode) {
-	const int STEP = 32 / N, E = 32 * STEP;
-	const uint32_t MASK = (1u << N) - 1;
-	int lane = threadIdx.x & 31;
-	i64 row0 = ((i64)blockIdx.x * WARPS + (threadIdx.x >> 5)) * RT;
-	if (row0 >= rows) return;
-	i64 units = pcols / E * 8; // uint4 per row
-	i64 per = (units + gridDim.y - 1) / gridDim.y;
-	per = (per + 31) / 32 * 32;
-	i64 k0 = blockIdx.y * per, k1 = min(units, k0 + per);
-	float acc[RT][MAXB];
-#pragma unroll
-	for (int r = 0; r < RT; r++)
-#pragma unroll
-		for (int b = 0; b < MAXB; b++) acc[r][b] = 0;
-	for (i64 u = k0 + lane; u < k1; u += 32) {
-		i64 k = u >> 3, t0 = (u & 7) * 4;
-		uint4 w[RT];
-#pragma unroll
-		for (int r = 0; r < RT; r++) w[r] = __ldcs(W + min(row0 + r, rows - 1) * units + u);
-#pragma unroll 2
-		for (int i = 0; i < STEP; i++) {
-			const int sh = 32 - N * (i + 1);
-			i64 c = k * E + i * 32 + t0;
-			i64 gi = (c / G) * prows;
-			float q[RT][4];
-#pragma unroll
-			for (int r = 0; r < RT; r++) {
-				i64 mi = gi + min(row0 + r, rows - 1);
-				float s = __ldg(S + mi), m = __ldg(M + mi);
-				q[r][0] = fmaf(u2f((w[r].x >> sh) & MASK), s, -m);
-				q[r][1] = fmaf(u2f((w[r].y >> sh) & MASK), s, -m);
-				q[r][2] = fmaf(u2f((w[r].z >> sh) & MASK), s, -m);
-				q[r][3] = fmaf(u2f((w[r].w >> sh) & MASK), s, -m);
-			}
-#pragma unroll
-			for (int b = 0; b < MAXB; b++) {
-				if (b >= nb) break;
-				float4 xv = ldx4(x, b * pcols + c);
-#pragma unroll
-				for (int r = 0; r < RT; r++) {
-					acc[r][b] = fmaf(q[r][0], xv.x, acc[r][b]);
-					acc[r][b] = fmaf(q[r][1], xv.y, acc[r][b]);
-					acc[r][b] = fmaf(q[r][2], xv.z, acc[r][b]);
-					acc[r][b] = fmaf(q[r][3], xv.w, acc[r][b]);
-				}
-			}
-		}
-	}
-	storeRows<RT>(acc, y, ws, row0, rows, nb, mode);
+// dp4aus is dp4a with unsigned bytes in a (8-bit codes) and signed bytes
+// in b.
+__device__ __forceinline__ int dp4aus(int a, int b, int c) {
+	int d;
+	asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
 }
-
-#define BITSF(N)                                                                                                                                                                               \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_f32(const uint4 *W, const float *S, const float *M, const float *x, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb, i64 mode) {  \
-		bitsf<float, N, 2>(W, S, M, x, y, ws, rows, prows, pcols, G, nb, mode);                                                                                                            \
-	}                                                                                                                                                                                          \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_f16(const uint4 *W, const float *S, const float *M, const __half *x, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb, i64 mode) { \
-		bitsf<__half, N, 2>(W, S, M, x, y, ws, rows, prows, pcols, G, nb, mode);                                                                                                           \
-	}
-BITSF(8)
-BITSF(4)
-BITSF(3)
-BITSF(2)
-BITSF(1)
 
 // pack4 gathers code i of four words (4 consecutive columns) into the
 // bytes of one word for dp4a.
@@ -312,13 +359,14 @@ __device__ __forceinline__ int pack4(uint4 w, int sh) {
 // sums of xq per block, xs the activation scales per 128 columns, Zi the
 // integer zero points, S the scales (group major).
 template <int N>
-__device__ void bitsa8(const uint4 *W, const float *S, const int *Zi, const int *xq, const float *xs, const int *sx, float *y, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb) {
+__device__ void bitsa8(const uint4 *W, const float *S, const int *Zi, const int *xq, const float *xs, const int *sx, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {
 	const int STEP = 32 / N, E = 32 * STEP, SPAN = 4 * E;
 	__shared__ int sblk[WARPS_A8][MAXB][128];
 	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
 	i64 row = (i64)blockIdx.x * WARPS_A8 + wp;
 	if (row >= rows) return;
-	i64 blk = min(G, (i64)128), nblk = pcols / blk;
+	int lb2 = lg >= 7 ? 7 : (int)lg;
+	i64 blk = (i64)1 << lb2, nblk = pcols / blk;
 	int bps = (int)(SPAN / blk); // blocks per step (<= 128)
 	i64 units = pcols / E * 8;
 	float acc[MAXB];
@@ -337,11 +385,11 @@ __device__ void bitsa8(const uint4 *W, const float *S, const int *Zi, const int 
 			for (int i = 0; i < STEP; i++) {
 				int p = pack4<N>(w, 32 - N * (i + 1));
 				i64 c = k * E + i * 32 + t0;
-				int lb = (int)((c - base / 8 * E) / blk);
+				int lb = (int)((c - base / 8 * E) >> lb2);
 #pragma unroll
 				for (int b = 0; b < MAXB; b++) {
 					if (b >= nb) break;
-					int d = __dp4a(p, __ldg(xq + (b * pcols + c) / 4), 0);
+					int d = dp4aus(p, __ldg(xq + (b * pcols + c) / 4), 0);
 					atomicAdd(&sblk[wp][b][lb], d);
 				}
 			}
@@ -352,7 +400,7 @@ __device__ void bitsa8(const uint4 *W, const float *S, const int *Zi, const int 
 		for (int j0 = 0; j0 < count; j0 += 32) {
 			int j = j0 + lane;
 			i64 bi = b0 + j;
-			i64 c0 = bi * blk, g = c0 / G, a = c0 / 128;
+			i64 c0 = bi * blk, g = c0 >> lg, a = c0 / 128;
 			i64 mi = g * prows + row;
 			float s = j < count ? __ldg(S + mi) : 0;
 			int z = j < count ? __ldg(Zi + mi) : 0;
@@ -376,8 +424,8 @@ __device__ void bitsa8(const uint4 *W, const float *S, const int *Zi, const int 
 }
 
 #define BITSA8(N)                                                                                                                                                                       \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS_A8) bits##N##_a8(const uint4 *W, const float *S, const int *Zi, const int *xq, const float *xs, const int *sx, float *y, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb) { \
-		bitsa8<N>(W, S, Zi, xq, xs, sx, y, rows, prows, pcols, G, nb);                                                                                                              \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS_A8) bits##N##_a8(const uint4 *W, const float *S, const int *Zi, const int *xq, const float *xs, const int *sx, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { \
+		bitsa8<N>(W, S, Zi, xq, xs, sx, y, rows, prows, pcols, lg, nb);                                                                                                              \
 	}
 BITSA8(8)
 BITSA8(4)
@@ -387,72 +435,19 @@ BITSA8(1)
 
 // ---------------------------------------------------------------- Sparse12
 
-// Sparse12, float activations: byte i of word t of chunk k is pair
-// p = k*128 + i*32 + t: pos<<7 | q, weight (q*s - m) on column 2p + pos.
-template <typename T, int RT>
-__device__ void sp12f(const uint4 *W, const float *S, const float *M, const T *x, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb, i64 mode) {
-	int lane = threadIdx.x & 31;
-	i64 row0 = ((i64)blockIdx.x * WARPS + (threadIdx.x >> 5)) * RT;
-	if (row0 >= rows) return;
-	i64 units = pcols / 32; // 4 words = 16 pairs = 32 columns per uint4
-	i64 per = (units + gridDim.y - 1) / gridDim.y;
-	per = (per + 31) / 32 * 32;
-	i64 k0 = blockIdx.y * per, k1 = min(units, k0 + per);
-	float acc[RT][MAXB];
-#pragma unroll
-	for (int r = 0; r < RT; r++)
-#pragma unroll
-		for (int b = 0; b < MAXB; b++) acc[r][b] = 0;
-	for (i64 u = k0 + lane; u < k1; u += 32) {
-		i64 k = u >> 3, t0 = (u & 7) * 4;
-		uint4 w[RT];
-#pragma unroll
-		for (int r = 0; r < RT; r++) w[r] = __ldcs(W + min(row0 + r, rows - 1) * units + u);
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			const int sh = 24 - 8 * i;
-			i64 p = k * 128 + i * 32 + t0;
-			i64 gi = (2 * p / G) * prows;
-#pragma unroll
-			for (int r = 0; r < RT; r++) {
-				i64 mi = gi + min(row0 + r, rows - 1);
-				float s = __ldg(S + mi), m = __ldg(M + mi);
-				uint32_t v[4] = {(w[r].x >> sh) & 255, (w[r].y >> sh) & 255, (w[r].z >> sh) & 255, (w[r].w >> sh) & 255};
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					float q = fmaf(u2f(v[e] & 127), s, -m);
-					i64 col = 2 * (p + e) + (v[e] >> 7);
-#pragma unroll
-					for (int b = 0; b < MAXB; b++) {
-						if (b >= nb) break;
-						acc[r][b] = fmaf(q, ldx(x, b * pcols + col), acc[r][b]);
-					}
-				}
-			}
-		}
-	}
-	storeRows<RT>(acc, y, ws, row0, rows, nb, mode);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_f32(const uint4 *W, const float *S, const float *M, const float *x, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb, i64 mode) {
-	sp12f<float, 2>(W, S, M, x, y, ws, rows, prows, pcols, G, nb, mode);
-}
-extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_f16(const uint4 *W, const float *S, const float *M, const __half *x, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb, i64 mode) {
-	sp12f<__half, 2>(W, S, M, x, y, ws, rows, prows, pcols, G, nb, mode);
-}
-
 // Sparse12, int8 activations, bit-exact. xe and xo hold the int8
 // activations of the even and odd column of each pair (pair order), so
 // the position bits select bytes between two words before the dp4a of
 // the codes and the dp4a summing the kept activations: each lane adds
 // sum(q*x) - z*sum(x) of its 4 pairs to its block (the zero point
 // multiplies kept activations only). Blocks of min(G, 128) columns.
-extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4 *W, const float *S, const int *Zi, const int *xe, const int *xo, const float *xs, float *y, i64 rows, i64 prows, i64 pcols, i64 G, i64 nb) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4 *W, const float *S, const int *Zi, const int *xe, const int *xo, const float *xs, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {
 	__shared__ int sblk[WARPS][MAXB][32];
 	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
 	i64 row = (i64)blockIdx.x * WARPS + wp;
 	if (row >= rows) return;
-	i64 blk = min(G, (i64)128), nblk = pcols / blk, npairs = pcols / 2;
+	int lb2 = lg >= 7 ? 7 : (int)lg;
+	i64 blk = (i64)1 << lb2, nblk = pcols / blk, npairs = pcols / 2;
 	int bps = (int)(1024 / blk); // a step covers 4 chunks = 512 pairs = 1024 columns
 	i64 units = pcols / 32;
 	float acc[MAXB];
@@ -473,8 +468,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4
 				int q = p8 & 0x7F7F7F7F;
 				uint32_t sel = (uint32_t)((p8 >> 7) & 0x01010101) * 255u;
 				i64 p = k * 128 + i * 32 + t0;
-				int lb = (int)((2 * p - base * 32) / blk);
-				int z = __ldg(Zi + (2 * p / G) * prows + row);
+				int lb = (int)((2 * p - base * 32) >> lb2);
+				int z = __ldg(Zi + ((2 * p) >> lg) * prows + row);
 #pragma unroll
 				for (int b = 0; b < MAXB; b++) {
 					if (b >= nb) break;
@@ -489,7 +484,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4
 		int count = (int)min((i64)bps, nblk - b0);
 		int j = lane;
 		i64 bi = b0 + j;
-		i64 c0 = bi * blk, g = c0 / G, a = c0 / 128;
+		i64 c0 = bi * blk, g = c0 >> lg, a = c0 / 128;
 		i64 mi = g * prows + row;
 		float s = j < count ? __ldg(S + mi) : 0;
 #pragma unroll

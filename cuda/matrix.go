@@ -13,12 +13,26 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// Launch geometry; it must match WARPS, WARPS_A8 and RT in kernels.cu.
+// Launch geometry; it must match WARPS, WARPS_A8 and the FLOAT_KERNEL
+// instances in kernels.cu.
 const (
 	warps   = 8 // warps per block of the float and Q4G128/Sparse12 A8 kernels
 	warpsA8 = 4 // warps per block of the Bits A8 kernels
-	rowTile = 2 // rows per warp of the float kernels
+	unroll  = 2 // 16-byte units in flight per lane and row (float kernels)
 )
+
+// bucket returns the float kernel instance for a batch: the vectors it
+// computes (NB; the activations are padded to NB vectors with zeros) and
+// its rows per warp.
+func bucket(batch int) (nb, rows int) {
+	switch {
+	case batch == 1:
+		return 1, 4
+	case batch <= 4:
+		return 4, 2
+	}
+	return 16, 1
+}
 
 type format int
 
@@ -36,6 +50,7 @@ type Matrix struct {
 	geo   gpuhost.Geometry
 	prows int
 	n, g  int     // Bits width; group size (Bits, Sparse12)
+	lg    int64   // log2 of the group size; 62 for whole-row groups
 	perm  []int32 // act-order permutation (host-side gather)
 	a8err error   // why int8 activations are refused (nil: allowed)
 	bytes int64   // bytes a GEMV streams from the matrix
@@ -64,8 +79,10 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		mx.f, mx.prows = fmtQ4, t.PRows
 	case *layout.Bits:
 		mx.f, mx.prows, mx.n, mx.g, words = fmtBits, t.PRows, t.N, t.G, t.Words
+		mx.lg = groupShift(t.G, t.WholeRow)
 	case *layout.Sparse12:
 		mx.f, mx.prows, mx.g, words = fmtSparse, t.PRows, t.G, t.Words
+		mx.lg = groupShift(t.G, t.WholeRow)
 	default:
 		return nil, fmt.Errorf("cuda: load: format %s is not implemented by the CUDA backend (Q4G128, Bits and Sparse12 are)", m.Name())
 	}
@@ -113,6 +130,19 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 	return mx, nil
 }
 
+// groupShift returns log2(g) for the power-of-two group sizes and 62 for
+// whole-row groups (column >> 62 is group 0).
+func groupShift(g int, wholeRow bool) int64 {
+	if wholeRow {
+		return 62
+	}
+	lg := int64(0)
+	for 1<<lg < g {
+		lg++
+	}
+	return lg
+}
+
 // free releases the device buffers (CUDA thread).
 func (mx *Matrix) free() {
 	for _, bf := range []*buffer{mx.w, mx.s, mx.z, mx.m, mx.zi} {
@@ -154,8 +184,9 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.geo.PCols)
-	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
+	nb, _ := bucket(batch)
+	xp := make([]float32, nb*mx.geo.PCols)
+	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
 	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
@@ -163,7 +194,7 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 		if err != nil {
 			return "", nil, err
 		}
-		return mx.floatKernel("f32"), nil, put(xb, xp)
+		return mx.floatKernel("f32", batch), nil, put(xb, xp)
 	})
 }
 
@@ -173,7 +204,8 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 		return err
 	}
 	pc, cols := mx.geo.PCols, mx.geo.Cols
-	xp := make([]layout.FP16, batch*pc)
+	nb, _ := bucket(batch)
+	xp := make([]layout.FP16, nb*pc)
 	for v := 0; v < batch; v++ {
 		d, s := xp[v*pc:(v+1)*pc], x[v*cols:(v+1)*cols]
 		if mx.perm == nil {
@@ -189,18 +221,20 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 		if err != nil {
 			return "", nil, err
 		}
-		return mx.floatKernel("f16"), nil, put(xb, xp)
+		return mx.floatKernel("f16", batch), nil, put(xb, xp)
 	})
 }
 
-func (mx *Matrix) floatKernel(act string) string {
+// floatKernel names the float kernel instance for act ("f32", "f16").
+func (mx *Matrix) floatKernel(act string, batch int) string {
+	nb, _ := bucket(batch)
 	switch mx.f {
 	case fmtQ4:
-		return "q4g128_" + act
+		return fmt.Sprintf("q4g128_%s_b%d", act, nb)
 	case fmtBits:
-		return fmt.Sprintf("bits%d_%s", mx.n, act)
+		return fmt.Sprintf("bits%d_%s_b%d", mx.n, act, nb)
 	}
-	return "sparse12_" + act
+	return fmt.Sprintf("sparse12_%s_b%d", act, nb)
 }
 
 // MulA8 quantizes x to int8 per 128 inputs exactly as layout.QuantizeA8
@@ -364,14 +398,15 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 			args = append(args, yb.ptr, rows, pc, nb)
 			return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
 		case fmtBits:
-			args = append(args, yb.ptr, rows, int64(mx.prows), pc, int64(mx.g), nb)
+			args = append(args, yb.ptr, rows, int64(mx.prows), pc, mx.lg, nb)
 			return b.launch(name, ceilDiv(mx.geo.Rows, warpsA8), 1, 32*warpsA8, 0, args...)
 		}
-		args = append(args, yb.ptr, rows, int64(mx.prows), pc, int64(mx.g), nb)
+		args = append(args, yb.ptr, rows, int64(mx.prows), pc, mx.lg, nb)
 		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
 	}
 	xb := b.scratch["x"]
-	gx := ceilDiv(mx.geo.Rows, warps*rowTile)
+	_, rt := bucket(batch)
+	gx := ceilDiv(mx.geo.Rows, warps*rt)
 	splits := mx.splits(gx)
 	mode := int64(0)
 	var ws cu.DevicePtr
@@ -393,9 +428,9 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 	}
 	var full []any
 	if mx.f == fmtQ4 {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, yb.ptr, ws, rows, pc, nb, mode}
+		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, yb.ptr, ws, rows, nb, mode}
 	} else {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, yb.ptr, ws, rows, int64(mx.prows), pc, int64(mx.g), nb, mode}
+		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, yb.ptr, ws, rows, nb, mode}
 	}
 	if err := b.launch(name, gx, splits, 32*warps, 0, full...); err != nil {
 		return err
@@ -416,7 +451,8 @@ func (mx *Matrix) units() int {
 }
 
 // splits returns the K splits for a grid of gx row blocks: the option,
-// or enough to give every SM two blocks, each split at least 32 units.
+// or enough to give every SM two blocks, each split at least one step
+// of 32*unroll units.
 func (mx *Matrix) splits(gx int) int {
 	s := mx.b.opts.Split
 	if s == 0 {
@@ -426,7 +462,7 @@ func (mx *Matrix) splits(gx int) int {
 		}
 		s = min(s, 16)
 	}
-	return max(1, min(s, mx.units()/32))
+	return max(1, min(s, mx.units()/(32*unroll)))
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -120,13 +120,14 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	pc, rows := m0.geo.PCols, m0.geo.Rows
-	x := make([]float32, batch*pc)
-	for i := range x {
+	nbk, _ := bucket(batch)
+	x := make([]float32, nbk*pc)
+	for i := range x[:batch*pc] {
 		x[i] = float32(rng.NormFloat64())
 	}
 	var name string
 	var args []any
-	actBytes := int64(4 * len(x))
+	actBytes := int64(4 * batch * pc)
 	b := m0.b
 	var prep func(b *Backend) (string, []any, error)
 	switch act {
@@ -136,7 +137,7 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			if err != nil {
 				return "", nil, err
 			}
-			return m0.floatKernel("f32"), nil, put(xb, x)
+			return m0.floatKernel("f32", batch), nil, put(xb, x)
 		}
 	case "A16":
 		h := make([]layout.FP16, len(x))
@@ -149,12 +150,13 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			if err != nil {
 				return "", nil, err
 			}
-			return m0.floatKernel("f16"), nil, put(xb, h)
+			return m0.floatKernel("f16", batch), nil, put(xb, h)
 		}
 	case "A8":
 		if m0.a8err != nil {
 			return Timing{}, m0.a8err
 		}
+		x = x[:batch*pc]
 		xq, xs := make([]int8, len(x)), make([]float32, len(x)/128)
 		for v := 0; v < batch; v++ {
 			if err := layout.QuantizeA8(xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128], x[v*pc:(v+1)*pc]); err != nil {
