@@ -9,10 +9,29 @@ import (
 
 	"github.com/qgemv/qgemv/cuda"
 	"github.com/qgemv/qgemv/layout"
+	"gorgonia.org/cu"
 )
 
 func init() {
-	registerGPU(driver{Name: "cuda", Probe: probeCUDA, Open: openCUDA, Order: 0})
+	registerGPU(driver{Name: "cuda", Probe: probeCUDA, Open: openCUDA, Preferred: preferCUDA, Order: 0})
+}
+
+// preferCUDA prefers CUDA device 0 (the backend "cuda") when a calibration
+// (calibrate.go; cached per device and driver version) shows it faster
+// than the CPU backend.
+func preferCUDA(opts Options) (bool, string) {
+	ds, err := cuda.Devices()
+	if err != nil || len(ds) == 0 {
+		return false, ""
+	}
+	d := ds[0]
+	return calibrator{
+		Key:    fmt.Sprintf("cuda\x00%s\x00sm_%d%d\x00%d SMs\x00%d bytes\x00driver %d", d.Name, d.Major, d.Minor, d.SMs, d.Memory, cu.Version()),
+		Device: d.Name,
+		Dir:    calibrationDir(EnvCUDACache, "cuda"),
+		Open:   func() (Backend, error) { return openCUDA("cuda", opts) },
+		CPU:    cpuReference(opts),
+	}.preferred()
 }
 
 func probeCUDA() []Candidate {
