@@ -5,6 +5,7 @@ package opencl
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 
@@ -77,6 +78,9 @@ func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
 	return m
 }
 
+// benchTiles are the tilings compared with the default (tileFor).
+var benchTiles = []string{"-DTWG=256", "-DRPW=2 -DRPA=2", "-DRPW=8 -DRPA=8 -DUNF=1 -DUNA=1", "-DUNF=4 -DUNA=4"}
+
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)
 	shapes := [][2]int{{4096, 14336}, {14336, 4096}}
@@ -110,20 +114,26 @@ func BenchmarkGEMV(b *testing.B) {
 				ms = append(ms, mx)
 			}
 			for _, act := range []string{"A32", "A8"} {
-				wgs := []int{0}
+				// tile variants of the tiled kernels (gemv.cl) on GPUs
+				tiles := []string{""}
 				if be.Info().Type == "gpu" {
-					wgs = []int{64, 128, 256}
+					tiles = append(tiles, benchTiles...)
 				}
-				for _, wg := range wgs {
-					name := fmt.Sprintf("%s/%s/%dx%d/b1/%s", f.name, act, sh[0], sh[1], be.ShortName())
-					if wg > 0 {
-						name += fmt.Sprintf("/wg%d", wg)
+				for _, batch := range []int{1, 16} {
+					for _, to := range tiles {
+						if batch > 1 && to != "" {
+							continue
+						}
+						name := fmt.Sprintf("%s/%s/%dx%d/b%d/%s", f.name, act, sh[0], sh[1], batch, be.ShortName())
+						if to != "" {
+							name += "/" + strings.NewReplacer("-D", "", " ", ",", "=", "").Replace(to)
+						}
+						b.Run(name, func(b *testing.B) {
+							be.tileOpts = to
+							defer func() { be.tileOpts = "" }()
+							benchGEMV(b, be, ms, act, batch, rd)
+						})
 					}
-					b.Run(name, func(b *testing.B) {
-						be.wgOverride = wg
-						defer func() { be.wgOverride = 0 }()
-						benchGEMV(b, be, ms, act, 1, rd)
-					})
 				}
 			}
 			for _, mx := range ms {

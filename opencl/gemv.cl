@@ -352,3 +352,361 @@ __kernel void selftest(__global int *out) {
 	int i = get_global_id(0);
 	out[i] = 3 * i + 1;
 }
+
+// ================================================ tiled kernels (Q4G128, Bits4)
+//
+// Fast paths for Q4G128 and Bits(4, G >= 128). A work-group of TWG
+// work-items (TWG/32 "warps" of 32 consecutive work-items) owns a tile of
+// rows; the 32 lanes of a warp stride over the row's uint4 units (32
+// columns each), so weight loads are contiguous across lanes, and each
+// lane keeps several rows' words in flight and reuses every activation
+// load for all of them. Activations arrive rearranged by the host (see
+// matrix.go, reorder*):
+//   float: float4 j (0..7) of unit u of vector b at
+//          ((b*nc + u/32)*8 + j)*32 + u%32, nc = ceil(units/32), so the
+//          lanes of a warp read consecutive float4s; each value is
+//          pre-scaled by 16^-k, k the position of its nibble in a 16-bit
+//          half-word, so that as_float(0x4B000000 | (h & (15 << 4k))) -
+//          2^23 = q*16^k needs no shift (exact: q*16^k < 2^16); xsum holds
+//          the sum of the unscaled activations of each unit (Q4) or half
+//          unit (Bits4).
+//   int8:  32 bytes per unit, arranged so that the nibbles of a weight
+//          word, masked to bytes, meet their activations in whole words
+//          (one dp4a each); sx holds the int32 sum of each 128-column
+//          group.
+// The A8 kernels keep the exact contract: per-unit int32 partial dots
+// (exact in any order) go to local memory, each (row, block) term
+// f = s*xs, term = f*(float)isum is formed by one work-item, and one
+// work-item per row adds the terms in block order.
+
+#ifndef TWG
+#define TWG 128
+#endif
+#define NWARP (TWG / 32)
+#ifndef RPW
+#define RPW 4 // float: rows per warp
+#endif
+#ifndef UNF
+#define UNF 2 // float: units per lane per step
+#endif
+#ifndef RPA
+#define RPA 4 // int8: rows per warp
+#endif
+#ifndef UNA
+#define UNA 2 // int8: units per lane per tile
+#endif
+#define RTF (NWARP * RPW)
+#define RTA (NWARP * RPA)
+
+#define MAGIC 0x4B000000u
+#define MAGICF 8388608.0f
+
+// qf returns q*16^k for the nibble of h selected by mask (15 << 4k).
+#define QF(h, mask) (as_float(((h) & (mask)) | MAGIC) - MAGICF)
+
+// half4 returns sum over k < 4 of nibble k of h times a[k] (a pre-scaled).
+inline float half4(uint h, float4 a, float acc) {
+	acc = mad(QF(h, 0xFu), a.x, acc);
+	acc = mad(QF(h, 0xF0u), a.y, acc);
+	acc = mad(QF(h, 0xF00u), a.z, acc);
+	acc = mad(QF(h, 0xF000u), a.w, acc);
+	return acc;
+}
+
+// lane4 returns sum over e < 4 of the nibble of v.e selected by mask
+// times a[e].
+inline float lane4(uint4 v, uint mask, float4 a, float acc) {
+	acc = mad(QF(v.x, mask), a.x, acc);
+	acc = mad(QF(v.y, mask), a.y, acc);
+	acc = mad(QF(v.z, mask), a.z, acc);
+	acc = mad(QF(v.w, mask), a.w, acc);
+	return acc;
+}
+
+#ifdef USE_PTX
+inline int dp4a(uint a, uint b, int c) {
+	int d;
+	asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+#else
+inline int dp4a(uint a, uint b, int c) {
+	return c + (int)(a & 255u) * (int)(char)(b & 255u) + (int)((a >> 8) & 255u) * (int)(char)((b >> 8) & 255u) +
+	       (int)((a >> 16) & 255u) * (int)(char)((b >> 16) & 255u) + (int)(a >> 24) * ((int)b >> 24);
+}
+#endif
+
+// store_rows reduces acc over the 32 lanes of each warp and stores the
+// tile's rows (red: RTF*33 floats).
+inline void store_rows(float acc[RPW][NB], __local float *red, __global float *y, int rt0, int rows, int batch) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
+	for (int b = 0; b < NB; b++) {
+		if (b >= batch) break; // uniform
+		for (int p = 0; p < RPW; p++) red[(wp * RPW + p) * 33 + lane] = acc[p][b];
+		barrier(CLK_LOCAL_MEM_FENCE);
+		if (lid < RTF) {
+			float s = 0.0f;
+			for (int i = 0; i < 32; i++) s += red[lid * 33 + i];
+			int r = rt0 + lid;
+			if (r < rows) y[(size_t)b * rows + r] = s;
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+}
+
+__kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
+q4_f32t(__global const uint4 *w, __global const float *sc, __global const uchar *zp, __global const float4 *x4,
+        __global const float *xsum, __global float *y, int rows, int prows, int pcols, int batch, __local float *red) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
+	int nu = pcols / 32, nc = (nu + 31) / 32, ng = pcols / 128;
+	int rt0 = get_group_id(0) * RTF, r0 = rt0 + wp * RPW;
+	float acc[RPW][NB];
+	for (int p = 0; p < RPW; p++)
+		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
+	for (int u0 = 0; u0 < nu; u0 += 32 * UNF) {
+		uint4 wv[UNF][RPW];
+		float s[UNF][RPW], m[UNF][RPW];
+		for (int k = 0; k < UNF; k++) {
+			int u = min(u0 + 32 * k + lane, nu - 1);
+			for (int p = 0; p < RPW; p++) {
+				int r = min(r0 + p, prows - 1);
+				wv[k][p] = w[(size_t)r * nu + u];
+				int mi = ((r >> 7) * ng + (u >> 2)) * 128 + (r & 127);
+				s[k][p] = sc[mi];
+				m[k][p] = (float)((zp[mi >> 1] >> ((mi & 1) * 4)) & 15);
+			}
+		}
+		for (int k = 0; k < UNF; k++) {
+			int u = u0 + 32 * k + lane;
+			if (u >= nu) break;
+			for (int b = 0; b < NB; b++) {
+				if (b >= batch) break;
+				__global const float4 *xp = x4 + (size_t)((b * nc + (u >> 5)) * 8) * 32 + (u & 31);
+				float4 a0 = xp[0], a1 = xp[32], a2 = xp[64], a3 = xp[96];
+				float4 a4 = xp[128], a5 = xp[160], a6 = xp[192], a7 = xp[224];
+				float sx = xsum[b * nu + u];
+				for (int p = 0; p < RPW; p++) {
+					uint4 v = wv[k][p];
+					float q = half4(v.x, a0, 0.0f);
+					q = half4(v.x >> 16, a1, q);
+					q = half4(v.y, a2, q);
+					q = half4(v.y >> 16, a3, q);
+					q = half4(v.z, a4, q);
+					q = half4(v.z >> 16, a5, q);
+					q = half4(v.w, a6, q);
+					q = half4(v.w >> 16, a7, q);
+					acc[p][b] += s[k][p] * (q - m[k][p] * sx);
+				}
+			}
+		}
+	}
+	store_rows(acc, red, y, rt0, rows, batch);
+}
+
+__kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
+bits4_f32t(__global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const float4 *x4,
+           __global const float *xsum, __global float *y, int rows, int prows, int pcols, int batch, int lg,
+           int meta16, int offsets, __local float *red) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
+	int nu = pcols / 32, nc = (nu + 31) / 32;
+	int rt0 = get_group_id(0) * RTF, r0 = rt0 + wp * RPW;
+	float acc[RPW][NB];
+	for (int p = 0; p < RPW; p++)
+		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
+	for (int u0 = 0; u0 < nu; u0 += 32 * UNF) {
+		uint4 wv[UNF][RPW];
+		float sh[UNF][RPW], mh[UNF][RPW], sl[UNF][RPW], ml[UNF][RPW];
+		for (int k = 0; k < UNF; k++) {
+			int u = min(u0 + 32 * k + lane, nu - 1);
+			int c = (u >> 3) * 256;
+			int gh = lg < 0 ? 0 : c >> lg, gl = lg < 0 ? 0 : (c + 128) >> lg;
+			for (int p = 0; p < RPW; p++) {
+				int r = min(r0 + p, prows - 1);
+				wv[k][p] = w[(size_t)r * nu + u];
+				float s = meta(sp, gh * prows + r, meta16), z = meta(zp, gh * prows + r, meta16);
+				sh[k][p] = s;
+				mh[k][p] = offsets ? -z : s * z;
+				s = meta(sp, gl * prows + r, meta16);
+				z = meta(zp, gl * prows + r, meta16);
+				sl[k][p] = s;
+				ml[k][p] = offsets ? -z : s * z;
+			}
+		}
+		for (int k = 0; k < UNF; k++) {
+			int u = u0 + 32 * k + lane;
+			if (u >= nu) break;
+			for (int b = 0; b < NB; b++) {
+				if (b >= batch) break;
+				__global const float4 *xp = x4 + (size_t)((b * nc + (u >> 5)) * 8) * 32 + (u & 31);
+				float4 a0 = xp[0], a1 = xp[32], a2 = xp[64], a3 = xp[96];
+				float4 a4 = xp[128], a5 = xp[160], a6 = xp[192], a7 = xp[224];
+				float sxh = xsum[2 * (b * nu + u)], sxl = xsum[2 * (b * nu + u) + 1];
+				for (int p = 0; p < RPW; p++) {
+					uint4 v = wv[k][p], h = v >> 16u;
+					float qh = lane4(h, 0xF000u, a0, 0.0f);
+					qh = lane4(h, 0xF00u, a1, qh);
+					qh = lane4(h, 0xF0u, a2, qh);
+					qh = lane4(h, 0xFu, a3, qh);
+					float ql = lane4(v, 0xF000u, a4, 0.0f);
+					ql = lane4(v, 0xF00u, a5, ql);
+					ql = lane4(v, 0xF0u, a6, ql);
+					ql = lane4(v, 0xFu, a7, ql);
+					acc[p][b] += (sh[k][p] * qh - mh[k][p] * sxh) + (sl[k][p] * ql - ml[k][p] * sxl);
+				}
+			}
+		}
+	}
+	store_rows(acc, red, y, rt0, rows, batch);
+}
+
+#define PSQ4 (32 * UNA + 1)
+#define PSB4 (64 * UNA + 1)
+#define TS (8 * UNA + 1)
+
+// a8_tile_terms turns the partial dots of a tile (part, stride ps per
+// (vector, row)) into the terms of its 8*UNA blocks, then adds them in
+// block order to acc (one work-item per (vector, row)).
+inline void a8_tile_terms(const int fmt, __local const int *part, __local float *terms, int ps, __global const uchar *sp,
+                          __global const uchar *zp, __global const float *xs, __global const int *sx, int rt0,
+                          int prows, int ng, int batch, int lg, int meta16, int g0, float *acc) {
+	int lid = get_local_id(0);
+	const int nbk = 8 * UNA;
+	for (int p = lid; p < NB * RTA * nbk; p += TWG) {
+		int rho = p % RTA, j = (p / RTA) % nbk, b = p / (RTA * nbk);
+		int g = g0 + j;
+		if (g < ng && b < batch) {
+			int r = min(rt0 + rho, prows - 1);
+			__local const int *pp = part + (b * RTA + rho) * ps;
+			int d, z;
+			float s;
+			if (fmt == FMT_Q4) {
+				d = (pp[4 * j] + pp[4 * j + 1]) + (pp[4 * j + 2] + pp[4 * j + 3]);
+				int mi = ((r >> 7) * ng + g) * 128 + (r & 127);
+				s = ((__global const float *)sp)[mi];
+				z = (zp[mi >> 1] >> ((mi & 1) * 4)) & 15;
+			} else {
+				int o = 16 * (j >> 1) + (j & 1);
+				d = 0;
+				for (int q = 0; q < 8; q++) d += pp[o + 2 * q];
+				int mg = lg < 0 ? 0 : (g * 128) >> lg;
+				s = meta(sp, mg * prows + r, meta16);
+				z = (int)meta(zp, mg * prows + r, meta16);
+			}
+			int isum = d - z * sx[b * ng + g];
+			float f = s * xs[b * ng + g];
+			float term = f * (float)isum;
+			terms[(b * RTA + rho) * TS + j] = term;
+		}
+	}
+	barrier(CLK_LOCAL_MEM_FENCE);
+	if (lid < NB * RTA) {
+		int b = lid / RTA, rho = lid % RTA;
+		if (b < batch) {
+			int n = min(nbk, ng - g0);
+			float a = *acc;
+			for (int j = 0; j < n; j++) {
+				float term = terms[(b * RTA + rho) * TS + j];
+				a = a + term;
+			}
+			*acc = a;
+		}
+	}
+}
+
+inline void a8_store(float acc, __global float *y, int rt0, int rows, int batch) {
+	int lid = get_local_id(0);
+	if (lid < NB * RTA) {
+		int b = lid / RTA, r = rt0 + lid % RTA;
+		if (b < batch && r < rows) y[(size_t)b * rows + r] = acc;
+	}
+}
+
+__kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
+q4_a8t(__global const uint4 *w, __global const uchar *sc, __global const uchar *zp, __global const uint4 *xq4,
+       __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols, int batch,
+       __local int *part, __local float *terms) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
+	int nu = pcols / 32, ng = pcols / 128;
+	int rt0 = get_group_id(0) * RTA, r0 = rt0 + wp * RPA;
+	float acc = 0.0f;
+	for (int u0 = 0; u0 < nu; u0 += 32 * UNA) {
+		uint4 wv[UNA][RPA];
+		for (int k = 0; k < UNA; k++) {
+			int u = min(u0 + 32 * k + lane, nu - 1);
+			for (int p = 0; p < RPA; p++) wv[k][p] = w[(size_t)min(r0 + p, prows - 1) * nu + u];
+		}
+		for (int k = 0; k < UNA; k++) {
+			int u = u0 + 32 * k + lane;
+			for (int b = 0; b < NB; b++) {
+				if (b >= batch) break;
+				uint4 a0 = (uint4)(0), a1 = (uint4)(0);
+				if (u < nu) {
+					a0 = xq4[2 * (b * nu + u)];
+					a1 = xq4[2 * (b * nu + u) + 1];
+				}
+				for (int p = 0; p < RPA; p++) {
+					uint4 v = wv[k][p];
+					uint4 lo = v & 0x0F0F0F0Fu, hi = (v >> 4u) & 0x0F0F0F0Fu;
+					int d = dp4a(lo.x, a0.x, 0);
+					d = dp4a(hi.x, a0.y, d);
+					d = dp4a(lo.y, a0.z, d);
+					d = dp4a(hi.y, a0.w, d);
+					d = dp4a(lo.z, a1.x, d);
+					d = dp4a(hi.z, a1.y, d);
+					d = dp4a(lo.w, a1.z, d);
+					d = dp4a(hi.w, a1.w, d);
+					part[(b * RTA + wp * RPA + p) * PSQ4 + 32 * k + lane] = d;
+				}
+			}
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+		a8_tile_terms(FMT_Q4, part, terms, PSQ4, sc, zp, xs, sx, rt0, prows, ng, batch, 0, 0, u0 / 4, &acc);
+	}
+	a8_store(acc, y, rt0, rows, batch);
+}
+
+__kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
+bits4_a8t(__global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint4 *xq4,
+          __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols,
+          int batch, int lg, int meta16, __local int *part, __local float *terms) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
+	int nu = pcols / 32, ng = pcols / 128;
+	int rt0 = get_group_id(0) * RTA, r0 = rt0 + wp * RPA;
+	float acc = 0.0f;
+	for (int u0 = 0; u0 < nu; u0 += 32 * UNA) {
+		uint4 wv[UNA][RPA];
+		for (int k = 0; k < UNA; k++) {
+			int u = min(u0 + 32 * k + lane, nu - 1);
+			for (int p = 0; p < RPA; p++) wv[k][p] = w[(size_t)min(r0 + p, prows - 1) * nu + u];
+		}
+		for (int k = 0; k < UNA; k++) {
+			int u = u0 + 32 * k + lane;
+			for (int b = 0; b < NB; b++) {
+				if (b >= batch) break;
+				uint4 ae = (uint4)(0), ao = (uint4)(0);
+				if (u < nu) {
+					ae = xq4[2 * (b * nu + u)];
+					ao = xq4[2 * (b * nu + u) + 1];
+				}
+				for (int p = 0; p < RPA; p++) {
+					uint4 v = wv[k][p];
+					uint4 lo = v & 0x0F0F0F0Fu, hi = (v >> 4u) & 0x0F0F0F0Fu;
+					uint4 ev = (lo & 0xFFFF0000u) | (hi >> 16u), od = (lo & 0xFFFFu) | (hi << 16u);
+					int de = dp4a(ev.x, ae.x, 0), dd = dp4a(od.x, ao.x, 0);
+					de = dp4a(ev.y, ae.y, de);
+					dd = dp4a(od.y, ao.y, dd);
+					de = dp4a(ev.z, ae.z, de);
+					dd = dp4a(od.z, ao.z, dd);
+					de = dp4a(ev.w, ae.w, de);
+					dd = dp4a(od.w, ao.w, dd);
+					__local int *pp = part + (b * RTA + wp * RPA + p) * PSB4 + 2 * (32 * k + lane);
+					pp[0] = de;
+					pp[1] = dd;
+				}
+			}
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+		a8_tile_terms(FMT_BITS, part, terms, PSB4, sp, zp, xs, sx, rt0, prows, ng, batch, lg, meta16, u0 / 4, &acc);
+	}
+	a8_store(acc, y, rt0, rows, batch);
+}

@@ -29,6 +29,7 @@ type Matrix struct {
 	lg     int32   // log2 of the group, -1 for whole-row groups
 	meta16 int32   // 1: binary16 metadata
 	offs   int32   // 1: Bits with offsets
+	tiled  int     // tiledQ4 or tiledBits4: the tiled kernels (gemv.cl) run it
 	closed atomic.Bool
 }
 
@@ -73,7 +74,8 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 	}
 	switch m := m.(type) {
 	case *layout.Q4G128:
-		mx.kf, mx.k8 = "q4_f32", "q4_a8"
+		mx.kf, mx.k8 = "q4_f32t", "q4_a8t"
+		mx.tiled = tiledQ4
 		parts[0].p, parts[0].n = ptr(m.Weights), len(m.Weights)
 		parts[1].p, parts[1].n = ptr(m.Scales), bytesOf(m.Scales)
 		parts[2].p, parts[2].n = ptr(m.Zeros), len(m.Zeros)
@@ -84,6 +86,10 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		mx.prows = m.PRows
 		if m.Offsets {
 			mx.offs = 1
+		}
+		if m.N == 4 && (m.WholeRow || m.G >= layout.GroupSize) {
+			mx.kf, mx.k8 = "bits4_f32t", "bits4_a8t"
+			mx.tiled = tiledBits4
 		}
 	case *layout.Sparse12:
 		mx.kf, mx.k8 = "sp12_f32", "sp12_a8"
@@ -231,6 +237,12 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	if mx.closed.Load() {
 		return ErrClosed
 	}
+	if mx.tiled != 0 {
+		var err error
+		if xf, xq, err = mx.reorder(xf, xq, xs, batch); err != nil {
+			return err
+		}
+	}
 	if xf != nil {
 		buf, err := b.ensure(&b.xf, bytesOf(xf), true)
 		if err != nil {
@@ -283,6 +295,37 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 	rows, pcols, bt, prows := int32(mx.geo.Rows), int32(mx.geo.PCols), int32(batch), int32(mx.prows)
 	loc := localBytes(4 * nb * wg)
 	_, isQ4 := mx.m.(*layout.Q4G128)
+	if mx.tiled != 0 {
+		t := b.tiling(batch)
+		if q, ok := mx.m.(*layout.Q4G128); ok {
+			prows = int32(q.PRows)
+		}
+		rt := t.wg / 32 * t.rpa
+		switch {
+		case float && isQ4:
+			rt = t.wg / 32 * t.rpw
+			err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, localBytes(4*rt*33))
+		case float:
+			rt = t.wg / 32 * t.rpw
+			err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, mx.offs, localBytes(4*rt*33))
+		default:
+			ps := 32*t.una + 1
+			if !isQ4 {
+				ps = 64*t.una + 1
+			}
+			part, terms := localBytes(4*nb*rt*ps), localBytes(4*nb*rt*(8*t.una+1))
+			if isQ4 {
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, part, terms)
+			} else {
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, part, terms)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		groups := (mx.geo.Rows + rt - 1) / rt
+		return b.x.launch(k, groups*t.wg, t.wg, ev)
+	}
 	switch {
 	case isQ4 && float:
 		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.y, rows, pcols, bt, loc)
@@ -300,3 +343,100 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 	}
 	return b.x.launch(k, mx.geo.Rows*wg, wg, ev)
 }
+
+const (
+	tiledQ4    = 1
+	tiledBits4 = 2
+)
+
+// reorder rearranges the padded activations for the tiled kernels
+// (gemv.cl, "tiled kernels") and uploads the per-unit float sums (float)
+// or per-group int8 sums (int8) to b.xsum or b.sx. b.mu is held.
+func (mx *Matrix) reorder(xf []float32, xq []int8, xs []float32, batch int) ([]float32, []int8, error) {
+	b := mx.b
+	pc := mx.geo.PCols
+	nu := pc / 32
+	q4 := mx.tiled == tiledQ4
+	if xf != nil {
+		nc := (nu + 31) / 32
+		out := make([]float32, batch*nc*1024)
+		per := 1
+		if !q4 {
+			per = 2
+		}
+		sums := make([]float32, batch*nu*per)
+		for v := 0; v < batch; v++ {
+			x := xf[v*pc : (v+1)*pc]
+			for u := 0; u < nu; u++ {
+				base := ((v*nc+u/32)*8*32 + u%32) * 4
+				var s [2]float64
+				for j := 0; j < 8; j++ {
+					o := base + j*32*4
+					for e := 0; e < 4; e++ {
+						var c int
+						var sc float32
+						if q4 {
+							// nibble e of a half-word: column 32u + 4j + e
+							c, sc = 32*u+4*j+e, nibScale[e]
+						} else {
+							// word e of the unit, nibble i = j: shift
+							// 28-4j, position 3 - j%4 in its half-word
+							c, sc = (u/8)*256+32*j+4*(u%8)+e, nibScale[3-j%4]
+						}
+						out[o+e] = x[c] * sc
+						s[j/4] += float64(x[c])
+					}
+				}
+				if q4 {
+					sums[v*nu+u] = float32(s[0] + s[1])
+				} else {
+					sums[2*(v*nu+u)], sums[2*(v*nu+u)+1] = float32(s[0]), float32(s[1])
+				}
+			}
+		}
+		buf, err := b.ensure(&b.xsum, bytesOf(sums), true)
+		if err == nil {
+			err = b.x.write(buf, 0, ptr(sums), bytesOf(sums))
+		}
+		return out, nil, err
+	}
+	ng := pc / layout.GroupSize
+	out := make([]int8, batch*pc)
+	sx := make([]int32, batch*ng)
+	for v := 0; v < batch; v++ {
+		x, o := xq[v*pc:(v+1)*pc], out[v*pc:(v+1)*pc]
+		for c, q := range x {
+			sx[v*ng+c/layout.GroupSize] += int32(q)
+		}
+		if q4 {
+			// per 8 columns: 0, 2, 4, 6, 1, 3, 5, 7 (low nibbles, then high)
+			for c0 := 0; c0 < pc; c0 += 8 {
+				for i := 0; i < 4; i++ {
+					o[c0+i], o[c0+4+i] = x[c0+2*i], x[c0+2*i+1]
+				}
+			}
+		} else {
+			// unit u (chunk k, words t0..t0+3): for word t, even-block
+			// bytes (i2, i0, i3, i1) then odd-block bytes (i7, i5, i6, i4),
+			// i the nibble index (column k*256 + 32i + t)
+			ev, od := [4]int{2, 0, 3, 1}, [4]int{7, 5, 6, 4}
+			for u := 0; u < nu; u++ {
+				k, t0 := u/8, 4*(u%8)
+				for e := 0; e < 4; e++ {
+					for j := 0; j < 4; j++ {
+						o[32*u+4*e+j] = x[k*256+32*ev[j]+t0+e]
+						o[32*u+16+4*e+j] = x[k*256+32*od[j]+t0+e]
+					}
+				}
+			}
+		}
+	}
+	buf, err := b.ensure(&b.sx, bytesOf(sx), true)
+	if err == nil {
+		err = b.x.write(buf, 0, ptr(sx), bytesOf(sx))
+	}
+	return nil, out, err
+}
+
+// nibScale[k] is 16^-k: activations meeting nibble k of a half-word.
+var nibScale = [4]float32{1, 1.0 / 16, 1.0 / 256, 1.0 / 4096}

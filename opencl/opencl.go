@@ -62,12 +62,16 @@ type Backend struct {
 	mu     sync.Mutex
 	x      *ctx
 	opts   Options
-	std    string // -cl-std option and sub-group defines
-	progs  map[int]*progSet
+	std    string              // -cl-std option and sub-group defines
+	progs  map[string]*progSet // by build options
 	closed bool
 
 	// scratch buffers of the multiplies (grown on demand)
 	xf, xq, xs, y *buffer
+	xsum, sx      *buffer // per-unit float sums, per-group int8 sums (tiled kernels)
+
+	ptx      bool   // NVIDIA inline PTX (dp4a) in the build options
+	tileOpts string // tile defines forced by benchmarks ("" : tileDefines)
 
 	cacheHits, cacheMisses, cacheBad int // program cache statistics
 
@@ -96,8 +100,9 @@ func Open(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{x: x, opts: opts, progs: map[int]*progSet{}}
+	b := &Backend{x: x, opts: opts, progs: map[string]*progSet{}}
 	b.std = buildStd(&d.info, opts.NoSubgroups)
+	b.ptx = strings.Contains(strings.ToUpper(d.info.Vendor+" "+d.info.Platform), "NVIDIA")
 	if err := b.selfTest(); err != nil {
 		b.Close()
 		return nil, err
@@ -186,7 +191,7 @@ func (b *Backend) Close() error {
 		ps.p.release()
 	}
 	b.progs = nil
-	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y} {
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx} {
 		(*p).release()
 		*p = nil
 	}
@@ -204,18 +209,81 @@ func nbBucket(batch int) int {
 	return 16
 }
 
+// tile is the tiling of the tiled kernels (gemv.cl: TWG, RPW, UNF, RPA,
+// UNA) for a batch bound.
+type tile struct{ wg, rpw, unf, rpa, una int }
+
+// tileFor returns the default tiling: more rows per warp and more units
+// in flight at small batches, less local memory at large ones.
+func tileFor(nb int) tile {
+	switch {
+	case nb == 1:
+		return tile{128, 4, 2, 4, 2}
+	case nb <= 4:
+		return tile{128, 2, 1, 2, 1}
+	default:
+		return tile{128, 1, 1, 1, 1}
+	}
+}
+
+// tileOf parses the tile defines of a build option string (defaults
+// from t for the missing ones).
+func tileOf(opts string, t tile) tile {
+	for _, f := range strings.Fields(opts) {
+		k, v, ok := strings.Cut(strings.TrimPrefix(f, "-D"), "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			continue
+		}
+		switch k {
+		case "TWG":
+			t.wg = n
+		case "RPW":
+			t.rpw = n
+		case "UNF":
+			t.unf = n
+		case "RPA":
+			t.rpa = n
+		case "UNA":
+			t.una = n
+		}
+	}
+	return t
+}
+
+func (t tile) defines() string {
+	return fmt.Sprintf("-DTWG=%d -DRPW=%d -DUNF=%d -DRPA=%d -DUNA=%d", t.wg, t.rpw, t.unf, t.rpa, t.una)
+}
+
+// tiling returns the tiling the program for batch is built with.
+func (b *Backend) tiling(batch int) tile {
+	return tileOf(b.tileOpts, tileFor(nbBucket(batch)))
+}
+
 // kernel returns kernel name of the program for batch (built or loaded
 // from the cache on first use) and its work-group size. b.mu is held.
 func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 	nb := nbBucket(batch)
-	ps := b.progs[nb]
+	opts := fmt.Sprintf("%s -DNB=%d %s", b.std, nb, b.tiling(batch).defines())
+	key := opts
+	ps := b.progs[key]
 	if ps == nil {
-		p, err := b.buildCached(gemvSource, fmt.Sprintf("%s -DNB=%d", b.std, nb))
-		if err != nil {
-			return nil, 0, err
+		var p *program
+		var err error
+		if b.ptx {
+			// inline PTX (dp4a) where the compiler takes it; the
+			// portable build otherwise
+			if p, err = b.buildCached(gemvSource, opts+" -DUSE_PTX"); err != nil {
+				b.ptx = false
+			}
+		}
+		if p == nil {
+			if p, err = b.buildCached(gemvSource, opts); err != nil {
+				return nil, 0, err
+			}
 		}
 		ps = &progSet{p: p, ks: map[string]*kernel{}, wg: map[string]int{}}
-		b.progs[nb] = ps
+		b.progs[key] = ps
 	}
 	if k := ps.ks[name]; k != nil {
 		return k, ps.wg[name], nil
