@@ -138,6 +138,18 @@ func Probe() Report {
 // ErrUnknownBackend is returned for a backend name dispatch does not know.
 var ErrUnknownBackend = errors.New("dispatch: unknown backend")
 
+// ErrFormatNotImplemented is wrapped by Backend.Load's error when the
+// backend has no kernels for the matrix's format (e.g. codebooks on a GPU
+// backend); test for it with errors.Is.
+var ErrFormatNotImplemented = errors.New("dispatch: format not implemented by the backend")
+
+// notImplemented keeps a backend's own message and matches
+// ErrFormatNotImplemented.
+type notImplemented struct{ err error }
+
+func (e notImplemented) Error() string   { return e.err.Error() }
+func (e notImplemented) Unwrap() []error { return []error{e.err, ErrFormatNotImplemented} }
+
 // Open selects and opens a backend.
 func Open(opts Options) (Backend, Report, error) {
 	r := Probe()
@@ -202,7 +214,7 @@ func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
 	case codebook.Baseline:
 		mx, err = c.Backend.LoadCodebook(m.Codebook, true)
 	default:
-		return nil, fmt.Errorf("dispatch: backend %s does not implement format %T", c.Name(), m)
+		return nil, notImplemented{fmt.Errorf("dispatch: backend %s does not implement format %T", c.Name(), m)}
 	}
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"fmt"
 	"sort"
+
+	"github.com/qgemv/qgemv/layout"
 )
 
 // driver is a GPU backend compiled into this binary. The files
@@ -88,4 +90,15 @@ func preferredGPU(opts Options) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// gpuLoadError marks a GPU backend's Load error as ErrFormatNotImplemented
+// when m is of a format outside the ones the GPU backends' Load documents
+// (Q4G128, Bits, Sparse12); other errors are returned as they are.
+func gpuLoadError(m layout.Matrix, err error) error {
+	switch m.(type) {
+	case nil, *layout.Q4G128, *layout.Bits, *layout.Sparse12:
+		return err
+	}
+	return notImplemented{err}
 }

@@ -75,7 +75,7 @@ type cuBackend struct{ *cuda.Backend }
 func (c cuBackend) Load(m layout.Matrix) (Matrix, error) {
 	mx, err := c.Backend.Load(m)
 	if err != nil {
-		return nil, err
+		return nil, gpuLoadError(m, err)
 	}
 	return mx, nil
 }

@@ -99,7 +99,7 @@ func (c clBackend) Name() string { return c.name }
 func (c clBackend) Load(m layout.Matrix) (Matrix, error) {
 	mx, err := c.Backend.Load(m)
 	if err != nil {
-		return nil, err
+		return nil, gpuLoadError(m, err)
 	}
 	return mx, nil
 }

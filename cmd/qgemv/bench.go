@@ -71,7 +71,11 @@ func cmdBench(args []string) error {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
 	if *workload == "matvans" {
-		return benchMatVANS(*mvD, 10, max(1, *mvReps), *mvSigma, *threads, *asJSON)
+		isa, err := matvansISA(*backend)
+		if err != nil {
+			return err
+		}
+		return benchMatVANS(isa, *mvD, 10, max(1, *mvReps), *mvSigma, *threads, *asJSON)
 	}
 	if *workload != "ffn" {
 		return fmt.Errorf("bench: -workload %q: want ffn or matvans", *workload)
@@ -251,12 +255,25 @@ func cmdBench(args []string) error {
 		res.BlockMedianUS, res.BlockMeanUS, res.BlockP10US, res.BlockP90US, res.Iters)
 	fmt.Printf("  compute       %.1f GFLOPS\n", res.GFLOPS)
 	fmt.Printf("  streamed      %.2f GB/s (%.1f MB per block)\n", res.GBps, float64(bytes)/1e6)
-	fmt.Printf("  read BW       %.2f GB/s (measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
-	fmt.Printf("  ratio         %.1f%% of read bandwidth\n", 100*res.RatioToReadBW)
+	if strings.HasPrefix(eng.Backend(), "cpu") {
+		fmt.Printf("  read BW       %.2f GB/s (measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
+		fmt.Printf("  ratio         %.1f%% of read bandwidth\n", 100*res.RatioToReadBW)
+	} else { // the roofline above is the host's; the device has its own
+		fmt.Printf("  host read BW  %.2f GB/s (host memory, measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
+		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: go test -tags %[2]s -run XXX -bench ReadBandwidth ./%[2]s)\n",
+			100*res.RatioToReadBW, gpuTag(eng.Backend()))
+	}
 	if a == qgemv.A8 {
 		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
 	}
 	return nil
+}
+
+// gpuTag returns the build tag and package of a GPU backend's dispatch
+// name: "opencl" for "opencl:1".
+func gpuTag(backend string) string {
+	base, _, _ := strings.Cut(backend, ":")
+	return base
 }
 
 func toFP16(dst []layout.FP16, x []float32) {

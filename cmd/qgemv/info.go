@@ -1,28 +1,43 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
 
-func cmdInfo(args []string) error {
+// infoFormats are the formats "qgemv info" loads to show their kernels.
+var infoFormats = []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "bits4g32", "sparse12g128", "cb-m1v4b8g128", "cb-m2v8b6g128", "cb-m1v4b12g128"}
+
+func cmdInfo(args []string) error { return runInfo(os.Stdout, args) }
+
+// runInfo prints the probe report (every candidate, GPU devices with their
+// details) and the kernel each format runs on the chosen backend; a
+// format the backend does not implement is listed as such.
+func runInfo(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	backend := fs.String("backend", "", "backend to report as chosen (default: best, or $QGEMV_BACKEND)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("info: unexpected argument %q", fs.Arg(0))
 	}
 	eng, err := qgemv.Open(qgemv.WithBackend(*backend))
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	fmt.Print(eng.Report())
-	fmt.Println("kernels (A32, A16, A8), for 4096-row matrices:")
-	for _, name := range []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "bits4g32", "sparse12g128", "cb-m1v4b8g128", "cb-m2v8b6g128", "cb-m1v4b12g128"} {
+	fmt.Fprint(w, eng.Report()) // every candidate, GPU devices with their details
+	fmt.Fprintf(w, "kernels (A32, A16, A8) on %s, for 4096-row matrices:\n", eng.Backend())
+	for _, name := range infoFormats {
 		spec, err := layout.ParseFormatSpec(name)
 		if err != nil {
 			return err
@@ -32,10 +47,14 @@ func cmdInfo(args []string) error {
 			return err
 		}
 		mat, err := eng.Load(m)
-		if err != nil {
-			return err
+		if errors.Is(err, dispatch.ErrFormatNotImplemented) {
+			fmt.Fprintf(w, "  %-15s not supported by %s\n", m.Name(), eng.Backend())
+			continue
 		}
-		fmt.Printf("  %-15s %s\n", m.Name(), mat.Kernel())
+		if err != nil {
+			return fmt.Errorf("info: %s on %s: %w", m.Name(), eng.Backend(), err)
+		}
+		fmt.Fprintf(w, "  %-15s %s\n", m.Name(), mat.Kernel())
 		mat.Close()
 	}
 	return nil

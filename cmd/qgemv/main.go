@@ -15,6 +15,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
 func usage() {
@@ -57,7 +58,11 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "qgemv:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "qgemv: ") { // library errors name the package already
+			msg = "qgemv: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/matvans"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -24,12 +26,34 @@ type matvansLayout struct {
 	Hash           string  `json:"hash"`
 }
 
-// benchMatVANS runs the MatVANS chain: n matrices d x d, coded in both
-// ANS layouts, against the plain int8 chain in the same invocation.
-func benchMatVANS(d, n, reps int, sigma float64, threads int, asJSON bool) error {
-	be, err := cpu.New(cpu.Config{ISA: cpu.Best(), Threads: threads})
+// matvansISA returns the CPU kernel set "-workload matvans" runs with for
+// the -backend flag (or $QGEMV_BACKEND when the flag is empty): "" or
+// "cpu" is the best, "cpu-<isa>" forces one. The ANS formats have no GPU
+// kernels yet, so a GPU or unknown backend is an error saying so.
+func matvansISA(backend string) (cpu.ISA, error) {
+	name, from := backend, "-backend"
+	if name == "" {
+		name, from = os.Getenv(dispatch.EnvBackend), dispatch.EnvBackend
+	}
+	switch {
+	case name == "" || name == "cpu":
+		return cpu.Best(), nil
+	case strings.HasPrefix(name, "cpu-"):
+		return cpu.ISA(strings.TrimPrefix(name, "cpu-")), nil
+	}
+	if base, _, _ := strings.Cut(name, ":"); base == "opencl" || base == "cuda" {
+		return "", fmt.Errorf("bench: -workload matvans runs on the CPU only: the ANS formats have no %s kernels yet (%s=%q); use -backend cpu or cpu-<isa>", base, from, name)
+	}
+	return "", fmt.Errorf("bench: -workload matvans: unknown backend %s=%q: want cpu or cpu-<isa>", from, name)
+}
+
+// benchMatVANS runs the MatVANS chain on the CPU with kernel set isa: n
+// matrices d x d, coded in both ANS layouts, against the plain int8 chain
+// in the same invocation.
+func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSON bool) error {
+	be, err := cpu.New(cpu.Config{ISA: isa, Threads: threads})
 	if err != nil {
-		return err
+		return fmt.Errorf("bench: -workload matvans: %w", err)
 	}
 	t0 := time.Now()
 	wl, err := matvans.New(d, n, sigma, 1)
