@@ -141,6 +141,9 @@ type Backend struct {
 	dev  Device
 	arch int // PTX target loaded
 	opts Options
+	// noMMA keeps binary16 multiplies off the tensor cores
+	// (QGEMV_CUDA_MMA=0), to compare the two kernels.
+	noMMA bool
 
 	work chan func()
 	done chan struct{}
@@ -157,7 +160,7 @@ type Backend struct {
 
 // kernelNames lists every kernel the module must export.
 var kernelNames = func() []string {
-	names := []string{"selftest", "read_bw", "split_reduce", "q4g128_a8", "sparse12_a8"}
+	names := []string{"selftest", "read_bw", "split_reduce", "q4g128_a8", "sparse12_a8", "q4g128_mma_n8", "q4g128_mma_n16"}
 	for _, f := range []string{"q4g128", "bits8", "bits4", "bits3", "bits2", "bits1", "sparse12"} {
 		for _, act := range []string{"f32", "f16"} {
 			for _, nb := range []int{1, 4, 16} {
@@ -210,7 +213,7 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: d, arch: arch, opts: opts, work: make(chan func()), done: make(chan struct{}),
+	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan func()), done: make(chan struct{}),
 		fns: map[string]cu.Function{}, scratch: map[string]*buffer{}}
 	started := make(chan error)
 	go b.loop(started, ptx)

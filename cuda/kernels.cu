@@ -255,6 +255,143 @@ FLOAT_KERNELS(bits2, BitsF<2>, (const uint4 *W, const float *S, const float *M, 
 FLOAT_KERNELS(bits1, BitsF<1>, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (BitsF<1>{W, S, M, prows, pcols, lg}))
 FLOAT_KERNELS(sparse12, Sp12F, (const uint4 *W, const float *S, const float *M, i64 prows, i64 pcols, i64 lg), (Sp12F{W, S, M, prows, pcols, lg}))
 
+
+// ---------------------------------------------------------------- tensor cores
+
+// Q4G128 with binary16 activations on tensor cores (sm_80+): one block of
+// 8 warps computes 16 rows; the warps share out the row's 128-column
+// groups (and gridDim.y splits them further), and their partial sums are
+// added in warp order in shared memory. Per group, lane (g, t) (g = lane/4,
+// t = lane%4) loads 16 bytes of rows g and g+8: columns 32t..32t+31 of the
+// group. Nibbles become exact binary16 (q - z) with the 0x6400 magic
+// (lop3, then one hsub2/hfma2), so a 32-bit word feeds two
+// mma.m16n8k16 k-steps; the products are exact and accumulate in float32,
+// then each group's sum is scaled by s in float32. The K order inside a
+// group is permuted to match the nibble pairs the magic yields: the
+// activations xr are stored per 8 columns as (0,4,1,5,2,6,3,7), vector v
+// at xr[v*pcols], padded with zero vectors to 8*NT.
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ uint32_t lop3and_or(uint32_t a, uint32_t b, uint32_t c) {
+	uint32_t d;
+	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t h2u(__half2 h) { return *(uint32_t *)&h; }
+__device__ __forceinline__ __half2 u2h(uint32_t u) { return *(__half2 *)&u; }
+#endif
+
+template <int NT>
+__device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
+#if __CUDA_ARCH__ >= 800
+	__shared__ float red[WARPS][NT * 4][32];
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+	int g = lane >> 2, t = lane & 3;
+	i64 r0 = (i64)blockIdx.x * 16 + g, r1 = r0 + 8; // padded rows exist (PRows % 128 == 0)
+	i64 groups = pcols / 128, units = pcols / 32;
+	i64 per = (groups + gridDim.y - 1) / gridDim.y;
+	i64 k0 = blockIdx.y * per, k1 = min(groups, k0 + per);
+	const uint4 *W0 = W + r0 * units + t, *W1 = W + r1 * units + t;
+	i64 mb = ((r0 >> 7) * groups) * 128 + (r0 & 127); // metadata of row r0, group 0
+	float acc[NT][4];
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) acc[n][e] = 0;
+	const __half2 sixteenth = __float2half2_rn(0.0625f);
+	for (i64 gi = k0 + wp; gi < k1; gi += 2 * WARPS) {
+		i64 gj = gi + WARPS;
+		bool two = gj < k1;
+		uint4 wa[2], wb[2];
+		wa[0] = __ldcs(W0 + gi * 4);
+		wb[0] = __ldcs(W1 + gi * 4);
+		if (two) {
+			wa[1] = __ldcs(W0 + gj * 4);
+			wb[1] = __ldcs(W1 + gj * 4);
+		}
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			if (h == 1 && !two) break;
+			i64 gg = h ? gj : gi;
+			i64 m0 = mb + gg * 128, m1 = m0 + 8;
+			float s0 = __ldg(S + m0), s1 = __ldg(S + m1);
+			uint32_t zb0 = __ldg(Z + (m0 >> 1)), zb1 = __ldg(Z + (m1 >> 1));
+			float z0 = (float)((m0 & 1) ? zb0 >> 4 : zb0 & 15), z1 = (float)((m1 & 1) ? zb1 >> 4 : zb1 & 15);
+			__half2 lo0 = __float2half2_rn(1024.0f + z0), lo1 = __float2half2_rn(1024.0f + z1);
+			__half2 hi0 = __float2half2_rn(-64.0f - z0), hi1 = __float2half2_rn(-64.0f - z1);
+			float c[NT][4];
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) c[n][e] = 0;
+			const uint2 *xg = xr + (gg * 128 + 32 * t) / 4 + g * (pcols / 4);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				uint32_t a = j == 0 ? wa[h].x : j == 1 ? wa[h].y : j == 2 ? wa[h].z : wa[h].w;
+				uint32_t b = j == 0 ? wb[h].x : j == 1 ? wb[h].y : j == 2 ? wb[h].z : wb[h].w;
+#pragma unroll
+				for (int k = 0; k < 2; k++) {
+					uint32_t va = a >> (8 * k), vb = b >> (8 * k);
+					uint32_t A0 = h2u(__hsub2(u2h(lop3and_or(va, 0x000F000Fu, 0x64006400u)), lo0));
+					uint32_t A1 = h2u(__hsub2(u2h(lop3and_or(vb, 0x000F000Fu, 0x64006400u)), lo1));
+					uint32_t A2 = h2u(__hfma2(u2h(lop3and_or(va, 0x00F000F0u, 0x64006400u)), sixteenth, hi0));
+					uint32_t A3 = h2u(__hfma2(u2h(lop3and_or(vb, 0x00F000F0u, 0x64006400u)), sixteenth, hi1));
+#pragma unroll
+					for (int n = 0; n < NT; n++) {
+						uint2 xv = __ldg(xg + n * 8 * (pcols / 4) + 2 * j + k);
+						mma16816(c[n], A0, A1, A2, A3, xv.x, xv.y);
+					}
+				}
+			}
+#pragma unroll
+			for (int n = 0; n < NT; n++) {
+				acc[n][0] = fmaf(s0, c[n][0], acc[n][0]);
+				acc[n][1] = fmaf(s0, c[n][1], acc[n][1]);
+				acc[n][2] = fmaf(s1, c[n][2], acc[n][2]);
+				acc[n][3] = fmaf(s1, c[n][3], acc[n][3]);
+			}
+		}
+	}
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) red[wp][n * 4 + e][lane] = acc[n][e];
+	__syncthreads();
+	if (wp != 0) return;
+#pragma unroll
+	for (int n = 0; n < NT; n++) {
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			float v = 0;
+#pragma unroll
+			for (int w = 0; w < WARPS; w++) v += red[w][n * 4 + e][lane];
+			i64 row = e < 2 ? r0 : r1, vec = n * 8 + 2 * t + (e & 1);
+			if (row < rows && vec < nb) {
+				i64 o = vec * rows + row;
+				if (mode == 0) y[o] = v;
+				else if (mode == 1) atomicAdd(y + o, v);
+				else ws[(i64)blockIdx.y * nb * rows + o] = v;
+			}
+		}
+	}
+#else
+	asm volatile("trap;"); // the host runs these only on sm_80 and later
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_mma_n8(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
+	q4mma<1>(W, S, Z, xr, y, ws, rows, pcols, nb, mode);
+}
+extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_mma_n16(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
+	q4mma<2>(W, S, Z, xr, y, ws, rows, pcols, nb, mode);
+}
+
 // splitReduce sums the SplitK partials in split order (deterministic).
 extern "C" __global__ void split_reduce(float *y, const float *ws, i64 n, i64 splits) {
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;

@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"gorgonia.org/cu"
@@ -198,12 +199,53 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	})
 }
 
-// MulF16 multiplies binary16 activations; the kernels widen them exactly.
+// MulF16 multiplies binary16 activations; the kernels widen them exactly
+// (or, for Q4G128 on sm_80 and later, multiply them exactly on tensor
+// cores with float32 accumulation).
 func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
+	name, xp := mx.f16Inputs(x, batch)
+	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
+		xb, err := b.scratchBuf("x", 2*int64(len(xp)))
+		if err != nil {
+			return "", nil, err
+		}
+		return name, nil, put(xb, xp)
+	})
+}
+
+// useMMA reports whether binary16 multiplies of this matrix run on tensor
+// cores: Q4G128 on sm_80 and later, unless QGEMV_CUDA_MMA=0.
+func (mx *Matrix) useMMA() bool {
+	return mx.f == fmtQ4 && mx.b.arch >= 80 && !mx.b.noMMA
+}
+
+// f16Inputs returns the kernel for binary16 activations and the
+// activations as it reads them: padded (and gathered) vectors, for the
+// tensor-core kernel also permuted per 8 columns to (0,4,1,5,2,6,3,7)
+// and padded to 8 or 16 vectors.
+func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16) {
 	pc, cols := mx.geo.PCols, mx.geo.Cols
+	if mx.useMMA() {
+		nv, name := 8, "q4g128_mma_n8"
+		if batch > 8 {
+			nv, name = 16, "q4g128_mma_n16"
+		}
+		xp := make([]layout.FP16, nv*pc)
+		var tmp [8]layout.FP16
+		for v := 0; v < batch; v++ {
+			d, s := xp[v*pc:(v+1)*pc], x[v*cols:(v+1)*cols]
+			for c0 := 0; c0 < cols; c0 += 8 {
+				tmp = [8]layout.FP16{}
+				copy(tmp[:], s[c0:min(c0+8, cols)])
+				d[c0], d[c0+1], d[c0+2], d[c0+3] = tmp[0], tmp[4], tmp[1], tmp[5]
+				d[c0+4], d[c0+5], d[c0+6], d[c0+7] = tmp[2], tmp[6], tmp[3], tmp[7]
+			}
+		}
+		return name, xp
+	}
 	nb, _ := bucket(batch)
 	xp := make([]layout.FP16, nb*pc)
 	for v := 0; v < batch; v++ {
@@ -216,13 +258,7 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 			d[j] = s[p]
 		}
 	}
-	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
-		xb, err := b.scratchBuf("x", 2*int64(len(xp)))
-		if err != nil {
-			return "", nil, err
-		}
-		return mx.floatKernel("f16", batch), nil, put(xb, xp)
-	})
+	return mx.floatKernel("f16", batch), xp
 }
 
 // floatKernel names the float kernel instance for act ("f32", "f16").
@@ -405,9 +441,14 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
 	}
 	xb := b.scratch["x"]
+	mma := strings.HasPrefix(name, "q4g128_mma")
 	_, rt := bucket(batch)
 	gx := ceilDiv(mx.geo.Rows, warps*rt)
 	splits := mx.splits(gx)
+	if mma {
+		gx = ceilDiv(mx.geo.Rows, 16)
+		splits = mx.splitsMMA(gx)
+	}
 	mode := int64(0)
 	var ws cu.DevicePtr
 	n := int64(batch * mx.geo.Rows)
@@ -427,7 +468,9 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 		}
 	}
 	var full []any
-	if mx.f == fmtQ4 {
+	if mma {
+		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, yb.ptr, ws, rows, pc, nb, mode}
+	} else if mx.f == fmtQ4 {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, yb.ptr, ws, rows, nb, mode}
 	} else {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, yb.ptr, ws, rows, nb, mode}
@@ -463,6 +506,21 @@ func (mx *Matrix) splits(gx int) int {
 		s = min(s, 16)
 	}
 	return max(1, min(s, mx.units()/(32*unroll)))
+}
+
+// splitsMMA is splits for the tensor-core kernel, whose blocks of 8 warps
+// each take 16 rows and whose warps share out the 128-column groups: each
+// split keeps at least two groups per warp.
+func (mx *Matrix) splitsMMA(gx int) int {
+	s := mx.b.opts.Split
+	if s == 0 {
+		s = 1
+		if want := 2 * mx.b.dev.SMs; gx < want {
+			s = ceilDiv(want, gx)
+		}
+		s = min(s, 16)
+	}
+	return max(1, min(s, mx.geo.PCols/128/(2*warps)))
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

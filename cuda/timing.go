@@ -140,17 +140,18 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			return m0.floatKernel("f32", batch), nil, put(xb, x)
 		}
 	case "A16":
-		h := make([]layout.FP16, len(x))
-		for i, v := range x {
-			h[i] = layout.ToFP16(v)
+		h := make([]layout.FP16, batch*m0.geo.Cols)
+		for i := range h {
+			h[i] = layout.ToFP16(x[i/m0.geo.Cols*pc+i%m0.geo.Cols])
 		}
 		actBytes /= 2
+		name, hp := m0.f16Inputs(h, batch)
 		prep = func(b *Backend) (string, []any, error) {
-			xb, err := b.scratchBuf("x", 2*int64(len(h)))
+			xb, err := b.scratchBuf("x", 2*int64(len(hp)))
 			if err != nil {
 				return "", nil, err
 			}
-			return m0.floatKernel("f16", batch), nil, put(xb, h)
+			return name, nil, put(xb, hp)
 		}
 	case "A8":
 		if m0.a8err != nil {
