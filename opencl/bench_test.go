@@ -88,7 +88,7 @@ func BenchmarkGEMV(b *testing.B) {
 		shapes = [][2]int{{1024, 4096}}
 	}
 	rd := readBandwidth(b, be)
-	b.Logf("device %s: read kernel %.1f GB/s", be.Info().Name, rd)
+	b.Logf("device %s: read kernel %.1f GB/s, inline PTX %v (%v)", be.Info().Name, rd, be.ptx, be.ptxErr)
 	for _, f := range []struct {
 		name string
 		mk   func(*rand.Rand, int, int) layout.Matrix

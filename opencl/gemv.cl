@@ -404,8 +404,8 @@ __kernel void selftest(__global int *out) {
 // qf returns q*16^k for the nibble of h selected by mask (15 << 4k).
 #define QF(h, mask) (as_float(((h) & (mask)) | MAGIC) - MAGICF)
 
-// half4 returns sum over k < 4 of nibble k of h times a[k] (a pre-scaled).
-inline float half4(uint h, float4 a, float acc) {
+// nib_half returns sum over k < 4 of nibble k of h times a[k] (a pre-scaled).
+inline float nib_half(uint h, float4 a, float acc) {
 	acc = mad(QF(h, 0xFu), a.x, acc);
 	acc = mad(QF(h, 0xF0u), a.y, acc);
 	acc = mad(QF(h, 0xF00u), a.z, acc);
@@ -413,9 +413,9 @@ inline float half4(uint h, float4 a, float acc) {
 	return acc;
 }
 
-// lane4 returns sum over e < 4 of the nibble of v.e selected by mask
+// nib_lanes returns sum over e < 4 of the nibble of v.e selected by mask
 // times a[e].
-inline float lane4(uint4 v, uint mask, float4 a, float acc) {
+inline float nib_lanes(uint4 v, uint mask, float4 a, float acc) {
 	acc = mad(QF(v.x, mask), a.x, acc);
 	acc = mad(QF(v.y, mask), a.y, acc);
 	acc = mad(QF(v.z, mask), a.z, acc);
@@ -487,14 +487,14 @@ q4_f32t(__global const uint4 *w, __global const float *sc, __global const uchar 
 				float sx = xsum[b * nu + u];
 				for (int p = 0; p < RPW; p++) {
 					uint4 v = wv[k][p];
-					float q = half4(v.x, a0, 0.0f);
-					q = half4(v.x >> 16, a1, q);
-					q = half4(v.y, a2, q);
-					q = half4(v.y >> 16, a3, q);
-					q = half4(v.z, a4, q);
-					q = half4(v.z >> 16, a5, q);
-					q = half4(v.w, a6, q);
-					q = half4(v.w >> 16, a7, q);
+					float q = nib_half(v.x, a0, 0.0f);
+					q = nib_half(v.x >> 16, a1, q);
+					q = nib_half(v.y, a2, q);
+					q = nib_half(v.y >> 16, a3, q);
+					q = nib_half(v.z, a4, q);
+					q = nib_half(v.z >> 16, a5, q);
+					q = nib_half(v.w, a6, q);
+					q = nib_half(v.w >> 16, a7, q);
 					acc[p][b] += s[k][p] * (q - m[k][p] * sx);
 				}
 			}
@@ -543,14 +543,14 @@ bits4_f32t(__global const uint4 *w, __global const uchar *sp, __global const uch
 				float sxh = xsum[2 * (b * nu + u)], sxl = xsum[2 * (b * nu + u) + 1];
 				for (int p = 0; p < RPW; p++) {
 					uint4 v = wv[k][p], h = v >> 16u;
-					float qh = lane4(h, 0xF000u, a0, 0.0f);
-					qh = lane4(h, 0xF00u, a1, qh);
-					qh = lane4(h, 0xF0u, a2, qh);
-					qh = lane4(h, 0xFu, a3, qh);
-					float ql = lane4(v, 0xF000u, a4, 0.0f);
-					ql = lane4(v, 0xF00u, a5, ql);
-					ql = lane4(v, 0xF0u, a6, ql);
-					ql = lane4(v, 0xFu, a7, ql);
+					float qh = nib_lanes(h, 0xF000u, a0, 0.0f);
+					qh = nib_lanes(h, 0xF00u, a1, qh);
+					qh = nib_lanes(h, 0xF0u, a2, qh);
+					qh = nib_lanes(h, 0xFu, a3, qh);
+					float ql = nib_lanes(v, 0xF000u, a4, 0.0f);
+					ql = nib_lanes(v, 0xF00u, a5, ql);
+					ql = nib_lanes(v, 0xF0u, a6, ql);
+					ql = nib_lanes(v, 0xFu, a7, ql);
 					acc[p][b] += (sh[k][p] * qh - mh[k][p] * sxh) + (sl[k][p] * ql - ml[k][p] * sxl);
 				}
 			}

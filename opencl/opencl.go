@@ -71,6 +71,7 @@ type Backend struct {
 	xsum, sx      *buffer // per-unit float sums, per-group int8 sums (tiled kernels)
 
 	ptx      bool   // NVIDIA inline PTX (dp4a) in the build options
+	ptxErr   error  // why the inline-PTX build failed, if it did
 	tileOpts string // tile defines forced by benchmarks ("" : tileDefines)
 
 	cacheHits, cacheMisses, cacheBad int // program cache statistics
@@ -274,7 +275,7 @@ func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 			// inline PTX (dp4a) where the compiler takes it; the
 			// portable build otherwise
 			if p, err = b.buildCached(gemvSource, opts+" -DUSE_PTX"); err != nil {
-				b.ptx = false
+				b.ptx, b.ptxErr = false, err
 			}
 		}
 		if p == nil {
