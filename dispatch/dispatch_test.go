@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 func TestOpenEveryCPUPath(t *testing.T) {
@@ -99,6 +101,53 @@ func TestUnavailableBackends(t *testing.T) {
 		_, _, err = Open(Options{Backend: name + ":1"})
 		if err == nil || !strings.Contains(err.Error(), "not compiled") {
 			t.Errorf("%s:1 (not compiled in): got %v, want a \"not compiled\" error", name, err)
+		}
+	}
+}
+
+// otherFormat is a format no backend implements.
+type otherFormat struct{ layout.Matrix }
+
+func TestFormatNotImplemented(t *testing.T) {
+	b, _, err := Open(Options{Backend: "cpu-generic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Load(otherFormat{})
+	if !errors.Is(err, ErrFormatNotImplemented) || !strings.Contains(err.Error(), "otherFormat") || !strings.Contains(err.Error(), "cpu-generic") {
+		t.Errorf("unknown format on the CPU: got %v, want ErrFormatNotImplemented naming the format and backend", err)
+	}
+	// A format the CPU implements, but invalid: an error, not "not implemented".
+	if _, err := b.Load(&layout.Q4G128{Rows: 128, Cols: 128}); err == nil || errors.Is(err, ErrFormatNotImplemented) {
+		t.Errorf("invalid Q4G128: got %v, want a validation error", err)
+	}
+}
+
+func TestGPULoadError(t *testing.T) {
+	cause := errors.New("gpu: format X is not implemented by the GPU backend")
+	cb, err := codebook.New(128, 128, 1, 4, 8, 128, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		m    layout.Matrix
+		want bool
+	}{
+		{&layout.Q4G128{}, false},
+		{&layout.Bits{}, false},
+		{&layout.Sparse12{}, false},
+		{nil, false},
+		{cb, true},
+		{codebook.Baseline{Codebook: cb}, true},
+		{otherFormat{}, true},
+	} {
+		err := gpuLoadError(tc.m, cause)
+		if got := errors.Is(err, ErrFormatNotImplemented); got != tc.want {
+			t.Errorf("%T: ErrFormatNotImplemented %v, want %v", tc.m, got, tc.want)
+		}
+		if !errors.Is(err, cause) || err.Error() != cause.Error() {
+			t.Errorf("%T: %v does not keep the backend's error %v", tc.m, err, cause)
 		}
 	}
 }

@@ -36,7 +36,22 @@ func runInfo(w io.Writer, args []string) error {
 	}
 	defer eng.Close()
 	fmt.Fprint(w, eng.Report()) // every candidate, GPU devices with their details
-	fmt.Fprintf(w, "kernels (A32, A16, A8) on %s, for 4096-row matrices:\n", eng.Backend())
+	return printKernels(w, eng.Backend(), func(m layout.Matrix) (string, error) {
+		mat, err := eng.Load(m)
+		if err != nil {
+			return "", err
+		}
+		defer mat.Close()
+		return mat.Kernel(), nil
+	})
+}
+
+// printKernels prints the kernel that load reports for each of
+// infoFormats on backend; a format whose load fails with
+// dispatch.ErrFormatNotImplemented is listed as not supported, any other
+// failure stops with an error.
+func printKernels(w io.Writer, backend string, load func(layout.Matrix) (string, error)) error {
+	fmt.Fprintf(w, "kernels (A32, A16, A8) on %s, for 4096-row matrices:\n", backend)
 	for _, name := range infoFormats {
 		spec, err := layout.ParseFormatSpec(name)
 		if err != nil {
@@ -46,16 +61,15 @@ func runInfo(w io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
-		mat, err := eng.Load(m)
+		kernel, err := load(m)
 		if errors.Is(err, dispatch.ErrFormatNotImplemented) {
-			fmt.Fprintf(w, "  %-15s not supported by %s\n", m.Name(), eng.Backend())
+			fmt.Fprintf(w, "  %-15s not supported by %s\n", m.Name(), backend)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("info: %s on %s: %w", m.Name(), eng.Backend(), err)
+			return fmt.Errorf("info: %s on %s: %w", m.Name(), backend, err)
 		}
-		fmt.Fprintf(w, "  %-15s %s\n", m.Name(), mat.Kernel())
-		mat.Close()
+		fmt.Fprintf(w, "  %-15s %s\n", m.Name(), kernel)
 	}
 	return nil
 }

@@ -1,12 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 func writeF32(t *testing.T, path string, v []float32) {
@@ -79,10 +89,110 @@ func TestBenchSmall(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	if err := cmdInfo(nil); err != nil {
+	t.Setenv(dispatch.EnvBackend, "")
+	for _, args := range [][]string{nil, {"-backend", "cpu-generic"}} {
+		var out bytes.Buffer
+		if err := runInfo(&out, args); err != nil {
+			t.Fatalf("info %v: %v", args, err)
+		}
+		text := out.String()
+		want := []string{"cpu:", "features:", "backends:", "chosen:", "cpu-generic", "kernels (A32, A16, A8) on "}
+		// Every GPU backend is listed: its devices, or why it is unavailable.
+		want = append(want, "  opencl", "  cuda")
+		if len(args) > 0 {
+			want = append(want, "* cpu-generic", "chosen:    cpu-generic (forced by option)", "on cpu-generic,")
+		}
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("info %v: output lacks %q:\n%s", args, w, text)
+			}
+		}
+		for _, name := range infoFormats {
+			spec, err := layout.ParseFormatSpec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A kernel (or "not supported") per format; with the CPU
+			// forced, a CPU kernel: the CPU implements every format.
+			kernel := `\S`
+			if len(args) > 0 {
+				kernel = `cpu-generic`
+			}
+			if !regexp.MustCompile(`(?mi)^  ` + regexp.QuoteMeta(spec.String()) + ` +` + kernel).MatchString(text) {
+				t.Errorf("info %v: no kernel line (%s) for %s:\n%s", args, kernel, spec, text)
+			}
+		}
+	}
+	for _, args := range [][]string{{"extra"}, {"-backend", "nope"}, {"-nosuchflag"}} {
+		if err := runInfo(io.Discard, args); err == nil {
+			t.Errorf("info %v: no error", args)
+		}
+	}
+}
+
+// TestInfoUnsupportedFormats: formats a backend does not implement are
+// listed as such; any other load failure is an error.
+func TestInfoUnsupportedFormats(t *testing.T) {
+	var out bytes.Buffer
+	err := printKernels(&out, "fakegpu", func(m layout.Matrix) (string, error) {
+		if _, ok := m.(*codebook.Codebook); ok {
+			return "", fmt.Errorf("fakegpu: %s: %w", m.Name(), dispatch.ErrFormatNotImplemented)
+		}
+		return "fakegpu-kernel", nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmdInfo([]string{"-backend", "cpu-generic"}); err != nil {
-		t.Fatal(err)
+	text := out.String()
+	for _, w := range []string{"on fakegpu,", "  Q4G128          fakegpu-kernel\n", "  Sparse12G128    fakegpu-kernel\n", "  CB-m1v4b8g128   not supported by fakegpu\n", "  CB-m1v4b12g128  not supported by fakegpu\n"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q:\n%s", w, text)
+		}
+	}
+	if n := strings.Count(text, "not supported"); n != 3 {
+		t.Errorf("%d formats not supported, want the 3 codebooks:\n%s", n, text)
+	}
+	boom := errors.New("device lost")
+	err = printKernels(io.Discard, "fakegpu", func(m layout.Matrix) (string, error) { return "", boom })
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "Q4G128") {
+		t.Errorf("load failure: got %v, want an error naming the format and wrapping the cause", err)
+	}
+}
+
+func TestMatVANSBackend(t *testing.T) {
+	t.Setenv(dispatch.EnvBackend, "")
+	for _, tc := range []struct {
+		flag, env string
+		want      cpu.ISA
+		errHas    string
+	}{
+		{"", "", cpu.Best(), ""},
+		{"cpu", "", cpu.Best(), ""},
+		{"cpu-generic", "opencl", cpu.Generic, ""}, // the flag wins
+		{"", "cpu-generic", cpu.Generic, ""},
+		{"opencl", "", "", "no opencl kernels"},
+		{"cuda:1", "", "", "no cuda kernels"},
+		{"", "opencl:2", "", dispatch.EnvBackend},
+		{"tpu", "", "", "unknown backend"},
+	} {
+		t.Setenv(dispatch.EnvBackend, tc.env)
+		isa, err := matvansISA(tc.flag)
+		if tc.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Errorf("-backend %q, %s=%q: got %v, want an error mentioning %q", tc.flag, dispatch.EnvBackend, tc.env, err, tc.errHas)
+			}
+			continue
+		}
+		if err != nil || isa != tc.want {
+			t.Errorf("-backend %q, %s=%q: got %q, %v; want %q", tc.flag, dispatch.EnvBackend, tc.env, isa, err, tc.want)
+		}
+	}
+	// Through the command: a GPU backend is refused before any work.
+	t.Setenv(dispatch.EnvBackend, "")
+	if err := cmdBench([]string{"-workload", "matvans", "-backend", "opencl"}); err == nil || !strings.Contains(err.Error(), "CPU only") {
+		t.Errorf("bench -workload matvans -backend opencl: %v", err)
+	}
+	if err := cmdBench([]string{"-workload", "matvans", "-backend", "cpu-generic", "-d", "256", "-reps", "1", "-json"}); err != nil {
+		t.Errorf("bench -workload matvans -backend cpu-generic: %v", err)
 	}
 }
