@@ -171,7 +171,7 @@ func TestReport(t *testing.T) {
 	}
 	defer b.Close()
 	d := b.Device()
-	rb, err := b.ReadBandwidth(1<<30, 50)
+	rb, err := b.ReadBandwidth(1<<30, 1, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,12 @@ func TestReport(t *testing.T) {
 				}
 				mats = append(mats, mx)
 			}
-			for _, act := range []string{"A16", "A32", "A8"} {
+			rm, err := b.ReadBandwidth(m0.StreamBytes(), n, 200)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("%-13s read kernel over %d buffers of the matrix's %d bytes: %.2f us, %.0f GB/s (%.2f of 1 GiB reads)\n", m0.Name(), n, m0.StreamBytes(), 1e6*rm.Seconds, rm.GBps(), rm.GBps()/rb.GBps())
+			for _, act := range strings.Split(envOr("QGEMV_CUDA_ACTS", "A16,A32,A8"), ",") {
 				for _, batch := range batches() {
 					tm, err := cuda.TimeGEMV(mats, act, batch, 200)
 					if err != nil {

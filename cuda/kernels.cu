@@ -344,7 +344,9 @@ __device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint
 					uint32_t A3 = h2u(__hfma2(u2h(lop3and_or(vb, 0x00F000F0u, 0x64006400u)), sixteenth, hi1));
 #pragma unroll
 					for (int n = 0; n < NT; n++) {
-						uint2 xv = __ldg(xg + n * 8 * (pcols / 4) + 2 * j + k);
+						// lanes of vectors past the batch feed zeros without
+						// loading them (at batch 1, 1/8 of the traffic)
+						uint2 xv = n * 8 + g < nb ? __ldg(xg + n * 8 * (pcols / 4) + 2 * j + k) : make_uint2(0, 0);
 						mma16816(c[n], A0, A1, A2, A3, xv.x, xv.y);
 					}
 				}

@@ -23,23 +23,32 @@ type Timing struct {
 // GBps returns Bytes/Seconds in GB/s.
 func (t Timing) GBps() float64 { return float64(t.Bytes) / t.Seconds / 1e9 }
 
-// ReadBandwidth times the backend's read kernel over a fresh buffer of
-// size bytes (pick several times the L2 size): the roofline the
-// benchmarks compare against.
-func (b *Backend) ReadBandwidth(size int64, iters int) (Timing, error) {
-	if size < 1<<20 || iters < 1 {
-		return Timing{}, fmt.Errorf("cuda: ReadBandwidth: size %d, iters %d: want at least 1 MiB and 1 iteration", size, iters)
+// ReadBandwidth times the backend's read kernel over count distinct
+// buffers of size bytes each, rotating between them back to back (give
+// count*size several times the L2 size): the roofline the benchmarks
+// compare against, at the granularity of the multiplies measured.
+func (b *Backend) ReadBandwidth(size int64, count, iters int) (Timing, error) {
+	if size < 1<<20 || count < 1 || iters < 1 {
+		return Timing{}, fmt.Errorf("cuda: ReadBandwidth: size %d, count %d, iters %d: want at least 1 MiB, 1 buffer and 1 iteration", size, count, iters)
 	}
 	size &^= 15
 	var t Timing
 	err := b.do(func() error {
-		buf, err := alloc(size)
-		if err != nil {
-			return err
-		}
-		defer buf.free()
-		if err := cu.MemsetD32(buf.ptr, 0x01020304, size/4); err != nil {
-			return err
+		var bufs []*buffer
+		defer func() {
+			for _, bf := range bufs {
+				bf.free()
+			}
+		}()
+		for i := 0; i < count; i++ {
+			buf, err := alloc(size)
+			if err != nil {
+				return err
+			}
+			bufs = append(bufs, buf)
+			if err := cu.MemsetD32(buf.ptr, 0x01020304, size/4); err != nil {
+				return err
+			}
 		}
 		blocks := 4 * b.dev.SMs
 		out, err := alloc(4 * int64(blocks))
@@ -47,7 +56,10 @@ func (b *Backend) ReadBandwidth(size int64, iters int) (Timing, error) {
 			return err
 		}
 		defer out.free()
+		i := 0
 		run := func() error {
+			buf := bufs[i%len(bufs)]
+			i++
 			return b.launch("read_bw", blocks, 1, 1024, 0, buf.ptr, size/16, out.ptr)
 		}
 		sec, host, err := b.timeLaunches(run, iters)
