@@ -61,6 +61,7 @@ func TestDefaultIsBestCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	t.Logf("default: %s (%s)", r.Chosen, r.Reason)
 	want := "cpu-" + string(cpu.Best())
 	switch base := baseName(b.Name()); {
 	case b.Name() == want:

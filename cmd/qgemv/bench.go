@@ -260,8 +260,7 @@ func cmdBench(args []string) error {
 		fmt.Printf("  ratio         %.1f%% of read bandwidth\n", 100*res.RatioToReadBW)
 	} else { // the roofline above is the host's; the device has its own
 		fmt.Printf("  host read BW  %.2f GB/s (host memory, measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
-		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: go test -tags %[2]s -run XXX -bench ReadBandwidth ./%[2]s)\n",
-			100*res.RatioToReadBW, gpuTag(eng.Backend()))
+		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: %s)\n", 100*res.RatioToReadBW, deviceBWHint(eng.Backend()))
 	}
 	if a == qgemv.A8 {
 		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
@@ -269,11 +268,16 @@ func cmdBench(args []string) error {
 	return nil
 }
 
-// gpuTag returns the build tag and package of a GPU backend's dispatch
-// name: "opencl" for "opencl:1".
-func gpuTag(backend string) string {
-	base, _, _ := strings.Cut(backend, ":")
-	return base
+// deviceBWHint says how to measure a GPU backend's own read bandwidth
+// and GEMV ratio to it.
+func deviceBWHint(backend string) string {
+	switch base, _, _ := strings.Cut(backend, ":"); base {
+	case "opencl":
+		return "go test -tags opencl -run XXX -bench . ./opencl"
+	case "cuda":
+		return "QGEMV_CUDA_REPORT=1 go test -tags cuda -run Report -v ./cuda"
+	}
+	return "see the backend's benchmarks"
 }
 
 func toFP16(dst []layout.FP16, x []float32) {

@@ -196,3 +196,11 @@ func TestMatVANSBackend(t *testing.T) {
 		t.Errorf("bench -workload matvans -backend cpu-generic: %v", err)
 	}
 }
+
+func TestDeviceBWHint(t *testing.T) {
+	for backend, want := range map[string]string{"opencl": "-tags opencl", "opencl:1": "./opencl", "cuda": "QGEMV_CUDA_REPORT=1", "cuda:2": "./cuda"} {
+		if got := deviceBWHint(backend); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want it to contain %q", backend, got, want)
+		}
+	}
+}
