@@ -171,6 +171,9 @@ var kernelNames = func() []string {
 	for _, n := range []int{8, 4, 3, 2, 1} {
 		names = append(names, fmt.Sprintf("bits%d_a8", n))
 	}
+	for _, n := range []int{8, 4, 2} {
+		names = append(names, fmt.Sprintf("bits%d_mma_n8", n), fmt.Sprintf("bits%d_mma_n16", n))
+	}
 	return names
 }()
 

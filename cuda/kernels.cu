@@ -394,6 +394,137 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_mma_n16(const ui
 	q4mma<2>(W, S, Z, xr, y, ws, rows, pcols, nb, mode);
 }
 
+
+// Bits(n, g) with binary16 activations on tensor cores (sm_80+), for
+// n = 8, 4, 2 and groups of at least 128 columns. A step is one chunk of
+// E = 32*32/n columns (128 bytes of a row); lane (g, t) loads words
+// 8t..8t+7 of the chunk for rows g and g+8. Each word is split into one
+// k-step (4 codes per row) for each 128-column block q < E/128 of the
+// chunk: codes become exact binary16 integers by the 0x6400 magic (after
+// a byte permute that keeps each binary16 pair inside one block), the
+// products q*x are exact and add up in float32 per block, and each block
+// ends as s*sum(q*x) - m*sum(x) in float32 (xsum: the block sums of the
+// activations, so fractional zeros and offsets work). xr holds the
+// activations in the order the lanes consume them: for chunk k, lane t,
+// word jj, block q, the four columns of the k-step's two pairs.
+#if __CUDA_ARCH__ >= 800
+template <int N>
+__device__ __forceinline__ void bitsPairs(uint32_t w, int q, uint32_t &pa, uint32_t &pb) {
+	const __half2 k1024 = __float2half2_rn(1024.0f);
+	if (N == 8) { // bytes b0..b3 = planes 3..0
+		pa = h2u(__hsub2(u2h(__byte_perm(w, 0x64646464u, 0x5140)), k1024));
+		pb = h2u(__hsub2(u2h(__byte_perm(w, 0x64646464u, 0x7362)), k1024));
+	} else if (N == 4) { // bytes [B0, B2, B1, B3]: halves (B0|B2, B1|B3)
+		uint32_t v = __byte_perm(w, 0, 0x3120) >> (q == 0 ? 8 : 0);
+		pa = h2u(__hsub2(u2h(lop3and_or(v, 0x000F000Fu, 0x64006400u)), k1024));
+		pb = h2u(__hfma2(u2h(lop3and_or(v, 0x00F000F0u, 0x64006400u)), __float2half2_rn(0.0625f), __float2half2_rn(-64.0f)));
+	} else { // N == 2: byte 3-q of w and of w >> 4 in the two halves
+		uint32_t sel = (uint32_t)(3 - q) | (uint32_t)(7 - q) << 8;
+		uint32_t v = __byte_perm(w, w >> 4, sel);
+		pa = h2u(__hsub2(u2h(lop3and_or(v, 0x00030003u, 0x64006400u)), k1024));
+		pb = h2u(__hfma2(u2h(lop3and_or(v, 0x000C000Cu, 0x64006400u)), __float2half2_rn(0.25f), __float2half2_rn(-256.0f)));
+	}
+}
+#endif
+
+template <int N, int NT>
+__device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) {
+#if __CUDA_ARCH__ >= 800
+	const int E = 32 * (32 / N), GPC = E / 128;
+	__shared__ float red[WARPS][NT * 4][32];
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+	int g = lane >> 2, t = lane & 3;
+	i64 r0 = (i64)blockIdx.x * 16 + g, r1 = r0 + 8; // padded rows exist (PRows % 16 == 0)
+	i64 chunks = pcols / E, units = chunks * 8, nblk = pcols / 128;
+	i64 per = (chunks + gridDim.y - 1) / gridDim.y;
+	i64 k0 = blockIdx.y * per, k1 = min(chunks, k0 + per);
+	const uint4 *W0 = W + r0 * units + 2 * t, *W1 = W + r1 * units + 2 * t;
+	float acc[NT][4];
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) acc[n][e] = 0;
+	for (i64 k = k0 + wp; k < k1; k += WARPS) {
+		uint4 wa[2] = {__ldcs(W0 + k * 8), __ldcs(W0 + k * 8 + 1)};
+		uint4 wb[2] = {__ldcs(W1 + k * 8), __ldcs(W1 + k * 8 + 1)};
+		float c[GPC][NT][4];
+#pragma unroll
+		for (int q = 0; q < GPC; q++)
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) c[q][n][e] = 0;
+		const uint2 *xk = xr + (k * E + t * 8 * GPC * 4) / 4 + g * (pcols / 4);
+#pragma unroll
+		for (int jj = 0; jj < 8; jj++) {
+			uint4 va = wa[jj >> 2], vb = wb[jj >> 2];
+			uint32_t a = (jj & 3) == 0 ? va.x : (jj & 3) == 1 ? va.y : (jj & 3) == 2 ? va.z : va.w;
+			uint32_t b = (jj & 3) == 0 ? vb.x : (jj & 3) == 1 ? vb.y : (jj & 3) == 2 ? vb.z : vb.w;
+#pragma unroll
+			for (int q = 0; q < GPC; q++) {
+				uint32_t A0, A1, A2, A3;
+				bitsPairs<N>(a, q, A0, A2);
+				bitsPairs<N>(b, q, A1, A3);
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					uint2 xv = n * 8 + g < nb ? __ldg(xk + n * 8 * (pcols / 4) + jj * GPC + q) : make_uint2(0, 0);
+					mma16816(c[q][n], A0, A1, A2, A3, xv.x, xv.y);
+				}
+			}
+		}
+#pragma unroll
+		for (int q = 0; q < GPC; q++) {
+			i64 blk = k * GPC + q, gi = ((blk * 128) >> lg) * prows;
+			float s0 = __ldg(S + gi + r0), m0 = __ldg(M + gi + r0), s1 = __ldg(S + gi + r1), m1 = __ldg(M + gi + r1);
+#pragma unroll
+			for (int n = 0; n < NT; n++) {
+				i64 v0 = n * 8 + 2 * t;
+				float x0 = v0 < nb ? __ldg(xsum + v0 * nblk + blk) : 0, x1 = v0 + 1 < nb ? __ldg(xsum + (v0 + 1) * nblk + blk) : 0;
+				acc[n][0] += fmaf(s0, c[q][n][0], -m0 * x0);
+				acc[n][1] += fmaf(s0, c[q][n][1], -m0 * x1);
+				acc[n][2] += fmaf(s1, c[q][n][2], -m1 * x0);
+				acc[n][3] += fmaf(s1, c[q][n][3], -m1 * x1);
+			}
+		}
+	}
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) red[wp][n * 4 + e][lane] = acc[n][e];
+	__syncthreads();
+	if (wp != 0) return;
+#pragma unroll
+	for (int n = 0; n < NT; n++) {
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			float v = 0;
+#pragma unroll
+			for (int w = 0; w < WARPS; w++) v += red[w][n * 4 + e][lane];
+			i64 row = e < 2 ? r0 : r1, vec = n * 8 + 2 * t + (e & 1);
+			if (row < rows && vec < nb) {
+				i64 o = vec * rows + row;
+				if (mode == 0) y[o] = v;
+				else if (mode == 1) atomicAdd(y + o, v);
+				else ws[(i64)blockIdx.y * nb * rows + o] = v;
+			}
+		}
+	}
+#else
+	asm volatile("trap;"); // the host runs these only on sm_80 and later
+#endif
+}
+
+#define BITSMMA(N)                                                                                                                                                                                                     \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_mma_n8(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) {  \
+		bitsmma<N, 1>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
+	}                                                                                                                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_mma_n16(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) { \
+		bitsmma<N, 2>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
+	}
+BITSMMA(8)
+BITSMMA(4)
+BITSMMA(2)
+
 // splitReduce sums the SplitK partials in split order (deterministic).
 extern "C" __global__ void split_reduce(float *y, const float *ws, i64 n, i64 splits) {
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -650,7 +781,12 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4
 // backend's own read-bandwidth kernel (the roofline of every benchmark).
 extern "C" __global__ void read_bw(const uint4 *p, i64 n, uint32_t *out) {
 	uint32_t s = 0;
-	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+	i64 stride = (i64)gridDim.x * blockDim.x, i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	for (; i + 3 * stride < n; i += 4 * stride) { // four loads in flight
+		uint4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride), d = __ldcs(p + i + 3 * stride);
+		s ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+	}
+	for (; i < n; i += stride) {
 		uint4 v = __ldcs(p + i);
 		s ^= v.x ^ v.y ^ v.z ^ v.w;
 	}

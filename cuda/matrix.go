@@ -206,48 +206,57 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	name, xp := mx.f16Inputs(x, batch)
+	name, xp, xsum := mx.f16Inputs(x, batch)
 	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
 		xb, err := b.scratchBuf("x", 2*int64(len(xp)))
 		if err != nil {
 			return "", nil, err
+		}
+		if xsum != nil {
+			sb, err := b.scratchBuf("xsum", 4*int64(len(xsum)))
+			if err != nil {
+				return "", nil, err
+			}
+			if err := put(sb, xsum); err != nil {
+				return "", nil, err
+			}
 		}
 		return name, nil, put(xb, xp)
 	})
 }
 
 // useMMA reports whether binary16 multiplies of this matrix run on tensor
-// cores: Q4G128 on sm_80 and later, unless QGEMV_CUDA_MMA=0.
+// cores (sm_80 and later, unless QGEMV_CUDA_MMA=0): Q4G128, and Bits with
+// 8, 4 or 2 bits and groups of at least 128 columns.
 func (mx *Matrix) useMMA() bool {
-	return mx.f == fmtQ4 && mx.b.arch >= 80 && !mx.b.noMMA
+	if mx.b.arch < 80 || mx.b.noMMA {
+		return false
+	}
+	switch mx.f {
+	case fmtQ4:
+		return true
+	case fmtBits:
+		return (mx.n == 8 || mx.n == 4 || mx.n == 2) && mx.g >= 128
+	}
+	return false
 }
 
 // f16Inputs returns the kernel for binary16 activations and the
-// activations as it reads them: padded (and gathered) vectors, for the
-// tensor-core kernel also permuted per 8 columns to (0,4,1,5,2,6,3,7)
-// and padded to 8 or 16 vectors.
-func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16) {
+// activations as it reads them: padded (and gathered) vectors; for the
+// tensor-core kernels permuted to the order the lanes consume them and
+// padded to 8 or 16 vectors, with (Bits) the float32 sums of each
+// vector's 128-column blocks.
+func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, []float32) {
 	pc, cols := mx.geo.PCols, mx.geo.Cols
-	if mx.useMMA() {
-		nv, name := 8, "q4g128_mma_n8"
-		if batch > 8 {
-			nv, name = 16, "q4g128_mma_n16"
-		}
-		xp := make([]layout.FP16, nv*pc)
-		var tmp [8]layout.FP16
-		for v := 0; v < batch; v++ {
-			d, s := xp[v*pc:(v+1)*pc], x[v*cols:(v+1)*cols]
-			for c0 := 0; c0 < cols; c0 += 8 {
-				tmp = [8]layout.FP16{}
-				copy(tmp[:], s[c0:min(c0+8, cols)])
-				d[c0], d[c0+1], d[c0+2], d[c0+3] = tmp[0], tmp[4], tmp[1], tmp[5]
-				d[c0+4], d[c0+5], d[c0+6], d[c0+7] = tmp[2], tmp[6], tmp[3], tmp[7]
-			}
-		}
-		return name, xp
-	}
 	nb, _ := bucket(batch)
-	xp := make([]layout.FP16, nb*pc)
+	nv, tile := nb, ""
+	if mx.useMMA() {
+		nv, tile = 8, "_mma_n8"
+		if batch > 8 {
+			nv, tile = 16, "_mma_n16"
+		}
+	}
+	xp := make([]layout.FP16, nv*pc)
 	for v := 0; v < batch; v++ {
 		d, s := xp[v*pc:(v+1)*pc], x[v*cols:(v+1)*cols]
 		if mx.perm == nil {
@@ -258,7 +267,48 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16) 
 			d[j] = s[p]
 		}
 	}
-	return mx.floatKernel("f16", batch), xp
+	if tile == "" {
+		return mx.floatKernel("f16", batch), xp, nil
+	}
+	xr := make([]layout.FP16, len(xp))
+	if mx.f == fmtQ4 { // per 8 columns: 0,4,1,5,2,6,3,7
+		for i := 0; i < batch*pc; i += 8 {
+			xr[i], xr[i+1], xr[i+2], xr[i+3] = xp[i], xp[i+4], xp[i+1], xp[i+5]
+			xr[i+4], xr[i+5], xr[i+6], xr[i+7] = xp[i+2], xp[i+6], xp[i+3], xp[i+7]
+		}
+		return "q4g128" + tile, xr, nil
+	}
+	// Bits: chunk k of E columns; lane t, word jj (j = 8t+jj), block q:
+	// the columns of the k-step's pairs (see bitsPairs in kernels.cu).
+	n := mx.n
+	e := 32 * (32 / n)
+	gpc := e / 128
+	var planes [4]int
+	for v := 0; v < batch; v++ {
+		d, s := xr[v*pc:(v+1)*pc], xp[v*pc:(v+1)*pc]
+		for k := 0; k < pc/e; k++ {
+			for j := 0; j < 32; j++ {
+				for q := 0; q < gpc; q++ {
+					if n == 8 {
+						planes = [4]int{3, 2, 1, 0}
+					} else {
+						planes = [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
+					}
+					o := k*e + (j*gpc+q)*4
+					for i, p := range planes {
+						d[o+i] = s[k*e+j+32*p]
+					}
+				}
+			}
+		}
+	}
+	xsum := make([]float32, nv*(pc/128))
+	for v := 0; v < batch; v++ {
+		for c, h := range xp[v*pc : (v+1)*pc] {
+			xsum[v*(pc/128)+c/128] += h.Float32()
+		}
+	}
+	return fmt.Sprintf("bits%d%s", n, tile), xr, xsum
 }
 
 // floatKernel names the float kernel instance for act ("f32", "f16").
@@ -441,7 +491,7 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
 	}
 	xb := b.scratch["x"]
-	mma := strings.HasPrefix(name, "q4g128_mma")
+	mma := strings.Contains(name, "_mma_")
 	_, rt := bucket(batch)
 	gx := ceilDiv(mx.geo.Rows, warps*rt)
 	splits := mx.splits(gx)
@@ -468,8 +518,10 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 		}
 	}
 	var full []any
-	if mma {
+	if mma && mx.f == fmtQ4 {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, yb.ptr, ws, rows, pc, nb, mode}
+	} else if mma {
+		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, b.scratch["xsum"].ptr, yb.ptr, ws, rows, int64(mx.prows), pc, mx.lg, nb, mode}
 	} else if mx.f == fmtQ4 {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, yb.ptr, ws, rows, nb, mode}
 	} else {
@@ -508,9 +560,10 @@ func (mx *Matrix) splits(gx int) int {
 	return max(1, min(s, mx.units()/(32*unroll)))
 }
 
-// splitsMMA is splits for the tensor-core kernel, whose blocks of 8 warps
-// each take 16 rows and whose warps share out the 128-column groups: each
-// split keeps at least two groups per warp.
+// splitsMMA is splits for the tensor-core kernels, whose blocks of 8
+// warps each take 16 rows and whose warps share out the steps (Q4G128: a
+// 128-column group; Bits: a 128-byte chunk): each split keeps at least
+// two steps per warp.
 func (mx *Matrix) splitsMMA(gx int) int {
 	s := mx.b.opts.Split
 	if s == 0 {
@@ -520,7 +573,11 @@ func (mx *Matrix) splitsMMA(gx int) int {
 		}
 		s = min(s, 16)
 	}
-	return max(1, min(s, mx.geo.PCols/128/(2*warps)))
+	steps := mx.geo.PCols / 128
+	if mx.f == fmtBits {
+		steps = mx.geo.PCols / (32 * (32 / mx.n))
+	}
+	return max(1, min(s, steps/(2*warps)))
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

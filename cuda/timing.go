@@ -157,11 +157,20 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			h[i] = layout.ToFP16(x[i/m0.geo.Cols*pc+i%m0.geo.Cols])
 		}
 		actBytes /= 2
-		name, hp := m0.f16Inputs(h, batch)
+		name, hp, xsum := m0.f16Inputs(h, batch)
 		prep = func(b *Backend) (string, []any, error) {
 			xb, err := b.scratchBuf("x", 2*int64(len(hp)))
 			if err != nil {
 				return "", nil, err
+			}
+			if xsum != nil {
+				sb, err := b.scratchBuf("xsum", 4*int64(len(xsum)))
+				if err != nil {
+					return "", nil, err
+				}
+				if err := put(sb, xsum); err != nil {
+					return "", nil, err
+				}
 			}
 			return name, nil, put(xb, hp)
 		}
