@@ -79,29 +79,43 @@ func describe(i int) (Device, error) {
 	return d, nil
 }
 
-// ptxFor returns the embedded PTX with the highest compute capability not
-// above the device's (PTX is forward compatible), and its capability.
-func ptxFor(major, minor int) (string, int, error) {
-	names, err := fs.Glob(ptxFS, "ptx/sm_*.ptx")
+// ptxFor returns the embedded PTX modules (one per CUDA source) of the
+// highest compute capability not above the device's (PTX is forward
+// compatible), and that capability.
+func ptxFor(major, minor int) (map[string]string, int, error) {
+	names, err := fs.Glob(ptxFS, "ptx/*_sm_*.ptx")
 	if err != nil || len(names) == 0 {
-		return "", 0, errors.New("cuda: no PTX embedded in this binary")
+		return nil, 0, errors.New("cuda: no PTX embedded in this binary")
+	}
+	byArch := map[int][]string{}
+	for _, n := range names {
+		i := strings.LastIndex(n, "_sm_")
+		a, err := strconv.Atoi(strings.TrimSuffix(n[i+4:], ".ptx"))
+		if err == nil {
+			byArch[a] = append(byArch[a], n)
+		}
 	}
 	var archs []int
-	for _, n := range names {
-		a, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "ptx/sm_"), ".ptx"))
-		if err == nil {
-			archs = append(archs, a)
-		}
+	for a := range byArch {
+		archs = append(archs, a)
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(archs)))
 	want := 10*major + minor
 	for _, a := range archs {
-		if a <= want {
-			b, err := ptxFS.ReadFile(fmt.Sprintf("ptx/sm_%d.ptx", a))
-			return string(b), a, err
+		if a > want {
+			continue
 		}
+		mods := map[string]string{}
+		for _, n := range byArch[a] {
+			b, err := ptxFS.ReadFile(n)
+			if err != nil {
+				return nil, 0, err
+			}
+			mods[strings.TrimSuffix(strings.TrimPrefix(n, "ptx/"), fmt.Sprintf("_sm_%d.ptx", a))] = string(b)
+		}
+		return mods, a, nil
 	}
-	return "", 0, fmt.Errorf("cuda: device compute capability %d.%d is below every embedded PTX target (lowest sm_%d)", major, minor, archs[len(archs)-1])
+	return nil, 0, fmt.Errorf("cuda: device compute capability %d.%d is below every embedded PTX target (lowest sm_%d)", major, minor, archs[len(archs)-1])
 }
 
 // SplitMode selects how SplitK partial sums are reduced.
@@ -150,7 +164,7 @@ type Backend struct {
 
 	// owned by the CUDA thread
 	ctx     cu.CUContext
-	mod     cu.Module
+	mods    []cu.Module
 	fns     map[string]cu.Function
 	scratch map[string]*buffer
 
@@ -158,7 +172,8 @@ type Backend struct {
 	closed bool
 }
 
-// kernelNames lists every kernel the module must export.
+// kernelNames lists every kernel the modules must export (each .cu file
+// adds its kernels with addKernels in an init function of its Go file).
 var kernelNames = func() []string {
 	names := []string{"selftest", "read_bw", "split_reduce", "q4g128_a8", "sparse12_a8", "q4g128_mma_n8", "q4g128_mma_n16"}
 	for _, f := range []string{"q4g128", "bits8", "bits4", "bits3", "bits2", "bits1", "sparse12"} {
@@ -176,6 +191,9 @@ var kernelNames = func() []string {
 	}
 	return names
 }()
+
+// addKernels adds names to kernelNames; called from init functions.
+func addKernels(names ...string) { kernelNames = append(kernelNames, names...) }
 
 // ErrClosed is returned by operations on a closed backend or matrix.
 var ErrClosed = errors.New("cuda: backend or matrix is closed")
@@ -227,7 +245,7 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 }
 
 // loop is the CUDA thread: it owns the context and runs submitted work.
-func (b *Backend) loop(started chan<- error, ptx string) {
+func (b *Backend) loop(started chan<- error, ptx map[string]string) {
 	runtime.LockOSThread()
 	defer close(b.done)
 	if err := b.init(ptx); err != nil {
@@ -242,24 +260,36 @@ func (b *Backend) loop(started chan<- error, ptx string) {
 	b.release()
 }
 
-func (b *Backend) init(ptx string) error {
+func (b *Backend) init(ptx map[string]string) error {
 	var err error
 	if b.ctx, err = cu.Device(b.dev.Ordinal).MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuda: creating a context on %s: %w", b.dev.Name, err)
 	}
-	logBuf := make([]byte, 8192)
-	b.mod, err = cu.LoadDataEx(ptx, &cu.JITErrorLogBuffer{Buffer: logBuf})
-	if err != nil {
-		log := strings.TrimRight(string(logBuf), "\x00")
-		return fmt.Errorf("cuda: the driver could not load the embedded sm_%d PTX on %s (sm_%d%d; driver %d): %w: %s",
-			b.arch, b.dev.Name, b.dev.Major, b.dev.Minor, cu.Version(), err, log)
+	srcs := make([]string, 0, len(ptx))
+	for src := range ptx {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	for _, src := range srcs {
+		logBuf := make([]byte, 8192)
+		mod, err := cu.LoadDataEx(ptx[src], &cu.JITErrorLogBuffer{Buffer: logBuf})
+		if err != nil {
+			log := strings.TrimRight(string(logBuf), "\x00")
+			return fmt.Errorf("cuda: the driver could not load the embedded sm_%d PTX of %s.cu on %s (sm_%d%d; driver %d): %w: %s",
+				b.arch, src, b.dev.Name, b.dev.Major, b.dev.Minor, cu.Version(), err, log)
+		}
+		b.mods = append(b.mods, mod)
 	}
 	for _, name := range kernelNames {
-		f, err := b.mod.Function(name)
-		if err != nil {
-			return fmt.Errorf("cuda: kernel %s missing from the sm_%d PTX: %w", name, b.arch, err)
+		for _, mod := range b.mods {
+			if f, err := mod.Function(name); err == nil {
+				b.fns[name] = f
+				break
+			}
 		}
-		b.fns[name] = f
+		if _, ok := b.fns[name]; !ok {
+			return fmt.Errorf("cuda: kernel %s missing from the sm_%d PTX", name, b.arch)
+		}
 	}
 	return b.selfTest()
 }
@@ -301,8 +331,8 @@ func (b *Backend) release() {
 		s.free()
 	}
 	b.scratch = nil
-	if b.mod != (cu.Module{}) {
-		_ = b.mod.Unload()
+	for _, mod := range b.mods {
+		_ = mod.Unload()
 	}
 	if b.ctx != (cu.CUContext{}) {
 		_ = b.ctx.Destroy()

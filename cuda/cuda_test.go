@@ -196,7 +196,7 @@ func TestReport(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				mats = append(mats, mx)
+				mats = append(mats, mx.(*cuda.Matrix))
 			}
 			rm, err := b.ReadBandwidth(m0.StreamBytes(), n, 200)
 			if err != nil {

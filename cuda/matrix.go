@@ -62,16 +62,47 @@ type Matrix struct {
 	closed bool
 }
 
-// Load validates m (Q4G128, Bits or Sparse12) and copies it to the
-// device, with metadata flattened to the form the kernels read. Other
-// formats are an error naming them.
-func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
+// Mat is a matrix loaded onto the device: *Matrix for Q4G128, Bits and
+// Sparse12, other types for the formats other files of this package
+// implement (see RegisterLoader).
+type Mat interface {
+	MulF32(dst, x []float32, batch int) error
+	MulF16(dst []float32, x []layout.FP16, batch int) error
+	MulA8(dst, x []float32, batch int) error
+	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
+	Kernel() string
+	Close() error
+}
+
+// loader loads the formats it knows (ok) onto b.
+type loader func(b *Backend, m layout.Matrix) (mat Mat, ok bool, err error)
+
+var loaders []loader
+
+// registerLoader adds a loader for more formats; called from init
+// functions of the files implementing them.
+func registerLoader(l loader) { loaders = append(loaders, l) }
+
+// Load validates m and copies it to the device in the form its kernels
+// read: Q4G128, Bits and Sparse12 here, other formats through the
+// registered loaders. A format without kernels is an error naming it.
+func (b *Backend) Load(m layout.Matrix) (Mat, error) {
 	if m == nil {
 		return nil, errors.New("cuda: load: matrix is nil")
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda: load: %w", err)
 	}
+	for _, l := range loaders {
+		if mat, ok, err := l(b, m); ok {
+			return mat, err
+		}
+	}
+	return b.loadBasic(m)
+}
+
+// loadBasic loads Q4G128, Bits and Sparse12 (m validated).
+func (b *Backend) loadBasic(m layout.Matrix) (*Matrix, error) {
 	mx := &Matrix{b: b, name: m.Name(), geo: gpuhost.GeometryOf(m), bytes: m.StreamBytes(), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m)}
 	var meta *gpuhost.Meta
 	var words any
