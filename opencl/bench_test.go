@@ -79,7 +79,7 @@ func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
 }
 
 // benchTiles are the tilings compared with the default (tileFor).
-var benchTiles = []string{"-DTWG=256", "-DRPW=2 -DRPA=2", "-DRPW=8 -DRPA=8 -DUNF=1 -DUNA=1", "-DUNF=4 -DUNA=4"}
+var benchTiles = []string{"-DKS=1", "-DTWG=256", "-DRPW=4 -DUNF=2 -DRPA=2 -DUNA=2", "-DRPW=4 -DRPA=8 -DUNA=2"}
 
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)

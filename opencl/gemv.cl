@@ -395,8 +395,6 @@ __kernel void selftest(__global int *out) {
 #ifndef UNA
 #define UNA 2 // int8: units per lane per tile
 #endif
-#define RTF (NWARP * RPW)
-#define RTA (NWARP * RPA)
 
 #define MAGIC 0x4B000000u
 #define MAGICF 8388608.0f
@@ -426,7 +424,7 @@ inline float nib_lanes(uint4 v, uint mask, float4 a, float acc) {
 #ifdef USE_PTX
 inline int dp4a(uint a, uint b, int c) {
 	int d;
-	asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	__asm__ __volatile__("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
 	return d;
 }
 #else
@@ -436,17 +434,22 @@ inline int dp4a(uint a, uint b, int c) {
 }
 #endif
 
-// store_rows reduces acc over the 32 lanes of each warp and stores the
-// tile's rows (red: RTF*33 floats).
-inline void store_rows(float acc[RPW][NB], __local float *red, __global float *y, int rt0, int rows, int batch) {
+// store_rows reduces acc over the 32 lanes of each warp and the ks warps
+// that share a row group, and stores the tile's NWARP/ks*RPW rows (red:
+// NWARP*RPW*33 floats).
+inline void store_rows(float acc[RPW][NB], __local float *red, __global float *y, int rt0, int rows, int batch, int ks) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
 	for (int b = 0; b < NB; b++) {
 		if (b >= batch) break; // uniform
 		for (int p = 0; p < RPW; p++) red[(wp * RPW + p) * 33 + lane] = acc[p][b];
 		barrier(CLK_LOCAL_MEM_FENCE);
-		if (lid < RTF) {
+		if (lid < NWARP / ks * RPW) {
+			int g = lid / RPW, p = lid % RPW;
 			float s = 0.0f;
-			for (int i = 0; i < 32; i++) s += red[lid * 33 + i];
+			for (int i = 0; i < ks; i++) {
+				__local const float *rr = red + ((g * ks + i) * RPW + p) * 33;
+				for (int l = 0; l < 32; l++) s += rr[l];
+			}
 			int r = rt0 + lid;
 			if (r < rows) y[(size_t)b * rows + r] = s;
 		}
@@ -456,14 +459,15 @@ inline void store_rows(float acc[RPW][NB], __local float *red, __global float *y
 
 __kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
 q4_f32t(__global const uint4 *w, __global const float *sc, __global const uchar *zp, __global const float4 *x4,
-        __global const float *xsum, __global float *y, int rows, int prows, int pcols, int batch, __local float *red) {
+        __global const float *xsum, __global float *y, int rows, int prows, int pcols, int batch, int ks,
+        __local float *red) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
 	int nu = pcols / 32, nc = (nu + 31) / 32, ng = pcols / 128;
-	int rt0 = get_group_id(0) * RTF, r0 = rt0 + wp * RPW;
+	int rt0 = get_group_id(0) * (NWARP / ks * RPW), r0 = rt0 + wp / ks * RPW;
 	float acc[RPW][NB];
 	for (int p = 0; p < RPW; p++)
 		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
-	for (int u0 = 0; u0 < nu; u0 += 32 * UNF) {
+	for (int u0 = wp % ks * 32 * UNF; u0 < nu; u0 += ks * 32 * UNF) {
 		uint4 wv[UNF][RPW];
 		float s[UNF][RPW], m[UNF][RPW];
 		for (int k = 0; k < UNF; k++) {
@@ -500,20 +504,20 @@ q4_f32t(__global const uint4 *w, __global const float *sc, __global const uchar 
 			}
 		}
 	}
-	store_rows(acc, red, y, rt0, rows, batch);
+	store_rows(acc, red, y, rt0, rows, batch, ks);
 }
 
 __kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
 bits4_f32t(__global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const float4 *x4,
            __global const float *xsum, __global float *y, int rows, int prows, int pcols, int batch, int lg,
-           int meta16, int offsets, __local float *red) {
+           int meta16, int offsets, int ks, __local float *red) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
 	int nu = pcols / 32, nc = (nu + 31) / 32;
-	int rt0 = get_group_id(0) * RTF, r0 = rt0 + wp * RPW;
+	int rt0 = get_group_id(0) * (NWARP / ks * RPW), r0 = rt0 + wp / ks * RPW;
 	float acc[RPW][NB];
 	for (int p = 0; p < RPW; p++)
 		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
-	for (int u0 = 0; u0 < nu; u0 += 32 * UNF) {
+	for (int u0 = wp % ks * 32 * UNF; u0 < nu; u0 += ks * 32 * UNF) {
 		uint4 wv[UNF][RPW];
 		float sh[UNF][RPW], mh[UNF][RPW], sl[UNF][RPW], ml[UNF][RPW];
 		for (int k = 0; k < UNF; k++) {
@@ -556,27 +560,28 @@ bits4_f32t(__global const uint4 *w, __global const uchar *sp, __global const uch
 			}
 		}
 	}
-	store_rows(acc, red, y, rt0, rows, batch);
+	store_rows(acc, red, y, rt0, rows, batch, ks);
 }
 
-#define PSQ4 (32 * UNA + 1)
-#define PSB4 (64 * UNA + 1)
-#define TS (8 * UNA + 1)
+// The int8 kernels: a work-group holds NWARP/ks row groups of RPA rows
+// (rt rows); the ks warps of a row group split each tile of tu =
+// ks*32*UNA units. part holds the partial dots of a tile per (vector,
+// row) at stride ps, terms the tile's tu/4 block terms at stride tu/4+1.
 
-// a8_tile_terms turns the partial dots of a tile (part, stride ps per
-// (vector, row)) into the terms of its 8*UNA blocks, then adds them in
-// block order to acc (one work-item per (vector, row)).
-inline void a8_tile_terms(const int fmt, __local const int *part, __local float *terms, int ps, __global const uchar *sp,
-                          __global const uchar *zp, __global const float *xs, __global const int *sx, int rt0,
-                          int prows, int ng, int batch, int lg, int meta16, int g0, float *acc) {
-	int lid = get_local_id(0);
-	const int nbk = 8 * UNA;
-	for (int p = lid; p < NB * RTA * nbk; p += TWG) {
-		int rho = p % RTA, j = (p / RTA) % nbk, b = p / (RTA * nbk);
+// a8_tile_terms turns the partial dots of a tile into the terms of its
+// blocks, then adds them in block order to acc (one work-item per
+// (vector, row)).
+inline void a8_tile_terms(const int fmt, __local const int *part, __local float *terms, int ps, int rt, int nbk,
+                          __global const uchar *sp, __global const uchar *zp, __global const float *xs,
+                          __global const int *sx, int rt0, int prows, int ng, int batch, int lg, int meta16, int g0,
+                          float *acc) {
+	int lid = get_local_id(0), ts = nbk + 1;
+	for (int p = lid; p < NB * rt * nbk; p += TWG) {
+		int rho = p % rt, j = (p / rt) % nbk, b = p / (rt * nbk);
 		int g = g0 + j;
 		if (g < ng && b < batch) {
 			int r = min(rt0 + rho, prows - 1);
-			__local const int *pp = part + (b * RTA + rho) * ps;
+			__local const int *pp = part + (b * rt + rho) * ps;
 			int d, z;
 			float s;
 			if (fmt == FMT_Q4) {
@@ -595,17 +600,17 @@ inline void a8_tile_terms(const int fmt, __local const int *part, __local float 
 			int isum = d - z * sx[b * ng + g];
 			float f = s * xs[b * ng + g];
 			float term = f * (float)isum;
-			terms[(b * RTA + rho) * TS + j] = term;
+			terms[(b * rt + rho) * ts + j] = term;
 		}
 	}
 	barrier(CLK_LOCAL_MEM_FENCE);
-	if (lid < NB * RTA) {
-		int b = lid / RTA, rho = lid % RTA;
+	if (lid < NB * rt) {
+		int b = lid / rt, rho = lid % rt;
 		if (b < batch) {
 			int n = min(nbk, ng - g0);
 			float a = *acc;
 			for (int j = 0; j < n; j++) {
-				float term = terms[(b * RTA + rho) * TS + j];
+				float term = terms[(b * rt + rho) * ts + j];
 				a = a + term;
 			}
 			*acc = a;
@@ -613,10 +618,10 @@ inline void a8_tile_terms(const int fmt, __local const int *part, __local float 
 	}
 }
 
-inline void a8_store(float acc, __global float *y, int rt0, int rows, int batch) {
+inline void a8_store(float acc, __global float *y, int rt0, int rt, int rows, int batch) {
 	int lid = get_local_id(0);
-	if (lid < NB * RTA) {
-		int b = lid / RTA, r = rt0 + lid % RTA;
+	if (lid < NB * rt) {
+		int b = lid / rt, r = rt0 + lid % rt;
 		if (b < batch && r < rows) y[(size_t)b * rows + r] = acc;
 	}
 }
@@ -624,19 +629,20 @@ inline void a8_store(float acc, __global float *y, int rt0, int rows, int batch)
 __kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
 q4_a8t(__global const uint4 *w, __global const uchar *sc, __global const uchar *zp, __global const uint4 *xq4,
        __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols, int batch,
-       __local int *part, __local float *terms) {
+       int ks, __local int *part, __local float *terms) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
 	int nu = pcols / 32, ng = pcols / 128;
-	int rt0 = get_group_id(0) * RTA, r0 = rt0 + wp * RPA;
+	int rt = NWARP / ks * RPA, tu = ks * 32 * UNA, ps = tu + 1;
+	int rt0 = get_group_id(0) * rt, rg = wp / ks * RPA, um0 = wp % ks * 32 * UNA, r0 = rt0 + rg;
 	float acc = 0.0f;
-	for (int u0 = 0; u0 < nu; u0 += 32 * UNA) {
+	for (int u0 = 0; u0 < nu; u0 += tu) {
 		uint4 wv[UNA][RPA];
 		for (int k = 0; k < UNA; k++) {
-			int u = min(u0 + 32 * k + lane, nu - 1);
+			int u = min(u0 + um0 + 32 * k + lane, nu - 1);
 			for (int p = 0; p < RPA; p++) wv[k][p] = w[(size_t)min(r0 + p, prows - 1) * nu + u];
 		}
 		for (int k = 0; k < UNA; k++) {
-			int u = u0 + 32 * k + lane;
+			int um = um0 + 32 * k + lane, u = u0 + um;
 			for (int b = 0; b < NB; b++) {
 				if (b >= batch) break;
 				uint4 a0 = (uint4)(0), a1 = (uint4)(0);
@@ -655,32 +661,33 @@ q4_a8t(__global const uint4 *w, __global const uchar *sc, __global const uchar *
 					d = dp4a(hi.z, a1.y, d);
 					d = dp4a(lo.w, a1.z, d);
 					d = dp4a(hi.w, a1.w, d);
-					part[(b * RTA + wp * RPA + p) * PSQ4 + 32 * k + lane] = d;
+					part[(b * rt + rg + p) * ps + um] = d;
 				}
 			}
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);
-		a8_tile_terms(FMT_Q4, part, terms, PSQ4, sc, zp, xs, sx, rt0, prows, ng, batch, 0, 0, u0 / 4, &acc);
+		a8_tile_terms(FMT_Q4, part, terms, ps, rt, tu / 4, sc, zp, xs, sx, rt0, prows, ng, batch, 0, 0, u0 / 4, &acc);
 	}
-	a8_store(acc, y, rt0, rows, batch);
+	a8_store(acc, y, rt0, rt, rows, batch);
 }
 
 __kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
 bits4_a8t(__global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint4 *xq4,
           __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols,
-          int batch, int lg, int meta16, __local int *part, __local float *terms) {
+          int batch, int lg, int meta16, int ks, __local int *part, __local float *terms) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5;
 	int nu = pcols / 32, ng = pcols / 128;
-	int rt0 = get_group_id(0) * RTA, r0 = rt0 + wp * RPA;
+	int rt = NWARP / ks * RPA, tu = ks * 32 * UNA, ps = 2 * tu + 1;
+	int rt0 = get_group_id(0) * rt, rg = wp / ks * RPA, um0 = wp % ks * 32 * UNA, r0 = rt0 + rg;
 	float acc = 0.0f;
-	for (int u0 = 0; u0 < nu; u0 += 32 * UNA) {
+	for (int u0 = 0; u0 < nu; u0 += tu) {
 		uint4 wv[UNA][RPA];
 		for (int k = 0; k < UNA; k++) {
-			int u = min(u0 + 32 * k + lane, nu - 1);
+			int u = min(u0 + um0 + 32 * k + lane, nu - 1);
 			for (int p = 0; p < RPA; p++) wv[k][p] = w[(size_t)min(r0 + p, prows - 1) * nu + u];
 		}
 		for (int k = 0; k < UNA; k++) {
-			int u = u0 + 32 * k + lane;
+			int um = um0 + 32 * k + lane, u = u0 + um;
 			for (int b = 0; b < NB; b++) {
 				if (b >= batch) break;
 				uint4 ae = (uint4)(0), ao = (uint4)(0);
@@ -699,14 +706,14 @@ bits4_a8t(__global const uint4 *w, __global const uchar *sp, __global const ucha
 					dd = dp4a(od.z, ao.z, dd);
 					de = dp4a(ev.w, ae.w, de);
 					dd = dp4a(od.w, ao.w, dd);
-					__local int *pp = part + (b * RTA + wp * RPA + p) * PSB4 + 2 * (32 * k + lane);
+					__local int *pp = part + (b * rt + rg + p) * ps + 2 * um;
 					pp[0] = de;
 					pp[1] = dd;
 				}
 			}
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);
-		a8_tile_terms(FMT_BITS, part, terms, PSB4, sp, zp, xs, sx, rt0, prows, ng, batch, lg, meta16, u0 / 4, &acc);
+		a8_tile_terms(FMT_BITS, part, terms, ps, rt, tu / 4, sp, zp, xs, sx, rt0, prows, ng, batch, lg, meta16, u0 / 4, &acc);
 	}
-	a8_store(acc, y, rt0, rows, batch);
+	a8_store(acc, y, rt0, rt, rows, batch);
 }

@@ -300,24 +300,30 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 		if q, ok := mx.m.(*layout.Q4G128); ok {
 			prows = int32(q.PRows)
 		}
-		rt := t.wg / 32 * t.rpa
-		switch {
-		case float && isQ4:
-			rt = t.wg / 32 * t.rpw
-			err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, localBytes(4*rt*33))
-		case float:
-			rt = t.wg / 32 * t.rpw
-			err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, mx.offs, localBytes(4*rt*33))
-		default:
-			ps := 32*t.una + 1
-			if !isQ4 {
-				ps = 64*t.una + 1
-			}
-			part, terms := localBytes(4*nb*rt*ps), localBytes(4*nb*rt*(8*t.una+1))
+		nu := mx.geo.PCols / 32
+		var rt int
+		if float {
+			ks := t.splitK(nu, t.unf)
+			rt = t.wg / 32 / ks * t.rpw
+			red := localBytes(4 * t.wg / 32 * t.rpw * 33)
 			if isQ4 {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, part, terms)
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, int32(ks), red)
 			} else {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, part, terms)
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, mx.offs, int32(ks), red)
+			}
+		} else {
+			ks := t.splitK(nu, t.una)
+			rt = t.wg / 32 / ks * t.rpa
+			tu := ks * 32 * t.una
+			ps := tu + 1
+			if !isQ4 {
+				ps = 2*tu + 1
+			}
+			part, terms := localBytes(4*nb*rt*ps), localBytes(4*nb*rt*(tu/4+1))
+			if isQ4 {
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, int32(ks), part, terms)
+			} else {
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, int32(ks), part, terms)
 			}
 		}
 		if err != nil {

@@ -211,19 +211,20 @@ func nbBucket(batch int) int {
 }
 
 // tile is the tiling of the tiled kernels (gemv.cl: TWG, RPW, UNF, RPA,
-// UNA) for a batch bound.
-type tile struct{ wg, rpw, unf, rpa, una int }
+// UNA) for a batch bound; ks (0: chosen per matrix by splitK) forces the
+// number of warps that split each row's columns.
+type tile struct{ wg, rpw, unf, rpa, una, ks int }
 
 // tileFor returns the default tiling: more rows per warp and more units
 // in flight at small batches, less local memory at large ones.
 func tileFor(nb int) tile {
 	switch {
 	case nb == 1:
-		return tile{128, 4, 2, 4, 2}
+		return tile{128, 8, 1, 4, 4, 0}
 	case nb <= 4:
-		return tile{128, 2, 1, 2, 1}
+		return tile{128, 2, 1, 2, 1, 0}
 	default:
-		return tile{128, 1, 1, 1, 1}
+		return tile{128, 1, 1, 1, 1, 0}
 	}
 }
 
@@ -247,6 +248,8 @@ func tileOf(opts string, t tile) tile {
 			t.rpa = n
 		case "UNA":
 			t.una = n
+		case "KS":
+			t.ks = n
 		}
 	}
 	return t
@@ -254,6 +257,21 @@ func tileOf(opts string, t tile) tile {
 
 func (t tile) defines() string {
 	return fmt.Sprintf("-DTWG=%d -DRPW=%d -DUNF=%d -DRPA=%d -DUNA=%d", t.wg, t.rpw, t.unf, t.rpa, t.una)
+}
+
+// splitK returns how many warps of a work-group split each row's nu
+// units (a power of two dividing the warp count): as many as keep every
+// warp's slice at least one step (per units a lane takes per step), so
+// that short-and-wide matrices still fill the device with work-groups.
+func (t tile) splitK(nu, per int) int {
+	if t.ks > 0 {
+		return t.ks
+	}
+	ks := t.wg / 32
+	for ks > 1 && ks*32*per > nu {
+		ks /= 2
+	}
+	return ks
 }
 
 // tiling returns the tiling the program for batch is built with.

@@ -461,3 +461,41 @@ func TestBindingHandles(t *testing.T) {
 	}
 	t.Logf("device %q type %s, %s, build %q, sub-groups %v %v, unified %v", be.Info().Name, be.Info().Type, be.Info().Version, be.std, be.UsesSubgroups(), be.Info().SubGroupSizes, be.Info().Unified)
 }
+
+// TestTilings checks the tiled kernels (Q4G128, Bits4) under other
+// tilings and column splits than the defaults, with several tiles per
+// row, partial tiles and padded rows.
+func TestTilings(t *testing.T) {
+	be := backend(t)
+	t.Logf("inline PTX %v (%v)", be.ptx, be.ptxErr)
+	rng := rand.New(rand.NewSource(11))
+	for _, to := range []string{"-DKS=2", "-DKS=4", "-DTWG=256 -DKS=8 -DRPW=1 -DRPA=1", "-DTWG=64 -DUNF=2 -DUNA=2 -DRPW=4 -DKS=1"} {
+		for _, sh := range [][2]int{{70, 2100}, {33, 5000}} {
+			for _, tc := range cases(t, rng, sh[0], sh[1], false) {
+				mx, err := be.Load(tc.m)
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				if mx.tiled == 0 {
+					mx.Close()
+					continue
+				}
+				for _, batch := range []int{1, 3} {
+					t.Run(fmt.Sprintf("%s/%dx%d/%s/b%d", to, sh[0], sh[1], tc.name, batch), func(t *testing.T) {
+						be.mu.Lock()
+						be.tileOpts = to
+						be.mu.Unlock()
+						defer func() {
+							be.mu.Lock()
+							be.tileOpts = ""
+							be.mu.Unlock()
+						}()
+						checkFloat(t, tc, mx, rng, batch, false)
+						checkA8(t, tc, mx, rng, batch)
+					})
+				}
+				mx.Close()
+			}
+		}
+	}
+}
