@@ -360,7 +360,9 @@ __kernel void selftest(__global int *out) {
 // rows; the 32 lanes of a warp stride over the row's uint4 units (32
 // columns each), so weight loads are contiguous across lanes, and each
 // lane keeps several rows' words in flight and reuses every activation
-// load for all of them. Activations arrive rearranged by the host (see
+// load for all of them. ks warps (a kernel argument, chosen per matrix
+// on the host) may share the same rows and split their columns, so that
+// matrices with few rows still launch enough work-groups. Activations arrive rearranged by the host (see
 // matrix.go, reorder*):
 //   float: float4 j (0..7) of unit u of vector b at
 //          ((b*nc + u/32)*8 + j)*32 + u%32, nc = ceil(units/32), so the
