@@ -267,9 +267,13 @@ FLOAT_KERNELS(sparse12, Sp12F, (const uint4 *W, const float *S, const float *M, 
 // (lop3, then one hsub2/hfma2), so a 32-bit word feeds two
 // mma.m16n8k16 k-steps; the products are exact and accumulate in float32,
 // then each group's sum is scaled by s in float32. The K order inside a
-// group is permuted to match the nibble pairs the magic yields: the
-// activations xr are stored per 8 columns as (0,4,1,5,2,6,3,7), vector v
-// at xr[v*pcols], padded with zero vectors to 8*NT.
+// group is permuted to match the nibble pairs the magic yields, and the
+// activations xr are stored in the order a warp reads them, so that each
+// fragment load is 256 contiguous bytes: for group gg, k-step s (word
+// s/2, half s%2), vector v < 8*NT (zero padded) and lane column t, the
+// uint2 at ((gg*8 + s)*8*NT + v)*4 + t holds columns
+// c, c+4, c+1, c+5 (s even) or c+2, c+6, c+3, c+7 (s odd) of vector v,
+// c = gg*128 + 32t + 8(s/2).
 #if __CUDA_ARCH__ >= 800
 __device__ __forceinline__ uint32_t lop3and_or(uint32_t a, uint32_t b, uint32_t c) {
 	uint32_t d;
@@ -330,7 +334,7 @@ __device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint
 			for (int n = 0; n < NT; n++)
 #pragma unroll
 				for (int e = 0; e < 4; e++) c[n][e] = 0;
-			const uint2 *xg = xr + (gg * 128 + 32 * t) / 4 + g * (pcols / 4);
+			const uint2 *xg = xr + gg * 8 * (8 * NT) * 4 + g * 4 + t;
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				uint32_t a = j == 0 ? wa[h].x : j == 1 ? wa[h].y : j == 2 ? wa[h].z : wa[h].w;
@@ -346,7 +350,7 @@ __device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint
 					for (int n = 0; n < NT; n++) {
 						// lanes of vectors past the batch feed zeros without
 						// loading them (at batch 1, 1/8 of the traffic)
-						uint2 xv = n * 8 + g < nb ? __ldg(xg + n * 8 * (pcols / 4) + 2 * j + k) : make_uint2(0, 0);
+						uint2 xv = n * 8 + g < nb ? __ldg(xg + ((2 * j + k) * (8 * NT) + n * 8) * 4) : make_uint2(0, 0);
 						mma16816(c[n], A0, A1, A2, A3, xv.x, xv.y);
 					}
 				}
@@ -405,8 +409,10 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_mma_n16(const ui
 // products q*x are exact and add up in float32 per block, and each block
 // ends as s*sum(q*x) - m*sum(x) in float32 (xsum: the block sums of the
 // activations, so fractional zeros and offsets work). xr holds the
-// activations in the order the lanes consume them: for chunk k, lane t,
-// word jj, block q, the four columns of the k-step's two pairs.
+// activations in the order a warp reads them (256 contiguous bytes per
+// fragment load): for chunk k, word jj, block q, vector v < 8*NT and lane
+// column t, the uint2 at (((k*8 + jj)*GPC + q)*8*NT + v)*4 + t holds the
+// four columns of the k-step's two pairs in word 8t+jj.
 #if __CUDA_ARCH__ >= 800
 template <int N>
 __device__ __forceinline__ void bitsPairs(uint32_t w, int q, uint32_t &pa, uint32_t &pb) {
@@ -444,46 +450,62 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 	for (int n = 0; n < NT; n++)
 #pragma unroll
 		for (int e = 0; e < 4; e++) acc[n][e] = 0;
-	for (i64 k = k0 + wp; k < k1; k += WARPS) {
-		uint4 wa[2] = {__ldcs(W0 + k * 8), __ldcs(W0 + k * 8 + 1)};
-		uint4 wb[2] = {__ldcs(W1 + k * 8), __ldcs(W1 + k * 8 + 1)};
-		float c[GPC][NT][4];
+	// UNR chunks in flight (2*UNR loads of 16 bytes per lane and row): two
+	// for the 16-vector kernel, one for the 8-vector kernel, where the
+	// extra registers cost more occupancy than the loads gain (measured).
+	const int UNR = NT;
+	for (i64 kb = k0 + wp; kb < k1; kb += UNR * WARPS) {
+		uint4 wa[UNR][2], wb[UNR][2];
 #pragma unroll
-		for (int q = 0; q < GPC; q++)
-#pragma unroll
-			for (int n = 0; n < NT; n++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) c[q][n][e] = 0;
-		const uint2 *xk = xr + (k * E + t * 8 * GPC * 4) / 4 + g * (pcols / 4);
-#pragma unroll
-		for (int jj = 0; jj < 8; jj++) {
-			uint4 va = wa[jj >> 2], vb = wb[jj >> 2];
-			uint32_t a = (jj & 3) == 0 ? va.x : (jj & 3) == 1 ? va.y : (jj & 3) == 2 ? va.z : va.w;
-			uint32_t b = (jj & 3) == 0 ? vb.x : (jj & 3) == 1 ? vb.y : (jj & 3) == 2 ? vb.z : vb.w;
-#pragma unroll
-			for (int q = 0; q < GPC; q++) {
-				uint32_t A0, A1, A2, A3;
-				bitsPairs<N>(a, q, A0, A2);
-				bitsPairs<N>(b, q, A1, A3);
-#pragma unroll
-				for (int n = 0; n < NT; n++) {
-					uint2 xv = n * 8 + g < nb ? __ldg(xk + n * 8 * (pcols / 4) + jj * GPC + q) : make_uint2(0, 0);
-					mma16816(c[q][n], A0, A1, A2, A3, xv.x, xv.y);
-				}
-			}
+		for (int h = 0; h < UNR; h++) {
+			i64 k = min(kb + h * WARPS, k1 - 1);
+			wa[h][0] = __ldcs(W0 + k * 8);
+			wa[h][1] = __ldcs(W0 + k * 8 + 1);
+			wb[h][0] = __ldcs(W1 + k * 8);
+			wb[h][1] = __ldcs(W1 + k * 8 + 1);
 		}
 #pragma unroll
-		for (int q = 0; q < GPC; q++) {
-			i64 blk = k * GPC + q, gi = ((blk * 128) >> lg) * prows;
-			float s0 = __ldg(S + gi + r0), m0 = __ldg(M + gi + r0), s1 = __ldg(S + gi + r1), m1 = __ldg(M + gi + r1);
+		for (int h = 0; h < UNR; h++) {
+			i64 k = kb + h * WARPS;
+			if (k >= k1) break;
+			float c[GPC][NT][4];
 #pragma unroll
-			for (int n = 0; n < NT; n++) {
-				i64 v0 = n * 8 + 2 * t;
-				float x0 = v0 < nb ? __ldg(xsum + v0 * nblk + blk) : 0, x1 = v0 + 1 < nb ? __ldg(xsum + (v0 + 1) * nblk + blk) : 0;
-				acc[n][0] += fmaf(s0, c[q][n][0], -m0 * x0);
-				acc[n][1] += fmaf(s0, c[q][n][1], -m0 * x1);
-				acc[n][2] += fmaf(s1, c[q][n][2], -m1 * x0);
-				acc[n][3] += fmaf(s1, c[q][n][3], -m1 * x1);
+			for (int q = 0; q < GPC; q++)
+#pragma unroll
+				for (int n = 0; n < NT; n++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) c[q][n][e] = 0;
+			const uint2 *xk = xr + k * 8 * GPC * (8 * NT) * 4 + g * 4 + t;
+#pragma unroll
+			for (int jj = 0; jj < 8; jj++) {
+				uint4 va = wa[h][jj >> 2], vb = wb[h][jj >> 2];
+				uint32_t a = (jj & 3) == 0 ? va.x : (jj & 3) == 1 ? va.y : (jj & 3) == 2 ? va.z : va.w;
+				uint32_t b = (jj & 3) == 0 ? vb.x : (jj & 3) == 1 ? vb.y : (jj & 3) == 2 ? vb.z : vb.w;
+#pragma unroll
+				for (int q = 0; q < GPC; q++) {
+					uint32_t A0, A1, A2, A3;
+					bitsPairs<N>(a, q, A0, A2);
+					bitsPairs<N>(b, q, A1, A3);
+#pragma unroll
+					for (int n = 0; n < NT; n++) {
+						uint2 xv = n * 8 + g < nb ? __ldg(xk + ((jj * GPC + q) * (8 * NT) + n * 8) * 4) : make_uint2(0, 0);
+						mma16816(c[q][n], A0, A1, A2, A3, xv.x, xv.y);
+					}
+				}
+			}
+#pragma unroll
+			for (int q = 0; q < GPC; q++) {
+				i64 blk = k * GPC + q, gi = ((blk * 128) >> lg) * prows;
+				float s0 = __ldg(S + gi + r0), m0 = __ldg(M + gi + r0), s1 = __ldg(S + gi + r1), m1 = __ldg(M + gi + r1);
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					i64 v0 = n * 8 + 2 * t;
+					float x0 = v0 < nb ? __ldg(xsum + v0 * nblk + blk) : 0, x1 = v0 + 1 < nb ? __ldg(xsum + (v0 + 1) * nblk + blk) : 0;
+					acc[n][0] += fmaf(s0, c[q][n][0], -m0 * x0);
+					acc[n][1] += fmaf(s0, c[q][n][1], -m0 * x1);
+					acc[n][2] += fmaf(s1, c[q][n][2], -m1 * x0);
+					acc[n][3] += fmaf(s1, c[q][n][3], -m1 * x1);
+				}
 			}
 		}
 	}

@@ -301,33 +301,48 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 	if tile == "" {
 		return mx.floatKernel("f16", batch), xp, nil
 	}
+	// xr: for each step unit u (Q4G128: group and k-step; Bits: chunk,
+	// word and block), the 8*NT vectors' four lanes' four columns, in the
+	// order a warp's fragment load reads them (see kernels.cu).
 	xr := make([]layout.FP16, len(xp))
-	if mx.f == fmtQ4 { // per 8 columns: 0,4,1,5,2,6,3,7
-		for i := 0; i < batch*pc; i += 8 {
-			xr[i], xr[i+1], xr[i+2], xr[i+3] = xp[i], xp[i+4], xp[i+1], xp[i+5]
-			xr[i+4], xr[i+5], xr[i+6], xr[i+7] = xp[i+2], xp[i+6], xp[i+3], xp[i+7]
+	put4 := func(u, v, t int, src []layout.FP16, c0 int, cols [4]int) {
+		o := ((u*nv+v)*4 + t) * 4
+		for i, c := range cols {
+			xr[o+i] = src[c0+c]
+		}
+	}
+	if mx.f == fmtQ4 {
+		for v := 0; v < batch; v++ {
+			src := xp[v*pc : (v+1)*pc]
+			for gg := 0; gg < pc/128; gg++ {
+				for st := 0; st < 8; st++ {
+					cols := [4]int{0, 4, 1, 5}
+					if st%2 == 1 {
+						cols = [4]int{2, 6, 3, 7}
+					}
+					for t := 0; t < 4; t++ {
+						put4(gg*8+st, v, t, src, gg*128+32*t+8*(st/2), cols)
+					}
+				}
+			}
 		}
 		return "q4g128" + tile, xr, nil
 	}
-	// Bits: chunk k of E columns; lane t, word jj (j = 8t+jj), block q:
-	// the columns of the k-step's pairs (see bitsPairs in kernels.cu).
 	n := mx.n
 	e := 32 * (32 / n)
 	gpc := e / 128
-	var planes [4]int
 	for v := 0; v < batch; v++ {
-		d, s := xr[v*pc:(v+1)*pc], xp[v*pc:(v+1)*pc]
+		src := xp[v*pc : (v+1)*pc]
 		for k := 0; k < pc/e; k++ {
-			for j := 0; j < 32; j++ {
+			for jj := 0; jj < 8; jj++ {
 				for q := 0; q < gpc; q++ {
+					planes := [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
 					if n == 8 {
 						planes = [4]int{3, 2, 1, 0}
-					} else {
-						planes = [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
 					}
-					o := k*e + (j*gpc+q)*4
-					for i, p := range planes {
-						d[o+i] = s[k*e+j+32*p]
+					for t := 0; t < 4; t++ {
+						j := 8*t + jj
+						put4((k*8+jj)*gpc+q, v, t, src, k*e+j, [4]int{32 * planes[0], 32 * planes[1], 32 * planes[2], 32 * planes[3]})
 					}
 				}
 			}
@@ -594,7 +609,7 @@ func (mx *Matrix) splits(gx int) int {
 // splitsMMA is splits for the tensor-core kernels, whose blocks of 8
 // warps each take 16 rows and whose warps share out the steps (Q4G128: a
 // 128-column group; Bits: a 128-byte chunk): each split keeps at least
-// two steps per warp.
+// one step per warp.
 func (mx *Matrix) splitsMMA(gx int) int {
 	s := mx.b.opts.Split
 	if s == 0 {
@@ -608,7 +623,7 @@ func (mx *Matrix) splitsMMA(gx int) int {
 	if mx.f == fmtBits {
 		steps = mx.geo.PCols / (32 * (32 / mx.n))
 	}
-	return max(1, min(s, steps/(2*warps)))
+	return max(1, min(s, steps/warps))
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
