@@ -1,0 +1,402 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+
+	"gorgonia.org/cu"
+
+	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
+)
+
+// Codebook kernels (cuda/codebook.cu). Launch geometry: cbWarps warps per
+// block, one 32-row tile per warp; the Psumbook of a block's chunk of
+// segments lives in at most cbShared bytes of shared memory (the limit a
+// kernel gets without opting in to more, so up to four blocks share an
+// SM); a split of K covers at least cbMinSegs segments.
+const (
+	cbWarps   = 8
+	cbShared  = 48 << 10
+	cbMinSegs = 32
+	cbMaxSplt = 32
+
+	cbGlobalTable = 256 << 20
+)
+
+// EnvPsumbook selects where the codebook kernels keep the Psumbook:
+// "shared" (default: built per block and chunk of columns in shared
+// memory) or "global" (built once per call by a first kernel in global
+// memory, then gathered through L1/L2).
+const EnvPsumbook = "QGEMV_CUDA_PSUMBOOK"
+
+// ErrCodebookA8 is returned by the int8 multiplies of codebook matrices:
+// codebooks have no exact int8 definition (as on the CPU).
+var ErrCodebookA8 = errors.New("cuda: codebook matrices multiply float activations (A32, A16), not int8")
+
+func init() {
+	registerLoader(func(b *Backend, m layout.Matrix) (Mat, bool, error) {
+		switch t := m.(type) {
+		case *codebook.Codebook:
+			mx, err := b.loadCodebook(t, false)
+			return mx, true, err
+		case codebook.Baseline:
+			mx, err := b.loadCodebook(t.Codebook, true)
+			return mx, true, err
+		}
+		return nil, false, nil
+	})
+	var names []string
+	for _, k := range []string{"cb_psum", "cb_psumg", "cb_deqs", "cb_deqg", "cb_table"} {
+		for _, nb := range []int{1, 4, 16} {
+			names = append(names, fmt.Sprintf("%s_b%d", k, nb))
+		}
+	}
+	addKernels(names...)
+}
+
+// CBMatrix is a codebook matrix (layout/codebook) resident on the device:
+// the code words as stored, the centroids and scales widened to float32.
+// Its float multiplies run the Psumbook kernels (or, loaded as
+// codebook.Baseline, the dequantize-then-multiply kernels), within
+// codebook.Tolerance of the float64 reference: float32 tables and
+// accumulation.
+type CBMatrix struct {
+	b        *Backend
+	name     string
+	geo      gpuhost.Geometry
+	prows    int
+	m, v, nb int // codebooks, vector length, bits per code
+	spg      int // segments (vectors of V columns) per scale group
+	dequant  bool
+	global   bool // Psumbook in global memory (EnvPsumbook=global)
+	bytes    int64
+
+	w, cent, s *buffer
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// loadCodebook validates c and uploads it; dequant selects the baseline.
+func (b *Backend) loadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("cuda: load: %w", err)
+	}
+	mode := os.Getenv(EnvPsumbook)
+	if mode != "" && mode != "shared" && mode != "global" {
+		return nil, fmt.Errorf("cuda: %s=%q: want shared or global", EnvPsumbook, mode)
+	}
+	name := c.Name()
+	if dequant {
+		name = codebook.Baseline{Codebook: c}.Name()
+	}
+	mx := &CBMatrix{b: b, name: name, geo: gpuhost.GeometryOf(c), prows: c.PRows, m: c.M, v: c.V, nb: c.B,
+		spg: c.G / c.V, dequant: dequant, global: mode == "global", bytes: c.StreamBytes()}
+	k := 1 << c.B
+	cent := make([]float32, c.M*k*c.V)
+	for i := 0; i < c.M; i++ {
+		for q := 0; q < k; q++ {
+			for e := 0; e < c.V; e++ {
+				cent[(i*k+q)*c.V+e] = c.Centroid(i, uint32(q), e)
+			}
+		}
+	}
+	scales := make([]float32, c.Groups()*c.PRows)
+	for g := 0; g < c.Groups(); g++ {
+		for r := 0; r < c.PRows; r++ {
+			scales[g*c.PRows+r] = c.Scale(r, g)
+		}
+	}
+	err := b.do(func() error {
+		var err error
+		defer func() {
+			if err != nil {
+				mx.free()
+			}
+		}()
+		if mx.w, err = upload(c.Words); err != nil {
+			return err
+		}
+		if mx.cent, err = upload(cent); err != nil {
+			return err
+		}
+		mx.s, err = upload(scales)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load %s: %w", name, err)
+	}
+	return mx, nil
+}
+
+func (mx *CBMatrix) free() {
+	for _, bf := range []*buffer{mx.w, mx.cent, mx.s} {
+		bf.free()
+	}
+}
+
+// Close frees the device memory; later multiplies return ErrClosed.
+func (mx *CBMatrix) Close() error {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
+		return ErrClosed
+	}
+	mx.closed = true
+	err := mx.b.do(func() error { mx.free(); return nil })
+	if errors.Is(err, ErrClosed) {
+		return nil // the context is gone, and its memory with it
+	}
+	return err
+}
+
+// Kernel names the kernel family, e.g. "cuda-sm90-psumbook" (Psumbook in
+// shared memory), "cuda-sm90-psumbook-global" or "cuda-sm90-dequant".
+func (mx *CBMatrix) Kernel() string {
+	switch {
+	case mx.dequant:
+		return fmt.Sprintf("cuda-sm%d-dequant", mx.b.arch)
+	case mx.global:
+		return fmt.Sprintf("cuda-sm%d-psumbook-global", mx.b.arch)
+	}
+	return fmt.Sprintf("cuda-sm%d-psumbook", mx.b.arch)
+}
+
+// StreamBytes returns the bytes one GEMV reads from the matrix.
+func (mx *CBMatrix) StreamBytes() int64 { return mx.bytes }
+
+// MulF32 computes dst = W x for batch float32 vectors (x: batch*Cols,
+// dst: batch*Rows).
+func (mx *CBMatrix) MulF32(dst, x []float32, batch int) error {
+	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
+		return err
+	}
+	xp, nb := mx.padded(batch)
+	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
+		return err
+	}
+	return mx.run(dst, xp, batch, nb)
+}
+
+// MulF16 multiplies binary16 activations, widened exactly to float32.
+func (mx *CBMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
+		return err
+	}
+	xp, nb := mx.padded(batch)
+	if err := gpuhost.PadF16(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
+		return err
+	}
+	return mx.run(dst, xp, batch, nb)
+}
+
+// MulA8 returns ErrCodebookA8.
+func (mx *CBMatrix) MulA8([]float32, []float32, int) error { return ErrCodebookA8 }
+
+// MulI8 returns ErrCodebookA8.
+func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }
+
+// group returns the vectors one launch computes (the kernel instance: 1,
+// 4 or 16): the batch's bucket, made smaller while one segment's
+// Psumbook (M codebooks x 2^B entries) for that many vectors would not fit
+// the shared memory, or (global Psumbook) the whole row's would exceed
+// cbGlobalTable bytes.
+func (mx *CBMatrix) group(batch int) int {
+	nb, _ := bucket(batch)
+	switch {
+	case mx.dequant:
+	case mx.global: // the table of the whole row: at most cbGlobalTable bytes
+		for nb > 1 && int64(nb*mx.nsegs()*mx.m)*(4<<mx.nb) > cbGlobalTable {
+			nb /= 4
+		}
+	default:
+		for nb > 1 && nb*mx.m*(4<<mx.nb) > cbShared {
+			nb /= 4
+		}
+	}
+	return nb
+}
+
+// padded returns a zeroed activation buffer for batch vectors, rounded up
+// to whole launch groups, and the group size.
+func (mx *CBMatrix) padded(batch int) ([]float32, int) {
+	nb := mx.group(batch)
+	return make([]float32, ceilDiv(batch, nb)*nb*mx.geo.PCols), nb
+}
+
+func (mx *CBMatrix) run(dst, xp []float32, batch, nb int) error {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
+		return ErrClosed
+	}
+	return mx.b.do(func() error {
+		b := mx.b
+		xb, err := b.scratchBuf("cbx", 4*int64(len(xp)))
+		if err != nil {
+			return err
+		}
+		if err := put(xb, xp); err != nil {
+			return err
+		}
+		yb, err := b.scratchBuf("cby", 4*int64(len(dst)))
+		if err != nil {
+			return err
+		}
+		if err := mx.launch(xb, yb, batch, nb); err != nil {
+			return err
+		}
+		return yb.download(dst)
+	})
+}
+
+// nsegs returns the segments (vectors of V columns) of a row.
+func (mx *CBMatrix) nsegs() int { return mx.geo.PCols / mx.v }
+
+// splits returns the K splits for gx row blocks: enough blocks for four
+// per SM, each split at least cbMinSegs segments.
+func (mx *CBMatrix) splits(gx int) int {
+	s := 1
+	if want := 4 * mx.b.dev.SMs; gx < want {
+		s = ceilDiv(want, gx)
+	}
+	return max(1, min(s, cbMaxSplt, mx.nsegs()/cbMinSegs))
+}
+
+// kernel returns the gemv kernel for a group of nb vectors and its
+// dynamic shared memory and chunk (segments per Psumbook build).
+func (mx *CBMatrix) kernel(nb int) (name string, shmem, chunk int) {
+	k := 1 << mx.nb
+	switch {
+	case mx.dequant && mx.m*k*mx.v*4 <= cbShared:
+		return fmt.Sprintf("cb_deqs_b%d", nb), mx.m * k * mx.v * 4, 0
+	case mx.dequant:
+		return fmt.Sprintf("cb_deqg_b%d", nb), 0, 0
+	case mx.global:
+		return fmt.Sprintf("cb_psumg_b%d", nb), 0, 0
+	}
+	row := nb * mx.m * k * 4 // bytes of one segment's table
+	chunk = max(1, cbShared/row)
+	return fmt.Sprintf("cb_psum_b%d", nb), chunk * row, chunk
+}
+
+// launch runs one multiply (CUDA thread): per group of nb vectors, the
+// global Psumbook build when used, the gemv kernel and, when K is split,
+// the deterministic reduction of the partials.
+func (mx *CBMatrix) launch(xb, yb *buffer, batch, nb int) error {
+	b := mx.b
+	rows, pc := mx.geo.Rows, mx.geo.PCols
+	gx := ceilDiv(mx.prows/32, cbWarps)
+	splits := mx.splits(gx)
+	name, shmem, chunk := mx.kernel(nb)
+	k := 1 << mx.nb
+	var tab, ws cu.DevicePtr
+	if mx.global && !mx.dequant {
+		tb, err := b.scratchBuf("cbtab", 4*int64(mx.nsegs()*mx.m*k*nb))
+		if err != nil {
+			return err
+		}
+		tab = tb.ptr
+	}
+	if splits > 1 {
+		wb, err := b.scratchBuf("cbws", 4*int64(splits*nb*rows))
+		if err != nil {
+			return err
+		}
+		ws = wb.ptr
+	}
+	for v0 := 0; v0 < batch; v0 += nb {
+		cnt := min(nb, batch-v0)
+		x := xb.ptr + cu.DevicePtr(4*v0*pc)
+		y := yb.ptr + cu.DevicePtr(4*v0*rows)
+		if tab != 0 {
+			n := mx.nsegs() * mx.m * k
+			if err := b.launch(fmt.Sprintf("cb_table_b%d", nb), ceilDiv(n, 256), 1, 256, 0,
+				mx.cent.ptr, x, tab, int64(pc), int64(mx.m), int64(mx.v), int64(mx.nb)); err != nil {
+				return err
+			}
+		}
+		if err := b.launch(name, gx, splits, 32*cbWarps, shmem,
+			mx.w.ptr, mx.cent.ptr, mx.s.ptr, x, tab, y, ws, int64(rows), int64(mx.prows), int64(pc),
+			int64(mx.m), int64(mx.v), int64(mx.nb), int64(mx.spg), int64(cnt), int64(chunk)); err != nil {
+			return err
+		}
+		if splits > 1 {
+			n := cnt * rows
+			if err := b.launch("split_reduce", ceilDiv(n, 256), 1, 256, 0, y, ws, int64(n), int64(splits)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TimeCodebook times iters multiplies launched back to back, rotating over
+// mats (one shape and format; give enough of them that their bytes exceed
+// the L2 cache), with activation type act ("A32" or "A16": the kernels
+// read float32 either way) and the given batch. The activations are
+// random and uploaded once: the time is the kernels'. Bytes counts the
+// matrix, the float32 activations and the results.
+func TimeCodebook(mats []*CBMatrix, act string, batch, iters int) (Timing, error) {
+	if len(mats) == 0 || iters < 1 {
+		return Timing{}, errors.New("cuda: TimeCodebook: no matrices or no iterations")
+	}
+	if act != "A32" && act != "A16" {
+		return Timing{}, fmt.Errorf("cuda: TimeCodebook: activation %q (want A32 or A16)", act)
+	}
+	m0 := mats[0]
+	for _, m := range mats {
+		if m.b != m0.b || m.geo != m0.geo || m.name != m0.name || m.global != m0.global {
+			return Timing{}, errors.New("cuda: TimeCodebook: the matrices differ in backend, shape, format or kernel")
+		}
+		if m.closed {
+			return Timing{}, ErrClosed
+		}
+	}
+	if err := gpuhost.CheckBatch("cuda", batch); err != nil {
+		return Timing{}, err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	xp, nb := m0.padded(batch)
+	pc, rows := m0.geo.PCols, m0.geo.Rows
+	for v := 0; v < batch; v++ {
+		for c := 0; c < m0.geo.Cols; c++ {
+			f := float32(rng.NormFloat64())
+			if act == "A16" {
+				f = layout.ToFP16(f).Float32()
+			}
+			xp[v*pc+c] = f
+		}
+	}
+	b := m0.b
+	var t Timing
+	err := b.do(func() error {
+		xb, err := b.scratchBuf("cbx", 4*int64(len(xp)))
+		if err != nil {
+			return err
+		}
+		if err := put(xb, xp); err != nil {
+			return err
+		}
+		yb, err := b.scratchBuf("cby", 4*int64(batch*rows))
+		if err != nil {
+			return err
+		}
+		i := 0
+		sec, host, err := b.timeLaunches(func() error {
+			m := mats[i%len(mats)]
+			i++
+			return m.launch(xb, yb, batch, nb)
+		}, iters)
+		t = Timing{Seconds: sec, Host: host, Bytes: m0.bytes + 4*int64(batch*pc) + 4*int64(batch*rows)}
+		return err
+	})
+	return t, err
+}
