@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/qgemv/qgemv/cpu"
@@ -26,10 +29,12 @@ type matvansLayout struct {
 	Hash           string  `json:"hash"`
 }
 
-// matvansISA returns the CPU kernel set "-workload matvans" runs with for
+// matvansISA returns the kernel set "-workload matvans" runs with for
 // the -backend flag (or $QGEMV_BACKEND when the flag is empty): "" or
-// "cpu" is the best, "cpu-<isa>" forces one. The ANS formats have no GPU
-// kernels yet, so a GPU or unknown backend is an error saying so.
+// "cpu" is the best CPU set, "cpu-<isa>" forces one; in a binary built
+// with -tags cuda, "cuda" or "cuda:<i>" is returned as is (a pseudo-ISA
+// that benchMatVANS runs on that CUDA device). OpenCL has no ANS kernels,
+// nor CUDA without the tag: those and unknown backends are errors saying so.
 func matvansISA(backend string) (cpu.ISA, error) {
 	name, from := backend, "-backend"
 	if name == "" {
@@ -41,20 +46,65 @@ func matvansISA(backend string) (cpu.ISA, error) {
 	case strings.HasPrefix(name, "cpu-"):
 		return cpu.ISA(strings.TrimPrefix(name, "cpu-")), nil
 	}
-	if base, _, _ := strings.Cut(name, ":"); base == "opencl" || base == "cuda" {
-		return "", fmt.Errorf("bench: -workload matvans runs on the CPU only: the ANS formats have no %s kernels yet (%s=%q); use -backend cpu or cpu-<isa>", base, from, name)
+	base, _, _ := strings.Cut(name, ":")
+	if base == "cuda" && matvansCUDABuilt {
+		return cpu.ISA(name), nil
+	}
+	if base == "opencl" || base == "cuda" {
+		where := "the CPU only"
+		if matvansCUDABuilt {
+			where = "the CPU and CUDA only"
+		}
+		return "", fmt.Errorf("bench: -workload matvans runs on %s: the ANS formats have no %s kernels in this build (%s=%q); use -backend cpu or cpu-<isa>%s", where, base, from, name, matvansCUDAHint)
 	}
 	return "", fmt.Errorf("bench: -workload matvans: unknown backend %s=%q: want cpu or cpu-<isa>", from, name)
 }
 
-// benchMatVANS runs the MatVANS chain on the CPU with kernel set isa: n
-// matrices d x d, coded in both ANS layouts, against the plain int8 chain
-// in the same invocation.
-func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSON bool) error {
+// matvansEngine runs the chains of one backend: int8 and ans(layout
+// index) each return a function computing the whole chain once and
+// returning v_N on the host.
+type matvansEngine struct {
+	desc       string // the backend, for the report
+	threads    int
+	int8Kernel string
+	ansKernel  string
+	int8       func() ([]int8, error)
+	ans        func(li int) func() ([]int8, error)
+	close      func()
+}
+
+// matvansCPU runs the chains on the CPU with kernel set isa.
+func matvansCPU(isa cpu.ISA, threads int, wl *matvans.Workload, coded [][]*ans.Matrix) (*matvansEngine, error) {
 	be, err := cpu.New(cpu.Config{ISA: isa, Threads: threads})
 	if err != nil {
-		return fmt.Errorf("bench: -workload matvans: %w", err)
+		return nil, fmt.Errorf("bench: -workload matvans: %w", err)
 	}
+	int8s := make([]*cpu.Int8Matrix, len(wl.W))
+	for i, w := range wl.W {
+		if int8s[i], err = be.LoadInt8(w, wl.D, wl.D); err != nil {
+			return nil, err
+		}
+	}
+	return &matvansEngine{
+		desc: fmt.Sprintf("cpu, %d threads", be.Threads()), threads: be.Threads(), int8Kernel: int8s[0].Kernel(), ansKernel: be.ANSKernel(),
+		int8: func() ([]int8, error) {
+			return wl.Run(func(i int, v []int8, y []int32) error { return int8s[i].Mul(v, y) })
+		},
+		ans: func(li int) func() ([]int8, error) {
+			return func() ([]int8, error) {
+				return wl.Run(func(i int, v []int8, y []int32) error { return be.MulANS(coded[li][i], v, y) })
+			}
+		},
+		close: func() {},
+	}, nil
+}
+
+// benchMatVANS runs the MatVANS chain with kernel set isa (a CPU set, or
+// "cuda[:i]" from matvansISA): n matrices d x d, coded in both ANS
+// layouts, against the plain int8 chain in the same invocation. On a GPU
+// a chain is timed from its first launch to the result on the host; the
+// matrices are uploaded before.
+func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSON bool) error {
 	t0 := time.Now()
 	wl, err := matvans.New(d, n, sigma, 1)
 	if err != nil {
@@ -62,12 +112,6 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 	}
 	if !asJSON {
 		fmt.Fprintf(os.Stderr, "generated %d matrices %dx%d (sigma %g) in %v; encoding...\n", n, d, d, sigma, time.Since(t0).Round(time.Millisecond))
-	}
-	int8s := make([]*cpu.Int8Matrix, n)
-	for i, w := range wl.W {
-		if int8s[i], err = be.LoadInt8(w, d, d); err != nil {
-			return err
-		}
 	}
 	type coded struct {
 		l   ans.Layout
@@ -79,42 +123,74 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 		if ans.CheckShape(l, d, d) != nil {
 			continue
 		}
-		c := coded{l: l}
+		c := coded{l: l, ms: make([]*ans.Matrix, n)}
+		reps := make([]ans.Report, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+		for i, w := range wl.W {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if c.ms[i], errs[i] = ans.Encode(w, d, d, l); errs[i] == nil {
+					reps[i] = c.ms[i].Compression(w)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
 		var bits, payload, ent float64
-		for _, w := range wl.W {
-			m, err := ans.Encode(w, d, d, l)
-			if err != nil {
-				return err
-			}
-			r := m.Compression(w)
+		for _, r := range reps {
 			bits, payload, ent = bits+r.BitsPerElement, payload+r.PayloadBits, ent+r.EntropyBits
-			c.ms = append(c.ms, m)
 		}
 		c.rep = ans.Report{BitsPerElement: bits / float64(n), PayloadBits: payload / float64(n), EntropyBits: ent / float64(n)}
 		cs = append(cs, c)
 	}
-	chain := func(mul func(i int, v []int8, y []int32) error) (time.Duration, string, error) {
+	all := make([][]*ans.Matrix, len(cs))
+	for i, c := range cs {
+		all[i] = c.ms
+	}
+	var eng *matvansEngine
+	if strings.HasPrefix(string(isa), "cuda") {
+		eng, err = matvansCUDA(string(isa), wl, all)
+	} else {
+		eng, err = matvansCPU(isa, threads, wl, all)
+	}
+	if err != nil {
+		return err
+	}
+	defer eng.close()
+	chain := func(run func() ([]int8, error)) (time.Duration, string, error) {
+		if _, err := run(); err != nil { // warm-up
+			return 0, "", err
+		}
 		var ts []time.Duration
 		var hash string
 		for r := 0; r < reps; r++ {
 			t := time.Now()
-			v, err := wl.Run(mul)
+			v, err := run()
 			if err != nil {
 				return 0, "", err
 			}
 			ts = append(ts, time.Since(t))
+			if h, ref := matvans.Hash(v), matvans.Hash(wl.Ref); h != ref || !slices.Equal(v, wl.Ref) {
+				return 0, "", fmt.Errorf("bench: matvans chain result differs from the reference (hash %08x, reference %08x)", h, ref)
+			}
 			hash = fmt.Sprintf("%08x", matvans.Hash(v))
 		}
 		slices.Sort(ts)
 		return ts[len(ts)/2], hash, nil
 	}
-	tInt8, hInt8, err := chain(func(i int, v []int8, y []int32) error { return int8s[i].Mul(v, y) })
+	tInt8, hInt8, err := chain(eng.int8)
 	if err != nil {
 		return err
 	}
 	var out []matvansLayout
 	for _, c := range cs {
-		t, h, err := chain(func(i int, v []int8, y []int32) error { return be.MulANS(c.ms[i], v, y) })
+		t, h, err := chain(eng.ans(len(out)))
 		if err != nil {
 			return fmt.Errorf("bench: %s chain: %w", c.l, err)
 		}
@@ -123,7 +199,7 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 			bytes += m.CodedBytes()
 		}
 		out = append(out, matvansLayout{Layout: c.l.String(), BitsPerElement: c.rep.BitsPerElement, PayloadBits: c.rep.PayloadBits,
-			EntropyBits: c.rep.EntropyBits, ChainMedianMS: float64(t.Microseconds()) / 1e3,
+			EntropyBits: c.rep.EntropyBits, ChainMedianMS: t.Seconds() * 1e3,
 			CompressedGBps: float64(bytes) / t.Seconds() / 1e9, RatioToInt8: t.Seconds() / tInt8.Seconds(), Hash: h})
 	}
 	if asJSON {
@@ -131,15 +207,16 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			D, N, Threads int
+			Backend       string
 			Sigma         float64
 			Int8MedianMS  float64
 			Int8Kernel    string
 			Int8Hash      string
 			Layouts       []matvansLayout
-		}{d, n, be.Threads(), sigma, float64(tInt8.Microseconds()) / 1e3, int8s[0].Kernel(), hInt8, out})
+		}{d, n, eng.threads, eng.desc, sigma, tInt8.Seconds() * 1e3, eng.int8Kernel, hInt8, out})
 	}
-	fmt.Printf("qgemv bench -workload matvans: %d matrices %dx%d, sigma %g, %d threads, median of %d chains\n", n, d, d, sigma, be.Threads(), reps)
-	fmt.Printf("  int8 chain (%s): %.2f ms, %.2f GB/s of int8 weights, hash %s\n", int8s[0].Kernel(), float64(tInt8.Microseconds())/1e3,
+	fmt.Printf("qgemv bench -workload matvans: %d matrices %dx%d, sigma %g, %s, median of %d chains\n", n, d, d, sigma, eng.desc, reps)
+	fmt.Printf("  int8 chain (%s): %.3f ms, %.2f GB/s of int8 weights, hash %s\n", eng.int8Kernel, tInt8.Seconds()*1e3,
 		float64(n*d*d)/tInt8.Seconds()/1e9, hInt8)
 	for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
 		if err := ans.CheckShape(l, d, d); err != nil {
@@ -147,9 +224,9 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 		}
 	}
 	for _, o := range out {
-		fmt.Printf("  ANS %-12s %.3f bits/element (payload %.3f, entropy %.3f), chain %.2f ms, %.2f GB/s compressed, %.1fx the int8 chain, hash %s\n",
+		fmt.Printf("  ANS %-12s %.3f bits/element (payload %.3f, entropy %.3f), chain %.3f ms, %.2f GB/s compressed, %.2fx the int8 chain, hash %s\n",
 			o.Layout, o.BitsPerElement, o.PayloadBits, o.EntropyBits, o.ChainMedianMS, o.CompressedGBps, o.RatioToInt8, o.Hash)
 	}
-	fmt.Printf("  (ANS decoder: %s; every chain is checked against the reference by value and hash)\n", be.ANSKernel())
+	fmt.Printf("  (ANS decoder: %s; every chain is checked against the reference by value and hash)\n", eng.ansKernel)
 	return nil
 }

@@ -1,0 +1,226 @@
+// qgemv CUDA kernels for entropy-coded (layout/ans) and plain int8
+// matrices multiplied by int8 vectors, exact in int32 (y = W v with
+// wrapping int32 arithmetic, as the CPU and layout/ans's DotUnit). go run
+// ./gen compiles this file to its own PTX module.
+//
+// Every kernel parameter is 64 bits wide (pointers and long long).
+//
+// ANS kernels (ans_rows: one warp per row, 32 coders = 32 lanes; ans_stripes:
+// one warp per stripe of 32 rows, one coder per lane and row). A warp
+// decodes its unit step by step exactly as layout/ans's reference decoder:
+//   - the unit's stream is read through a 256-word ring in shared memory
+//     per warp, filled 128 words at a time by coalesced 16-byte loads (one
+//     per lane), the next 128 words always in flight in registers;
+//   - lanes whose state fell below 2^31 take the next words of the stream
+//     in lane order (ballot, popcount of the lower lanes);
+//   - the 128-entry digit table (value, frequency, digit - cum, escape
+//     flag) is replicated per bank in shared memory (entry d of lane l at
+//     word 32d + l), so the four lookups of a step never conflict;
+//   - escaped elements take the next bytes of the unit's escape list in
+//     decoding order (step, lane, element): a warp prefix sum of the
+//     escape counts, only on steps where some lane has one;
+//   - every read is bounded by the unit's word and escape counts. A unit
+//     whose stream is corrupt (initial state out of range, stream or
+//     escape list exhausted, final state != 2^31, escapes left over) stops
+//     and records the first failure in status (code, unit, tag) for the
+//     host to report.
+
+#include <stdint.h>
+
+#define FULL 0xffffffffu
+#define ANS_WARPS 8
+#define STATE_LOW 0x80000000ull
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Status codes (cuda/ans.go names them).
+#define ANS_BAD_STATE 1
+#define ANS_STREAM_END 2
+#define ANS_ESC_END 3
+#define ANS_BAD_FINAL 4
+#define ANS_ESC_LEFT 5
+
+__device__ __forceinline__ void ans_fail(unsigned *status, unsigned code, i64 unit, i64 tag) {
+	if (atomicCAS(status, 0u, code) == 0u) {
+		status[1] = (unsigned)unit;
+		status[2] = (unsigned)tag;
+	}
+}
+
+// Replace byte e of vals by the escape byte when entry ent is an escape.
+__device__ __forceinline__ void ans_escape(unsigned ent, int e, unsigned &vals, u64 &p, u64 ne, const signed char *esc, int &err) {
+	if (ent & (1u << 24)) {
+		if (p < ne) {
+			unsigned b = (unsigned)(unsigned char)esc[p];
+			vals = (vals & ~(0xffu << (8 * e))) | (b << (8 * e));
+		} else {
+			err = ANS_ESC_END;
+		}
+		p++;
+	}
+}
+
+// ans_mul: STRIPES selects warp stripes. table: 128 digit entries
+// (bits 0-7 value, 8-15 frequency, 16-22 digit - cum, 24 escape); v: the
+// int8 vector as words of four values; y: int32 results.
+template <bool STRIPES>
+__device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
+	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
+	__shared__ unsigned tab[128 * 32];
+	__shared__ __align__(16) unsigned ring[ANS_WARPS][256];
+	for (int i = threadIdx.x; i < 128 * 32; i += blockDim.x) tab[i] = table[i >> 5];
+	__syncthreads();
+	const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+	const unsigned lt = (1u << lane) - 1;
+	unsigned *q = ring[wid];
+	uint4 *q4 = (uint4 *)q;
+	const unsigned *tl = tab + lane;
+	for (i64 u = (i64)blockIdx.x * ANS_WARPS + wid; u < units; u += (i64)gridDim.x * ANS_WARPS) {
+		const u64 w0 = offs[u], n = offs[u + 1] - w0; // a multiple of 128 words, >= 128 (checked at load)
+		const u64 e0 = escOffs[u], ne = escOffs[u + 1] - e0;
+		const uint4 *src = words + w0 / 4;
+		const signed char *eu = esc + e0;
+		__syncwarp();
+		q4[lane] = src[lane];
+		u64 loaded = 128; // words of the unit in the ring
+		bool more = n > 128;
+		uint4 pre = make_uint4(0, 0, 0, 0);
+		if (more) pre = src[32 + lane];
+		__syncwarp();
+		u64 x = (u64)q[2 * lane] | ((u64)q[2 * lane + 1] << 32);
+		if (__any_sync(FULL, x < STATE_LOW || (x >> 63) != 0)) {
+			if (lane == 0) ans_fail(status, ANS_BAD_STATE, u, tag);
+			continue;
+		}
+		u64 qpos = 64, ep = 0;
+		int acc = 0, err = 0;
+		i64 step = 0;
+		for (; step < steps; step++) {
+			if (loaded - qpos < 32 && more) {
+				__syncwarp();
+				q4[((loaded >> 7) & 1) * 32 + lane] = pre;
+				loaded += 128;
+				more = loaded < n;
+				if (more) pre = src[loaded / 4 + lane];
+				__syncwarp();
+			}
+			const unsigned lo = (unsigned)x;
+			const unsigned a = tl[(lo & 127) << 5], b = tl[((lo >> 7) & 127) << 5], c = tl[((lo >> 14) & 127) << 5], d = tl[((lo >> 21) & 127) << 5];
+			const unsigned fa = (a >> 8) & 255, fb = (b >> 8) & 255, fc = (c >> 8) & 255, fd = (d >> 8) & 255;
+			const unsigned rank = ((a >> 16) & 127) + fa * (((b >> 16) & 127) + fb * (((c >> 16) & 127) + fc * ((d >> 16) & 127)));
+			x = (u64)(fa * fb * fc * fd) * (x >> 28) + rank;
+			unsigned vals = __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+			if (__any_sync(FULL, (a | b | c | d) & (1u << 24))) {
+				const int cnt = ((a >> 24) & 1) + ((b >> 24) & 1) + ((c >> 24) & 1) + ((d >> 24) & 1);
+				int s = cnt;
+#pragma unroll
+				for (int o = 1; o < 32; o <<= 1) {
+					int t = __shfl_up_sync(FULL, s, o);
+					if (lane >= o) s += t;
+				}
+				u64 p = ep + (u64)(s - cnt);
+				ans_escape(a, 0, vals, p, ne, eu, err);
+				ans_escape(b, 1, vals, p, ne, eu, err);
+				ans_escape(c, 2, vals, p, ne, eu, err);
+				ans_escape(d, 3, vals, p, ne, eu, err);
+				ep += (u64)__shfl_sync(FULL, s, 31);
+			}
+			const bool need = x < STATE_LOW;
+			const unsigned m = __ballot_sync(FULL, need);
+			if (need) {
+				const u64 k = qpos + __popc(m & lt);
+				if (k < loaded) {
+					x = (x << 32) | q[k & 255];
+				} else {
+					err = ANS_STREAM_END;
+				}
+			}
+			qpos += __popc(m);
+			const int vw = STRIPES ? __ldg(v + step) : __ldg(v + step * 32 + lane);
+			acc = __dp4a((int)vals, vw, acc);
+			if (__any_sync(FULL, err != 0)) break;
+		}
+		if (step < steps) {
+			// The lowest failing lane reports (stream before escapes at a tie).
+			const unsigned bad = __ballot_sync(FULL, err != 0);
+			if (lane == __ffs(bad) - 1) ans_fail(status, (unsigned)err, u, tag);
+			continue;
+		}
+		if (__any_sync(FULL, x != STATE_LOW)) {
+			if (lane == 0) ans_fail(status, ANS_BAD_FINAL, u, tag);
+			continue;
+		}
+		if (ep != ne) {
+			if (lane == 0) ans_fail(status, ANS_ESC_LEFT, u, tag);
+			continue;
+		}
+		if (STRIPES) {
+			y[u * 32 + lane] = acc;
+		} else {
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
+			if (lane == 0) y[u] = acc;
+		}
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_rows(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
+	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
+	ans_mul<false>(words, offs, esc, escOffs, table, v, y, status, units, steps, tag);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_stripes(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
+	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
+	ans_mul<true>(words, offs, esc, escOffs, table, v, y, status, units, steps, tag);
+}
+
+// int8_gemv16: one warp per row of a row-major int8 matrix whose columns
+// are a multiple of 16: each lane loads 16 bytes of the row (four in
+// flight) and of v, four dp4a each.
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv16(const int4 *w, const int4 *v, int *y, i64 rows, i64 cols16) {
+	const int lane = threadIdx.x & 31;
+	const i64 row = (i64)blockIdx.x * ANS_WARPS + (threadIdx.x >> 5);
+	if (row >= rows) return;
+	const int4 *r = w + row * cols16;
+	int acc = 0;
+	i64 i = lane;
+	for (; i + 96 < cols16; i += 128) {
+		int4 a0 = __ldcs(r + i), a1 = __ldcs(r + i + 32), a2 = __ldcs(r + i + 64), a3 = __ldcs(r + i + 96);
+		int4 b0 = __ldg(v + i), b1 = __ldg(v + i + 32), b2 = __ldg(v + i + 64), b3 = __ldg(v + i + 96);
+		acc = __dp4a(a0.x, b0.x, acc); acc = __dp4a(a0.y, b0.y, acc); acc = __dp4a(a0.z, b0.z, acc); acc = __dp4a(a0.w, b0.w, acc);
+		acc = __dp4a(a1.x, b1.x, acc); acc = __dp4a(a1.y, b1.y, acc); acc = __dp4a(a1.z, b1.z, acc); acc = __dp4a(a1.w, b1.w, acc);
+		acc = __dp4a(a2.x, b2.x, acc); acc = __dp4a(a2.y, b2.y, acc); acc = __dp4a(a2.z, b2.z, acc); acc = __dp4a(a2.w, b2.w, acc);
+		acc = __dp4a(a3.x, b3.x, acc); acc = __dp4a(a3.y, b3.y, acc); acc = __dp4a(a3.z, b3.z, acc); acc = __dp4a(a3.w, b3.w, acc);
+	}
+	for (; i < cols16; i += 32) {
+		int4 a = __ldcs(r + i), b = __ldg(v + i);
+		acc = __dp4a(a.x, b.x, acc); acc = __dp4a(a.y, b.y, acc); acc = __dp4a(a.z, b.z, acc); acc = __dp4a(a.w, b.w, acc);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
+	if (lane == 0) y[row] = acc;
+}
+
+// int8_gemv1: any shape, one warp per row, one byte per lane and step.
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv1(const signed char *w, const signed char *v, int *y, i64 rows, i64 cols) {
+	const int lane = threadIdx.x & 31;
+	const i64 row = (i64)blockIdx.x * ANS_WARPS + (threadIdx.x >> 5);
+	if (row >= rows) return;
+	const signed char *r = w + row * cols;
+	int acc = 0;
+	for (i64 i = lane; i < cols; i += 32) acc += (int)r[i] * (int)__ldg(v + i);
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
+	if (lane == 0) y[row] = acc;
+}
+
+// ans_requant: v[i] = round_half_even(alpha * float(y[i])) clipped to int8,
+// in float32 exactly as internal/matvans.Step (alphaBits: the float32's
+// bits).
+extern "C" __global__ void ans_requant(const int *y, signed char *v, i64 n, i64 alphaBits) {
+	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) return;
+	const float p = __fmul_rn(__int_as_float((int)alphaBits), __int2float_rn(y[i]));
+	v[i] = (signed char)(int)fminf(fmaxf(rintf(p), -128.0f), 127.0f);
+}
