@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qgemv/qgemv/cuda"
 	"github.com/qgemv/qgemv/dispatch"
@@ -176,6 +177,31 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Printf("device: %s, PTX sm_%d\nread kernel: %.0f GB/s (1 GiB, host %.1f us/launch)\n", d, b.PTXArch(), rb.GBps(), 1e6*rb.Host)
+	// Host overhead: whole MulF16 calls from Go (activations prepared and
+	// copied, kernel, result copied back) on a matrix small enough that
+	// the kernel takes almost no time.
+	{
+		spec, _ := layout.ParseFormatSpec("q4g128")
+		m, _ := synth.Matrix(spec, 256, 256, 1)
+		mx, err := b.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]layout.FP16, 256)
+		y := make([]float32, 256)
+		for i := 0; i < 100; i++ {
+			_ = mx.MulF16(y, x, 1)
+		}
+		const n = 2000
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := mx.MulF16(y, x, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Printf("host overhead: %.1f us per MulF16 call from Go (256x256 Q4G128, batch 1, copies and synchronization included)\n", 1e6*time.Since(start).Seconds()/n)
+		mx.Close()
+	}
 	shapes := [][2]int{{4096, 14336}, {14336, 4096}, {8192, 8192}}
 	formats := strings.Split(envOr("QGEMV_CUDA_FORMATS", "q4g128,bits8g128,bits4g128,bits3g128,bits2g128,bits1g128,sparse12g128"), ",")
 	fmt.Printf("%-13s %-4s %-11s %5s %10s %9s %6s %8s\n", "format", "act", "shape", "batch", "time(us)", "GB/s", "ratio", "host(us)")
