@@ -13,12 +13,13 @@
 // blockIdx.y is the K split: segments (input vectors of V columns)
 // [s0, s1). A lane walks its row's bit streams (one per codebook) with a
 // two-word window and funnel shifts (codes may straddle words), one word
-// load per 32 bits of codes, the next word already in flight.
+// load per 32 bits of codes, the next three words already in flight.
 //
 // Psumbook (cb_psum_*): the block builds, per chunk of CS segments of its
 // range, the table tab[s][i][q][v] = sum_e C_i[q][e] * x[v][(c0+s)V+e]
-// in shared memory (each thread one (segment, codebook, centroid) for all
-// NB vectors: V centroid values loaded once, activations broadcast), then
+// in shared memory (the chunk's activations staged there first; each
+// thread one centroid (i, q) in registers for all segments and NB
+// vectors), then
 // every lane adds one table entry per code and vector. The global variant
 // (cb_psumg_*) reads the same table built once per call for the whole row
 // by cb_table into global memory (no per-block builds, no barriers, but
@@ -45,23 +46,28 @@ struct CB {
 // at base[w*32]; bits [off, off+B) of the window lo:hi are the next code.
 struct codeStream {
 	const uint32_t *base;
-	uint32_t lo, hi, nx;
-	i64 w;
-	__device__ __forceinline__ void start(const uint32_t *b, i64 bit, i64 wl) {
+	uint32_t lo, hi, n1, n2;
+	i64 w, wl;
+	__device__ __forceinline__ uint32_t load(i64 k) const { return k <= wl ? __ldg(base + k * 32) : 0u; }
+	__device__ __forceinline__ void start(const uint32_t *b, i64 bit, i64 wlen) {
 		base = b;
+		wl = wlen;
 		w = bit >> 5;
-		lo = __ldg(base + w * 32);
-		hi = __ldg(base + (w + 1) * 32);
-		// the word after next: within this stream, else (the stream's end,
-		// or the 32 trailing zero words) harmless and never used
-		nx = w + 2 < wl + 1 ? __ldg(base + (w + 2) * 32) : 0u;
+		// words up to wl exist: word wl is the next stream's first or one
+		// of the 32 trailing zero words; beyond it the window reads zeros
+		lo = load(w);
+		hi = load(w + 1);
+		n1 = load(w + 2);
+		n2 = load(w + 3);
 	}
 	__device__ __forceinline__ uint32_t peek(int off, uint32_t mask) const { return __funnelshift_r(lo, hi, off) & mask; }
-	__device__ __forceinline__ void advance(i64 wl) {
+	// advance moves the window one word on, three words in flight.
+	__device__ __forceinline__ void advance() {
 		w++;
 		lo = hi;
-		hi = nx;
-		nx = w + 2 < wl + 1 ? __ldg(base + (w + 2) * 32) : 0u;
+		hi = n1;
+		n1 = n2;
+		n2 = load(w + 3);
 	}
 };
 
@@ -107,34 +113,42 @@ __device__ __forceinline__ void addEntryG(const float *t, float (&gs)[NB]) {
 }
 
 // buildTable fills tab[((s*M + i)*K + q)*NB + v] for segments
-// [c0, c0+ns), threads of the block striding over (s, i, q).
+// [c0, c0+ns): the chunk's activations are first staged in xs (ns*V*NB
+// floats, read back as broadcasts), then each thread keeps the V values
+// of one centroid (i, q) in registers and walks the segments, so no
+// global load sits in the loop.
 template <int NB>
-__device__ __forceinline__ void buildTable(const CB &p, const float *x, i64 pcols, i64 c0, int ns, float *tab, int tid, int nthreads) {
+__device__ __forceinline__ void buildTable(const CB &p, const float *x, i64 pcols, i64 c0, int ns, float *tab, float *xs, int tid, int nthreads) {
 	int K = 1 << p.b, V = (int)p.v, M = (int)p.m;
-	int n = ns * M * K;
-	for (int e = tid; e < n; e += nthreads) {
-		int q = e & (K - 1), si = e >> p.b; // si = s*M + i
-		int i = si % M, s = si / M;
-		const float *cq = p.C + ((i64)i * K + q) * V;
+	for (int e = tid; e < ns * V * NB; e += nthreads) {
+		int v = e % NB, se = e / NB;
+		xs[e] = __ldg(x + v * pcols + c0 * V + se);
+	}
+	__syncthreads();
+	for (int iq = tid; iq < M * K; iq += nthreads) {
+		const float *cq = p.C + (i64)iq * V;
 		float c[8];
 #pragma unroll
 		for (int k = 0; k < 8; k++) c[k] = k < V ? __ldg(cq + k) : 0.f;
-		i64 col = (c0 + s) * V;
-		float acc[NB];
+#pragma unroll 2
+		for (int s = 0; s < ns; s++) {
+			const float *xv = xs + s * V * NB;
+			float acc[NB];
 #pragma unroll
-		for (int v = 0; v < NB; v++) {
-			float a = 0;
+			for (int v = 0; v < NB; v++) {
+				float a = 0;
 #pragma unroll
-			for (int k = 0; k < 8; k++)
-				if (k < V) a = fmaf(c[k], __ldg(x + v * pcols + col + k), a);
-			acc[v] = a;
-		}
-		float *d = tab + (i64)e * NB;
-		if (NB == 1) {
-			d[0] = acc[0];
-		} else {
+				for (int k = 0; k < 8; k++)
+					if (k < V) a = fmaf(c[k], xv[k * NB + v], a);
+				acc[v] = a;
+			}
+			float *d = tab + ((i64)s * M * K + iq) * NB;
+			if (NB == 1) {
+				d[0] = acc[0];
+			} else {
 #pragma unroll
-			for (int v = 0; v < NB; v += 4) *(float4 *)(d + v) = make_float4(acc[v], acc[v + 1], acc[v + 2], acc[v + 3]);
+				for (int v = 0; v < NB; v += 4) *(float4 *)(d + v) = make_float4(acc[v], acc[v + 1], acc[v + 2], acc[v + 3]);
+			}
 		}
 	}
 }
@@ -194,21 +208,22 @@ __device__ __forceinline__ void cbGemv(const CB &p, const float *x, const float 
 		const float *tab = nullptr;
 		if (MODE == 0) {
 			__syncthreads(); // the previous chunk's lookups are done
-			buildTable<NB>(p, x, pcols, c0, ns, sh, tid, blockDim.x);
+			buildTable<NB>(p, x, pcols, c0, ns, sh, sh + cs * M * K * NB, tid, blockDim.x);
 			__syncthreads();
 			tab = sh;
 		} else if (MODE == 1) {
 			tab = gtab + c0 * M * K * NB;
 		}
 		if (!active) continue;
+#pragma unroll 4
 		for (int s = 0; s < ns; s++) {
 			i64 j = c0 + s;
 			uint32_t q0 = cs0.peek(off, mask), q1 = M == 2 ? cs1.peek(off, mask) : 0u;
 			off += B;
 			if (off >= 32) {
 				off -= 32;
-				cs0.advance(p.wl);
-				if (M == 2) cs1.advance(p.wl);
+				cs0.advance();
+				if (M == 2) cs1.advance();
 			}
 			if (MODE <= 1) {
 				const float *t = tab + (i64)s * M * K * NB;

@@ -31,9 +31,14 @@ const (
 )
 
 // EnvPsumbook selects where the codebook kernels keep the Psumbook:
-// "shared" (default: built per block and chunk of columns in shared
-// memory) or "global" (built once per call by a first kernel in global
-// memory, then gathered through L1/L2).
+// "shared" (built per block and chunk of columns in shared memory) or
+// "global" (built once per call by a first kernel in global memory, then
+// gathered through L1/L2). Unset, the choice is measured on an H200
+// (4096x14336 and 14336x4096, L2 cold): shared for batch 1 with at most
+// 256 table entries per segment (one 8-bit codebook: equal to global
+// within 5% for m1v4b8, 10-15% faster for m1v4b4), global otherwise
+// (m2v8b8 at batch 1: 1.2-1.4x faster; 12-bit codes: 8-13x; batch 16,
+// where a 48 KiB block holds only 2-3 segments of 16 tables: 2-2.7x).
 const EnvPsumbook = "QGEMV_CUDA_PSUMBOOK"
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices:
@@ -75,7 +80,7 @@ type CBMatrix struct {
 	m, v, nb int // codebooks, vector length, bits per code
 	spg      int // segments (vectors of V columns) per scale group
 	dequant  bool
-	global   bool // Psumbook in global memory (EnvPsumbook=global)
+	table    string // EnvPsumbook: "shared", "global" or "" (measured choice)
 	bytes    int64
 
 	w, cent, s *buffer
@@ -98,7 +103,7 @@ func (b *Backend) loadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 		name = codebook.Baseline{Codebook: c}.Name()
 	}
 	mx := &CBMatrix{b: b, name: name, geo: gpuhost.GeometryOf(c), prows: c.PRows, m: c.M, v: c.V, nb: c.B,
-		spg: c.G / c.V, dequant: dequant, global: mode == "global", bytes: c.StreamBytes()}
+		spg: c.G / c.V, dequant: dequant, table: mode, bytes: c.StreamBytes()}
 	k := 1 << c.B
 	cent := make([]float32, c.M*k*c.V)
 	for i := 0; i < c.M; i++ {
@@ -158,12 +163,14 @@ func (mx *CBMatrix) Close() error {
 }
 
 // Kernel names the kernel family, e.g. "cuda-sm90-psumbook" (Psumbook in
-// shared memory), "cuda-sm90-psumbook-global" or "cuda-sm90-dequant".
+// shared or global memory, chosen per batch; shared when forced by
+// EnvPsumbook), "cuda-sm90-psumbook-global" (forced) or
+// "cuda-sm90-dequant".
 func (mx *CBMatrix) Kernel() string {
 	switch {
 	case mx.dequant:
 		return fmt.Sprintf("cuda-sm%d-dequant", mx.b.arch)
-	case mx.global:
+	case mx.table == "global":
 		return fmt.Sprintf("cuda-sm%d-psumbook-global", mx.b.arch)
 	}
 	return fmt.Sprintf("cuda-sm%d-psumbook", mx.b.arch)
@@ -203,6 +210,18 @@ func (mx *CBMatrix) MulA8([]float32, []float32, int) error { return ErrCodebookA
 // MulI8 returns ErrCodebookA8.
 func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }
 
+// globalTable reports whether a multiply of batch vectors builds the
+// Psumbook in global memory (see EnvPsumbook for the measured rule).
+func (mx *CBMatrix) globalTable(batch int) bool {
+	switch mx.table {
+	case "global":
+		return true
+	case "shared":
+		return false
+	}
+	return batch > 1 || mx.m<<mx.nb > 256
+}
+
 // group returns the vectors one launch computes (the kernel instance: 1,
 // 4 or 16): the batch's bucket, made smaller while one segment's
 // Psumbook (M codebooks x 2^B entries) for that many vectors would not fit
@@ -212,12 +231,12 @@ func (mx *CBMatrix) group(batch int) int {
 	nb, _ := bucket(batch)
 	switch {
 	case mx.dequant:
-	case mx.global: // the table of the whole row: at most cbGlobalTable bytes
+	case mx.globalTable(batch): // the table of the whole row: at most cbGlobalTable bytes
 		for nb > 1 && int64(nb*mx.nsegs()*mx.m)*(4<<mx.nb) > cbGlobalTable {
 			nb /= 4
 		}
 	default:
-		for nb > 1 && nb*mx.m*(4<<mx.nb) > cbShared {
+		for nb > 1 && nb*(mx.m<<mx.nb+mx.v)*4 > cbShared {
 			nb /= 4
 		}
 	}
@@ -272,17 +291,17 @@ func (mx *CBMatrix) splits(gx int) int {
 
 // kernel returns the gemv kernel for a group of nb vectors and its
 // dynamic shared memory and chunk (segments per Psumbook build).
-func (mx *CBMatrix) kernel(nb int) (name string, shmem, chunk int) {
+func (mx *CBMatrix) kernel(nb int, global bool) (name string, shmem, chunk int) {
 	k := 1 << mx.nb
 	switch {
 	case mx.dequant && mx.m*k*mx.v*4 <= cbShared:
 		return fmt.Sprintf("cb_deqs_b%d", nb), mx.m * k * mx.v * 4, 0
 	case mx.dequant:
 		return fmt.Sprintf("cb_deqg_b%d", nb), 0, 0
-	case mx.global:
+	case global:
 		return fmt.Sprintf("cb_psumg_b%d", nb), 0, 0
 	}
-	row := nb * mx.m * k * 4 // bytes of one segment's table
+	row := nb * (mx.m*k + mx.v) * 4 // one segment's table and staged activations
 	chunk = max(1, cbShared/row)
 	return fmt.Sprintf("cb_psum_b%d", nb), chunk * row, chunk
 }
@@ -295,10 +314,11 @@ func (mx *CBMatrix) launch(xb, yb *buffer, batch, nb int) error {
 	rows, pc := mx.geo.Rows, mx.geo.PCols
 	gx := ceilDiv(mx.prows/32, cbWarps)
 	splits := mx.splits(gx)
-	name, shmem, chunk := mx.kernel(nb)
+	global := mx.globalTable(batch) && !mx.dequant
+	name, shmem, chunk := mx.kernel(nb, global)
 	k := 1 << mx.nb
 	var tab, ws cu.DevicePtr
-	if mx.global && !mx.dequant {
+	if global {
 		tb, err := b.scratchBuf("cbtab", 4*int64(mx.nsegs()*mx.m*k*nb))
 		if err != nil {
 			return err
@@ -353,7 +373,7 @@ func TimeCodebook(mats []*CBMatrix, act string, batch, iters int) (Timing, error
 	}
 	m0 := mats[0]
 	for _, m := range mats {
-		if m.b != m0.b || m.geo != m0.geo || m.name != m0.name || m.global != m0.global {
+		if m.b != m0.b || m.geo != m0.geo || m.name != m0.name || m.table != m0.table {
 			return Timing{}, errors.New("cuda: TimeCodebook: the matrices differ in backend, shape, format or kernel")
 		}
 		if m.closed {
