@@ -18,7 +18,10 @@
 //     word 32d + l), so the four lookups of a step never conflict;
 //   - escaped elements take the next bytes of the unit's escape list in
 //     decoding order (step, lane, element): a warp prefix sum of the
-//     escape counts, only on steps where some lane has one;
+//     escape counts, only on steps where some lane has one; the escape
+//     bytes come through a 512-byte ring per warp in shared memory, filled
+//     128 bytes at a time, the next 128 always in flight;
+//   - the activations of the next step are loaded one step ahead;
 //   - every read is bounded by the unit's word and escape counts. A unit
 //     whose stream is corrupt (initial state out of range, stream or
 //     escape list exhausted, final state != 2^31, escapes left over) stops
@@ -48,17 +51,28 @@ __device__ __forceinline__ void ans_fail(unsigned *status, unsigned code, i64 un
 	}
 }
 
-// Replace byte e of vals by the escape byte when entry ent is an escape.
-__device__ __forceinline__ void ans_escape(unsigned ent, int e, unsigned &vals, u64 &p, u64 ne, const signed char *esc, int &err) {
+// Replace byte e of vals by the next escape byte (from the warp's ring
+// er, valid below the unit-relative position lim) when entry ent is an
+// escape.
+__device__ __forceinline__ void ans_escape(unsigned ent, int e, unsigned &vals, i64 &p, i64 lim, const unsigned char *er, int &err) {
 	if (ent & (1u << 24)) {
-		if (p < ne) {
-			unsigned b = (unsigned)(unsigned char)esc[p];
-			vals = (vals & ~(0xffu << (8 * e))) | (b << (8 * e));
+		if (p < lim) {
+			vals = (vals & ~(0xffu << (8 * e))) | ((unsigned)er[p & 511] << (8 * e));
 		} else {
 			err = ANS_ESC_END;
 		}
 		p++;
 	}
+}
+
+// ans_esc4 loads escape bytes i..i+3 of a unit with ne bytes (zeros past
+// the end) as one word.
+__device__ __forceinline__ unsigned ans_esc4(const signed char *eu, i64 i, i64 ne) {
+	unsigned w = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		if (i + k < ne) w |= (unsigned)(unsigned char)eu[i + k] << (8 * k);
+	return w;
 }
 
 // ans_mul: STRIPES selects warp stripes. table: 128 digit entries
@@ -69,16 +83,23 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
 	__shared__ unsigned tab[128 * 32];
 	__shared__ __align__(16) unsigned ring[ANS_WARPS][256];
-	for (int i = threadIdx.x; i < 128 * 32; i += blockDim.x) tab[i] = table[i >> 5];
+	__shared__ __align__(16) unsigned escRing[ANS_WARPS][128];
+#pragma unroll
+	for (int k = 0; k < 128 / ANS_WARPS; k++) {
+		const int i = threadIdx.x + k * 32 * ANS_WARPS;
+		tab[i] = __ldg(table + (i >> 5));
+	}
 	__syncthreads();
 	const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
 	const unsigned lt = (1u << lane) - 1;
 	unsigned *q = ring[wid];
 	uint4 *q4 = (uint4 *)q;
 	const unsigned *tl = tab + lane;
+	const unsigned char *er = (const unsigned char *)escRing[wid];
 	for (i64 u = (i64)blockIdx.x * ANS_WARPS + wid; u < units; u += (i64)gridDim.x * ANS_WARPS) {
 		const u64 w0 = offs[u], n = offs[u + 1] - w0; // a multiple of 128 words, >= 128 (checked at load)
-		const u64 e0 = escOffs[u], ne = escOffs[u + 1] - e0;
+		const u64 e0 = escOffs[u];
+		const i64 ne = (i64)(escOffs[u + 1] - e0);
 		const uint4 *src = words + w0 / 4;
 		const signed char *eu = esc + e0;
 		__syncwarp();
@@ -87,13 +108,19 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 		bool more = n > 128;
 		uint4 pre = make_uint4(0, 0, 0, 0);
 		if (more) pre = src[32 + lane];
+		// Escape bytes: a 512-byte ring per warp filled 128 bytes at a
+		// time, the next 128 in flight in epre.
+		i64 eLoaded = 0;
+		unsigned epre = ans_esc4(eu, 4 * lane, ne);
+		int vw = STRIPES ? __ldg(v) : __ldg(v + lane);
 		__syncwarp();
 		u64 x = (u64)q[2 * lane] | ((u64)q[2 * lane + 1] << 32);
 		if (__any_sync(FULL, x < STATE_LOW || (x >> 63) != 0)) {
 			if (lane == 0) ans_fail(status, ANS_BAD_STATE, u, tag);
 			continue;
 		}
-		u64 qpos = 64, ep = 0;
+		u64 qpos = 64;
+		i64 ep = 0;
 		int acc = 0, err = 0;
 		i64 step = 0;
 		for (; step < steps; step++) {
@@ -105,6 +132,7 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 				if (more) pre = src[loaded / 4 + lane];
 				__syncwarp();
 			}
+			const int vn = step + 1 < steps ? (STRIPES ? __ldg(v + step + 1) : __ldg(v + (step + 1) * 32 + lane)) : 0;
 			const unsigned lo = (unsigned)x;
 			const unsigned a = tl[(lo & 127) << 5], b = tl[((lo >> 7) & 127) << 5], c = tl[((lo >> 14) & 127) << 5], d = tl[((lo >> 21) & 127) << 5];
 			const unsigned fa = (a >> 8) & 255, fb = (b >> 8) & 255, fc = (c >> 8) & 255, fd = (d >> 8) & 255;
@@ -119,12 +147,20 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 					int t = __shfl_up_sync(FULL, s, o);
 					if (lane >= o) s += t;
 				}
-				u64 p = ep + (u64)(s - cnt);
-				ans_escape(a, 0, vals, p, ne, eu, err);
-				ans_escape(b, 1, vals, p, ne, eu, err);
-				ans_escape(c, 2, vals, p, ne, eu, err);
-				ans_escape(d, 3, vals, p, ne, eu, err);
-				ep += (u64)__shfl_sync(FULL, s, 31);
+				while (eLoaded - ep < 128 && eLoaded < ne) {
+					__syncwarp();
+					escRing[wid][((eLoaded >> 2) & 127) + lane] = epre;
+					eLoaded += 128;
+					epre = ans_esc4(eu, eLoaded + 4 * lane, ne);
+					__syncwarp();
+				}
+				i64 p = ep + (s - cnt);
+				const i64 lim = min(eLoaded, ne);
+				ans_escape(a, 0, vals, p, lim, er, err);
+				ans_escape(b, 1, vals, p, lim, er, err);
+				ans_escape(c, 2, vals, p, lim, er, err);
+				ans_escape(d, 3, vals, p, lim, er, err);
+				ep += __shfl_sync(FULL, s, 31);
 			}
 			const bool need = x < STATE_LOW;
 			const unsigned m = __ballot_sync(FULL, need);
@@ -137,8 +173,8 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 				}
 			}
 			qpos += __popc(m);
-			const int vw = STRIPES ? __ldg(v + step) : __ldg(v + step * 32 + lane);
 			acc = __dp4a((int)vals, vw, acc);
+			vw = vn;
 			if (__any_sync(FULL, err != 0)) break;
 		}
 		if (step < steps) {
