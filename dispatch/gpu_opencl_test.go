@@ -28,12 +28,13 @@ func openclOrSkip(t *testing.T) []opencl.DeviceInfo {
 	return ds
 }
 
-// openclSupports: everything but codebooks; A8 needs integer zero points
-// (the suite then requires the error).
+// openclSupports: every format; codebooks take float activations only
+// (A32, A16) and A8 needs integer zero points (the suite then requires
+// the error).
 func openclSupports(m layout.Matrix, act string) bool {
 	switch m := m.(type) {
 	case *codebook.Codebook, codebook.Baseline:
-		return false
+		return act != conformance.A8
 	case *layout.Bits:
 		return act != conformance.A8 || m.IntegerZeros() == nil
 	case *layout.Sparse12:

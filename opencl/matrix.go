@@ -11,6 +11,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // Matrix is a matrix loaded onto an OpenCL device. Multiplies are safe
@@ -20,16 +21,17 @@ type Matrix struct {
 	b      *Backend
 	m      layout.Matrix
 	geo    gpuhost.Geometry
-	perm   []int32 // act-order gather (Bits), or nil
-	a8err  error   // why int8 activations are refused, or nil
-	kf, k8 string  // float and int8 kernel names
-	w      *buffer // weights
-	sp, zp *buffer // scales, zeros (or offsets)
-	prows  int     // metadata stride (Bits, Sparse12)
-	lg     int32   // log2 of the group, -1 for whole-row groups
-	meta16 int32   // 1: binary16 metadata
-	offs   int32   // 1: Bits with offsets
-	tiled  int     // tiledQ4 or tiledBits4: the tiled kernels (gemv.cl) run it
+	perm   []int32   // act-order gather (Bits), or nil
+	a8err  error     // why int8 activations are refused, or nil
+	kf, k8 string    // float and int8 kernel names
+	w      *buffer   // weights
+	sp, zp *buffer   // scales, zeros (or offsets)
+	prows  int       // metadata stride (Bits, Sparse12)
+	lg     int32     // log2 of the group, -1 for whole-row groups
+	meta16 int32     // 1: binary16 metadata
+	offs   int32     // 1: Bits with offsets
+	tiled  int       // tiledQ4 or tiledBits4: the tiled kernels (gemv.cl) run it
+	cb     *cbMatrix // codebook matrices (codebook.go), or nil
 	closed atomic.Bool
 }
 
@@ -45,8 +47,10 @@ func bytesOf[T any](s []T) int {
 	return len(s) * int(unsafe.Sizeof(z))
 }
 
-// Load validates m and copies it to the device. Q4G128, Bits and
-// Sparse12 are supported; other formats are an error naming them.
+// Load validates m and copies it to the device. Q4G128, Bits, Sparse12
+// and codebook matrices (*codebook.Codebook: the Psumbook kernels;
+// codebook.Baseline: dequantize-then-multiply) are supported; other
+// formats are an error naming them.
 func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 	if m == nil {
 		return nil, fmt.Errorf("opencl: Load: nil matrix")
@@ -54,6 +58,7 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	var err error
 	mx := &Matrix{b: b, m: m, geo: gpuhost.GeometryOf(m), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m), lg: -1}
 	var parts [3]struct {
 		p unsafe.Pointer
@@ -96,6 +101,15 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		parts[0].p, parts[0].n = ptr(m.Words), bytesOf(m.Words)
 		setMeta(m.GroupMeta, m.G, m.WholeRow)
 		mx.prows = m.PRows
+	case *codebook.Codebook, codebook.Baseline:
+		c, dequant := cbOf(m)
+		if mx.cb, err = newCBMatrix(c, dequant); err != nil {
+			return nil, err
+		}
+		words, cent, scales := cbParts(c)
+		parts[0].p, parts[0].n = ptr(words), bytesOf(words)
+		parts[1].p, parts[1].n = ptr(cent), bytesOf(cent)
+		parts[2].p, parts[2].n = ptr(scales), bytesOf(scales)
 	default:
 		return nil, fmt.Errorf("opencl: format %s is not implemented by the OpenCL backend", m.Name())
 	}
@@ -138,8 +152,14 @@ func (mx *Matrix) Close() error {
 	return nil
 }
 
-// Kernel names the kernel set, e.g. "opencl-nvidia-h200".
-func (mx *Matrix) Kernel() string { return "opencl-" + mx.b.ShortName() }
+// Kernel names the kernel set, e.g. "opencl-nvidia-h200" (codebook
+// matrices: with "-psumbook", "-psumbook-global" or "-dequant").
+func (mx *Matrix) Kernel() string {
+	if mx.cb != nil {
+		return mx.cbKernelName()
+	}
+	return "opencl-" + mx.b.ShortName()
+}
 
 // Format returns the loaded matrix.
 func (mx *Matrix) Format() layout.Matrix { return mx.m }
@@ -195,6 +215,9 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
 		return err
 	}
+	if mx.cb != nil {
+		return ErrCodebookA8
+	}
 	if mx.a8err != nil {
 		return fmt.Errorf("opencl: %w", mx.a8err)
 	}
@@ -219,6 +242,9 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	if err := mx.geo.CheckI8(prefix, len(dst), xq, xs, batch); err != nil {
 		return err
 	}
+	if mx.cb != nil {
+		return ErrCodebookA8
+	}
 	if mx.a8err != nil {
 		return fmt.Errorf("opencl: %w", mx.a8err)
 	}
@@ -236,6 +262,9 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	}
 	if mx.closed.Load() {
 		return ErrClosed
+	}
+	if mx.cb != nil {
+		return mx.runCB(dst, xf, batch)
 	}
 	if mx.tiled != 0 {
 		var err error

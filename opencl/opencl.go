@@ -69,6 +69,7 @@ type Backend struct {
 	// scratch buffers of the multiplies (grown on demand)
 	xf, xq, xs, y *buffer
 	xsum, sx      *buffer // per-unit float sums, per-group int8 sums (tiled kernels)
+	cbTab, cbWS   *buffer // global Psumbook, split partials (codebook kernels)
 
 	ptx      bool   // NVIDIA inline PTX (dp4a) in the build options
 	ptxErr   error  // why the inline-PTX build failed, if it did
@@ -192,7 +193,7 @@ func (b *Backend) Close() error {
 		ps.p.release()
 	}
 	b.progs = nil
-	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx} {
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.cbTab, &b.cbWS} {
 		(*p).release()
 		*p = nil
 	}
