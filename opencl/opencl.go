@@ -70,6 +70,8 @@ type Backend struct {
 	xf, xq, xs, y *buffer
 	xsum, sx      *buffer // per-unit float sums, per-group int8 sums (tiled kernels)
 	cbTab, cbWS   *buffer // global Psumbook, split partials (codebook kernels)
+	ansV, ansY    *buffer // int8 vector and int32 results (ANS and int8 multiplies)
+	ansSt         *buffer // per-unit status of the ANS kernel
 
 	ptx      bool   // NVIDIA inline PTX (dp4a) in the build options
 	ptxErr   error  // why the inline-PTX build failed, if it did
@@ -193,7 +195,7 @@ func (b *Backend) Close() error {
 		ps.p.release()
 	}
 	b.progs = nil
-	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.cbTab, &b.cbWS} {
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt} {
 		(*p).release()
 		*p = nil
 	}
