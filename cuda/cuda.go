@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -167,6 +168,7 @@ type Backend struct {
 	mods    []cu.Module
 	fns     map[string]cu.Function
 	scratch map[string]*buffer
+	pinned  map[string]*pinned
 
 	mu     sync.Mutex
 	closed bool
@@ -234,8 +236,9 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan func()), done: make(chan struct{}),
-		fns: map[string]cu.Function{}, scratch: map[string]*buffer{}}
+	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan func(), 1), // buffered: a sender never parks waiting for the CUDA thread
+		done: make(chan struct{}),
+		fns:  map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{}}
 	started := make(chan error)
 	go b.loop(started, ptx)
 	if err := <-started; err != nil {
@@ -254,10 +257,35 @@ func (b *Backend) loop(started chan<- error, ptx map[string]string) {
 		return
 	}
 	started <- nil
-	for f := range b.work {
+	for {
+		f, ok := spinRecv(b.work)
+		if !ok {
+			break
+		}
 		f()
 	}
 	b.release()
+}
+
+// spinWait is how long a handoff between a caller and the CUDA thread
+// polls before blocking: waking a parked OS thread costs tens of
+// microseconds, more than a whole small GEMV.
+const spinWait = 100 * time.Microsecond
+
+// spinRecv receives from c, polling for up to spinWait before blocking.
+func spinRecv[T any](c <-chan T) (T, bool) {
+	deadline := time.Now().Add(spinWait)
+	for i := 0; ; i++ {
+		select {
+		case v, ok := <-c:
+			return v, ok
+		default:
+		}
+		if i&63 == 63 && time.Now().After(deadline) {
+			v, ok := <-c
+			return v, ok
+		}
+	}
 }
 
 func (b *Backend) init(ptx map[string]string) error {
@@ -331,6 +359,10 @@ func (b *Backend) release() {
 		s.free()
 	}
 	b.scratch = nil
+	for _, h := range b.pinned {
+		h.free()
+	}
+	b.pinned = nil
 	for _, mod := range b.mods {
 		_ = mod.Unload()
 	}
@@ -349,7 +381,8 @@ func (b *Backend) do(f func() error) error {
 	errc := make(chan error, 1)
 	b.work <- func() { errc <- f() }
 	b.mu.Unlock()
-	return <-errc
+	err, _ := spinRecv(errc)
+	return err
 }
 
 // Close releases the context and everything allocated on it. Matrices

@@ -233,15 +233,15 @@ struct Sp12F {
 };
 
 // Kernel names: <format>_<f32|f16>_b<NB>; NB = 1 (batch 1), 4 (2..4),
-// 16 (5..16), with RT = 4, 2, 1 rows per warp.
+// 16 (5..16), with RT = 4, 2, 2 rows per warp (RT = 1 at NB = 16 measured 2x slower).
 #define UNPAREN(...) __VA_ARGS__
 #define FLOAT_KERNELS(NAME, F, PARAMS, INIT)                                                                       \
 	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 1, 4)                                                            \
 	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 4, 2)                                                            \
-	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 16, 1)                                                           \
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, float, f32, 16, 2)                                                           \
 	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 1, 4)                                                           \
 	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 4, 2)                                                           \
-	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 16, 1)
+	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 16, 2)
 #define FLOAT_KERNEL(NAME, F, PARAMS, INIT, T, TN, NB, RT)                                                          \
 	extern "C" __global__ void __launch_bounds__(32 * WARPS) NAME##_##TN##_b##NB(UNPAREN PARAMS, const T *x, float *y, float *ws, i64 rows, i64 nb, i64 mode) { \
 		F f = INIT;                                                                                                  \

@@ -32,7 +32,7 @@ func bucket(batch int) (nb, rows int) {
 	case batch <= 4:
 		return 4, 2
 	}
-	return 16, 1
+	return 16, 2
 }
 
 type format int
@@ -226,7 +226,7 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 		if err != nil {
 			return "", nil, err
 		}
-		return mx.floatKernel("f32", batch), nil, put(xb, xp)
+		return mx.floatKernel("f32", batch), nil, stagedPut(b, "x", xb, xp)
 	})
 }
 
@@ -248,11 +248,11 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 			if err != nil {
 				return "", nil, err
 			}
-			if err := put(sb, xsum); err != nil {
+			if err := stagedPut(b, "xsum", sb, xsum); err != nil {
 				return "", nil, err
 			}
 		}
-		return name, nil, put(xb, xp)
+		return name, nil, stagedPut(b, "x", xb, xp)
 	})
 }
 
@@ -455,7 +455,7 @@ func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.De
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if err := put(buf, a); err != nil {
+		if err := stagedPut(b, fmt.Sprintf("xq%d", i), buf, a); err != nil {
 			return nil, 0, 0, err
 		}
 		ptrs = append(ptrs, buf.ptr)
@@ -464,7 +464,7 @@ func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.De
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err := put(xsb, xs); err != nil {
+	if err := stagedPut(b, "xs", xsb, xs); err != nil {
 		return nil, 0, 0, err
 	}
 	if sx != nil {
@@ -472,7 +472,7 @@ func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.De
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if err := put(sxb, sx); err != nil {
+		if err := stagedPut(b, "sx", sxb, sx); err != nil {
 			return nil, 0, 0, err
 		}
 		sxp = sxb.ptr
@@ -513,9 +513,10 @@ func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []a
 			return err
 		}
 		if err := mx.launch(name, args, yb, batch); err != nil {
+			_ = cu.Synchronize() // queued copies finish before their staging is reused
 			return err
 		}
-		return yb.download(dst)
+		return b.stagedDownload(yb, dst)
 	})
 }
 

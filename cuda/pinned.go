@@ -1,0 +1,112 @@
+//go:build cuda
+
+package cuda
+
+// #cgo LDFLAGS: -lcuda
+// #include <cuda.h>
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// stagingMax bounds the activations and results copied through pinned
+// host memory; larger copies go directly from Go memory.
+const stagingMax = 16 << 20
+
+// pinned is page-locked host memory (cuMemAllocHost): copies from it run
+// as direct DMA instead of through the driver's bounce buffer, which
+// matters for the small per-call copies of a GEMV.
+type pinned struct {
+	p    unsafe.Pointer
+	size int
+}
+
+func allocPinned(size int) (*pinned, error) {
+	var p unsafe.Pointer
+	if r := C.cuMemAllocHost_v2(&p, C.size_t(size)); r != C.CUDA_SUCCESS {
+		return nil, fmt.Errorf("cuda: allocating %d bytes of pinned host memory: CUresult %d", size, int(r))
+	}
+	return &pinned{p: p, size: size}, nil
+}
+
+func (h *pinned) free() {
+	if h != nil && h.p != nil {
+		C.cuMemFreeHost(h.p)
+		h.p = nil
+	}
+}
+
+func (h *pinned) bytes(n int) []byte { return unsafe.Slice((*byte)(h.p), n) }
+
+// staging returns the backend's pinned buffer of that name with at least
+// size bytes (CUDA thread only).
+func (b *Backend) staging(name string, size int) (*pinned, error) {
+	if h := b.pinned[name]; h != nil && h.size >= size {
+		return h, nil
+	}
+	if h := b.pinned[name]; h != nil {
+		h.free()
+		delete(b.pinned, name)
+	}
+	h, err := allocPinned(max(size, 1<<16))
+	if err != nil {
+		return nil, err
+	}
+	b.pinned[name] = h
+	return h, nil
+}
+
+// stagedPut queues a copy of s into bf through the pinned buffer of that
+// name (CUDA thread only). The copy is asynchronous on the default
+// stream: kernels launched after it see the data, and the staging buffer
+// is not reused before the call's stagedDownload has synchronized, so one
+// multiply pays for one wait instead of one per copy.
+func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
+	p, n := bytesOf(s)
+	if n == 0 || n > stagingMax {
+		return put(bf, s)
+	}
+	if n > bf.size {
+		return fmt.Errorf("cuda: %d bytes do not fit a %d-byte buffer", n, bf.size)
+	}
+	h, err := b.staging("in:"+name, int(n))
+	if err != nil {
+		return err
+	}
+	copy(h.bytes(int(n)), unsafe.Slice((*byte)(p), n))
+	if err := cu.MemcpyHtoDAsync(bf.ptr, h.p, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+	}
+	return nil
+}
+
+// stagedDownload copies the start of bf into dst through pinned memory,
+// waiting for everything queued before it (CUDA thread only).
+func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
+	p, n := bytesOf(dst)
+	if n == 0 || n > stagingMax {
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+		}
+		return bf.download(dst)
+	}
+	if n > bf.size {
+		return fmt.Errorf("cuda: reading %d bytes from a %d-byte buffer", n, bf.size)
+	}
+	h, err := b.staging("out", int(n))
+	if err != nil {
+		return err
+	}
+	if err := cu.MemcpyDtoHAsync(h.p, bf.ptr, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
+	}
+	if err := cu.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+	}
+	copy(unsafe.Slice((*byte)(p), n), h.bytes(int(n)))
+	return nil
+}
