@@ -3,7 +3,9 @@
 // problem, activation preparation (int8 quantization of a batch, binary16
 // widening, act-order gathering, padding to the stored column count) and
 // metadata flattening into the plain arrays GPU kernels index. It is pure
-// Go (stdlib and layout only) and knows nothing of any GPU API.
+// Go (stdlib and layout only) and knows nothing of any GPU API. For
+// entropy-coded int8 matrices (layout/ans) it packs the model's decode
+// table, names the kernels' status codes and checks MatVANS chains.
 package gpuhost
 
 import (
@@ -120,6 +122,12 @@ func QuantizeBatch(xq []int8, xs []float32, x []float32, batch, cols, pcols int)
 // perm[j]] (perm nil: the identity), and zeroes the padding columns
 // cols..pcols-1. len(perm) must be cols when not nil.
 func PadF32(dst, x []float32, batch, cols, pcols int, perm []int32) error {
+	return Pad(dst, x, batch, cols, pcols, perm)
+}
+
+// Pad is PadF32 for activations of any type, copied unchanged (e.g.
+// binary16 activations a kernel widens itself).
+func Pad[T any](dst, x []T, batch, cols, pcols int, perm []int32) error {
 	if err := checkPad(len(dst), len(x), batch, cols, pcols, perm); err != nil {
 		return err
 	}
@@ -135,6 +143,24 @@ func PadF32(dst, x []float32, batch, cols, pcols int, perm []int32) error {
 		clear(d[cols:])
 	}
 	return nil
+}
+
+// QuantizeA8 prepares the int8 activations of a MulA8: the batch
+// vectors of cols activations x gathered in stored column order (perm,
+// nil: the identity) and padded to pcols (PadF32), then quantized per
+// vector exactly as layout.QuantizeA8 (QuantizeBatch). A non-finite
+// activation is an error naming the vector, prefixed with prefix (e.g.
+// "cuda").
+func QuantizeA8(prefix string, x []float32, batch, cols, pcols int, perm []int32) (xq []int8, xs []float32, err error) {
+	xp := make([]float32, batch*pcols)
+	if err := PadF32(xp, x, batch, cols, pcols, perm); err != nil {
+		return nil, nil, err
+	}
+	xq, xs = make([]int8, batch*pcols), make([]float32, batch*pcols/layout.GroupSize)
+	if err := QuantizeBatch(xq, xs, xp, batch, pcols, pcols); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	return xq, xs, nil
 }
 
 // PadF16 is PadF32 for binary16 activations, widened exactly to float32.
