@@ -169,6 +169,7 @@ type Backend struct {
 	fns     map[string]cu.Function
 	scratch map[string]*buffer
 	pinned  map[string]*pinned
+	wsZero  int64 // leading words of the "ws" scratch known to be zero (matrix.go)
 
 	mu     sync.Mutex
 	closed bool

@@ -47,58 +47,95 @@ func TestConformance(t *testing.T) {
 }
 
 // TestSplitK: few rows and many columns make the float kernels split K;
-// every mode (data parallel, atomic, deterministic) meets the bound, and
-// the deterministic mode gives the same bits every run.
+// every mode (data parallel, atomic, deterministic) meets the bound with
+// float32 and binary16 activations (the tensor-core kernels for the
+// formats that have them), and the deterministic mode gives the same bits
+// every run. Multiplies of a matrix with more row tiles between the runs
+// reuse the SplitK workspace with another tile count.
 func TestSplitK(t *testing.T) {
 	device(t)
-	const rows, cols = 37, 9000
-	for _, f := range []string{"q4g128", "bits4g128", "bits3g64", "bits1row", "sparse12g128"} {
+	const cols = 9000
+	for _, f := range []string{"q4g128", "bits4g128", "bits8g256", "bits2row", "bits3g64", "bits1row", "sparse12g128"} {
 		spec, _ := layout.ParseFormatSpec(f)
-		m, err := synth.Matrix(spec, rows, cols, 3)
-		if err != nil {
-			t.Fatal(err)
+		var ms [2]layout.Matrix
+		for i, rows := range []int{37, 600} {
+			m, err := synth.Matrix(spec, rows, cols, uint64(3+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms[i] = m
 		}
-		ref, mag := make([]float64, rows), make([]float64, rows)
 		for _, batch := range []int{1, 16} {
 			x := synth.Vector(batch*cols, 4)
+			h := make([]layout.FP16, len(x))
+			xh := make([]float32, len(x))
+			for i, v := range x {
+				h[i] = layout.ToFP16(v)
+				xh[i] = h[i].Float32()
+			}
 			for _, o := range []cuda.Options{{Split: 1}, {Split: 0, Mode: cuda.Atomic}, {Split: 7, Mode: cuda.Deterministic}, {Split: 0, Mode: cuda.Deterministic}} {
 				b, err := cuda.Open(0, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				mx, err := b.Load(m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var first []float32
-				for run := 0; run < 3; run++ {
-					y := make([]float32, batch*rows)
-					if err := mx.MulF32(y, x, batch); err != nil {
+				var mxs [2]cuda.Mat
+				for i, m := range ms {
+					if mxs[i], err = b.Load(m); err != nil {
 						t.Fatal(err)
 					}
-					for v := 0; v < batch; v++ {
-						xv := x[v*cols : (v+1)*cols]
-						dotRef(t, m, ref, mag, xv)
-						for r := range ref {
-							if d := math.Abs(float64(y[v*rows+r]) - ref[r]); !(d <= layout.BitsTolerance*mag[r]) {
-								t.Fatalf("%s split %+v batch %d: vector %d row %d = %v, want %v", f, o, batch, v, r, y[v*rows+r], ref[r])
+				}
+				first := map[string][]float32{}
+				for run := 0; run < 3; run++ {
+					for i, m := range ms {
+						rows, _ := m.Shape()
+						for _, act := range []string{"A32", "A16"} {
+							y := make([]float32, batch*rows)
+							xin := x
+							if act == "A32" {
+								err = mxs[i].MulF32(y, x, batch)
+							} else {
+								err, xin = mxs[i].MulF16(y, h, batch), xh
 							}
-						}
-					}
-					if o.Mode == cuda.Deterministic {
-						if first == nil {
-							first = y
-						} else {
-							for i := range y {
-								if math.Float32bits(y[i]) != math.Float32bits(first[i]) {
-									t.Fatalf("%s deterministic split %+v: run %d differs at %d", f, o, run, i)
+							if err != nil {
+								t.Fatal(err)
+							}
+							name := fmt.Sprintf("%s %dx%d %s split %+v batch %d run %d", f, rows, cols, act, o, batch, run)
+							checkRef(t, name, m, y, xin, batch)
+							if o.Mode == cuda.Deterministic {
+								key := fmt.Sprint(i, act)
+								if first[key] == nil {
+									first[key] = y
+									continue
+								}
+								for k := range y {
+									if math.Float32bits(y[k]) != math.Float32bits(first[key][k]) {
+										t.Fatalf("%s: deterministic result differs from run 0 at %d", name, k)
+									}
 								}
 							}
 						}
 					}
 				}
-				mx.Close()
+				for _, mx := range mxs {
+					mx.Close()
+				}
 				b.Close()
+			}
+		}
+	}
+}
+
+// checkRef checks y (batch x rows) against the float64 reference within
+// layout.BitsTolerance of the magnitude.
+func checkRef(t *testing.T, name string, m layout.Matrix, y, x []float32, batch int) {
+	t.Helper()
+	rows, cols := m.Shape()
+	ref, mag := make([]float64, rows), make([]float64, rows)
+	for v := 0; v < batch; v++ {
+		dotRef(t, m, ref, mag, x[v*cols:(v+1)*cols])
+		for r := range ref {
+			if d := math.Abs(float64(y[v*rows+r]) - ref[r]); !(d <= layout.BitsTolerance*mag[r]) {
+				t.Fatalf("%s: vector %d row %d = %v, want %v", name, v, r, y[v*rows+r], ref[r])
 			}
 		}
 	}

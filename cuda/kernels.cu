@@ -46,6 +46,43 @@ __device__ __forceinline__ float warpSum(float v) {
 
 // ---------------------------------------------------------------- float kernels
 
+// storeOut writes one result: mode 0 stores, 1 adds atomically into y
+// (SplitK, order-dependent), 2 writes the split's partial (SplitK,
+// deterministic: finishSplit adds the partials in split order).
+__device__ __forceinline__ void storeOut(float *y, float *ws, i64 o, float v, i64 n, i64 mode) {
+	if (mode == 0) y[o] = v;
+	else if (mode == 1) atomicAdd(y + o, v);
+	else ws[(gridDim.x + 63) / 64 * 64 + (i64)blockIdx.y * n + o] = v;
+}
+
+// finishSplit ends a deterministic SplitK launch (mode 2): every thread of
+// the block calls it after the block's partials are stored. The block
+// that finishes its row tile last (a per-tile counter at the start of ws,
+// zero between launches) adds the tile's partials in split order into y
+// and resets the counter: one launch, the same bits every run.
+__device__ void finishSplit(float *y, float *ws, i64 rows, i64 nb, i64 row0, int tileRows, i64 mode) {
+	if (mode != 2) return;
+	__shared__ int last;
+	unsigned *cnt = (unsigned *)ws;
+	const float *part = ws + (gridDim.x + 63) / 64 * 64;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) last = atomicAdd(cnt + blockIdx.x, 1u) == gridDim.y - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	i64 n = nb * rows;
+	for (int i = threadIdx.x; i < tileRows * nb; i += blockDim.x) {
+		i64 r = row0 + i % tileRows, v = i / tileRows;
+		if (r >= rows) continue;
+		i64 o = v * rows + r;
+		float sum = 0;
+		for (i64 k = 0; k < gridDim.y; k++) sum += __ldcg(part + k * n + o);
+		y[o] = sum;
+	}
+	if (threadIdx.x == 0) cnt[blockIdx.x] = 0;
+}
+
 // gemvf is every float-activation kernel: one warp computes RT rows for
 // NB vectors (x holds NB zero-padded vectors; results are stored for the
 // first nb). Each lane loads UNR 16-byte weight units of each row per
@@ -57,8 +94,7 @@ __device__ __forceinline__ float warpSum(float v) {
 template <class F, typename T, int RT, int NB, int UNR>
 __device__ __forceinline__ void gemvf(const F &f, const T *x, float *y, float *ws, i64 rows, i64 nb, i64 mode) {
 	int lane = threadIdx.x & 31;
-	i64 row0 = ((i64)blockIdx.x * WARPS + (threadIdx.x >> 5)) * RT;
-	if (row0 >= rows) return;
+	i64 row0 = ((i64)blockIdx.x * WARPS + (threadIdx.x >> 5)) * RT; // warps past the rows compute the last row and store nothing
 	i64 units = f.units();
 	i64 per = (units + gridDim.y - 1) / gridDim.y;
 	per = (per + 32 * UNR - 1) / (32 * UNR) * (32 * UNR);
@@ -90,14 +126,10 @@ __device__ __forceinline__ void gemvf(const F &f, const T *x, float *y, float *w
 #pragma unroll
 		for (int b = 0; b < NB; b++) {
 			float v = warpSum(acc[r][b]);
-			if (lane == 0 && row0 + r < rows && b < nb) {
-				i64 o = b * rows + row0 + r;
-				if (mode == 0) y[o] = v;
-				else if (mode == 1) atomicAdd(y + o, v);
-				else ws[(i64)blockIdx.y * nb * rows + o] = v;
-			}
+			if (lane == 0 && row0 + r < rows && b < nb) storeOut(y, ws, b * rows + row0 + r, v, nb * rows, mode);
 		}
 	}
+	finishSplit(y, ws, rows, nb, (i64)blockIdx.x * WARPS * RT, WARPS * RT, mode);
 }
 
 // Q4G128: a unit is 16 weight bytes, 32 columns of one group.
@@ -291,6 +323,35 @@ __device__ __forceinline__ uint32_t h2u(__half2 h) { return *(uint32_t *)&h; }
 __device__ __forceinline__ __half2 u2h(uint32_t u) { return *(__half2 *)&u; }
 #endif
 
+#if __CUDA_ARCH__ >= 800
+// mmaStore ends a tensor-core kernel: the 8 warps' fragments (rows r0
+// and r0+8 of the block's 16; vectors n*8 + 2t and +1) are added in warp
+// order in shared memory and stored.
+template <int NT>
+__device__ __forceinline__ void mmaStore(float (&acc)[NT][4], float (*red)[NT * 4][32], i64 r0, float *y, float *ws, i64 rows, i64 nb, i64 mode) {
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, t = lane & 3;
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) red[wp][n * 4 + e][lane] = acc[n][e];
+	__syncthreads();
+	if (wp == 0) {
+#pragma unroll
+		for (int n = 0; n < NT; n++) {
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float v = 0;
+#pragma unroll
+				for (int w = 0; w < WARPS; w++) v += red[w][n * 4 + e][lane];
+				i64 row = e < 2 ? r0 : r0 + 8, vec = n * 8 + 2 * t + (e & 1);
+				if (row < rows && vec < nb) storeOut(y, ws, vec * rows + row, v, nb * rows, mode);
+			}
+		}
+	}
+	finishSplit(y, ws, rows, nb, (i64)blockIdx.x * 16, 16, mode);
+}
+#endif
+
 template <int NT>
 __device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
 #if __CUDA_ARCH__ >= 800
@@ -364,28 +425,7 @@ __device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint
 			}
 		}
 	}
-#pragma unroll
-	for (int n = 0; n < NT; n++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) red[wp][n * 4 + e][lane] = acc[n][e];
-	__syncthreads();
-	if (wp != 0) return;
-#pragma unroll
-	for (int n = 0; n < NT; n++) {
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			float v = 0;
-#pragma unroll
-			for (int w = 0; w < WARPS; w++) v += red[w][n * 4 + e][lane];
-			i64 row = e < 2 ? r0 : r1, vec = n * 8 + 2 * t + (e & 1);
-			if (row < rows && vec < nb) {
-				i64 o = vec * rows + row;
-				if (mode == 0) y[o] = v;
-				else if (mode == 1) atomicAdd(y + o, v);
-				else ws[(i64)blockIdx.y * nb * rows + o] = v;
-			}
-		}
-	}
+	mmaStore<NT>(acc, red, r0, y, ws, rows, nb, mode);
 #else
 	asm volatile("trap;"); // the host runs these only on sm_80 and later
 #endif
@@ -509,28 +549,7 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 			}
 		}
 	}
-#pragma unroll
-	for (int n = 0; n < NT; n++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) red[wp][n * 4 + e][lane] = acc[n][e];
-	__syncthreads();
-	if (wp != 0) return;
-#pragma unroll
-	for (int n = 0; n < NT; n++) {
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			float v = 0;
-#pragma unroll
-			for (int w = 0; w < WARPS; w++) v += red[w][n * 4 + e][lane];
-			i64 row = e < 2 ? r0 : r1, vec = n * 8 + 2 * t + (e & 1);
-			if (row < rows && vec < nb) {
-				i64 o = vec * rows + row;
-				if (mode == 0) y[o] = v;
-				else if (mode == 1) atomicAdd(y + o, v);
-				else ws[(i64)blockIdx.y * nb * rows + o] = v;
-			}
-		}
-	}
+	mmaStore<NT>(acc, red, r0, y, ws, rows, nb, mode);
 #else
 	asm volatile("trap;"); // the host runs these only on sm_80 and later
 #endif

@@ -557,7 +557,7 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 			}
 		} else {
 			mode = 2
-			wsb, err := b.scratchBuf("ws", 4*n*int64(splits))
+			wsb, err := b.splitWorkspace(gx, n*int64(splits))
 			if err != nil {
 				return err
 			}
@@ -574,13 +574,33 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 	} else {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, yb.ptr, ws, rows, nb, mode}
 	}
-	if err := b.launch(name, gx, splits, 32*warps, 0, full...); err != nil {
-		return err
+	return b.launch(name, gx, splits, 32*warps, 0, full...)
+}
+
+// splitWorkspace returns the workspace of a deterministic SplitK launch
+// of gx row tiles with n partial results (CUDA thread): one counter per
+// tile (padded to 64 words), zero before the launch (the kernel's last
+// block of a tile resets it), then the partials. b.wsZero tracks how many
+// leading words are known to be zero (the counters of the last launch;
+// partials of an earlier launch with fewer tiles may lie beyond them), so
+// counters are cleared only when a launch needs more of them.
+func (b *Backend) splitWorkspace(gx int, n int64) (*buffer, error) {
+	cpad := int64(ceilDiv(gx, 64) * 64)
+	old := b.scratch["ws"]
+	wsb, err := b.scratchBuf("ws", 4*(cpad+n))
+	if err != nil {
+		return nil, err
 	}
-	if mode == 2 {
-		return b.launch("split_reduce", int(ceilDiv(int(n), 256)), 1, 256, 0, yb.ptr, ws, n, int64(splits))
+	if wsb != old {
+		b.wsZero = 0
 	}
-	return nil
+	if cpad > b.wsZero {
+		if err := cu.MemsetD32(wsb.ptr+cu.DevicePtr(4*b.wsZero), 0, cpad-b.wsZero); err != nil {
+			return nil, fmt.Errorf("cuda: zeroing the SplitK counters: %w", err)
+		}
+	}
+	b.wsZero = cpad
+	return wsb, nil
 }
 
 // units returns the 16-byte weight units per row the float kernels walk.
