@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"sync"
 
 	"gorgonia.org/cu"
 
@@ -73,7 +72,7 @@ func init() {
 // codebook.Tolerance of the float64 reference: float32 tables and
 // accumulation.
 type CBMatrix struct {
-	b        *Backend
+	handle
 	name     string
 	geo      gpuhost.Geometry
 	prows    int
@@ -84,9 +83,6 @@ type CBMatrix struct {
 	bytes    int64
 
 	w, cent, s *buffer
-
-	mu     sync.Mutex
-	closed bool
 }
 
 // loadCodebook validates c and uploads it; dequant selects the baseline.
@@ -102,7 +98,7 @@ func (b *Backend) loadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	if dequant {
 		name = codebook.Baseline{Codebook: c}.Name()
 	}
-	mx := &CBMatrix{b: b, name: name, geo: gpuhost.GeometryOf(c), prows: c.PRows, m: c.M, v: c.V, nb: c.B,
+	mx := &CBMatrix{handle: handle{b: b}, name: name, geo: gpuhost.GeometryOf(c), prows: c.PRows, m: c.M, v: c.V, nb: c.B,
 		spg: c.G / c.V, dequant: dequant, table: mode, bytes: c.StreamBytes()}
 	k := 1 << c.B
 	cent := make([]float32, c.M*k*c.V)
@@ -120,20 +116,7 @@ func (b *Backend) loadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 		}
 	}
 	err := b.do(func() error {
-		var err error
-		defer func() {
-			if err != nil {
-				mx.free()
-			}
-		}()
-		if mx.w, err = upload(c.Words); err != nil {
-			return err
-		}
-		if mx.cent, err = upload(cent); err != nil {
-			return err
-		}
-		mx.s, err = upload(scales)
-		return err
+		return uploadAll(into(&mx.w, c.Words), into(&mx.cent, cent), into(&mx.s, scales))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: load %s: %w", name, err)
@@ -141,25 +124,10 @@ func (b *Backend) loadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	return mx, nil
 }
 
-func (mx *CBMatrix) free() {
-	for _, bf := range []*buffer{mx.w, mx.cent, mx.s} {
-		bf.free()
-	}
-}
-
-// Close frees the device memory; later multiplies return ErrClosed.
+// Close frees the device memory; later multiplies return ErrClosed, and
+// so does a second Close.
 func (mx *CBMatrix) Close() error {
-	mx.mu.Lock()
-	defer mx.mu.Unlock()
-	if mx.closed {
-		return ErrClosed
-	}
-	mx.closed = true
-	err := mx.b.do(func() error { mx.free(); return nil })
-	if errors.Is(err, ErrClosed) {
-		return nil // the context is gone, and its memory with it
-	}
-	return err
+	return mx.close(func() { freeAll(mx.w, mx.cent, mx.s) })
 }
 
 // Kernel names the kernel family, e.g. "cuda-sm90-psumbook" (Psumbook in
@@ -250,19 +218,13 @@ func (mx *CBMatrix) padded(batch int) ([]float32, int) {
 	return make([]float32, ceilDiv(batch, nb)*nb*mx.geo.PCols), nb
 }
 
+// run uploads the padded activations xp, launches the multiply in groups
+// of nb vectors and copies the result into dst.
 func (mx *CBMatrix) run(dst, xp []float32, batch, nb int) error {
-	mx.mu.Lock()
-	defer mx.mu.Unlock()
-	if mx.closed {
-		return ErrClosed
-	}
-	return mx.b.do(func() error {
+	return mx.do(func() error {
 		b := mx.b
-		xb, err := b.scratchBuf("cbx", 4*int64(len(xp)))
+		xb, err := putScratch(b, "cbx", xp, false)
 		if err != nil {
-			return err
-		}
-		if err := put(xb, xp); err != nil {
 			return err
 		}
 		yb, err := b.scratchBuf("cby", 4*int64(len(dst)))
@@ -272,7 +234,7 @@ func (mx *CBMatrix) run(dst, xp []float32, batch, nb int) error {
 		if err := mx.launch(xb, yb, batch, nb); err != nil {
 			return err
 		}
-		return yb.download(dst)
+		return download(yb, dst)
 	})
 }
 
@@ -282,11 +244,7 @@ func (mx *CBMatrix) nsegs() int { return mx.geo.PCols / mx.v }
 // splits returns the K splits for gx row blocks: enough blocks for four
 // per SM, each split at least cbMinSegs segments.
 func (mx *CBMatrix) splits(gx int) int {
-	s := 1
-	if want := 4 * mx.b.dev.SMs; gx < want {
-		s = ceilDiv(want, gx)
-	}
-	return max(1, min(s, cbMaxSplt, mx.nsegs()/cbMinSegs))
+	return max(1, min(mx.b.fillSplits(0, gx, 4, cbMaxSplt), mx.nsegs()/cbMinSegs))
 }
 
 // kernel returns the gemv kernel for a group of nb vectors and its
@@ -365,24 +323,16 @@ func (mx *CBMatrix) launch(xb, yb *buffer, batch, nb int) error {
 // random and uploaded once: the time is the kernels'. Bytes counts the
 // matrix, the float32 activations and the results.
 func TimeCodebook(mats []*CBMatrix, act string, batch, iters int) (Timing, error) {
-	if len(mats) == 0 || iters < 1 {
-		return Timing{}, errors.New("cuda: TimeCodebook: no matrices or no iterations")
-	}
 	if act != "A32" && act != "A16" {
 		return Timing{}, fmt.Errorf("cuda: TimeCodebook: activation %q (want A32 or A16)", act)
 	}
-	m0 := mats[0]
-	for _, m := range mats {
-		if m.b != m0.b || m.geo != m0.geo || m.name != m0.name || m.table != m0.table {
-			return Timing{}, errors.New("cuda: TimeCodebook: the matrices differ in backend, shape, format or kernel")
-		}
-		if m.closed {
-			return Timing{}, ErrClosed
-		}
+	same := func(m, m0 *CBMatrix) bool {
+		return m.b == m0.b && m.geo == m0.geo && m.name == m0.name && m.table == m0.table
 	}
-	if err := gpuhost.CheckBatch("cuda", batch); err != nil {
+	if err := checkTimed("TimeCodebook", mats, iters, batch, same, "backend, shape, format or kernel"); err != nil {
 		return Timing{}, err
 	}
+	m0 := mats[0]
 	rng := rand.New(rand.NewPCG(1, 2))
 	xp, nb := m0.padded(batch)
 	pc, rows := m0.geo.PCols, m0.geo.Rows
@@ -395,28 +345,14 @@ func TimeCodebook(mats []*CBMatrix, act string, batch, iters int) (Timing, error
 			xp[v*pc+c] = f
 		}
 	}
-	b := m0.b
-	var t Timing
-	err := b.do(func() error {
-		xb, err := b.scratchBuf("cbx", 4*int64(len(xp)))
-		if err != nil {
+	var xb, yb *buffer
+	prep := func(b *Backend) (err error) {
+		if xb, err = putScratch(b, "cbx", xp, false); err != nil {
 			return err
 		}
-		if err := put(xb, xp); err != nil {
-			return err
-		}
-		yb, err := b.scratchBuf("cby", 4*int64(batch*rows))
-		if err != nil {
-			return err
-		}
-		i := 0
-		sec, host, err := b.timeLaunches(func() error {
-			m := mats[i%len(mats)]
-			i++
-			return m.launch(xb, yb, batch, nb)
-		}, iters)
-		t = Timing{Seconds: sec, Host: host, Bytes: m0.bytes + 4*int64(batch*pc) + 4*int64(batch*rows)}
+		yb, err = b.scratchBuf("cby", 4*int64(batch*rows))
 		return err
-	})
-	return t, err
+	}
+	bytes := m0.bytes + 4*int64(batch*pc) + 4*int64(batch*rows)
+	return timeRotating(mats, iters, bytes, prep, func(m *CBMatrix) error { return m.launch(xb, yb, batch, nb) })
 }

@@ -344,7 +344,7 @@ func (b *Backend) selfTest() error {
 		return fmt.Errorf("cuda: self-test kernel: %w", err)
 	}
 	y := make([]float32, n)
-	if err := dy.download(y); err != nil {
+	if err := download(dy, y); err != nil {
 		return fmt.Errorf("cuda: self-test kernel: %w", err)
 	}
 	for i := range y {
@@ -421,6 +421,8 @@ type buffer struct {
 	size int64
 }
 
+// alloc allocates size bytes of device memory (at least 16; CUDA
+// thread).
 func alloc(size int64) (*buffer, error) {
 	if size <= 0 {
 		size = 16
@@ -432,6 +434,7 @@ func alloc(size int64) (*buffer, error) {
 	return &buffer{ptr: p, size: size}, nil
 }
 
+// free releases the memory; freeing twice, or a nil buffer, is harmless.
 func (bf *buffer) free() {
 	if bf != nil && bf.ptr != 0 {
 		_ = cu.MemFree(bf.ptr)
@@ -447,8 +450,16 @@ func bytesOf[T any](s []T) (unsafe.Pointer, int64) {
 	return unsafe.Pointer(&s[0]), int64(len(s)) * int64(unsafe.Sizeof(s[0]))
 }
 
+func (bf *buffer) capacity() int64 { return bf.size }
+
+// upload copies s into a new device buffer (CUDA thread).
 func upload[T any](s []T) (*buffer, error) {
-	p, n := bytesOf(s)
+	return uploadBytes(bytesOf(s))
+}
+
+// uploadBytes copies the n bytes at p into a new device buffer (CUDA
+// thread).
+func uploadBytes(p unsafe.Pointer, n int64) (*buffer, error) {
 	bf, err := alloc(n)
 	if err != nil {
 		return nil, err
@@ -477,17 +488,9 @@ func put[T any](bf *buffer, s []T) error {
 	return nil
 }
 
-func (bf *buffer) download(dst any) error {
-	var p unsafe.Pointer
-	var n int64
-	switch d := dst.(type) {
-	case []float32:
-		p, n = bytesOf(d)
-	case []uint32:
-		p, n = bytesOf(d)
-	default:
-		return fmt.Errorf("cuda: download into %T", dst)
-	}
+// download copies the start of bf into dst (CUDA thread).
+func download[T any](bf *buffer, dst []T) error {
+	p, n := bytesOf(dst)
 	if n > bf.size {
 		return fmt.Errorf("cuda: reading %d bytes from a %d-byte buffer", n, bf.size)
 	}
@@ -503,19 +506,7 @@ func (bf *buffer) download(dst any) error {
 // scratchBuf returns the backend's scratch buffer of that name with at
 // least size bytes (CUDA thread only).
 func (b *Backend) scratchBuf(name string, size int64) (*buffer, error) {
-	if s := b.scratch[name]; s != nil && s.size >= size {
-		return s, nil
-	}
-	if s := b.scratch[name]; s != nil {
-		s.free()
-		delete(b.scratch, name)
-	}
-	s, err := alloc(max(size, 1<<16))
-	if err != nil {
-		return nil, err
-	}
-	b.scratch[name] = s
-	return s, nil
+	return grown(b.scratch, name, size, alloc)
 }
 
 // launch runs kernel name on a grid of gx x gy blocks of bx threads.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"gorgonia.org/cu"
 
@@ -45,7 +44,7 @@ const (
 
 // Matrix is a matrix resident in device memory.
 type Matrix struct {
-	b     *Backend
+	handle
 	f     format
 	name  string
 	geo   gpuhost.Geometry
@@ -57,9 +56,6 @@ type Matrix struct {
 	bytes int64   // bytes a GEMV streams from the matrix
 
 	w, s, z, m, zi *buffer // weights; scales; Q4G128 zeros; w = q*s - m; integer zeros
-
-	mu     sync.Mutex
-	closed bool
 }
 
 // Mat is a matrix loaded onto the device: *Matrix for Q4G128, Bits and
@@ -103,7 +99,7 @@ func (b *Backend) Load(m layout.Matrix) (Mat, error) {
 
 // loadBasic loads Q4G128, Bits and Sparse12 (m validated).
 func (b *Backend) loadBasic(m layout.Matrix) (*Matrix, error) {
-	mx := &Matrix{b: b, name: m.Name(), geo: gpuhost.GeometryOf(m), bytes: m.StreamBytes(), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m)}
+	mx := &Matrix{handle: handle{b: b}, name: m.Name(), geo: gpuhost.GeometryOf(m), bytes: m.StreamBytes(), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m)}
 	var meta *gpuhost.Meta
 	var words any
 	switch t := m.(type) {
@@ -125,36 +121,14 @@ func (b *Backend) loadBasic(m layout.Matrix) (*Matrix, error) {
 		}
 	}
 	err := b.do(func() error {
-		var err error
-		defer func() {
-			if err != nil {
-				mx.free()
-			}
-		}()
-		switch t := m.(type) {
-		case *layout.Q4G128:
-			if mx.w, err = upload(t.Weights); err != nil {
-				return err
-			}
-			if mx.s, err = upload(t.Scales); err != nil {
-				return err
-			}
-			mx.z, err = upload(t.Zeros)
-			return err
+		if t, ok := m.(*layout.Q4G128); ok {
+			return uploadAll(into(&mx.w, t.Weights), into(&mx.s, t.Scales), into(&mx.z, t.Zeros))
 		}
-		if mx.w, err = upload(words.([]uint32)); err != nil {
-			return err
-		}
-		if mx.s, err = upload(meta.S); err != nil {
-			return err
-		}
-		if mx.m, err = upload(meta.M); err != nil {
-			return err
-		}
+		ups := []hostSlice{into(&mx.w, words.([]uint32)), into(&mx.s, meta.S), into(&mx.m, meta.M)}
 		if meta.Z != nil {
-			mx.zi, err = upload(meta.Z)
+			ups = append(ups, into(&mx.zi, meta.Z))
 		}
-		return err
+		return uploadAll(ups...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), err)
@@ -175,26 +149,10 @@ func groupShift(g int, wholeRow bool) int64 {
 	return lg
 }
 
-// free releases the device buffers (CUDA thread).
-func (mx *Matrix) free() {
-	for _, bf := range []*buffer{mx.w, mx.s, mx.z, mx.m, mx.zi} {
-		bf.free()
-	}
-}
-
-// Close frees the device memory.
+// Close frees the device memory; later multiplies return ErrClosed, and
+// so does a second Close.
 func (mx *Matrix) Close() error {
-	mx.mu.Lock()
-	defer mx.mu.Unlock()
-	if mx.closed {
-		return ErrClosed
-	}
-	mx.closed = true
-	err := mx.b.do(func() error { mx.free(); return nil })
-	if errors.Is(err, ErrClosed) {
-		return nil // the backend's context is gone, and its memory with it
-	}
-	return err
+	return mx.close(func() { freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi) })
 }
 
 // Kernel names the kernels running the matrix, e.g. "cuda-sm90".
@@ -202,13 +160,6 @@ func (mx *Matrix) Kernel() string { return fmt.Sprintf("cuda-sm%d", mx.b.arch) }
 
 // StreamBytes returns the bytes one GEMV reads from the matrix.
 func (mx *Matrix) StreamBytes() int64 { return mx.bytes }
-
-func (mx *Matrix) check() error {
-	if mx.closed {
-		return ErrClosed
-	}
-	return nil
-}
 
 // MulF32 computes dst = W x for batch float32 vectors (x: batch*Cols,
 // dst: batch*Rows).
@@ -222,11 +173,8 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 		return err
 	}
 	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
-		xb, err := b.scratchBuf("x", 4*int64(len(xp)))
-		if err != nil {
-			return "", nil, err
-		}
-		return mx.floatKernel("f32", batch), nil, stagedPut(b, "x", xb, xp)
+		_, err := putScratch(b, "x", xp, true)
+		return mx.floatKernel("f32", batch), nil, err
 	})
 }
 
@@ -237,23 +185,26 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	name, xp, xsum := mx.f16Inputs(x, batch)
+	name, xp, xsum, err := mx.f16Inputs(x, batch)
+	if err != nil {
+		return err
+	}
 	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
-		xb, err := b.scratchBuf("x", 2*int64(len(xp)))
-		if err != nil {
-			return "", nil, err
-		}
-		if xsum != nil {
-			sb, err := b.scratchBuf("xsum", 4*int64(len(xsum)))
-			if err != nil {
-				return "", nil, err
-			}
-			if err := stagedPut(b, "xsum", sb, xsum); err != nil {
-				return "", nil, err
-			}
-		}
-		return name, nil, stagedPut(b, "x", xb, xp)
+		return name, nil, b.putF16(xp, xsum, true)
 	})
+}
+
+// putF16 puts f16Inputs' activations into the "x" scratch buffer and
+// their block sums (when not nil) into "xsum" (CUDA thread), through
+// pinned staging when staged.
+func (b *Backend) putF16(xp []layout.FP16, xsum []float32, staged bool) error {
+	if xsum != nil {
+		if _, err := putScratch(b, "xsum", xsum, staged); err != nil {
+			return err
+		}
+	}
+	_, err := putScratch(b, "x", xp, staged)
+	return err
 }
 
 // useMMA reports whether binary16 multiplies of this matrix run on tensor
@@ -277,7 +228,7 @@ func (mx *Matrix) useMMA() bool {
 // tensor-core kernels permuted to the order the lanes consume them and
 // padded to 8 or 16 vectors, with (Bits) the float32 sums of each
 // vector's 128-column blocks.
-func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, []float32) {
+func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, []float32, error) {
 	pc, cols := mx.geo.PCols, mx.geo.Cols
 	nb, _ := bucket(batch)
 	nv, tile := nb, ""
@@ -288,18 +239,11 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 		}
 	}
 	xp := make([]layout.FP16, nv*pc)
-	for v := 0; v < batch; v++ {
-		d, s := xp[v*pc:(v+1)*pc], x[v*cols:(v+1)*cols]
-		if mx.perm == nil {
-			copy(d, s)
-			continue
-		}
-		for j, p := range mx.perm {
-			d[j] = s[p]
-		}
+	if err := gpuhost.Pad(xp[:batch*pc], x, batch, cols, pc, mx.perm); err != nil {
+		return "", nil, nil, err
 	}
 	if tile == "" {
-		return mx.floatKernel("f16", batch), xp, nil
+		return mx.floatKernel("f16", batch), xp, nil, nil
 	}
 	// xr: for each step unit u (Q4G128: group and k-step; Bits: chunk,
 	// word and block), the 8*NT vectors' four lanes' four columns, in the
@@ -326,7 +270,7 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 				}
 			}
 		}
-		return "q4g128" + tile, xr, nil
+		return "q4g128" + tile, xr, nil, nil
 	}
 	n := mx.n
 	e := 32 * (32 / n)
@@ -354,7 +298,7 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 			xsum[v*(pc/128)+c/128] += h.Float32()
 		}
 	}
-	return fmt.Sprintf("bits%d%s", n, tile), xr, xsum
+	return fmt.Sprintf("bits%d%s", n, tile), xr, xsum, nil
 }
 
 // floatKernel names the float kernel instance for act ("f32", "f16").
@@ -379,14 +323,9 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	pc := mx.geo.PCols
-	xp := make([]float32, batch*pc)
-	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, pc, mx.perm); err != nil {
+	xq, xs, err := gpuhost.QuantizeA8("cuda", x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm)
+	if err != nil {
 		return err
-	}
-	xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/layout.GroupSize)
-	if err := gpuhost.QuantizeBatch(xq, xs, xp, batch, pc, pc); err != nil {
-		return fmt.Errorf("cuda: %w", err)
 	}
 	return mx.mulI8(dst, xq, xs, batch)
 }
@@ -451,28 +390,19 @@ func (mx *Matrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error
 // scales and block sums into scratch buffers (CUDA thread).
 func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.DevicePtr, xsp, sxp cu.DevicePtr, err error) {
 	for i, a := range act {
-		buf, err := b.scratchBuf(fmt.Sprintf("xq%d", i), int64(len(a)))
+		buf, err := putScratch(b, fmt.Sprintf("xq%d", i), a, true)
 		if err != nil {
-			return nil, 0, 0, err
-		}
-		if err := stagedPut(b, fmt.Sprintf("xq%d", i), buf, a); err != nil {
 			return nil, 0, 0, err
 		}
 		ptrs = append(ptrs, buf.ptr)
 	}
-	xsb, err := b.scratchBuf("xs", 4*int64(len(xs)))
+	xsb, err := putScratch(b, "xs", xs, true)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err := stagedPut(b, "xs", xsb, xs); err != nil {
-		return nil, 0, 0, err
-	}
 	if sx != nil {
-		sxb, err := b.scratchBuf("sx", 4*int64(len(sx)))
+		sxb, err := putScratch(b, "sx", sx, true)
 		if err != nil {
-			return nil, 0, 0, err
-		}
-		if err := stagedPut(b, "sx", sxb, sx); err != nil {
 			return nil, 0, 0, err
 		}
 		sxp = sxb.ptr
@@ -497,12 +427,7 @@ func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, []an
 // SplitK decomposition; A8 kernels get prep's arguments followed by
 // y and the shape.
 func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []any, error)) error {
-	mx.mu.Lock()
-	defer mx.mu.Unlock()
-	if err := mx.check(); err != nil {
-		return err
-	}
-	return mx.b.do(func() error {
+	return mx.do(func() error {
 		b := mx.b
 		name, args, err := prep(b)
 		if err != nil {
@@ -616,15 +541,7 @@ func (mx *Matrix) units() int {
 // or enough to give every SM two blocks, each split at least one step
 // of 32*unroll units.
 func (mx *Matrix) splits(gx int) int {
-	s := mx.b.opts.Split
-	if s == 0 {
-		s = 1
-		if want := 2 * mx.b.dev.SMs; gx < want {
-			s = ceilDiv(want, gx)
-		}
-		s = min(s, 16)
-	}
-	return max(1, min(s, mx.units()/(32*unroll)))
+	return max(1, min(mx.b.fillSplits(mx.b.opts.Split, gx, 2, 16), mx.units()/(32*unroll)))
 }
 
 // splitsMMA is splits for the tensor-core kernels, whose blocks of 8
@@ -632,14 +549,7 @@ func (mx *Matrix) splits(gx int) int {
 // 128-column group; Bits: a 128-byte chunk): each split keeps at least
 // one step per warp.
 func (mx *Matrix) splitsMMA(gx int) int {
-	s := mx.b.opts.Split
-	if s == 0 {
-		s = 1
-		if want := 2 * mx.b.dev.SMs; gx < want {
-			s = ceilDiv(want, gx)
-		}
-		s = min(s, 16)
-	}
+	s := mx.b.fillSplits(mx.b.opts.Split, gx, 2, 16)
 	steps := mx.geo.PCols / 128
 	if mx.f == fmtBits {
 		steps = mx.geo.PCols / (32 * (32 / mx.n))
@@ -648,3 +558,17 @@ func (mx *Matrix) splitsMMA(gx int) int {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// fillSplits returns the K splits of a launch of gx row blocks before
+// the kernel's own limit: opt when not 0 (the option), else enough to
+// give every SM perSM blocks, at most most.
+func (b *Backend) fillSplits(opt, gx, perSM, most int) int {
+	if opt != 0 {
+		return opt
+	}
+	s := 1
+	if want := perSM * b.dev.SMs; gx < want {
+		s = ceilDiv(want, gx)
+	}
+	return min(s, most)
+}

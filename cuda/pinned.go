@@ -25,14 +25,16 @@ type pinned struct {
 	size int
 }
 
-func allocPinned(size int) (*pinned, error) {
+// allocPinned allocates size bytes of pinned host memory.
+func allocPinned(size int64) (*pinned, error) {
 	var p unsafe.Pointer
 	if r := C.cuMemAllocHost_v2(&p, C.size_t(size)); r != C.CUDA_SUCCESS {
 		return nil, fmt.Errorf("cuda: allocating %d bytes of pinned host memory: CUresult %d", size, int(r))
 	}
-	return &pinned{p: p, size: size}, nil
+	return &pinned{p: p, size: int(size)}, nil
 }
 
+// free releases the memory; freeing twice, or a nil buffer, is harmless.
 func (h *pinned) free() {
 	if h != nil && h.p != nil {
 		C.cuMemFreeHost(h.p)
@@ -40,24 +42,14 @@ func (h *pinned) free() {
 	}
 }
 
+func (h *pinned) capacity() int64 { return int64(h.size) }
+
 func (h *pinned) bytes(n int) []byte { return unsafe.Slice((*byte)(h.p), n) }
 
 // staging returns the backend's pinned buffer of that name with at least
 // size bytes (CUDA thread only).
 func (b *Backend) staging(name string, size int) (*pinned, error) {
-	if h := b.pinned[name]; h != nil && h.size >= size {
-		return h, nil
-	}
-	if h := b.pinned[name]; h != nil {
-		h.free()
-		delete(b.pinned, name)
-	}
-	h, err := allocPinned(max(size, 1<<16))
-	if err != nil {
-		return nil, err
-	}
-	b.pinned[name] = h
-	return h, nil
+	return grown(b.pinned, name, int64(size), allocPinned)
 }
 
 // stagedPut queues a copy of s into bf through the pinned buffer of that
@@ -92,7 +84,7 @@ func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 		if err := cu.Synchronize(); err != nil {
 			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
 		}
-		return bf.download(dst)
+		return download(bf, dst)
 	}
 	if n > bf.size {
 		return fmt.Errorf("cuda: reading %d bytes from a %d-byte buffer", n, bf.size)

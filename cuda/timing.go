@@ -3,13 +3,13 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"gorgonia.org/cu"
 
+	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -109,27 +109,46 @@ func (b *Backend) timeLaunches(fn func() error, iters int) (float64, float64, er
 	return ms / 1e3 / float64(iters), host, nil
 }
 
+// timeRotating times iters calls of launch back to back on the CUDA
+// thread, rotating over mats (matrices on one backend, after one warm-up
+// call), once prep has put the activations on the device; bytes is what
+// one call streams. A matrix closed by then is ErrClosed.
+func timeRotating[M interface {
+	isClosed() bool
+	backend() *Backend
+}](mats []M, iters int, bytes int64, prep func(*Backend) error, launch func(m M) error) (Timing, error) {
+	b := mats[0].backend()
+	var t Timing
+	err := b.do(func() error {
+		if err := anyClosed(mats); err != nil {
+			return err
+		}
+		if err := prep(b); err != nil {
+			return err
+		}
+		i := 0
+		sec, host, err := b.timeLaunches(func() error {
+			m := mats[i%len(mats)]
+			i++
+			return launch(m)
+		}, iters)
+		t = Timing{Seconds: sec, Host: host, Bytes: bytes}
+		return err
+	})
+	return t, err
+}
+
 // TimeGEMV times iters multiplies launched back to back, rotating over
 // mats (matrices of one shape and format: give enough of them that their
 // bytes exceed the L2 cache, so every call streams from memory), with
 // activation type act ("A32", "A16" or "A8") and the given batch. The
 // activations are random and uploaded once: the time is the kernels'.
 func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
-	if len(mats) == 0 || iters < 1 {
-		return Timing{}, errors.New("cuda: TimeGEMV: no matrices or no iterations")
-	}
-	m0 := mats[0]
-	for _, m := range mats {
-		if m.b != m0.b || m.geo != m0.geo || m.name != m0.name {
-			return Timing{}, errors.New("cuda: TimeGEMV: the matrices differ in backend, shape or format")
-		}
-		if m.closed {
-			return Timing{}, ErrClosed
-		}
-	}
-	if err := checkBatch(batch); err != nil {
+	same := func(m, m0 *Matrix) bool { return m.b == m0.b && m.geo == m0.geo && m.name == m0.name }
+	if err := checkTimed("TimeGEMV", mats, iters, batch, same, "backend, shape or format"); err != nil {
 		return Timing{}, err
 	}
+	m0 := mats[0]
 	rng := rand.New(rand.NewPCG(1, 2))
 	pc, rows := m0.geo.PCols, m0.geo.Rows
 	nbk, _ := bucket(batch)
@@ -137,19 +156,16 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 	for i := range x[:batch*pc] {
 		x[i] = float32(rng.NormFloat64())
 	}
-	var name string
-	var args []any
 	actBytes := int64(4 * batch * pc)
-	b := m0.b
-	var prep func(b *Backend) (string, []any, error)
+	var name string
+	var args func(m *Matrix) []any // A8: the kernel's leading arguments
+	var prep func(b *Backend) error
 	switch act {
 	case "A32":
-		prep = func(b *Backend) (string, []any, error) {
-			xb, err := b.scratchBuf("x", 4*int64(len(x)))
-			if err != nil {
-				return "", nil, err
-			}
-			return m0.floatKernel("f32", batch), nil, put(xb, x)
+		name = m0.floatKernel("f32", batch)
+		prep = func(b *Backend) error {
+			_, err := putScratch(b, "x", x, false)
+			return err
 		}
 	case "A16":
 		h := make([]layout.FP16, batch*m0.geo.Cols)
@@ -157,92 +173,49 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			h[i] = layout.ToFP16(x[i/m0.geo.Cols*pc+i%m0.geo.Cols])
 		}
 		actBytes /= 2
-		name, hp, xsum := m0.f16Inputs(h, batch)
-		prep = func(b *Backend) (string, []any, error) {
-			xb, err := b.scratchBuf("x", 2*int64(len(hp)))
-			if err != nil {
-				return "", nil, err
-			}
-			if xsum != nil {
-				sb, err := b.scratchBuf("xsum", 4*int64(len(xsum)))
-				if err != nil {
-					return "", nil, err
-				}
-				if err := put(sb, xsum); err != nil {
-					return "", nil, err
-				}
-			}
-			return name, nil, put(xb, hp)
+		var hp []layout.FP16
+		var xsum []float32
+		var err error
+		if name, hp, xsum, err = m0.f16Inputs(h, batch); err != nil {
+			return Timing{}, err
 		}
+		prep = func(b *Backend) error { return b.putF16(hp, xsum, false) }
 	case "A8":
 		if m0.a8err != nil {
 			return Timing{}, m0.a8err
 		}
 		x = x[:batch*pc]
 		xq, xs := make([]int8, len(x)), make([]float32, len(x)/128)
-		for v := 0; v < batch; v++ {
-			if err := layout.QuantizeA8(xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128], x[v*pc:(v+1)*pc]); err != nil {
-				return Timing{}, err
-			}
+		if err := gpuhost.QuantizeBatch(xq, xs, x, batch, pc, pc); err != nil {
+			return Timing{}, fmt.Errorf("cuda: %w", err)
 		}
 		actBytes = int64(len(xq)) + 4*int64(len(xs))
-		return timeA8(mats, xq, xs, batch, iters, actBytes)
+		qa, sx := m0.a8Inputs(xq, batch)
+		prep = func(b *Backend) error {
+			ptrs, xsp, sxp, err := b.uploadA8(qa, xs, sx)
+			args = func(m *Matrix) []any {
+				_, a := m.a8Args(ptrs, xsp, sxp)
+				return a
+			}
+			name, _ = m0.a8Args(ptrs, xsp, sxp)
+			return err
+		}
 	default:
 		return Timing{}, fmt.Errorf("cuda: TimeGEMV: activation %q (want A32, A16 or A8)", act)
 	}
-	var t Timing
-	err := b.do(func() error {
-		var err error
-		if name, args, err = prep(b); err != nil {
+	var yb *buffer
+	prepY := func(b *Backend) (err error) {
+		if err := prep(b); err != nil {
 			return err
 		}
-		yb, err := b.scratchBuf("y", 4*int64(batch*rows))
-		if err != nil {
-			return err
-		}
-		i := 0
-		sec, host, err := b.timeLaunches(func() error {
-			m := mats[i%len(mats)]
-			i++
-			return m.launch(name, args, yb, batch)
-		}, iters)
-		t = Timing{Seconds: sec, Host: host, Bytes: m0.bytes + actBytes + 4*int64(batch*rows)}
+		yb, err = b.scratchBuf("y", 4*int64(batch*rows))
 		return err
-	})
-	return t, err
-}
-
-func checkBatch(batch int) error {
-	if batch < 1 || batch > 16 {
-		return fmt.Errorf("cuda: batch %d: must be between 1 and 16", batch)
 	}
-	return nil
-}
-
-// timeA8 is TimeGEMV for int8 activations.
-func timeA8(mats []*Matrix, xq []int8, xs []float32, batch, iters int, actBytes int64) (Timing, error) {
-	m0 := mats[0]
-	act, sx := m0.a8Inputs(xq, batch)
-	b := m0.b
-	var t Timing
-	err := b.do(func() error {
-		ptrs, xsp, sxp, err := b.uploadA8(act, xs, sx)
-		if err != nil {
-			return err
+	bytes := m0.bytes + actBytes + 4*int64(batch*rows)
+	return timeRotating(mats, iters, bytes, prepY, func(m *Matrix) error {
+		if args != nil {
+			return m.launch(name, args(m), yb, batch)
 		}
-		yb, err := b.scratchBuf("y", 4*int64(batch*m0.geo.Rows))
-		if err != nil {
-			return err
-		}
-		i := 0
-		sec, host, err := b.timeLaunches(func() error {
-			m := mats[i%len(mats)]
-			i++
-			name, args := m.a8Args(ptrs, xsp, sxp)
-			return m.launch(name, args, yb, batch)
-		}, iters)
-		t = Timing{Seconds: sec, Host: host, Bytes: m0.bytes + actBytes + 4*int64(batch*m0.geo.Rows)}
-		return err
+		return m.launch(name, nil, yb, batch)
 	})
-	return t, err
 }
