@@ -229,20 +229,8 @@ func TestCodebookBadInput(t *testing.T) {
 // buffers of the matrix's size, for the Psumbook in shared memory, in
 // global memory, the dequantizing baseline, and Q4G128 on the same shape.
 func TestCodebookReport(t *testing.T) {
-	if os.Getenv("QGEMV_CUDA_REPORT") == "" {
-		t.Skip("set QGEMV_CUDA_REPORT=1 to print the benchmark table")
-	}
-	device(t)
-	b, err := cuda.Open(0, cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, rb := openReport(t)
 	d := b.Device()
-	rb, err := b.ReadBandwidth(1<<30, 1, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fmt.Printf("device: %s, PTX sm_%d\nread kernel: %.0f GB/s (1 GiB)\n", d, b.PTXArch(), rb.GBps())
 	formats := strings.Split(envOr("QGEMV_CB_FORMATS", "cb-m1v4b8g128,cb-m2v8b8g128,cb-m1v4b4g128,cb-m1v8b12g128"), ",")
 	fmt.Printf("%-22s %-5s %-11s %5s %10s %8s %6s %7s %8s\n", "format", "act", "shape", "batch", "time(us)", "GB/s", "ratio", "bits/w", "host(us)")
@@ -257,14 +245,7 @@ func TestCodebookReport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var qs []*cuda.Matrix
-		for i := 0; i < n; i++ {
-			mx, err := b.Load(q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			qs = append(qs, mx.(*cuda.Matrix))
-		}
+		qs := loadCopies[*cuda.Matrix](t, b, q, n)
 		bpw := 8 * float64(q.StreamBytes()) / float64(sh[0]*sh[1])
 		shape := fmt.Sprintf("%dx%d", sh[0], sh[1])
 		for _, act := range []string{"A16", "A32"} {
@@ -296,14 +277,7 @@ func TestCodebookReport(t *testing.T) {
 				case "dequant":
 					m = codebook.Baseline{Codebook: c}
 				}
-				var mats []*cuda.CBMatrix
-				for i := 0; i < n; i++ {
-					mx, err := b.Load(m)
-					if err != nil {
-						t.Fatal(err)
-					}
-					mats = append(mats, mx.(*cuda.CBMatrix))
-				}
+				mats := loadCopies[*cuda.CBMatrix](t, b, m, n)
 				os.Unsetenv(cuda.EnvPsumbook)
 				for _, batch := range []int{1, 16} {
 					tm, err := cuda.TimeCodebook(mats, "A16", batch, 100)

@@ -207,20 +207,8 @@ func TestOpenErrors(t *testing.T) {
 // exceed L2), GB/s streamed, the ratio to the read kernel, and the host
 // time per launch.
 func TestReport(t *testing.T) {
-	if os.Getenv("QGEMV_CUDA_REPORT") == "" {
-		t.Skip("set QGEMV_CUDA_REPORT=1 to print the benchmark table")
-	}
-	device(t)
-	b, err := cuda.Open(0, cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, rb := openReport(t)
 	d := b.Device()
-	rb, err := b.ReadBandwidth(1<<30, 1, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fmt.Printf("device: %s, PTX sm_%d\nread kernel: %.0f GB/s (1 GiB, host %.1f us/launch)\n", d, b.PTXArch(), rb.GBps(), 1e6*rb.Host)
 	// Host overhead: whole MulF16 calls from Go (activations prepared and
 	// copied, kernel, result copied back) on a matrix small enough that
@@ -261,14 +249,7 @@ func TestReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := synth.Rotation(m0.StreamBytes(), int64(4*d.L2))
-			var mats []*cuda.Matrix
-			for i := 0; i < n; i++ {
-				mx, err := b.Load(m0) // the same bytes, distinct device copies
-				if err != nil {
-					t.Fatal(err)
-				}
-				mats = append(mats, mx.(*cuda.Matrix))
-			}
+			mats := loadCopies[*cuda.Matrix](t, b, m0, n)
 			rm, err := b.ReadBandwidth(m0.StreamBytes(), n, 200)
 			if err != nil {
 				t.Fatal(err)
@@ -288,6 +269,41 @@ func TestReport(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openReport skips the test unless QGEMV_CUDA_REPORT is set, opens
+// device 0 (closed when the test ends) and times the read kernel over
+// 1 GiB: the roofline of the report tables.
+func openReport(t *testing.T) (*cuda.Backend, cuda.Timing) {
+	if os.Getenv("QGEMV_CUDA_REPORT") == "" {
+		t.Skip("set QGEMV_CUDA_REPORT=1 to print the benchmark table")
+	}
+	device(t)
+	b, err := cuda.Open(0, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	rb, err := b.ReadBandwidth(1<<30, 1, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, rb
+}
+
+// loadCopies loads n device copies of m (the same bytes: a rotation that
+// keeps every multiply streaming from memory).
+func loadCopies[T cuda.Mat](t *testing.T, b *cuda.Backend, m layout.Matrix, n int) []T {
+	t.Helper()
+	var mats []T
+	for i := 0; i < n; i++ {
+		mx, err := b.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mats = append(mats, mx.(T))
+	}
+	return mats
 }
 
 func envOr(k, def string) string {
