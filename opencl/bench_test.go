@@ -78,10 +78,12 @@ func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
 	return m
 }
 
-// benchTiles are the tilings compared with the default (tileFor).
-// -DNOPTX builds without the inline PTX (portable dp4a): on the H200 the
-// portable build once measured faster for int8 (A/B still to confirm).
-var benchTiles = []string{"-DNOPTX", "-DNOPTX -DKS=1 -DRPA=4 -DUNA=4", "-DKS=1 -DRPA=4 -DUNA=4", "-DTWG=256", "-DRPA=8 -DUNA=2"}
+// benchTiles are the variants compared with the default (tileFor) at
+// batch 1: tile sizes (-DTWG, -DRPW, ...), -DPF (float kernels:
+// software-pipelined weight loads), -DWARP (int8, NVIDIA: the
+// warp-shuffle kernels instead of the local-memory tiled ones), -DNOPTX (no inline
+// PTX: portable dot product, local-memory kernels).
+var benchTiles = []string{"-DNOPTX", "-DWARP", "-DPF", "-DPF -DRPW=4", "-DWARP -DRWA=2 -DUNW=2", "-DWARP -DRWA=1 -DUNW=4"}
 
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)
@@ -114,6 +116,17 @@ func BenchmarkGEMV(b *testing.B) {
 					b.Fatal(err)
 				}
 				ms = append(ms, mx)
+			}
+			if be.Info().Type == "gpu" {
+				// the read kernel over buffers of this matrix's size,
+				// rotating like the GEMV benchmarks (launch and ramp
+				// included): the ceiling at this per-call size
+				if gbs, err := readRotating(be, int(first.StreamBytes()), count, 200); err != nil {
+					b.Fatal(err)
+				} else {
+					b.Logf("%s %dx%d: read kernel over %d buffers of %d bytes: %.1f GB/s (%.1f%% of the %.1f GB/s read kernel)",
+						f.name, sh[0], sh[1], count, first.StreamBytes(), gbs, 100*gbs/rd, rd)
+				}
 			}
 			for _, act := range []string{"A32", "A8"} {
 				// tile variants of the tiled kernels (gemv.cl) on GPUs
@@ -182,7 +195,7 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 	for i := 0; i < b.N; {
 		evs = evs[:0]
 		for j := 0; j < len(ms) && i < b.N; j, i = j+1, i+1 {
-			ev, err := ms[(i+j)%len(ms)].launch(float, batch, true)
+			ev, err := ms[i%len(ms)].launch(float, batch, true)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -205,4 +218,66 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 	b.ReportMetric(per*1e6, "us/launch")
 	b.ReportMetric(gbs, "GB/s")
 	b.ReportMetric(100*gbs/rd, "%read")
+}
+
+// readRotating times the read kernel (event device time, back to back)
+// over count distinct buffers of size bytes each, in rotation, and
+// returns the mean GB/s over iters launches.
+func readRotating(be *Backend, size, count, iters int) (float64, error) {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	n := size / 16
+	k, wg, err := be.kernel("readbw", 1)
+	if err != nil {
+		return 0, err
+	}
+	groups := max(1, min(n/(wg*8), 4*be.x.dev.info.ComputeUnits*16))
+	out, err := be.x.newBuffer(4*groups*wg, false, false)
+	if err != nil {
+		return 0, err
+	}
+	defer out.release()
+	bufs := make([]*buffer, count)
+	defer func() {
+		for _, p := range bufs {
+			p.release()
+		}
+	}()
+	fill := make([]byte, 16*n)
+	for i := range fill {
+		fill[i] = byte(i * 7)
+	}
+	for i := range bufs {
+		if bufs[i], err = be.x.newBuffer(16*n, true, false); err != nil {
+			return 0, err
+		}
+		if err := be.x.write(bufs[i], 0, ptr(fill), len(fill)); err != nil {
+			return 0, err
+		}
+	}
+	var total float64
+	evs := []*event{}
+	for i := 0; i < iters+count; i++ {
+		if err := k.setArgs(bufs[i%count], int32(n), out); err != nil {
+			return 0, err
+		}
+		ev, err := be.x.launch(k, groups*wg, wg, i >= count)
+		if err != nil {
+			return 0, err
+		}
+		if ev != nil {
+			evs = append(evs, ev)
+		}
+	}
+	if err := be.x.finish(); err != nil {
+		return 0, err
+	}
+	for _, ev := range evs {
+		s, err := ev.seconds()
+		if err != nil {
+			return 0, err
+		}
+		total += s
+	}
+	return float64(16*n) * float64(len(evs)) / total / 1e9, nil
 }

@@ -424,10 +424,26 @@ inline float nib_lanes(uint4 v, uint mask, float4 a, float acc) {
 }
 
 #ifdef USE_PTX
+// Not volatile: a pure function of its operands, so the compiler may
+// schedule it freely (the volatile form measured slower than the
+// portable dot product on the H200).
 inline int dp4a(uint a, uint b, int c) {
 	int d;
-	__asm__ __volatile__("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	__asm__("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
 	return d;
+}
+
+// Warp shuffles (all 32 lanes of the warp take part; volatile keeps
+// them where they are written, outside lane-divergent code).
+inline int shfl_xor(int v, int m) {
+	int r;
+	__asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(m));
+	return r;
+}
+inline float shfl_idx(float v, int l) {
+	int r;
+	__asm__ __volatile__("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_int(v)), "r"(l));
+	return as_float(r);
 }
 #else
 inline int dp4a(uint a, uint b, int c) {
@@ -469,19 +485,36 @@ q4_f32t(__global const uint4 *w, __global const float *sc, __global const uchar 
 	float acc[RPW][NB];
 	for (int p = 0; p < RPW; p++)
 		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
+#define Q4_LOAD(WV, S, M, U0)                                                        \
+	for (int k = 0; k < UNF; k++) {                                                  \
+		int u = min((U0) + 32 * k + lane, nu - 1);                                   \
+		for (int p = 0; p < RPW; p++) {                                              \
+			int r = min(r0 + p, prows - 1);                                          \
+			WV[k][p] = w[(size_t)r * nu + u];                                        \
+			int mi = ((r >> 7) * ng + (u >> 2)) * 128 + (r & 127);                   \
+			S[k][p] = sc[mi];                                                        \
+			M[k][p] = (float)((zp[mi >> 1] >> ((mi & 1) * 4)) & 15);                 \
+		}                                                                            \
+	}
+#ifdef PF
+	uint4 wn[UNF][RPW];
+	float sn[UNF][RPW], mn[UNF][RPW];
+	Q4_LOAD(wn, sn, mn, wp % ks * 32 * UNF)
+#endif
 	for (int u0 = wp % ks * 32 * UNF; u0 < nu; u0 += ks * 32 * UNF) {
 		uint4 wv[UNF][RPW];
 		float s[UNF][RPW], m[UNF][RPW];
-		for (int k = 0; k < UNF; k++) {
-			int u = min(u0 + 32 * k + lane, nu - 1);
-			for (int p = 0; p < RPW; p++) {
-				int r = min(r0 + p, prows - 1);
-				wv[k][p] = w[(size_t)r * nu + u];
-				int mi = ((r >> 7) * ng + (u >> 2)) * 128 + (r & 127);
-				s[k][p] = sc[mi];
-				m[k][p] = (float)((zp[mi >> 1] >> ((mi & 1) * 4)) & 15);
-			}
+#ifdef PF
+		// software pipelining: the next step's loads are in flight while
+		// this step computes
+		for (int k = 0; k < UNF; k++)
+			for (int p = 0; p < RPW; p++) wv[k][p] = wn[k][p], s[k][p] = sn[k][p], m[k][p] = mn[k][p];
+		if (u0 + ks * 32 * UNF < nu) {
+			Q4_LOAD(wn, sn, mn, u0 + ks * 32 * UNF)
 		}
+#else
+		Q4_LOAD(wv, s, m, u0)
+#endif
 		for (int k = 0; k < UNF; k++) {
 			int u = u0 + 32 * k + lane;
 			if (u >= nu) break;
@@ -519,25 +552,41 @@ bits4_f32t(__global const uint4 *w, __global const uchar *sp, __global const uch
 	float acc[RPW][NB];
 	for (int p = 0; p < RPW; p++)
 		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
+#define B4_LOAD(WV, SH, MH, SL, ML, U0)                                              \
+	for (int k = 0; k < UNF; k++) {                                                  \
+		int u = min((U0) + 32 * k + lane, nu - 1);                                   \
+		int c = (u >> 3) * 256;                                                      \
+		int gh = lg < 0 ? 0 : c >> lg, gl = lg < 0 ? 0 : (c + 128) >> lg;            \
+		for (int p = 0; p < RPW; p++) {                                              \
+			int r = min(r0 + p, prows - 1);                                          \
+			WV[k][p] = w[(size_t)r * nu + u];                                        \
+			float s = meta(sp, gh * prows + r, meta16), z = meta(zp, gh * prows + r, meta16); \
+			SH[k][p] = s;                                                            \
+			MH[k][p] = offsets ? -z : s * z;                                         \
+			s = meta(sp, gl * prows + r, meta16);                                    \
+			z = meta(zp, gl * prows + r, meta16);                                    \
+			SL[k][p] = s;                                                            \
+			ML[k][p] = offsets ? -z : s * z;                                         \
+		}                                                                            \
+	}
+#ifdef PF
+	uint4 wn[UNF][RPW];
+	float shn[UNF][RPW], mhn[UNF][RPW], sln[UNF][RPW], mln[UNF][RPW];
+	B4_LOAD(wn, shn, mhn, sln, mln, wp % ks * 32 * UNF)
+#endif
 	for (int u0 = wp % ks * 32 * UNF; u0 < nu; u0 += ks * 32 * UNF) {
 		uint4 wv[UNF][RPW];
 		float sh[UNF][RPW], mh[UNF][RPW], sl[UNF][RPW], ml[UNF][RPW];
-		for (int k = 0; k < UNF; k++) {
-			int u = min(u0 + 32 * k + lane, nu - 1);
-			int c = (u >> 3) * 256;
-			int gh = lg < 0 ? 0 : c >> lg, gl = lg < 0 ? 0 : (c + 128) >> lg;
-			for (int p = 0; p < RPW; p++) {
-				int r = min(r0 + p, prows - 1);
-				wv[k][p] = w[(size_t)r * nu + u];
-				float s = meta(sp, gh * prows + r, meta16), z = meta(zp, gh * prows + r, meta16);
-				sh[k][p] = s;
-				mh[k][p] = offsets ? -z : s * z;
-				s = meta(sp, gl * prows + r, meta16);
-				z = meta(zp, gl * prows + r, meta16);
-				sl[k][p] = s;
-				ml[k][p] = offsets ? -z : s * z;
-			}
+#ifdef PF
+		for (int k = 0; k < UNF; k++)
+			for (int p = 0; p < RPW; p++)
+				wv[k][p] = wn[k][p], sh[k][p] = shn[k][p], mh[k][p] = mhn[k][p], sl[k][p] = sln[k][p], ml[k][p] = mln[k][p];
+		if (u0 + ks * 32 * UNF < nu) {
+			B4_LOAD(wn, shn, mhn, sln, mln, u0 + ks * 32 * UNF)
 		}
+#else
+		B4_LOAD(wv, sh, mh, sl, ml, u0)
+#endif
 		for (int k = 0; k < UNF; k++) {
 			int u = u0 + 32 * k + lane;
 			if (u >= nu) break;
@@ -719,3 +768,182 @@ bits4_a8t(__global const uint4 *w, __global const uchar *sp, __global const ucha
 	}
 	a8_store(acc, y, rt0, rt, rows, batch);
 }
+
+
+// ============================================ warp-shuffle int8 kernels
+//
+// NVIDIA (inline PTX) only: the int8 Q4G128 and Bits4 kernels without
+// local memory or barriers, after cuda/kernels.cu. A work-group of TWG
+// work-items is TWG/32 warps; warp i of group g computes rows
+// (g*NWARP + i)*RWA .. +RWA-1 over the whole row. A step is 32 units
+// (one per lane; 1024 columns); UNW steps are loaded before any is
+// computed. Each lane's dp4a partial dot is summed over the lanes of its
+// 128-column block with butterfly shuffles (exact: int32), the block's
+// term f = s*xs, term = f*(float)isum is formed by every lane of the
+// block, and the terms are added to acc in block order by index shuffles
+// (every lane holds the same acc). Activations and sums are those of the
+// tiled int8 kernels (matrix.go, reorder).
+
+#ifdef USE_PTX
+#ifndef RWA
+#define RWA 1
+#endif
+#ifndef UNW
+#define UNW 2
+#endif
+
+__kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
+q4_a8w(__global const uint4 *w, __global const float *sc, __global const uchar *zp, __global const uint4 *xq4,
+       __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols,
+       int batch) {
+	int lane = get_local_id(0) & 31, wp = get_local_id(0) >> 5;
+	int nu = pcols / 32, ng = pcols / 128;
+	int r0 = (get_group_id(0) * NWARP + wp) * RWA;
+	if (r0 >= rows) return; // warp-uniform
+	int rr[RWA];
+	for (int p = 0; p < RWA; p++) rr[p] = min(r0 + p, prows - 1);
+	float acc[RWA][NB];
+	for (int p = 0; p < RWA; p++)
+		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
+	for (int b0 = 0; b0 < nu; b0 += 32 * UNW) {
+		uint4 wv[UNW][RWA];
+		for (int k = 0; k < UNW; k++) {
+			int u = min(b0 + 32 * k + lane, nu - 1);
+			for (int p = 0; p < RWA; p++) wv[k][p] = w[(size_t)rr[p] * nu + u];
+		}
+		for (int k = 0; k < UNW; k++) {
+			int base = b0 + 32 * k;
+			if (base >= nu) break; // warp-uniform
+			int u = base + lane, ok = u < nu, g = min(u, nu - 1) >> 2;
+			int count = min(8, (nu - base) / 4);
+			float s[RWA];
+			int z[RWA];
+			for (int p = 0; p < RWA; p++) {
+				int mi = ((rr[p] >> 7) * ng + g) * 128 + (rr[p] & 127);
+				s[p] = sc[mi];
+				z[p] = (zp[mi >> 1] >> ((mi & 1) * 4)) & 15;
+			}
+			for (int b = 0; b < NB; b++) {
+				if (b >= batch) break; // uniform
+				uint4 a0 = (uint4)(0), a1 = (uint4)(0);
+				if (ok) {
+					a0 = xq4[2 * (b * nu + u)];
+					a1 = xq4[2 * (b * nu + u) + 1];
+				}
+				int sxg = sx[b * ng + g];
+				float xsg = xs[b * ng + g];
+				for (int p = 0; p < RWA; p++) {
+					uint4 v = wv[k][p];
+					uint4 lo = v & 0x0F0F0F0Fu, hi = (v >> 4u) & 0x0F0F0F0Fu;
+					int d = dp4a(lo.x, a0.x, 0);
+					d = dp4a(hi.x, a0.y, d);
+					d = dp4a(lo.y, a0.z, d);
+					d = dp4a(hi.y, a0.w, d);
+					d = dp4a(lo.z, a1.x, d);
+					d = dp4a(hi.z, a1.y, d);
+					d = dp4a(lo.w, a1.z, d);
+					d = dp4a(hi.w, a1.w, d);
+					d += shfl_xor(d, 1);
+					d += shfl_xor(d, 2);
+					int isum = d - z[p] * sxg;
+					float f = s[p] * xsg;
+					float term = f * (float)isum;
+					float a = acc[p][b];
+					for (int j = 0; j < count; j++) {
+						float t = shfl_idx(term, 4 * j);
+						a = a + t;
+					}
+					acc[p][b] = a;
+				}
+			}
+		}
+	}
+	if (lane == 0) {
+		for (int p = 0; p < RWA; p++)
+			for (int b = 0; b < NB; b++)
+				if (b < batch && r0 + p < rows) y[(size_t)b * rows + r0 + p] = acc[p][b];
+	}
+}
+
+__kernel __attribute__((reqd_work_group_size(TWG, 1, 1))) void
+bits4_a8w(__global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint4 *xq4,
+          __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols,
+          int batch, int lg, int meta16) {
+	int lane = get_local_id(0) & 31, wp = get_local_id(0) >> 5;
+	int nu = pcols / 32, ng = pcols / 128;
+	int r0 = (get_group_id(0) * NWARP + wp) * RWA;
+	if (r0 >= rows) return; // warp-uniform
+	int rr[RWA];
+	for (int p = 0; p < RWA; p++) rr[p] = min(r0 + p, prows - 1);
+	float acc[RWA][NB];
+	for (int p = 0; p < RWA; p++)
+		for (int b = 0; b < NB; b++) acc[p][b] = 0.0f;
+	for (int b0 = 0; b0 < nu; b0 += 32 * UNW) {
+		uint4 wv[UNW][RWA];
+		for (int k = 0; k < UNW; k++) {
+			int u = min(b0 + 32 * k + lane, nu - 1);
+			for (int p = 0; p < RWA; p++) wv[k][p] = w[(size_t)rr[p] * nu + u];
+		}
+		for (int k = 0; k < UNW; k++) {
+			int base = b0 + 32 * k;
+			if (base >= nu) break; // warp-uniform
+			int u = base + lane, ok = u < nu;
+			int ge = 2 * (min(u, nu - 1) >> 3), go = ge + 1; // the chunk's two blocks
+			int count = min(4, (nu - base) / 8);
+			int me = lg < 0 ? 0 : (ge * 128) >> lg, mo = lg < 0 ? 0 : (go * 128) >> lg;
+			float se[RWA], so[RWA];
+			int ze[RWA], zo[RWA];
+			for (int p = 0; p < RWA; p++) {
+				se[p] = meta(sp, me * prows + rr[p], meta16);
+				ze[p] = (int)meta(zp, me * prows + rr[p], meta16);
+				so[p] = meta(sp, mo * prows + rr[p], meta16);
+				zo[p] = (int)meta(zp, mo * prows + rr[p], meta16);
+			}
+			for (int b = 0; b < NB; b++) {
+				if (b >= batch) break; // uniform
+				uint4 ae = (uint4)(0), ao = (uint4)(0);
+				if (ok) {
+					ae = xq4[2 * (b * nu + u)];
+					ao = xq4[2 * (b * nu + u) + 1];
+				}
+				int sxe = sx[b * ng + ge], sxo = sx[b * ng + go];
+				float xse = xs[b * ng + ge], xso = xs[b * ng + go];
+				for (int p = 0; p < RWA; p++) {
+					uint4 v = wv[k][p];
+					uint4 lo = v & 0x0F0F0F0Fu, hi = (v >> 4u) & 0x0F0F0F0Fu;
+					uint4 ev = (lo & 0xFFFF0000u) | (hi >> 16u), od = (lo & 0xFFFFu) | (hi << 16u);
+					int de = dp4a(ev.x, ae.x, 0), dd = dp4a(od.x, ao.x, 0);
+					de = dp4a(ev.y, ae.y, de);
+					dd = dp4a(od.y, ao.y, dd);
+					de = dp4a(ev.z, ae.z, de);
+					dd = dp4a(od.z, ao.z, dd);
+					de = dp4a(ev.w, ae.w, de);
+					dd = dp4a(od.w, ao.w, dd);
+					de += shfl_xor(de, 1);
+					dd += shfl_xor(dd, 1);
+					de += shfl_xor(de, 2);
+					dd += shfl_xor(dd, 2);
+					de += shfl_xor(de, 4);
+					dd += shfl_xor(dd, 4);
+					int ie = de - ze[p] * sxe, io = dd - zo[p] * sxo;
+					float fe = se[p] * xse, fo = so[p] * xso;
+					float te = fe * (float)ie, to = fo * (float)io;
+					float a = acc[p][b];
+					for (int j = 0; j < count; j++) {
+						float t = shfl_idx(te, 8 * j);
+						a = a + t;
+						t = shfl_idx(to, 8 * j);
+						a = a + t;
+					}
+					acc[p][b] = a;
+				}
+			}
+		}
+	}
+	if (lane == 0) {
+		for (int p = 0; p < RWA; p++)
+			for (int b = 0; b < NB; b++)
+				if (b < batch && r0 + p < rows) y[(size_t)b * rows + r0 + p] = acc[p][b];
+	}
+}
+#endif

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -339,6 +340,17 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, int32(ks), red)
 			} else {
 				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, mx.offs, int32(ks), red)
+			}
+		} else if b.warpA8() {
+			// the program is built (b.kernel above): b.ptx is final
+			if k, _, err = b.kernel(strings.TrimSuffix(name, "t")+"w", batch); err != nil {
+				return nil, err
+			}
+			rt = t.wg / 32 * t.rwa
+			if isQ4 {
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt)
+			} else {
+				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16)
 			}
 		} else {
 			ks := t.splitK(nu, t.una)

@@ -216,7 +216,9 @@ func nbBucket(batch int) int {
 // tile is the tiling of the tiled kernels (gemv.cl: TWG, RPW, UNF, RPA,
 // UNA) for a batch bound; ks (0: chosen per matrix by splitK) forces the
 // number of warps that split each row's columns.
-type tile struct{ wg, rpw, unf, rpa, una, ks int }
+// rwa and unw are the rows per warp and steps in flight of the
+// warp-shuffle int8 kernels (gemv.cl, q4_a8w and bits4_a8w; NVIDIA).
+type tile struct{ wg, rpw, unf, rpa, una, ks, rwa, unw int }
 
 // tileFor returns the default tiling: more rows per warp and more units
 // in flight at small batches, less local memory at large ones.
@@ -225,11 +227,11 @@ func tileFor(nb int) tile {
 	case nb == 1:
 		// H200 (NVIDIA OpenCL), batch 1: RPA=2, UNA=2 beat RPA=4, UNA=4
 		// by 5-15% for int8 on three of the four benchmark shapes
-		return tile{128, 8, 1, 2, 2, 0}
+		return tile{128, 8, 1, 2, 2, 0, 1, 2}
 	case nb <= 4:
-		return tile{128, 2, 1, 2, 1, 0}
+		return tile{128, 2, 1, 2, 1, 0, 1, 2}
 	default:
-		return tile{128, 1, 1, 1, 1, 0}
+		return tile{128, 1, 1, 1, 1, 0, 1, 1}
 	}
 }
 
@@ -255,13 +257,42 @@ func tileOf(opts string, t tile) tile {
 			t.una = n
 		case "KS":
 			t.ks = n
+		case "RWA":
+			t.rwa = n
+		case "UNW":
+			t.unw = n
 		}
 	}
 	return t
 }
 
 func (t tile) defines() string {
-	return fmt.Sprintf("-DTWG=%d -DRPW=%d -DUNF=%d -DRPA=%d -DUNA=%d", t.wg, t.rpw, t.unf, t.rpa, t.una)
+	return fmt.Sprintf("-DTWG=%d -DRPW=%d -DUNF=%d -DRPA=%d -DUNA=%d -DRWA=%d -DUNW=%d", t.wg, t.rpw, t.unf, t.rpa, t.una, t.rwa, t.unw)
+}
+
+// extraDefines returns the defines of a benchmark option string that are
+// not tile sizes (e.g. -DNOPTX, -DPF, -DNOWARP): they go into the build
+// options (and so the program's key) unchanged.
+func extraDefines(opts string) string {
+	var out []string
+	for _, f := range strings.Fields(opts) {
+		k, _, _ := strings.Cut(strings.TrimPrefix(f, "-D"), "=")
+		switch k {
+		case "TWG", "RPW", "UNF", "RPA", "UNA", "KS", "RWA", "UNW":
+		default:
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// warpA8 reports whether the int8 tiled formats run the warp-shuffle
+// kernels (q4_a8w, bits4_a8w): only in the inline-PTX build (NVIDIA),
+// and for now only when a benchmark variant asks for them (-DWARP):
+// they become the default once validated and measured on the device.
+// Valid once the program is built.
+func (b *Backend) warpA8() bool {
+	return b.ptx && strings.Contains(b.tileOpts, "-DWARP") && !strings.Contains(b.tileOpts, "-DNOPTX")
 }
 
 // splitK returns how many warps of a work-group split each row's nu
@@ -289,6 +320,9 @@ func (b *Backend) tiling(batch int) tile {
 func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 	nb := nbBucket(batch)
 	opts := fmt.Sprintf("%s -DNB=%d %s", b.std, nb, b.tiling(batch).defines())
+	if e := extraDefines(b.tileOpts); e != "" {
+		opts += " " + e
+	}
 	key := opts
 	ps := b.progs[key]
 	if ps == nil {
