@@ -33,8 +33,9 @@ type matvansLayout struct {
 // the -backend flag (or $QGEMV_BACKEND when the flag is empty): "" or
 // "cpu" is the best CPU set, "cpu-<isa>" forces one; in a binary built
 // with -tags cuda, "cuda" or "cuda:<i>" is returned as is (a pseudo-ISA
-// that benchMatVANS runs on that CUDA device). OpenCL has no ANS kernels,
-// nor CUDA without the tag: those and unknown backends are errors saying so.
+// that benchMatVANS runs on that CUDA device), and likewise "opencl" or
+// "opencl:<i>" with -tags opencl (the device must exist). GPU backends
+// without their tag and unknown backends are errors saying so.
 func matvansISA(backend string) (cpu.ISA, error) {
 	name, from := backend, "-backend"
 	if name == "" {
@@ -50,12 +51,23 @@ func matvansISA(backend string) (cpu.ISA, error) {
 	if base == "cuda" && matvansCUDABuilt {
 		return cpu.ISA(name), nil
 	}
+	if base == "opencl" && matvansOpenCLBuilt {
+		if _, err := matvansOpenCLDevice(name); err != nil {
+			return "", fmt.Errorf("%w (%s=%q)", err, from, name)
+		}
+		return cpu.ISA(name), nil
+	}
 	if base == "opencl" || base == "cuda" {
 		where := "the CPU only"
-		if matvansCUDABuilt {
+		switch {
+		case matvansCUDABuilt && matvansOpenCLBuilt:
+			where = "the CPU, CUDA and OpenCL only"
+		case matvansCUDABuilt:
 			where = "the CPU and CUDA only"
+		case matvansOpenCLBuilt:
+			where = "the CPU and OpenCL only"
 		}
-		return "", fmt.Errorf("bench: -workload matvans runs on %s: the ANS formats have no %s kernels in this build (%s=%q); use -backend cpu or cpu-<isa>%s", where, base, from, name, matvansCUDAHint)
+		return "", fmt.Errorf("bench: -workload matvans runs on %s: the ANS formats have no %s kernels in this build (%s=%q); use -backend cpu or cpu-<isa>%s%s", where, base, from, name, matvansCUDAHint, matvansOpenCLHint)
 	}
 	return "", fmt.Errorf("bench: -workload matvans: unknown backend %s=%q: want cpu or cpu-<isa>", from, name)
 }
@@ -100,7 +112,7 @@ func matvansCPU(isa cpu.ISA, threads int, wl *matvans.Workload, coded [][]*ans.M
 }
 
 // benchMatVANS runs the MatVANS chain with kernel set isa (a CPU set, or
-// "cuda[:i]" from matvansISA): n matrices d x d, coded in both ANS
+// "cuda[:i]" or "opencl[:i]" from matvansISA): n matrices d x d, coded in both ANS
 // layouts, against the plain int8 chain in the same invocation. On a GPU
 // a chain is timed from its first launch to the result on the host; the
 // matrices are uploaded before.
@@ -154,9 +166,12 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 		all[i] = c.ms
 	}
 	var eng *matvansEngine
-	if strings.HasPrefix(string(isa), "cuda") {
+	switch {
+	case strings.HasPrefix(string(isa), "cuda"):
 		eng, err = matvansCUDA(string(isa), wl, all)
-	} else {
+	case strings.HasPrefix(string(isa), "opencl"):
+		eng, err = matvansOpenCL(string(isa), wl, all)
+	default:
 		eng, err = matvansCPU(isa, threads, wl, all)
 	}
 	if err != nil {
