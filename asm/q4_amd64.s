@@ -7858,6 +7858,1989 @@ Sparse12A8G64Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits8A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits8A8Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+Bits8A8Avx2_tile:
+	VPXOR  Y1, Y1, Y1
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000008, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8Avx2_chunk:
+	IMUL3Q      $0x000000c0, CX, DX
+	MOVQ        act+24(FP), BX
+	ADDQ        BX, DX
+	MOVQ        CX, BX
+	SHLQ        $0x07, BX
+	MOVQ        w+0(FP), SI
+	ADDQ        SI, BX
+	MOVQ        stride+8(FP), SI
+	PREFETCHT1  (AX)
+	PREFETCHT1  64(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y4
+	VPAND       Y0, Y4, Y5
+	VPMADDUBSW  32(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPSRLW      $0x04, Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDUBSW  32(DX), Y4, Y4
+	VPADDW      Y4, Y2, Y2
+	VMOVDQU     64(BX), Y4
+	VPAND       Y0, Y4, Y5
+	VPMADDUBSW  64(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPSRLW      $0x04, Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDUBSW  64(DX), Y4, Y4
+	VPADDW      Y4, Y2, Y2
+	VMOVDQU     96(BX), Y4
+	VPAND       Y0, Y4, Y5
+	VPMADDUBSW  96(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPSRLW      $0x04, Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDUBSW  96(DX), Y4, Y4
+	VPADDW      Y4, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y3, Y3
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y3, Y3
+	ADDQ        SI, BX
+	PREFETCHT1  128(AX)
+	PREFETCHT1  192(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y4
+	VPMADDUBSW  (DX), Y4, Y4
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  32(DX), Y5, Y5
+	VPADDW      Y5, Y2, Y2
+	VMOVDQU     64(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  64(DX), Y5, Y5
+	VPADDW      Y5, Y2, Y2
+	VMOVDQU     96(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  96(DX), Y5, Y5
+	VPADDW      Y5, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y4, Y4
+	ADDQ        SI, BX
+	PREFETCHT1  256(AX)
+	PREFETCHT1  320(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y5
+	VPMADDUBSW  (DX), Y5, Y5
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y2, Y2
+	VMOVDQU     64(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y2, Y2
+	VMOVDQU     96(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y5, Y5
+	ADDQ        SI, BX
+	PREFETCHT1  384(AX)
+	PREFETCHT1  448(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y6
+	VPMADDUBSW  (DX), Y6, Y6
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y2, Y2
+	VMOVDQU     64(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y2, Y2
+	VMOVDQU     96(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y6, Y6
+	ADDQ        SI, BX
+	PREFETCHT1  512(AX)
+	PREFETCHT1  576(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y7
+	VPMADDUBSW  (DX), Y7, Y7
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y2, Y2
+	VMOVDQU     64(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y2, Y2
+	VMOVDQU     96(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y7, Y7
+	ADDQ        SI, BX
+	PREFETCHT1  640(AX)
+	PREFETCHT1  704(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y8
+	VPMADDUBSW  (DX), Y8, Y8
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y2, Y2
+	VMOVDQU     64(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y2, Y2
+	VMOVDQU     96(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y8, Y8
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y8, Y8
+	ADDQ        SI, BX
+	PREFETCHT1  768(AX)
+	PREFETCHT1  832(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y9
+	VPMADDUBSW  (DX), Y9, Y9
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y2, Y2
+	VMOVDQU     64(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y2, Y2
+	VMOVDQU     96(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y9, Y9
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y9, Y9
+	ADDQ        SI, BX
+	PREFETCHT1  896(AX)
+	PREFETCHT1  960(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y10
+	VPMADDUBSW  (DX), Y10, Y10
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  32(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y2, Y2
+	VMOVDQU     64(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  64(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y2, Y2
+	VMOVDQU     96(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  96(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y10, Y10
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y10, Y10
+	VPUNPCKLDQ  Y4, Y3, Y2
+	VPUNPCKHDQ  Y4, Y3, Y3
+	VPADDD      Y2, Y3, Y3
+	VPUNPCKLDQ  Y6, Y5, Y2
+	VPUNPCKHDQ  Y6, Y5, Y5
+	VPADDD      Y2, Y5, Y5
+	VPUNPCKLDQ  Y8, Y7, Y2
+	VPUNPCKHDQ  Y8, Y7, Y7
+	VPADDD      Y2, Y7, Y7
+	VPUNPCKLDQ  Y10, Y9, Y2
+	VPUNPCKHDQ  Y10, Y9, Y9
+	VPADDD      Y2, Y9, Y9
+	VPUNPCKLQDQ Y5, Y3, Y2
+	VPUNPCKHQDQ Y5, Y3, Y3
+	VPADDD      Y2, Y3, Y3
+	VPUNPCKLQDQ Y9, Y7, Y2
+	VPUNPCKHQDQ Y9, Y7, Y7
+	VPADDD      Y2, Y7, Y7
+	VPERM2I128  $0x20, Y7, Y3, Y2
+	VPERM2I128  $0x31, Y7, Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	IMUL3Q      $0x00000040, CX, BX
+	MOVQ        meta+16(FP), SI
+	ADDQ        SI, BX
+	VMOVDQU     32(BX), Y3
+	VPMULLD     160(DX), Y3, Y3
+	VPSUBD      Y3, Y2, Y2
+	VMOVUPS     (BX), Y3
+	VMULPS      128(DX), Y3, Y3
+	VCVTDQ2PS   Y2, Y2
+	VMULPS      Y2, Y3, Y3
+	VADDPS      Y3, Y1, Y1
+	ADDQ        $0x00000400, AX
+	INCQ        CX
+	MOVQ        chunks+32(FP), DX
+	CMPQ        CX, DX
+	JB          Bits8A8Avx2_chunk
+	MOVQ        out+40(FP), AX
+	VMOVUPS     Y1, (AX)
+	MOVQ        out+40(FP), AX
+	ADDQ        $0x00000020, AX
+	MOVQ        AX, out+40(FP)
+	MOVQ        stride+8(FP), AX
+	IMUL3Q      $0x00000008, AX, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, w+0(FP)
+	MOVQ        chunks+32(FP), AX
+	IMUL3Q      $0x00000040, AX, AX
+	MOVQ        meta+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, meta+16(FP)
+	MOVQ        ntiles+48(FP), AX
+	DECQ        AX
+	MOVQ        AX, ntiles+48(FP)
+	JNZ         Bits8A8Avx2_tile
+	VZEROUPPER
+	RET
+
+DATA bitsYMMOnes<>+0(SB)/1, $0x01
+DATA bitsYMMOnes<>+1(SB)/1, $0x00
+DATA bitsYMMOnes<>+2(SB)/1, $0x01
+DATA bitsYMMOnes<>+3(SB)/1, $0x00
+DATA bitsYMMOnes<>+4(SB)/1, $0x01
+DATA bitsYMMOnes<>+5(SB)/1, $0x00
+DATA bitsYMMOnes<>+6(SB)/1, $0x01
+DATA bitsYMMOnes<>+7(SB)/1, $0x00
+DATA bitsYMMOnes<>+8(SB)/1, $0x01
+DATA bitsYMMOnes<>+9(SB)/1, $0x00
+DATA bitsYMMOnes<>+10(SB)/1, $0x01
+DATA bitsYMMOnes<>+11(SB)/1, $0x00
+DATA bitsYMMOnes<>+12(SB)/1, $0x01
+DATA bitsYMMOnes<>+13(SB)/1, $0x00
+DATA bitsYMMOnes<>+14(SB)/1, $0x01
+DATA bitsYMMOnes<>+15(SB)/1, $0x00
+DATA bitsYMMOnes<>+16(SB)/1, $0x01
+DATA bitsYMMOnes<>+17(SB)/1, $0x00
+DATA bitsYMMOnes<>+18(SB)/1, $0x01
+DATA bitsYMMOnes<>+19(SB)/1, $0x00
+DATA bitsYMMOnes<>+20(SB)/1, $0x01
+DATA bitsYMMOnes<>+21(SB)/1, $0x00
+DATA bitsYMMOnes<>+22(SB)/1, $0x01
+DATA bitsYMMOnes<>+23(SB)/1, $0x00
+DATA bitsYMMOnes<>+24(SB)/1, $0x01
+DATA bitsYMMOnes<>+25(SB)/1, $0x00
+DATA bitsYMMOnes<>+26(SB)/1, $0x01
+DATA bitsYMMOnes<>+27(SB)/1, $0x00
+DATA bitsYMMOnes<>+28(SB)/1, $0x01
+DATA bitsYMMOnes<>+29(SB)/1, $0x00
+DATA bitsYMMOnes<>+30(SB)/1, $0x01
+DATA bitsYMMOnes<>+31(SB)/1, $0x00
+GLOBL bitsYMMOnes<>(SB), RODATA|NOPTR, $32
+
+DATA bitsYMMSixteens<>+0(SB)/1, $0x10
+DATA bitsYMMSixteens<>+1(SB)/1, $0x00
+DATA bitsYMMSixteens<>+2(SB)/1, $0x10
+DATA bitsYMMSixteens<>+3(SB)/1, $0x00
+DATA bitsYMMSixteens<>+4(SB)/1, $0x10
+DATA bitsYMMSixteens<>+5(SB)/1, $0x00
+DATA bitsYMMSixteens<>+6(SB)/1, $0x10
+DATA bitsYMMSixteens<>+7(SB)/1, $0x00
+DATA bitsYMMSixteens<>+8(SB)/1, $0x10
+DATA bitsYMMSixteens<>+9(SB)/1, $0x00
+DATA bitsYMMSixteens<>+10(SB)/1, $0x10
+DATA bitsYMMSixteens<>+11(SB)/1, $0x00
+DATA bitsYMMSixteens<>+12(SB)/1, $0x10
+DATA bitsYMMSixteens<>+13(SB)/1, $0x00
+DATA bitsYMMSixteens<>+14(SB)/1, $0x10
+DATA bitsYMMSixteens<>+15(SB)/1, $0x00
+DATA bitsYMMSixteens<>+16(SB)/1, $0x10
+DATA bitsYMMSixteens<>+17(SB)/1, $0x00
+DATA bitsYMMSixteens<>+18(SB)/1, $0x10
+DATA bitsYMMSixteens<>+19(SB)/1, $0x00
+DATA bitsYMMSixteens<>+20(SB)/1, $0x10
+DATA bitsYMMSixteens<>+21(SB)/1, $0x00
+DATA bitsYMMSixteens<>+22(SB)/1, $0x10
+DATA bitsYMMSixteens<>+23(SB)/1, $0x00
+DATA bitsYMMSixteens<>+24(SB)/1, $0x10
+DATA bitsYMMSixteens<>+25(SB)/1, $0x00
+DATA bitsYMMSixteens<>+26(SB)/1, $0x10
+DATA bitsYMMSixteens<>+27(SB)/1, $0x00
+DATA bitsYMMSixteens<>+28(SB)/1, $0x10
+DATA bitsYMMSixteens<>+29(SB)/1, $0x00
+DATA bitsYMMSixteens<>+30(SB)/1, $0x10
+DATA bitsYMMSixteens<>+31(SB)/1, $0x00
+GLOBL bitsYMMSixteens<>(SB), RODATA|NOPTR, $32
+
+// func Bits8A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits8A8G64Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits8A8G64Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G64Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y4, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y3, Y3
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y3, Y3
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y6, Y6
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 32(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y3, Y3
+	VMOVDQU    64(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y3, Y3
+	VMOVDQU    96(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 96(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y7, Y7
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y4, Y3
+	VPERM2I128 $0x31, Y6, Y4, Y4
+	VPADDD     Y4, Y3, Y3
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y4
+	VPMULLD    160(DX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (BX), Y4
+	VMULPS     128(DX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    32(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits8A8G64Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G64Avx2_tile
+	VZEROUPPER
+	RET
+
+DATA bitsYMMShuf<>+0(SB)/1, $0x03
+DATA bitsYMMShuf<>+1(SB)/1, $0x07
+DATA bitsYMMShuf<>+2(SB)/1, $0x0b
+DATA bitsYMMShuf<>+3(SB)/1, $0x0f
+DATA bitsYMMShuf<>+4(SB)/1, $0x02
+DATA bitsYMMShuf<>+5(SB)/1, $0x06
+DATA bitsYMMShuf<>+6(SB)/1, $0x0a
+DATA bitsYMMShuf<>+7(SB)/1, $0x0e
+DATA bitsYMMShuf<>+8(SB)/1, $0x01
+DATA bitsYMMShuf<>+9(SB)/1, $0x05
+DATA bitsYMMShuf<>+10(SB)/1, $0x09
+DATA bitsYMMShuf<>+11(SB)/1, $0x0d
+DATA bitsYMMShuf<>+12(SB)/1, $0x00
+DATA bitsYMMShuf<>+13(SB)/1, $0x04
+DATA bitsYMMShuf<>+14(SB)/1, $0x08
+DATA bitsYMMShuf<>+15(SB)/1, $0x0c
+DATA bitsYMMShuf<>+16(SB)/1, $0x03
+DATA bitsYMMShuf<>+17(SB)/1, $0x07
+DATA bitsYMMShuf<>+18(SB)/1, $0x0b
+DATA bitsYMMShuf<>+19(SB)/1, $0x0f
+DATA bitsYMMShuf<>+20(SB)/1, $0x02
+DATA bitsYMMShuf<>+21(SB)/1, $0x06
+DATA bitsYMMShuf<>+22(SB)/1, $0x0a
+DATA bitsYMMShuf<>+23(SB)/1, $0x0e
+DATA bitsYMMShuf<>+24(SB)/1, $0x01
+DATA bitsYMMShuf<>+25(SB)/1, $0x05
+DATA bitsYMMShuf<>+26(SB)/1, $0x09
+DATA bitsYMMShuf<>+27(SB)/1, $0x0d
+DATA bitsYMMShuf<>+28(SB)/1, $0x00
+DATA bitsYMMShuf<>+29(SB)/1, $0x04
+DATA bitsYMMShuf<>+30(SB)/1, $0x08
+DATA bitsYMMShuf<>+31(SB)/1, $0x0c
+GLOBL bitsYMMShuf<>(SB), RODATA|NOPTR, $32
+
+// func Bits8A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits8A8G32Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits8A8G32Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G32Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y4, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	VPERM2I128 $0x20, Y5, Y4, Y3
+	VPERM2I128 $0x31, Y5, Y4, Y4
+	VPADDD     Y4, Y3, Y3
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y4
+	VPMULLD    160(DX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (BX), Y4
+	VMULPS     128(DX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    32(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    64(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    96(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits8A8G32Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G32Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits4A8Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits4A8Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 160(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 192(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y3
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 128(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 192(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 224(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y6
+	VPHADDD    Y4, Y3, Y3
+	VPHADDD    Y6, Y5, Y5
+	VPERM2I128 $0x20, Y5, Y3, Y4
+	VPERM2I128 $0x31, Y5, Y3, Y3
+	VPADDD     Y3, Y4, Y4
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits4A8G64Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits4A8G64Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G64Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 160(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 192(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y3
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	VPERM2I128 $0x20, Y4, Y3, Y5
+	VPERM2I128 $0x31, Y4, Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y5, Y5
+	VMOVUPS    (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8G64Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G64Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits4A8G32Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits4A8G32Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPUNPCKLDQ Y4, Y3, Y5
+	VPUNPCKHDQ Y4, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y5, Y4
+	VPERM2I128 $0x31, Y3, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    128(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    160(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    192(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    224(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8G32Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G32Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits2A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits2A8Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits2A8Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 192(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 256(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 288(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 320(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 352(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 384(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 416(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 448(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 480(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y3
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 352(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	VPERM2I128 $0x20, Y4, Y3, Y5
+	VPERM2I128 $0x31, Y4, Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    544(DX), Y3, Y3
+	VPSUBD     Y3, Y5, Y5
+	VMOVUPS    (BX), Y3
+	VMULPS     512(DX), Y3, Y3
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits2A8Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits2A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits2A8G64Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits2A8G64Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 352(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 480(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPUNPCKLDQ Y4, Y3, Y5
+	VPUNPCKHDQ Y4, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y5, Y4
+	VPERM2I128 $0x31, Y3, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    544(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     512(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    128(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    160(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    192(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    224(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits2A8G64Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8G64Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits1A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Bits1A8Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits1A8Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8Avx2_chunk:
+	IMUL3Q     $0x00000440, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x01, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x03, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x01, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x03, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 352(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 480(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 512(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x01, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 544(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 576(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x03, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 608(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 640(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 672(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 704(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 736(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 768(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x01, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 800(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 832(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x03, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 864(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 896(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 928(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 960(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 992(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPUNPCKLDQ Y4, Y3, Y5
+	VPUNPCKHDQ Y4, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y5, Y4
+	VPERM2I128 $0x31, Y3, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    1056(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     1024(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    128(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    160(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    192(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    224(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits1A8Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits1A8Avx2_tile
+	VZEROUPPER
+	RET
+
 // func Bits8A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits8A32S1Avx512(SB), NOSPLIT, $0-64

@@ -97,6 +97,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("bitsA8", funcName(k), bitsA8Kernels.requires)
 		}
 	}
+	for _, k := range bitsA8YMM.kernels {
+		check("bitsA8 YMM", funcName(k), bitsA8YMM.requires)
+	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)

@@ -35,6 +35,8 @@ var bitsA8Kernels = struct {
 type bitsSIMD struct {
 	n, bpc, r int
 	sub       int // 64-column sub-blocks per 128-column block (groups of 64: 2)
+	lanes     int // results per tile in out (the kernel's vector lanes: 16, or 8 on YMM)
+	isa       ISA // the kernel set the kernel belongs to
 	chunks    int
 	metaBlock int    // meta bytes per (tile, chunk)
 	meta      []byte // per tile, per chunk, in lane order (see the kernels)
@@ -71,13 +73,16 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	case 32:
 		kernels, sub = bitsA8Kernels.byNG32, 4
 	}
+	if be.set.isa == AVX2 || be.set.isa == AVXVNNI {
+		return newBitsYMM(be, b)
+	}
 	kern, ok := kernels[b.N]
 	if !ok || b.G < 32 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
 		return nil
 	}
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
-	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
+	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
 		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: L*128 + 128}
 	s.prep = s.prepAct
 	tiles := b.PRows / s.r
@@ -134,7 +139,7 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 	}
 	L := bpc * sub
 	R := 16 / L
-	s := &bitsSIMD{n: 8, bpc: bpc, sub: sub, r: R, chunks: m.PCols / 256, kern: kern,
+	s := &bitsSIMD{n: 8, bpc: bpc, sub: sub, r: R, lanes: 16, isa: AVX512VNNI, chunks: m.PCols / 256, kern: kern,
 		metaBlock: 192, words: m.Words, stride: 4 * m.WordsPerRow(), actChunk: bpc*128 + 64}
 	tiles := m.PRows / R
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
@@ -188,7 +193,7 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 	return s
 }
 
-func (s *bitsSIMD) kernelName() string { return "cpu-" + string(AVX512VNNI) + "-a8+generic" }
+func (s *bitsSIMD) kernelName() string { return "cpu-" + string(s.isa) + "-a8+generic" }
 
 // plane returns the plane whose code is byte j of a regrouped dword of
 // block b (n = 8 keeps the word's bytes: byte j is plane 3-j).
@@ -265,7 +270,7 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 		if batch > 1 {
 			step = simdRowChunk
 		}
-		outp := tilePool.Get().(*[16 * 128]float32)
+		outp := tilePool.Get().(*[16 * 128]float32) // step/r tiles of s.lanes floats: at most 2048
 		defer tilePool.Put(outp)
 		out := outp[:]
 		for a := r0; a < r1; a += step {
@@ -277,7 +282,7 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 				for t := 0; t < nt; t++ {
 					for i := 0; i < s.r; i++ {
 						if r := a + t*s.r + i; r < b {
-							dst[v*mx.rows+r] = out[16*t+i]
+							dst[v*mx.rows+r] = out[s.lanes*t+i]
 						}
 					}
 				}

@@ -78,6 +78,13 @@ func main() {
 	}
 	sparseA8AVX512(1)
 	sparseA8AVX512(2)
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, u := range []int{128, 64, 32} {
+			if 128*(8/n)/u <= 8 { // units per chunk fit the 8 lanes of a YMM
+				bitsA8AVX2(n, u)
+			}
+		}
+	}
 	for _, f := range []fvec{{true}, {false}} {
 		for _, n := range []int{8, 4, 2, 1} {
 			for seg := 1; seg <= 32/n; seg *= 2 {

@@ -1,0 +1,115 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout"
+)
+
+type bitsA8Func = func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// bitsA8YMM are the AVX2 W(n)A8 kernels for Bits (VPMADDUBSW + VPMADDWD
+// on YMM), by [n, unit] with unit = min(G, 128) columns, and the features
+// they need (checked against their Requires lines by
+// TestRequiresCoverKernels). They serve the avx2 and avxvnni kernel sets.
+var bitsA8YMM = struct {
+	kernels  map[[2]int]bitsA8Func
+	requires []string
+}{
+	kernels: map[[2]int]bitsA8Func{
+		{8, 128}: asm.Bits8A8Avx2, {8, 64}: asm.Bits8A8G64Avx2, {8, 32}: asm.Bits8A8G32Avx2,
+		{4, 128}: asm.Bits4A8Avx2, {4, 64}: asm.Bits4A8G64Avx2, {4, 32}: asm.Bits4A8G32Avx2,
+		{2, 128}: asm.Bits2A8Avx2, {2, 64}: asm.Bits2A8G64Avx2,
+		{1, 128}: asm.Bits1A8Avx2,
+	},
+	requires: []string{"AVX", "AVX2"},
+}
+
+// newBitsYMM returns the YMM kernel state for b, or nil where no kernel
+// applies (3 bits; 2 bits with groups of 32; 1 bit with groups below 128;
+// fractional zeros; a CPU without AVX2).
+//
+// The kernel (see gen/lowbit_avx2.go) reads a chunk of a row as 4 quarters
+// of 8 words; with the byte transposition (all widths but 8 bits with
+// blocks of 128), dword d of 128-bit lane l of quarter h holds byte 3-d of
+// words 8h+4l+e (e = 0..3), else dword t holds word 8h+t. Field j (shift
+// j*n; 8 bits: the two nibbles, one activation) of byte B of word w is
+// plane p = (32-8B-j*n)/n - 1, column p*32+w of the chunk. The activation
+// bytes of a chunk are those columns in the kernel's read order: src below.
+func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
+	unit := min(b.G, 128)
+	kern, ok := bitsA8YMM.kernels[[2]int{b.N, unit}]
+	if !ok || !hasAll(bitsA8YMM.requires) || b.IntegerZeros() != nil {
+		return nil
+	}
+	n := b.N
+	bpc := 8 / n
+	nu := 128 * bpc / unit // units (blocks of the exact sum) per chunk
+	R := 8 / nu
+	shuffle := n != 8 || unit < 128
+	chunkCols := 128 * bpc
+	s := &bitsSIMD{n: n, bpc: bpc, r: R, lanes: 8, isa: be.set.isa, chunks: b.PCols / chunkCols, kern: kern,
+		metaBlock: 64, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
+	// src[i]: the chunk column of activation byte i.
+	src := make([]int, chunkCols)
+	fields := bpc
+	if n == 8 {
+		fields = 1
+	}
+	for h := 0; h < 4; h++ {
+		for j := 0; j < fields; j++ {
+			for v := 0; v < 32; v++ {
+				w, B := 8*h+v/4, v%4
+				if shuffle {
+					l, d, e := v/16, (v%16)/4, v%4
+					w, B = 8*h+4*l+e, 3-d
+				}
+				p := 3 - B
+				if n != 8 {
+					p = (32-8*B-j*n)/n - 1
+				}
+				src[(h*fields+j)*32+v] = p*32 + w
+			}
+		}
+	}
+	tiles := b.PRows / R
+	s.meta = make([]byte, tiles*s.chunks*64)
+	for t := 0; t < tiles; t++ {
+		for k := 0; k < s.chunks; k++ {
+			blk := s.meta[(t*s.chunks+k)*64:]
+			for lane := 0; lane < 8; lane++ {
+				r, u := t*R+lane/nu, lane%nu
+				g := (k*chunkCols + u*unit) / b.G
+				putF32(blk[4*lane:], b.Scale(r, g))
+				putI32(blk[32+4*lane:], int32(b.Zero(r, g)))
+			}
+		}
+	}
+	s.idx = make([]int32, 8*nu)
+	for u := 0; u < nu; u++ {
+		for i := 0; i < R; i++ {
+			s.idx[8*u+i] = int32(i*nu + u)
+		}
+	}
+	s.ctrl = make([]byte, 64) // unused by the YMM kernels
+	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
+		for k := k0; k < k1; k++ {
+			a := act[k*s.actChunk : (k+1)*s.actChunk]
+			x := xq[k*chunkCols : (k+1)*chunkCols]
+			for i, c := range src {
+				a[i] = byte(x[c])
+			}
+			for lane := 0; lane < 8; lane++ {
+				u := lane % nu
+				var sum int32
+				for _, v := range x[u*unit : (u+1)*unit] {
+					sum += int32(v)
+				}
+				putF32(a[chunkCols+4*lane:], xs[(k*chunkCols+u*unit)/128])
+				putI32(a[chunkCols+32+4*lane:], sum)
+			}
+		}
+	}
+	return s
+}

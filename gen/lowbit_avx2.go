@@ -1,0 +1,283 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// ---------------------------------------------------------------------------
+// Bits(n, g) with int8 activations on YMM: AVX2 (VPMADDUBSW + VPMADDWD)
+//
+// A chunk of a row (32 words, 128 bytes) is read as four quarters of 8
+// words. Without VPMULTISHIFTQB, codes are regrouped by bytes: VPSHUFB
+// transposes each 128-bit lane's 4 words x 4 bytes, so dword d of a lane
+// holds byte 3-d of 4 adjacent words, whose n-bit fields (shift j*n, masked
+// with VPSRLW/VPAND) all belong to one plane. The activations are laid out
+// per call in that order, so VPMADDUBSW pairs only codes of one unit (a
+// block of U = min(G, 128) columns). 8-bit codes are split into nibbles
+// (a product of a byte and an int8 would saturate int16); without groups
+// below 128 they need no transposition (the chunk is one block).
+//
+// Per row and chunk the int16 products are summed over all quarters in
+// int16 (at most 16 products of 15*128, or 32 of 3*128: never overflowing)
+// and widened once with VPMADDWD. The units per chunk (nu = 128*(8/n)/U,
+// at most 8) and the tile of R = 8/nu rows fill the 8 lanes of one YMM:
+// lane i*nu + u is row i, unit u.
+
+// lowConst returns the read-only 32-byte table name filled by fill (made
+// once).
+var lowConsts = map[string]Mem{}
+
+func lowConst(name string, fill func(i int) byte) Mem {
+	if m, ok := lowConsts[name]; ok {
+		return m
+	}
+	m := GLOBL(name, RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(i, U8(fill(i)))
+	}
+	lowConsts[name] = m
+	return m
+}
+
+// bitsYMMShape is the shape of one YMM Bits A8 kernel.
+type bitsYMMShape struct {
+	n, U       int
+	bpc, nu, R int
+	shuffle    bool
+}
+
+func newBitsYMMShape(n, U int) bitsYMMShape {
+	bpc := 8 / n
+	nu := 128 * bpc / U
+	return bitsYMMShape{n: n, U: U, bpc: bpc, nu: nu, R: 8 / nu, shuffle: n != 8 || U < 128}
+}
+
+// field is one masked n-bit (or 4-bit for 8-bit codes) slice of a
+// quarter: its shift, its int16 accumulator class and its activations'
+// offset within the chunk's block of the quarter.
+type field struct{ shift, class, act int }
+
+func (s bitsYMMShape) fields(h int) []field {
+	if s.n == 8 { // nibbles of one byte: the same activation, weights 1 and 16
+		return []field{{0, 0, 32 * h}, {4, 1, 32 * h}}
+	}
+	var out []field
+	for j := 0; j < s.bpc; j++ {
+		c := 0
+		if s.nu == 8 { // two units per dword: the class is the unit within it
+			c = (s.bpc - 1 - j) * 32 / s.U
+		}
+		out = append(out, field{j * s.n, c, (h*s.bpc + j) * 32})
+	}
+	return out
+}
+
+func (s bitsYMMShape) classes() int {
+	if s.n == 8 || s.nu == 8 {
+		return 2
+	}
+	return 1
+}
+
+func bitsA8AVX2(n, U int) {
+	s := newBitsYMMShape(n, U)
+	name := fmt.Sprintf("Bits%dA8Avx2", n)
+	if U < 128 {
+		name = fmt.Sprintf("Bits%dA8G%dAvx2", n, U)
+	}
+	actCodes := 128 * s.bpc
+	actChunk := actCodes + 64
+	const metaBlock = 64
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{128: "at least 128", 64: "64", 32: "32"}[U],
+		"columns) for ntiles tiles of "+fmt.Sprint(s.R)+" rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile",
+		"T, row i < "+fmt.Sprint(s.R)+" of the tile (row T*"+fmt.Sprint(s.R)+"+i from w, stride bytes apart), it computes",
+		"",
+		"\tacc = 0",
+		"\tfor each "+fmt.Sprint(U)+"-column block B in column order:",
+		"\t\tisum = sum q*xq - z*sum xq        (int32)",
+		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
+		"\tout[T*8+i] = acc",
+		"",
+		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(U)+" columns). meta holds, per",
+		"tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,",
+		"block u of the chunk at lane i*"+fmt.Sprint(s.nu)+"+u); act holds per chunk "+fmt.Sprint(actCodes)+" activation",
+		"bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32",
+		"lane scales and 8 int32 lane sums; idx the "+fmt.Sprint(s.nu)+" permutations gathering lane",
+		"i*"+fmt.Sprint(s.nu)+"+u into lane i; ctrl is unused. Lanes "+fmt.Sprint(s.R)+"..7 of each tile's 8 outputs",
+		"are scratch.",
+		"",
+		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
+		"or written, zero points integers.",
+	)
+	fieldMask := uint32(1)<<n - 1
+	if n == 8 {
+		fieldMask = 15
+	}
+	mask := YMM()
+	{
+		t := GP32()
+		MOVL(U32(0x01010101*fieldMask), t)
+		VMOVD(t, mask.AsX())
+		VPBROADCASTD(mask.AsX(), mask)
+	}
+	var shuf VecVirtual
+	if s.shuffle {
+		shuf = YMM()
+		// Output byte 4d+e of a lane = input byte 4e+3-d: dword d holds
+		// byte 3-d of the lane's 4 words.
+		VMOVDQU(lowConst("bitsYMMShuf", func(i int) byte { d, e := (i%16)/4, i%4; return byte(4*e + 3 - d) }), shuf)
+	}
+	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
+	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
+
+	Label(name + "_tile")
+	accRow := YMM()
+	VPXOR(accRow, accRow, accRow)
+	pf := param("stride")
+	IMUL3Q(U32(s.R), pf, pf)
+	ADDQ(param("w"), pf)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_chunk")
+	{
+		ap := GP64()
+		IMUL3Q(U32(actChunk), k, ap)
+		ADDQ(param("act"), ap)
+		wp := GP64()
+		MOVQ(k, wp)
+		SHLQ(U8(7), wp)
+		ADDQ(param("w"), wp)
+		stride := param("stride")
+		rows := make([]VecVirtual, 0, 2*s.R) // int32 per row (two per row with nu = 8)
+		for i := 0; i < s.R; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
+			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			a16 := make([]VecVirtual, s.classes())
+			for h := 0; h < 4; h++ {
+				d := YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 32 * h}, d)
+				if s.shuffle {
+					VPSHUFB(shuf, d, d)
+				}
+				for _, f := range s.fields(h) {
+					c := YMM()
+					if f.shift == 0 {
+						VPAND(mask, d, c)
+					} else {
+						VPSRLW(U8(f.shift), d, c)
+						VPAND(mask, c, c)
+					}
+					t := YMM()
+					VPMADDUBSW(Mem{Base: ap, Disp: f.act}, c, t)
+					if a16[f.class] == nil {
+						a16[f.class] = t
+					} else {
+						VPADDW(t, a16[f.class], a16[f.class])
+					}
+				}
+			}
+			v := YMM()
+			VPMADDWD(ones, a16[0], v)
+			switch {
+			case n == 8:
+				VPMADDWD(sixteens, a16[1], a16[1])
+				VPADDD(a16[1], v, v)
+				rows = append(rows, v)
+			case s.nu == 8:
+				w := YMM()
+				VPMADDWD(ones, a16[1], w)
+				rows = append(rows, v, w)
+			default:
+				rows = append(rows, v)
+			}
+			if i != s.R-1 {
+				ADDQ(stride, wp)
+			}
+		}
+		isum := bitsYMMReduce(s, rows)
+		mp := GP64()
+		IMUL3Q(U32(metaBlock), k, mp)
+		ADDQ(param("meta"), mp)
+		zl := YMM()
+		VMOVDQU(Mem{Base: mp, Disp: 32}, zl)
+		VPMULLD(Mem{Base: ap, Disp: actCodes + 32}, zl, zl)
+		VPSUBD(zl, isum, isum)
+		f := YMM()
+		VMOVUPS(Mem{Base: mp}, f)
+		VMULPS(Mem{Base: ap, Disp: actCodes}, f, f)
+		VCVTDQ2PS(isum, isum)
+		VMULPS(isum, f, f)
+		if s.nu == 1 {
+			VADDPS(f, accRow, accRow)
+		} else {
+			ip := param("idx")
+			for u := 0; u < s.nu; u++ { // units in column order
+				p, t := YMM(), YMM()
+				VMOVDQU(Mem{Base: ip, Disp: 32 * u}, p)
+				VPERMPS(f, p, t)
+				VADDPS(t, accRow, accRow)
+			}
+		}
+	}
+	ADDQ(U32(128*s.R), pf)
+	INCQ(k)
+	CMPQ(k, param("chunks"))
+	JB(LabelRef(name + "_chunk"))
+
+	VMOVUPS(accRow, Mem{Base: param("out")})
+	bump("out", U32(32))
+	t := param("stride")
+	IMUL3Q(U32(s.R), t, t)
+	bump("w", t)
+	m := param("chunks")
+	IMUL3Q(U32(metaBlock), m, m)
+	bump("meta", m)
+	nt := param("ntiles")
+	DECQ(nt)
+	Store(nt, Param("ntiles"))
+	JNZ(LabelRef(name + "_tile"))
+	VZEROUPPER()
+	RET()
+}
+
+// bitsYMMReduce sums the rows' int32 vectors into lane i*nu + u (row i,
+// unit u). Dword d of each 128-bit lane of a row's vector holds unit d/2
+// (nu = 2), unit d (nu = 4), or with nu = 8 units 2d (first vector) and
+// 2d+1 (second); with nu = 1 every lane is unit 0.
+func bitsYMMReduce(s bitsYMMShape, rows []VecVirtual) VecVirtual {
+	regs := make([]Register, len(rows))
+	for i, r := range rows {
+		regs[i] = r
+	}
+	addD := func(a, b, c Op) { VPADDD(a, b, c) }
+	ymm := func() Register { return YMM() }
+	lanes := func(lo, hi VecVirtual) VecVirtual { // lo's lanes + hi's lanes -> [lo | hi]
+		res := YMM()
+		VPERM2I128(U8(0x20), hi, lo, res)
+		VPERM2I128(U8(0x31), hi, lo, lo)
+		VPADDD(lo, res, res)
+		return res
+	}
+	switch s.nu {
+	case 1:
+		return reduce8Y(regs, addD, ymm, false).(VecVirtual)
+	case 2: // 4 rows
+		VPHADDD(rows[1], rows[0], rows[0])
+		VPHADDD(rows[3], rows[2], rows[2])
+		return lanes(rows[0], rows[2])
+	case 4: // 2 rows
+		return lanes(rows[0], rows[1])
+	default: // 1 row, units 2d and 2d+1 in two vectors
+		lo, hi := YMM(), YMM()
+		VPUNPCKLDQ(rows[1], rows[0], lo)
+		VPUNPCKHDQ(rows[1], rows[0], hi)
+		return lanes(lo, hi)
+	}
+}
