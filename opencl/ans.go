@@ -8,53 +8,27 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
 //go:embed ans.cl
 var ansSource string
 
-// Status codes written by ans_mul (ans.cl).
-var ansStatus = map[uint32]string{
-	1: "initial state out of range",
-	2: "stream exhausted",
-	3: "escape list exhausted",
-	4: "final state is not 2^31",
-	5: "escape bytes left unused",
-}
-
-// ansTable packs the model's 128 slot digits for the kernels: bits 0-7
-// the value, 8-15 the symbol frequency, 16-22 digit - cum, 24 escape.
-func ansTable(md *ans.Model) []uint32 {
-	t := make([]uint32, ans.ProbScale)
-	for d := range t {
-		k := int(md.PPF[d])
-		e := uint32(uint8(md.Value[k])) | uint32(md.Freq[k])<<8 | (uint32(d)-uint32(md.Cum[k]))<<16
-		if k == md.Escape {
-			e = e&^0xff | 1<<24
-		}
-		t[d] = e
-	}
-	return t
-}
-
 // ANSMatrix is an entropy-coded int8 matrix (layout/ans, warp rows or
 // warp stripes) resident on the device, multiplied by int8 vectors
 // exactly in int32 with the decode fused into the dot product (the
 // matrix is never materialized): bit-exact with ans.Matrix.DotUnit.
 type ANSMatrix struct {
-	b          *Backend
+	handle
 	rows, cols int
 	layout     ans.Layout
 	units      int
 	bytes      int64
 
 	words, offs, esc, escOffs, table *buffer
-
-	closed atomic.Bool
 }
 
 // upload copies p into a new read-only buffer. b.mu is held.
@@ -92,14 +66,14 @@ func (b *Backend) LoadANS(m *ans.Matrix) (*ANSMatrix, error) {
 	if m.Units() > math.MaxInt32 || m.Cols/4 > math.MaxInt32 {
 		return nil, fmt.Errorf("opencl: LoadANS: %dx%d is too large", m.Rows, m.Cols)
 	}
-	mx := &ANSMatrix{b: b, rows: m.Rows, cols: m.Cols, layout: m.Layout, units: m.Units(), bytes: m.CodedBytes()}
+	mx := &ANSMatrix{handle: handle{b: b}, rows: m.Rows, cols: m.Cols, layout: m.Layout, units: m.Units(), bytes: m.CodedBytes()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, ErrClosed
 	}
 	dst := []**buffer{&mx.words, &mx.offs, &mx.esc, &mx.escOffs, &mx.table}
-	src := [][]byte{asBytes(m.Words), asBytes(m.Offsets), asBytes(m.Esc), asBytes(m.EscOffsets), asBytes(ansTable(&m.Model))}
+	src := [][]byte{asBytes(m.Words), asBytes(m.Offsets), asBytes(m.Esc), asBytes(m.EscOffsets), asBytes(gpuhost.ANSTable(&m.Model))}
 	for i, s := range src {
 		buf, err := b.upload(s)
 		if err != nil {
@@ -139,19 +113,7 @@ func (mx *ANSMatrix) Kernel() string {
 
 // Close releases the device buffers; later multiplies return ErrClosed.
 // Closing twice is harmless.
-func (mx *ANSMatrix) Close() error {
-	if mx.closed.Swap(true) {
-		return nil
-	}
-	runtime.SetFinalizer(mx, nil)
-	mx.b.mu.Lock()
-	defer mx.b.mu.Unlock()
-	mx.free()
-	return nil
-}
-
-func (mx *ANSMatrix) backend() *Backend { return mx.b }
-func (mx *ANSMatrix) isClosed() bool    { return mx.closed.Load() }
+func (mx *ANSMatrix) Close() error { return mx.close(mx, mx.free) }
 
 // enqueue launches y = W v on the given buffers, one status word per
 // unit (b.mu held), optionally returning a profiling event.
@@ -181,10 +143,9 @@ func (mx *ANSMatrix) Mul(v []int8, y []int32) error { return mulOne(mx, v, y) }
 // Int8Matrix is a plain row-major int8 matrix on the device, multiplied
 // by int8 vectors exactly in int32: the MatVANS baseline.
 type Int8Matrix struct {
-	b          *Backend
+	handle
 	rows, cols int
 	w          *buffer
-	closed     atomic.Bool
 }
 
 // LoadInt8 copies the rows x cols row-major int8 matrix w to the device.
@@ -192,7 +153,7 @@ func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
 	if rows < 1 || cols < 1 || rows > math.MaxInt32 || cols > math.MaxInt32 || len(w) != rows*cols {
 		return nil, fmt.Errorf("opencl: LoadInt8: %d values for a %dx%d matrix", len(w), rows, cols)
 	}
-	mx := &Int8Matrix{b: b, rows: rows, cols: cols}
+	mx := &Int8Matrix{handle: handle{b: b}, rows: rows, cols: cols}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -218,20 +179,9 @@ func (mx *Int8Matrix) Kernel() string { return "opencl-" + mx.b.ShortName() + "-
 
 // Close releases the device buffer; later multiplies return ErrClosed.
 // Closing twice is harmless.
-func (mx *Int8Matrix) Close() error {
-	if mx.closed.Swap(true) {
-		return nil
-	}
-	runtime.SetFinalizer(mx, nil)
-	mx.b.mu.Lock()
-	defer mx.b.mu.Unlock()
-	mx.w.release()
-	return nil
-}
+func (mx *Int8Matrix) Close() error { return mx.close(mx, mx.w.release) }
 
-func (mx *Int8Matrix) backend() *Backend { return mx.b }
-func (mx *Int8Matrix) isClosed() bool    { return mx.closed.Load() }
-func (mx *Int8Matrix) statusLen() int    { return 0 }
+func (mx *Int8Matrix) statusLen() int { return 0 }
 
 // enqueue launches y = W v (b.mu held).
 func (mx *Int8Matrix) enqueue(v, y, _ *buffer, ev bool) (*event, error) {
@@ -292,18 +242,14 @@ func (b *Backend) checkStatus(status *buffer, ns int, what string) error {
 		if c == 0 {
 			continue
 		}
-		msg, ok := ansStatus[c]
-		if !ok {
-			msg = fmt.Sprintf("status %d", c)
-		}
-		return fmt.Errorf("opencl: %s unit %d: %w: %s", what, u, ans.ErrCorrupt, msg)
+		return gpuhost.ANSCorrupt("opencl", what, uint32(u), c)
 	}
 	return nil
 }
 
 func mulOne(mx ChainMat, v []int8, y []int32) error {
-	if len(v) != mx.Cols() || len(y) != mx.Rows() {
-		return fmt.Errorf("opencl: %s multiply: v %d, y %d, want %d, %d", mx.Kernel(), len(v), len(y), mx.Cols(), mx.Rows())
+	if err := gpuhost.CheckMul("opencl", mx.Kernel(), len(v), len(y), mx.Rows(), mx.Cols()); err != nil {
+		return err
 	}
 	if mx.isClosed() {
 		return ErrClosed
@@ -337,25 +283,17 @@ func mulOne(mx ChainMat, v []int8, y []int32) error {
 // one copy brings the result back. A corrupt ANS stream is an error
 // wrapping ans.ErrCorrupt naming the matrix and unit.
 func (b *Backend) RunChain(mats []ChainMat, alpha []float32, v0 []int8) ([]int8, error) {
-	if len(mats) == 0 || len(alpha) != len(mats) {
-		return nil, fmt.Errorf("opencl: RunChain: %d matrices and %d scales", len(mats), len(alpha))
-	}
-	n, width := len(v0), len(v0)
-	for i, m := range mats {
+	n, width, err := gpuhost.CheckChain("opencl", mats, alpha, len(v0), func(i int, m ChainMat) error {
 		if m == nil || m.backend() != b {
-			return nil, fmt.Errorf("opencl: RunChain: matrix %d is nil or loaded on another backend", i)
+			return fmt.Errorf("opencl: RunChain: matrix %d is nil or loaded on another backend", i)
 		}
 		if m.isClosed() {
-			return nil, fmt.Errorf("opencl: RunChain: matrix %d: %w", i, ErrClosed)
+			return fmt.Errorf("opencl: RunChain: matrix %d: %w", i, ErrClosed)
 		}
-		if m.Cols() != n {
-			return nil, fmt.Errorf("opencl: RunChain: matrix %d has %d columns, the vector %d values", i, m.Cols(), n)
-		}
-		if math.IsNaN(float64(alpha[i])) || math.IsInf(float64(alpha[i]), 0) {
-			return nil, fmt.Errorf("opencl: RunChain: scale %d is %v", i, alpha[i])
-		}
-		n = m.Rows()
-		width = max(width, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

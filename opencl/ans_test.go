@@ -241,6 +241,11 @@ func TestANSChain(t *testing.T) {
 	if _, err := be.RunChain(mats, alpha[:2], v0); err == nil {
 		t.Error("RunChain accepted too few scales")
 	}
+	closeChain(mats)
+}
+
+// closeChain closes the chain's matrices.
+func closeChain(mats []ChainMat) {
 	for _, m := range mats {
 		switch m := m.(type) {
 		case *ANSMatrix:

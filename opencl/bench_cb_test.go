@@ -214,13 +214,6 @@ func BenchmarkANS(b *testing.B) {
 			b.ReportMetric(float64(d*d)/per/1e9, "effGB/s")
 			b.ReportMetric(8*float64(coded)/float64(d*d), "bits/w")
 		})
-		for _, m := range mats {
-			switch m := m.(type) {
-			case *ANSMatrix:
-				m.Close()
-			case *Int8Matrix:
-				m.Close()
-			}
-		}
+		closeChain(mats)
 	}
 }

@@ -227,12 +227,7 @@ func readRotating(be *Backend, size, count, iters int) (float64, error) {
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	n := size / 16
-	k, wg, err := be.kernel("readbw", 1)
-	if err != nil {
-		return 0, err
-	}
-	groups := max(1, min(n/(wg*8), 4*be.x.dev.info.ComputeUnits*16))
-	out, err := be.x.newBuffer(4*groups*wg, false, false)
+	k, wg, groups, out, err := be.readKernel(n)
 	if err != nil {
 		return 0, err
 	}
@@ -243,15 +238,8 @@ func readRotating(be *Backend, size, count, iters int) (float64, error) {
 			p.release()
 		}
 	}()
-	fill := make([]byte, 16*n)
-	for i := range fill {
-		fill[i] = byte(i * 7)
-	}
 	for i := range bufs {
-		if bufs[i], err = be.x.newBuffer(16*n, true, false); err != nil {
-			return 0, err
-		}
-		if err := be.x.write(bufs[i], 0, ptr(fill), len(fill)); err != nil {
+		if bufs[i], err = be.readSource(n); err != nil {
 			return 0, err
 		}
 	}

@@ -100,27 +100,9 @@ func (b *Backend) srcKernel(tag, src, name string, nb, want int) (*kernel, int, 
 		if err != nil {
 			return nil, 0, err
 		}
-		ps = &progSet{p: p, ks: map[string]*kernel{}, wg: map[string]int{}}
-		b.progs[key] = ps
+		ps = b.addProgram(key, p)
 	}
-	if k := ps.ks[name]; k != nil {
-		return k, ps.wg[name], nil
-	}
-	k, err := ps.p.kernel(name)
-	if err != nil {
-		return nil, 0, err
-	}
-	mx, err := b.x.workGroupSize(k)
-	if err != nil {
-		k.release()
-		return nil, 0, err
-	}
-	wg := want
-	for wg > mx && wg > 1 {
-		wg /= 2
-	}
-	ps.ks[name], ps.wg[name] = k, wg
-	return k, wg, nil
+	return b.progKernel(ps, name, want)
 }
 
 // cbPlan is how one multiply of a codebook matrix runs.

@@ -19,7 +19,7 @@ import (
 // for concurrent use (the backend serializes launches); Close must not
 // run concurrently with them.
 type Matrix struct {
-	b      *Backend
+	handle
 	m      layout.Matrix
 	geo    gpuhost.Geometry
 	perm   []int32   // act-order gather (Bits), or nil
@@ -33,7 +33,29 @@ type Matrix struct {
 	offs   int32     // 1: Bits with offsets
 	tiled  int       // tiledQ4 or tiledBits4: the tiled kernels (gemv.cl) run it
 	cb     *cbMatrix // codebook matrices (codebook.go), or nil
+}
+
+// handle is what every device matrix (Matrix, ANSMatrix, Int8Matrix)
+// carries: its backend and the mark Close sets.
+type handle struct {
+	b      *Backend
 	closed atomic.Bool
+}
+
+func (h *handle) backend() *Backend { return h.b }
+func (h *handle) isClosed() bool    { return h.closed.Load() }
+
+// close marks the matrix closed, drops obj's finalizer (obj is the
+// matrix) and frees its buffers under b.mu; closing twice is harmless.
+func (h *handle) close(obj any, free func()) error {
+	if h.closed.Swap(true) {
+		return nil
+	}
+	runtime.SetFinalizer(obj, nil)
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	free()
+	return nil
 }
 
 func ptr[T any](s []T) unsafe.Pointer {
@@ -60,7 +82,7 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		return nil, err
 	}
 	var err error
-	mx := &Matrix{b: b, m: m, geo: gpuhost.GeometryOf(m), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m), lg: -1}
+	mx := &Matrix{handle: handle{b: b}, m: m, geo: gpuhost.GeometryOf(m), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m), lg: -1}
 	var parts [3]struct {
 		p unsafe.Pointer
 		n int
@@ -141,16 +163,11 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 // Close releases the matrix's device buffers. Multiplies afterwards
 // return ErrClosed; closing twice is harmless.
 func (mx *Matrix) Close() error {
-	if mx.closed.Swap(true) {
-		return nil
-	}
-	runtime.SetFinalizer(mx, nil)
-	mx.b.mu.Lock()
-	defer mx.b.mu.Unlock()
-	for _, p := range []*buffer{mx.w, mx.sp, mx.zp} {
-		p.release()
-	}
-	return nil
+	return mx.close(mx, func() {
+		for _, p := range []*buffer{mx.w, mx.sp, mx.zp} {
+			p.release()
+		}
+	})
 }
 
 // Kernel names the kernel set, e.g. "opencl-nvidia-h200" (codebook
@@ -168,7 +185,7 @@ func (mx *Matrix) Format() layout.Matrix { return mx.m }
 const prefix = "opencl"
 
 func (mx *Matrix) checkOpen() error {
-	if mx.closed.Load() {
+	if mx.isClosed() {
 		return ErrClosed
 	}
 	return nil
@@ -180,14 +197,7 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.checkOpen(); err != nil {
 		return err
 	}
-	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
-		return err
-	}
-	xp := make([]float32, batch*mx.geo.PCols)
-	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
-		return err
-	}
-	return mx.run(dst, xp, nil, nil, batch)
+	return mulFloat(mx, dst, x, batch, gpuhost.PadF32)
 }
 
 // MulF16 multiplies with binary16 activations, widened exactly to
@@ -196,11 +206,17 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.checkOpen(); err != nil {
 		return err
 	}
+	return mulFloat(mx, dst, x, batch, gpuhost.PadF16)
+}
+
+// mulFloat checks a float multiply's lengths, pads (and gathers) x to
+// float32 with pad and runs the float kernels.
+func mulFloat[T any](mx *Matrix, dst []float32, x []T, batch int, pad func(dst []float32, x []T, batch, cols, pcols int, perm []int32) error) error {
 	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
 		return err
 	}
 	xp := make([]float32, batch*mx.geo.PCols)
-	if err := gpuhost.PadF16(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
+	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
 	return mx.run(dst, xp, nil, nil, batch)
@@ -222,14 +238,9 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("opencl: %w", mx.a8err)
 	}
-	pc := mx.geo.PCols
-	xp := make([]float32, batch*pc)
-	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, pc, mx.perm); err != nil {
+	xq, xs, err := gpuhost.QuantizeA8("opencl", x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm)
+	if err != nil {
 		return err
-	}
-	xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/layout.GroupSize)
-	if err := gpuhost.QuantizeBatch(xq, xs, xp, batch, pc, pc); err != nil {
-		return fmt.Errorf("opencl: %w", err)
 	}
 	return mx.run(dst, nil, xq, xs, batch)
 }
@@ -261,7 +272,7 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	if b.closed {
 		return ErrClosed
 	}
-	if mx.closed.Load() {
+	if mx.isClosed() {
 		return ErrClosed
 	}
 	if mx.cb != nil {

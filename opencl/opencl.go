@@ -340,9 +340,22 @@ func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 				return nil, 0, err
 			}
 		}
-		ps = &progSet{p: p, ks: map[string]*kernel{}, wg: map[string]int{}}
-		b.progs[key] = ps
+		ps = b.addProgram(key, p)
 	}
+	return b.progKernel(ps, name, 128)
+}
+
+// addProgram records the built program p under key. b.mu is held.
+func (b *Backend) addProgram(key string, p *program) *progSet {
+	ps := &progSet{p: p, ks: map[string]*kernel{}, wg: map[string]int{}}
+	b.progs[key] = ps
+	return ps
+}
+
+// progKernel returns kernel name of ps (created on first use) and its
+// work-group size: the largest power of two up to want the device
+// allows for it. b.mu is held.
+func (b *Backend) progKernel(ps *progSet, name string, want int) (*kernel, int, error) {
 	if k := ps.ks[name]; k != nil {
 		return k, ps.wg[name], nil
 	}
@@ -350,13 +363,13 @@ func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	max, err := b.x.workGroupSize(k)
+	mx, err := b.x.workGroupSize(k)
 	if err != nil {
 		k.release()
 		return nil, 0, err
 	}
-	wg := 128
-	for wg > max && wg > 1 {
+	wg := want
+	for wg > mx && wg > 1 {
 		wg /= 2
 	}
 	ps.ks[name], ps.wg[name] = k, wg
@@ -519,30 +532,16 @@ func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
 	if n <= 0 || iters <= 0 {
 		return 0, errors.New("opencl: ReadBandwidth: bytes and iterations must be positive")
 	}
-	k, wg, err := b.kernel("readbw", 1)
-	if err != nil {
-		return 0, err
-	}
-	src, err := b.x.newBuffer(16*n, true, false)
-	if err != nil {
-		return 0, err
-	}
-	defer src.release()
-	fill := make([]byte, 1<<20)
-	for i := range fill {
-		fill[i] = byte(i * 7)
-	}
-	for off := 0; off < 16*n; off += len(fill) {
-		if err := b.x.write(src, off, ptr(fill), min(len(fill), 16*n-off)); err != nil {
-			return 0, err
-		}
-	}
-	groups := max(1, min(n/(wg*8), 4*b.x.dev.info.ComputeUnits*16))
-	out, err := b.x.newBuffer(4*groups*wg, false, false)
+	k, wg, groups, out, err := b.readKernel(n)
 	if err != nil {
 		return 0, err
 	}
 	defer out.release()
+	src, err := b.readSource(n)
+	if err != nil {
+		return 0, err
+	}
+	defer src.release()
 	if err := k.setArgs(src, int32(n), out); err != nil {
 		return 0, err
 	}
@@ -564,4 +563,38 @@ func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
 		}
 	}
 	return best, nil
+}
+
+// readKernel returns the read kernel for n 16-byte elements, its
+// work-group size, the work-groups to launch and the output buffer they
+// write (the caller releases it). b.mu is held.
+func (b *Backend) readKernel(n int) (k *kernel, wg, groups int, out *buffer, err error) {
+	if k, wg, err = b.kernel("readbw", 1); err != nil {
+		return nil, 0, 0, nil, err
+	}
+	groups = max(1, min(n/(wg*8), 4*b.x.dev.info.ComputeUnits*16))
+	if out, err = b.x.newBuffer(4*groups*wg, false, false); err != nil {
+		return nil, 0, 0, nil, err
+	}
+	return k, wg, groups, out, nil
+}
+
+// readSource returns a new read-only buffer of n 16-byte elements for
+// the read kernel, byte i holding byte(7i). b.mu is held.
+func (b *Backend) readSource(n int) (*buffer, error) {
+	src, err := b.x.newBuffer(16*n, true, false)
+	if err != nil {
+		return nil, err
+	}
+	fill := make([]byte, min(16*n, 1<<20))
+	for i := range fill {
+		fill[i] = byte(i * 7)
+	}
+	for off := 0; off < 16*n; off += len(fill) {
+		if err := b.x.write(src, off, ptr(fill), min(len(fill), 16*n-off)); err != nil {
+			src.release()
+			return nil, err
+		}
+	}
+	return src, nil
 }
