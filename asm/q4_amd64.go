@@ -922,6 +922,30 @@ func Sparse12A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int,
 //go:noescape
 func Bits8A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8AvxVnni computes W8A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 8 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*1+u); act holds per chunk 128 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 1 permutations gathering lane
+// i*1+u into lane i; ctrl is unused. Lanes 8..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A8G64Avx2 computes W8A8 dot products of Bits matrices (groups of 64
 // columns) for ntiles tiles of 4 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
 // T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
@@ -945,6 +969,30 @@ func Bits8A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *fl
 //
 //go:noescape
 func Bits8A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8G64AvxVnni computes W8A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 4 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*2+u); act holds per chunk 128 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 2 permutations gathering lane
+// i*2+u into lane i; ctrl is unused. Lanes 4..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G32Avx2 computes W8A8 dot products of Bits matrices (groups of 32
 // columns) for ntiles tiles of 2 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
@@ -970,6 +1018,30 @@ func Bits8A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //go:noescape
 func Bits8A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8G32AvxVnni computes W8A8 dot products of Bits matrices (groups of 32
+// columns) for ntiles tiles of 2 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 32-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*4+u); act holds per chunk 128 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
+// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8Avx2 computes W4A8 dot products of Bits matrices (groups of at least 128
 // columns) for ntiles tiles of 4 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
 // T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
@@ -993,6 +1065,30 @@ func Bits8A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //
 //go:noescape
 func Bits4A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AvxVnni computes W4A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 4 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*2+u); act holds per chunk 256 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 2 permutations gathering lane
+// i*2+u into lane i; ctrl is unused. Lanes 4..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G64Avx2 computes W4A8 dot products of Bits matrices (groups of 64
 // columns) for ntiles tiles of 2 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
@@ -1018,6 +1114,30 @@ func Bits4A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *fl
 //go:noescape
 func Bits4A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits4A8G64AvxVnni computes W4A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 2 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*4+u); act holds per chunk 256 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
+// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8G32Avx2 computes W4A8 dot products of Bits matrices (groups of 32
 // columns) for ntiles tiles of 1 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
 // T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
@@ -1041,6 +1161,30 @@ func Bits4A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //
 //go:noescape
 func Bits4A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8G32AvxVnni computes W4A8 dot products of Bits matrices (groups of 32
+// columns) for ntiles tiles of 1 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 32-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*8+u); act holds per chunk 256 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
+// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8Avx2 computes W2A8 dot products of Bits matrices (groups of at least 128
 // columns) for ntiles tiles of 2 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
@@ -1066,6 +1210,30 @@ func Bits4A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //go:noescape
 func Bits2A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits2A8AvxVnni computes W2A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 2 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*4+u); act holds per chunk 512 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
+// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits2A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits2A8G64Avx2 computes W2A8 dot products of Bits matrices (groups of 64
 // columns) for ntiles tiles of 1 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
 // T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
@@ -1090,6 +1258,30 @@ func Bits2A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *fl
 //go:noescape
 func Bits2A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits2A8G64AvxVnni computes W2A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 1 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*8+u); act holds per chunk 512 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
+// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits2A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits1A8Avx2 computes W1A8 dot products of Bits matrices (groups of at least 128
 // columns) for ntiles tiles of 1 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
 // T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
@@ -1113,6 +1305,30 @@ func Bits2A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //
 //go:noescape
 func Bits1A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits1A8AvxVnni computes W1A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 1 rows with AVX-VNNI (VEX VPDPBUSD). For tile
+// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*8+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
+// block u of the chunk at lane i*8+u); act holds per chunk 1024 activation
+// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
+// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
+// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
+// are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A32S1Avx512 computes W8A32 dot products of Bits matrices, one row at a time
 // (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:

@@ -97,8 +97,10 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("bitsA8", funcName(k), bitsA8Kernels.requires)
 		}
 	}
-	for _, k := range bitsA8YMM.kernels {
-		check("bitsA8 YMM", funcName(k), bitsA8YMM.requires)
+	for isa, ks := range bitsA8YMM {
+		for _, k := range ks.kernels {
+			check(string(isa)+" bitsA8", funcName(k), ks.requires)
+		}
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)

@@ -9,26 +9,39 @@ import (
 
 type bitsA8Func = func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// bitsA8YMM are the AVX2 W(n)A8 kernels for Bits (VPMADDUBSW + VPMADDWD
-// on YMM), by [n, unit] with unit = min(G, 128) columns, and the features
-// they need (checked against their Requires lines by
-// TestRequiresCoverKernels). They serve the avx2 and avxvnni kernel sets.
-var bitsA8YMM = struct {
+// bitsA8YMM are the YMM W(n)A8 kernels for Bits by kernel set: AVX2
+// (VPMADDUBSW + VPMADDWD) for avx2, AVX-VNNI (VEX VPDPBUSD) for avxvnni;
+// by [n, unit] with unit = min(G, 128) columns, with the features they
+// need (checked against their Requires lines by TestRequiresCoverKernels).
+var bitsA8YMM = map[ISA]*ymmA8Kernels{
+	AVX2: {
+		kernels: map[[2]int]bitsA8Func{
+			{8, 128}: asm.Bits8A8Avx2, {8, 64}: asm.Bits8A8G64Avx2, {8, 32}: asm.Bits8A8G32Avx2,
+			{4, 128}: asm.Bits4A8Avx2, {4, 64}: asm.Bits4A8G64Avx2, {4, 32}: asm.Bits4A8G32Avx2,
+			{2, 128}: asm.Bits2A8Avx2, {2, 64}: asm.Bits2A8G64Avx2,
+			{1, 128}: asm.Bits1A8Avx2,
+		},
+		requires: []string{"AVX", "AVX2"},
+	},
+	AVXVNNI: {
+		kernels: map[[2]int]bitsA8Func{
+			{8, 128}: asm.Bits8A8AvxVnni, {8, 64}: asm.Bits8A8G64AvxVnni, {8, 32}: asm.Bits8A8G32AvxVnni,
+			{4, 128}: asm.Bits4A8AvxVnni, {4, 64}: asm.Bits4A8G64AvxVnni, {4, 32}: asm.Bits4A8G32AvxVnni,
+			{2, 128}: asm.Bits2A8AvxVnni, {2, 64}: asm.Bits2A8G64AvxVnni,
+			{1, 128}: asm.Bits1A8AvxVnni,
+		},
+		requires: []string{"AVX", "AVX2", "AVXVNNI"},
+	},
+}
+
+type ymmA8Kernels struct {
 	kernels  map[[2]int]bitsA8Func
 	requires []string
-}{
-	kernels: map[[2]int]bitsA8Func{
-		{8, 128}: asm.Bits8A8Avx2, {8, 64}: asm.Bits8A8G64Avx2, {8, 32}: asm.Bits8A8G32Avx2,
-		{4, 128}: asm.Bits4A8Avx2, {4, 64}: asm.Bits4A8G64Avx2, {4, 32}: asm.Bits4A8G32Avx2,
-		{2, 128}: asm.Bits2A8Avx2, {2, 64}: asm.Bits2A8G64Avx2,
-		{1, 128}: asm.Bits1A8Avx2,
-	},
-	requires: []string{"AVX", "AVX2"},
 }
 
 // newBitsYMM returns the YMM kernel state for b, or nil where no kernel
 // applies (3 bits; 2 bits with groups of 32; 1 bit with groups below 128;
-// fractional zeros; a CPU without AVX2).
+// fractional zeros; a CPU without the kernel set's features).
 //
 // The kernel (see gen/lowbit_avx2.go) reads a chunk of a row as 4 quarters
 // of 8 words; with the byte transposition (all widths but 8 bits with
@@ -38,9 +51,13 @@ var bitsA8YMM = struct {
 // plane p = (32-8B-j*n)/n - 1, column p*32+w of the chunk. The activation
 // bytes of a chunk are those columns in the kernel's read order: src below.
 func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
+	ks := bitsA8YMM[be.set.isa]
+	if ks == nil {
+		return nil
+	}
 	unit := min(b.G, 128)
-	kern, ok := bitsA8YMM.kernels[[2]int{b.N, unit}]
-	if !ok || !hasAll(bitsA8YMM.requires) || b.IntegerZeros() != nil {
+	kern, ok := ks.kernels[[2]int{b.N, unit}]
+	if !ok || !hasAll(ks.requires) || b.IntegerZeros() != nil {
 		return nil
 	}
 	n := b.N

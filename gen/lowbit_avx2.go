@@ -83,11 +83,20 @@ func (s bitsYMMShape) classes() int {
 	return 1
 }
 
-func bitsA8AVX2(n, U int) {
+// bitsA8YMM emits the YMM W(n)A8 kernel for Bits with n bits and blocks
+// of U columns: AVX2 (modeAVX2) or AVX-VNNI (modeAVXVNNI: VEX VPDPBUSD
+// accumulates each field straight into int32, the 8-bit codes unsplit; the
+// activation layout is the same).
+func bitsA8YMM(n, U int, mode a8Mode) {
 	s := newBitsYMMShape(n, U)
-	name := fmt.Sprintf("Bits%dA8Avx2", n)
+	vnni := mode == modeAVXVNNI
+	isa, what := "Avx2", "AVX2 (VPMADDUBSW, VPMADDWD)"
+	if vnni {
+		isa, what = "AvxVnni", "AVX-VNNI (VEX VPDPBUSD)"
+	}
+	name := fmt.Sprintf("Bits%dA8%s", n, isa)
 	if U < 128 {
-		name = fmt.Sprintf("Bits%dA8G%dAvx2", n, U)
+		name = fmt.Sprintf("Bits%dA8G%d%s", n, U, isa)
 	}
 	actCodes := 128 * s.bpc
 	actChunk := actCodes + 64
@@ -96,7 +105,7 @@ func bitsA8AVX2(n, U int) {
 	Pragma("noescape")
 	Doc(
 		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{128: "at least 128", 64: "64", 32: "32"}[U],
-		"columns) for ntiles tiles of "+fmt.Sprint(s.R)+" rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile",
+		"columns) for ntiles tiles of "+fmt.Sprint(s.R)+" rows with "+what+". For tile",
 		"T, row i < "+fmt.Sprint(s.R)+" of the tile (row T*"+fmt.Sprint(s.R)+"+i from w, stride bytes apart), it computes",
 		"",
 		"\tacc = 0",
@@ -155,10 +164,17 @@ func bitsA8AVX2(n, U int) {
 		SHLQ(U8(7), wp)
 		ADDQ(param("w"), wp)
 		stride := param("stride")
-		rows := make([]VecVirtual, 0, 2*s.R) // int32 per row (two per row with nu = 8)
+		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
 		for i := 0; i < s.R; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
 			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			if vnni {
+				rows = append(rows, bitsRowVNNI(s, i, wp, ap, mask, shuf)...)
+				if i != s.R-1 {
+					ADDQ(stride, wp)
+				}
+				continue
+			}
 			a16 := make([]VecVirtual, s.classes())
 			for h := 0; h < 4; h++ {
 				d := YMM()
@@ -251,14 +267,11 @@ func bitsA8AVX2(n, U int) {
 // unit u). Dword d of each 128-bit lane of a row's vector holds unit d/2
 // (nu = 2), unit d (nu = 4), or with nu = 8 units 2d (first vector) and
 // 2d+1 (second); with nu = 1 every lane is unit 0.
-func bitsYMMReduce(s bitsYMMShape, rows []VecVirtual) VecVirtual {
-	regs := make([]Register, len(rows))
-	for i, r := range rows {
-		regs[i] = r
-	}
+func bitsYMMReduce(s bitsYMMShape, rows []Register) VecVirtual {
+	regs := rows
 	addD := func(a, b, c Op) { VPADDD(a, b, c) }
 	ymm := func() Register { return YMM() }
-	lanes := func(lo, hi VecVirtual) VecVirtual { // lo's lanes + hi's lanes -> [lo | hi]
+	lanes := func(lo, hi Register) VecVirtual { // lo's lanes + hi's lanes -> [lo | hi]
 		res := YMM()
 		VPERM2I128(U8(0x20), hi, lo, res)
 		VPERM2I128(U8(0x31), hi, lo, lo)
@@ -280,4 +293,50 @@ func bitsYMMReduce(s bitsYMMShape, rows []VecVirtual) VecVirtual {
 		VPUNPCKHDQ(rows[1], rows[0], hi)
 		return lanes(lo, hi)
 	}
+}
+
+// bitsRowVNNI emits row i of a tile for the AVX-VNNI kernel and returns
+// its int32 vectors (one, or two with nu = 8), in physical registers: the
+// VEX VPDPBUSD macro takes no virtual ones. Accumulators are Y0..Y7 (at
+// most 8 per tile: R*classes), codes Y8, activations Y9.
+func bitsRowVNNI(s bitsYMMShape, i int, wp, ap GPVirtual, mask, shuf VecVirtual) []Register {
+	phys := []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}
+	cl := 1
+	if s.nu == 8 {
+		cl = 2
+	}
+	acc := phys[i*cl : i*cl+cl]
+	for _, a := range acc {
+		VPXOR(a, a, a)
+	}
+	codes, xt := Y8, Y9
+	for h := 0; h < 4; h++ {
+		if s.n == 8 { // whole bytes: u8 codes need no mask
+			VMOVDQU(Mem{Base: wp, Disp: 32 * h}, codes)
+			if s.shuffle {
+				VPSHUFB(shuf, codes, codes)
+			}
+			VMOVDQU(Mem{Base: ap, Disp: 32 * h}, xt)
+			vpdpbusdVEX(xt, codes, acc[0])
+			continue
+		}
+		d := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 32 * h}, d)
+		VPSHUFB(shuf, d, d)
+		for _, f := range s.fields(h) {
+			if f.shift == 0 {
+				VPAND(mask, d, codes)
+			} else {
+				VPSRLW(U8(f.shift), d, codes)
+				VPAND(mask, codes, codes)
+			}
+			VMOVDQU(Mem{Base: ap, Disp: f.act}, xt)
+			vpdpbusdVEX(xt, codes, acc[f.class])
+		}
+	}
+	out := make([]Register, cl)
+	for c := range out {
+		out[c] = acc[c]
+	}
+	return out
 }
