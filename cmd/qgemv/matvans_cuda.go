@@ -36,44 +36,23 @@ func matvansCUDA(name string, wl *matvans.Workload, coded [][]*ans.Matrix) (*mat
 	if err != nil {
 		return nil, fmt.Errorf("bench: -workload matvans: %w", err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			b.Close()
-		}
-	}()
-	var int8s []cuda.ChainMat
-	var int8Kernel string
-	for _, w := range wl.W {
-		m, err := b.LoadInt8(w, wl.D, wl.D)
-		if err != nil {
-			return nil, fmt.Errorf("bench: -workload matvans: %w", err)
-		}
-		int8s, int8Kernel = append(int8s, m), m.Kernel()
-	}
-	ansMats := make([][]cuda.ChainMat, len(coded))
-	var kernels []string
-	for li, ms := range coded {
-		for _, m := range ms {
+	return gpuChains[cuda.ChainMat]{
+		desc: fmt.Sprintf("%s on %s", b.Name(), b.Device()),
+		loadInt8: func(w []int8, rows, cols int) (cuda.ChainMat, error) {
+			m, err := b.LoadInt8(w, rows, cols)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		loadANS: func(m *ans.Matrix) (cuda.ChainMat, error) {
 			mx, err := b.LoadANS(m)
 			if err != nil {
-				return nil, fmt.Errorf("bench: -workload matvans: %w", err)
+				return nil, err
 			}
-			ansMats[li] = append(ansMats[li], mx)
-		}
-		if len(ms) > 0 {
-			kernels = append(kernels, ansMats[li][0].Kernel())
-		}
-	}
-	ok = true
-	return &matvansEngine{
-		desc:       fmt.Sprintf("%s on %s", b.Name(), b.Device()),
-		int8Kernel: int8Kernel,
-		ansKernel:  strings.Join(kernels, ", "),
-		int8:       func() ([]int8, error) { return b.RunChain(int8s, wl.Alpha, wl.V0) },
-		ans: func(li int) func() ([]int8, error) {
-			return func() ([]int8, error) { return b.RunChain(ansMats[li], wl.Alpha, wl.V0) }
+			return mx, nil
 		},
+		run:   b.RunChain,
 		close: func() { b.Close() },
-	}, nil
+	}.engine(wl, coded)
 }
