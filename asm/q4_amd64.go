@@ -1330,6 +1330,114 @@ func Bits1A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *fl
 //go:noescape
 func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Sparse12A8Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of at least 128 columns) for ntiles tiles of 4 rows with
+// AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), as layout.(*Sparse12).DotA8Exact: per row, over the
+// 128-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
+// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
+// meta holds per tile and chunk, in 40 bytes, 8 float32 scales, 8 zero-point bytes,
+// lane i*2+u (row i, unit u of the chunk); act per chunk, per quarter of
+// 8 words, 32 even- and odd-column int8 activations in the order the
+// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
+// scales; idx the 2 permutations gathering lane i*2+u into lane i; ctrl is
+// unused. Lanes 4..7 of each tile's 8 outputs are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
+// all pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Sparse12A8AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of at least 128 columns) for ntiles tiles of 4 rows with
+// AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), as layout.(*Sparse12).DotA8Exact: per row, over the
+// 128-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
+// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
+// meta holds per tile and chunk, in 72 bytes, 8 float32 scales, 8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes,
+// lane i*2+u (row i, unit u of the chunk); act per chunk, per quarter of
+// 8 words, 32 even- and odd-column activations plus 128 (as bytes) in the order the
+// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
+// scales; idx the 2 permutations gathering lane i*2+u into lane i; ctrl is
+// unused. Lanes 4..7 of each tile's 8 outputs are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
+// all pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Sparse12A8G64Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of 64 columns) for ntiles tiles of 2 rows with
+// AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), as layout.(*Sparse12).DotA8Exact: per row, over the
+// 64-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
+// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
+// meta holds per tile and chunk, in 40 bytes, 8 float32 scales, 8 zero-point bytes,
+// lane i*4+u (row i, unit u of the chunk); act per chunk, per quarter of
+// 8 words, 32 even- and odd-column int8 activations in the order the
+// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
+// scales; idx the 4 permutations gathering lane i*4+u into lane i; ctrl is
+// unused. Lanes 2..7 of each tile's 8 outputs are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
+// all pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Sparse12A8G64AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of 64 columns) for ntiles tiles of 2 rows with
+// AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), as layout.(*Sparse12).DotA8Exact: per row, over the
+// 64-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
+// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
+// meta holds per tile and chunk, in 72 bytes, 8 float32 scales, 8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes,
+// lane i*4+u (row i, unit u of the chunk); act per chunk, per quarter of
+// 8 words, 32 even- and odd-column activations plus 128 (as bytes) in the order the
+// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
+// scales; idx the 4 permutations gathering lane i*4+u into lane i; ctrl is
+// unused. Lanes 2..7 of each tile's 8 outputs are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
+// all pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Sparse12A8G32Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of 32 columns) for ntiles tiles of 1 rows with
+// AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), as layout.(*Sparse12).DotA8Exact: per row, over the
+// 32-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
+// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
+// meta holds per tile and chunk, in 40 bytes, 8 float32 scales, 8 zero-point bytes,
+// lane i*8+u (row i, unit u of the chunk); act per chunk, per quarter of
+// 8 words, 32 even- and odd-column int8 activations in the order the
+// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
+// scales; idx the 8 permutations gathering lane i*8+u into lane i; ctrl is
+// unused. Lanes 1..7 of each tile's 8 outputs are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
+// all pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Sparse12A8G32AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
+// (groups of 32 columns) for ntiles tiles of 1 rows with
+// AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), as layout.(*Sparse12).DotA8Exact: per row, over the
+// 32-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
+// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
+// meta holds per tile and chunk, in 72 bytes, 8 float32 scales, 8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes,
+// lane i*8+u (row i, unit u of the chunk); act per chunk, per quarter of
+// 8 words, 32 even- and odd-column activations plus 128 (as bytes) in the order the
+// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
+// scales; idx the 8 permutations gathering lane i*8+u into lane i; ctrl is
+// unused. Lanes 1..7 of each tile's 8 outputs are scratch.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
+// all pointers cover what is read or written.
+//
+//go:noescape
+func Sparse12A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A32S1Avx512 computes W8A32 dot products of Bits matrices, one row at a time
 // (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
 //

@@ -52,6 +52,18 @@
 // VPDPBUSD_VEX_Y10_Y9_Y7 is VPDPBUSD ymm7, ymm9, ymm10 (Intel operand order), VEX-encoded (AVX-VNNI).
 #define VPDPBUSD_VEX_Y10_Y9_Y7 BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xfa
 
+// VPDPBUSD_VEX_Y8_Y9_Y0 is VPDPBUSD ymm0, ymm9, ymm8 (Intel operand order), VEX-encoded (AVX-VNNI).
+#define VPDPBUSD_VEX_Y8_Y9_Y0 BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xc0
+
+// VPDPBUSD_VEX_Y8_Y9_Y1 is VPDPBUSD ymm1, ymm9, ymm8 (Intel operand order), VEX-encoded (AVX-VNNI).
+#define VPDPBUSD_VEX_Y8_Y9_Y1 BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xc8
+
+// VPDPBUSD_VEX_Y8_Y9_Y2 is VPDPBUSD ymm2, ymm9, ymm8 (Intel operand order), VEX-encoded (AVX-VNNI).
+#define VPDPBUSD_VEX_Y8_Y9_Y2 BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xd0
+
+// VPDPBUSD_VEX_Y8_Y9_Y3 is VPDPBUSD ymm3, ymm9, ymm8 (Intel operand order), VEX-encoded (AVX-VNNI).
+#define VPDPBUSD_VEX_Y8_Y9_Y3 BYTE $0xc4; BYTE $0xc2; BYTE $0x35; BYTE $0x50; BYTE $0xd8
+
 // VPDPBUSD_VEX_Y9_Y8_Y0 is VPDPBUSD ymm0, ymm8, ymm9 (Intel operand order), VEX-encoded (AVX-VNNI).
 #define VPDPBUSD_VEX_Y9_Y8_Y0 BYTE $0xc4; BYTE $0xc2; BYTE $0x3d; BYTE $0x50; BYTE $0xc1
 
@@ -11477,6 +11489,1313 @@ Bits1A8AvxVnni_chunk:
 	DECQ       AX
 	MOVQ       AX, ntiles+48(FP)
 	JNZ        Bits1A8AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Sparse12A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Sparse12A8Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x7f7f7f7f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Sparse12A8Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Sparse12A8Avx2_chunk:
+	IMUL3Q       $0x00000120, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	IMUL3Q       $0x00000028, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	MOVQ         CX, SI
+	SHLQ         $0x07, SI
+	MOVQ         w+0(FP), DI
+	ADDQ         DI, SI
+	MOVQ         stride+8(FP), DI
+	VPBROADCASTQ 32(BX), Y3
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPSHUFB      sparseYMMZ2_0_0<>+0(SB), Y3, Y4
+	VMOVDQU      (SI), Y5
+	VPSHUFB      Y1, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPBLENDVB    Y5, 32(DX), Y6, Y6
+	VPAND        Y0, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y5
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y5, Y5
+	VMOVDQU      32(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      64(DX), Y7
+	VPBLENDVB    Y6, 96(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      128(DX), Y7
+	VPBLENDVB    Y6, 160(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      192(DX), Y7
+	VPBLENDVB    Y6, 224(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	ADDQ         DI, SI
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPSHUFB      sparseYMMZ2_1_0<>+0(SB), Y3, Y4
+	VMOVDQU      (SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      (DX), Y7
+	VPBLENDVB    Y6, 32(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(SI), Y7
+	VPSHUFB      Y1, Y7, Y7
+	VMOVDQU      64(DX), Y8
+	VPBLENDVB    Y7, 96(DX), Y8, Y8
+	VPAND        Y0, Y7, Y7
+	VPSUBB       Y4, Y7, Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SI), Y7
+	VPSHUFB      Y1, Y7, Y7
+	VMOVDQU      128(DX), Y8
+	VPBLENDVB    Y7, 160(DX), Y8, Y8
+	VPAND        Y0, Y7, Y7
+	VPSUBB       Y4, Y7, Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SI), Y7
+	VPSHUFB      Y1, Y7, Y7
+	VMOVDQU      192(DX), Y8
+	VPBLENDVB    Y7, 224(DX), Y8, Y8
+	VPAND        Y0, Y7, Y7
+	VPSUBB       Y4, Y7, Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	ADDQ         DI, SI
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPSHUFB      sparseYMMZ2_2_0<>+0(SB), Y3, Y4
+	VMOVDQU      (SI), Y7
+	VPSHUFB      Y1, Y7, Y7
+	VMOVDQU      (DX), Y8
+	VPBLENDVB    Y7, 32(DX), Y8, Y8
+	VPAND        Y0, Y7, Y7
+	VPSUBB       Y4, Y7, Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPSHUFB      Y1, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y8, 96(DX), Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y4, Y8, Y8
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPSHUFB      Y1, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y8, 160(DX), Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y4, Y8, Y8
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VMOVDQU      96(SI), Y8
+	VPSHUFB      Y1, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y8, 224(DX), Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y4, Y8, Y8
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	ADDQ         DI, SI
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPSHUFB      sparseYMMZ2_3_0<>+0(SB), Y3, Y3
+	VMOVDQU      (SI), Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      (DX), Y8
+	VPBLENDVB    Y4, 32(DX), Y8, Y8
+	VPAND        Y0, Y4, Y4
+	VPSUBB       Y3, Y4, Y4
+	VPSIGNB      Y8, Y4, Y4
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y4, Y8, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(SI), Y8
+	VPSHUFB      Y1, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y8, 96(DX), Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y3, Y8, Y8
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VMOVDQU      64(SI), Y8
+	VPSHUFB      Y1, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y8, 160(DX), Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y3, Y8, Y8
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VMOVDQU      96(SI), Y8
+	VPSHUFB      Y1, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y8, 224(DX), Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y3, Y8, Y8
+	VPSIGNB      Y9, Y8, Y8
+	VPABSB       Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y3
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y4, Y7, Y7
+	VPERM2I128   $0x20, Y7, Y5, Y3
+	VPERM2I128   $0x31, Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVUPS      (BX), Y4
+	VMULPS       256(DX), Y4, Y4
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y3
+	VPERMPS      Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVDQU      32(DX), Y3
+	VPERMPS      Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Sparse12A8Avx2_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y2, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000028, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Sparse12A8Avx2_tile
+	VZEROUPPER
+	RET
+
+DATA sparseYMMZ2_0_0<>+0(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+1(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+2(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+3(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+4(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+5(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+6(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+7(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+8(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+9(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+10(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+11(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+12(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+13(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+14(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+15(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+16(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+17(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+18(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+19(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+20(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+21(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+22(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+23(SB)/1, $0x00
+DATA sparseYMMZ2_0_0<>+24(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+25(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+26(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+27(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+28(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+29(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+30(SB)/1, $0x01
+DATA sparseYMMZ2_0_0<>+31(SB)/1, $0x01
+GLOBL sparseYMMZ2_0_0<>(SB), RODATA|NOPTR, $32
+
+DATA sparseYMMZ2_1_0<>+0(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+1(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+2(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+3(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+4(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+5(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+6(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+7(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+8(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+9(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+10(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+11(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+12(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+13(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+14(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+15(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+16(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+17(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+18(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+19(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+20(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+21(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+22(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+23(SB)/1, $0x02
+DATA sparseYMMZ2_1_0<>+24(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+25(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+26(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+27(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+28(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+29(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+30(SB)/1, $0x03
+DATA sparseYMMZ2_1_0<>+31(SB)/1, $0x03
+GLOBL sparseYMMZ2_1_0<>(SB), RODATA|NOPTR, $32
+
+DATA sparseYMMZ2_2_0<>+0(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+1(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+2(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+3(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+4(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+5(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+6(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+7(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+8(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+9(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+10(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+11(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+12(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+13(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+14(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+15(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+16(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+17(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+18(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+19(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+20(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+21(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+22(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+23(SB)/1, $0x04
+DATA sparseYMMZ2_2_0<>+24(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+25(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+26(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+27(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+28(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+29(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+30(SB)/1, $0x05
+DATA sparseYMMZ2_2_0<>+31(SB)/1, $0x05
+GLOBL sparseYMMZ2_2_0<>(SB), RODATA|NOPTR, $32
+
+DATA sparseYMMZ2_3_0<>+0(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+1(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+2(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+3(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+4(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+5(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+6(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+7(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+8(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+9(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+10(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+11(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+12(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+13(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+14(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+15(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+16(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+17(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+18(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+19(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+20(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+21(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+22(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+23(SB)/1, $0x06
+DATA sparseYMMZ2_3_0<>+24(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+25(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+26(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+27(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+28(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+29(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+30(SB)/1, $0x07
+DATA sparseYMMZ2_3_0<>+31(SB)/1, $0x07
+GLOBL sparseYMMZ2_3_0<>(SB), RODATA|NOPTR, $32
+
+// func Sparse12A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, MMX+
+TEXT ·Sparse12A8AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x7f7f7f7f, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y5
+
+Sparse12A8AvxVnni_tile:
+	VPXOR  Y6, Y6, Y6
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Sparse12A8AvxVnni_chunk:
+	IMUL3Q       $0x00000120, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	IMUL3Q       $0x00000048, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	MOVQ         CX, SI
+	SHLQ         $0x07, SI
+	MOVQ         w+0(FP), DI
+	ADDQ         DI, SI
+	MOVQ         stride+8(FP), DI
+	VPBROADCASTQ 64(BX), Y3
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPSHUFB      sparseYMMZ2_0_0<>+0(SB), Y3, Y1
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (SI), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y2, 32(DX), Y9, Y9
+	VPAND        Y4, Y2, Y8
+	VPSUBB       Y1, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      32(SI), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y2, 96(DX), Y9, Y9
+	VPAND        Y4, Y2, Y8
+	VPSUBB       Y1, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      64(SI), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y2, 160(DX), Y9, Y9
+	VPAND        Y4, Y2, Y8
+	VPSUBB       Y1, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      96(SI), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y2, 224(DX), Y9, Y9
+	VPAND        Y4, Y2, Y8
+	VPSUBB       Y1, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	ADDQ         DI, SI
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPSHUFB      sparseYMMZ2_1_0<>+0(SB), Y3, Y2
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (SI), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y7, 32(DX), Y9, Y9
+	VPAND        Y4, Y7, Y8
+	VPSUBB       Y2, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      32(SI), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y7, 96(DX), Y9, Y9
+	VPAND        Y4, Y7, Y8
+	VPSUBB       Y2, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      64(SI), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y7, 160(DX), Y9, Y9
+	VPAND        Y4, Y7, Y8
+	VPSUBB       Y2, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      96(SI), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y7, 224(DX), Y9, Y9
+	VPAND        Y4, Y7, Y8
+	VPSUBB       Y2, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	ADDQ         DI, SI
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPSHUFB      sparseYMMZ2_2_0<>+0(SB), Y3, Y7
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y8, 32(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y2
+	VMOVDQU      32(SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y8, 96(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y2
+	VMOVDQU      64(SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y8, 160(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y2
+	VMOVDQU      96(SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y8, 224(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y2
+	ADDQ         DI, SI
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPSHUFB      sparseYMMZ2_3_0<>+0(SB), Y3, Y7
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y8, 32(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y3
+	VMOVDQU      32(SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y8, 96(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y3
+	VMOVDQU      64(SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y8, 160(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y3
+	VMOVDQU      96(SI), Y8
+	VPSHUFB      Y5, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y8, 224(DX), Y9, Y9
+	VPAND        Y4, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VPSUBD       32(BX), Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y6, Y6
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y6, Y6
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Sparse12A8AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y6, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000048, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Sparse12A8AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Sparse12A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Sparse12A8G64Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x7f7f7f7f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Sparse12A8G64Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Sparse12A8G64Avx2_chunk:
+	IMUL3Q       $0x00000120, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	IMUL3Q       $0x00000028, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	MOVQ         CX, SI
+	SHLQ         $0x07, SI
+	MOVQ         w+0(FP), DI
+	ADDQ         DI, SI
+	MOVQ         stride+8(FP), DI
+	VPBROADCASTQ 32(BX), Y3
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPSHUFB      sparseYMMZ4_0_0<>+0(SB), Y3, Y4
+	VMOVDQU      (SI), Y5
+	VPSHUFB      Y1, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPBLENDVB    Y5, 32(DX), Y6, Y6
+	VPAND        Y0, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y5
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y5, Y5
+	VMOVDQU      32(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      64(DX), Y7
+	VPBLENDVB    Y6, 96(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      128(DX), Y7
+	VPBLENDVB    Y6, 160(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      192(DX), Y7
+	VPBLENDVB    Y6, 224(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	ADDQ         DI, SI
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPSHUFB      sparseYMMZ4_1_0<>+0(SB), Y3, Y3
+	VMOVDQU      (SI), Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      (DX), Y6
+	VPBLENDVB    Y4, 32(DX), Y6, Y6
+	VPAND        Y0, Y4, Y4
+	VPSUBB       Y3, Y4, Y4
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      64(DX), Y7
+	VPBLENDVB    Y6, 96(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y3, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      64(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      128(DX), Y7
+	VPBLENDVB    Y6, 160(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y3, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      96(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      192(DX), Y7
+	VPBLENDVB    Y6, 224(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y3, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y3
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y5, Y3
+	VPERM2I128   $0x31, Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVUPS      (BX), Y4
+	VMULPS       256(DX), Y4, Y4
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y3, Y4, Y4
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y3
+	VPERMPS      Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVDQU      32(DX), Y3
+	VPERMPS      Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVDQU      64(DX), Y3
+	VPERMPS      Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVDQU      96(DX), Y3
+	VPERMPS      Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Sparse12A8G64Avx2_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y2, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000028, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Sparse12A8G64Avx2_tile
+	VZEROUPPER
+	RET
+
+DATA sparseYMMZ4_0_0<>+0(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+1(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+2(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+3(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+4(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+5(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+6(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+7(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+8(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+9(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+10(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+11(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+12(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+13(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+14(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+15(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+16(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+17(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+18(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+19(SB)/1, $0x00
+DATA sparseYMMZ4_0_0<>+20(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+21(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+22(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+23(SB)/1, $0x01
+DATA sparseYMMZ4_0_0<>+24(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+25(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+26(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+27(SB)/1, $0x02
+DATA sparseYMMZ4_0_0<>+28(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+29(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+30(SB)/1, $0x03
+DATA sparseYMMZ4_0_0<>+31(SB)/1, $0x03
+GLOBL sparseYMMZ4_0_0<>(SB), RODATA|NOPTR, $32
+
+DATA sparseYMMZ4_1_0<>+0(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+1(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+2(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+3(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+4(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+5(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+6(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+7(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+8(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+9(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+10(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+11(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+12(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+13(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+14(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+15(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+16(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+17(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+18(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+19(SB)/1, $0x04
+DATA sparseYMMZ4_1_0<>+20(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+21(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+22(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+23(SB)/1, $0x05
+DATA sparseYMMZ4_1_0<>+24(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+25(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+26(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+27(SB)/1, $0x06
+DATA sparseYMMZ4_1_0<>+28(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+29(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+30(SB)/1, $0x07
+DATA sparseYMMZ4_1_0<>+31(SB)/1, $0x07
+GLOBL sparseYMMZ4_1_0<>(SB), RODATA|NOPTR, $32
+
+// func Sparse12A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, MMX+
+TEXT ·Sparse12A8G64AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x7f7f7f7f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Sparse12A8G64AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Sparse12A8G64AvxVnni_chunk:
+	IMUL3Q       $0x00000120, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	IMUL3Q       $0x00000048, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	MOVQ         CX, SI
+	SHLQ         $0x07, SI
+	MOVQ         w+0(FP), DI
+	ADDQ         DI, SI
+	MOVQ         stride+8(FP), DI
+	VPBROADCASTQ 64(BX), Y1
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPSHUFB      sparseYMMZ4_0_0<>+0(SB), Y1, Y5
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y6, 32(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      32(SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y6, 96(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      64(SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y6, 160(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      96(SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y6, 224(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	ADDQ         DI, SI
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPSHUFB      sparseYMMZ4_1_0<>+0(SB), Y1, Y5
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y6, 32(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      32(SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y6, 96(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      64(SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y6, 160(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      96(SI), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y6, 224(DX), Y9, Y9
+	VPAND        Y2, Y6, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	VPSUBD       32(BX), Y5, Y5
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Sparse12A8G64AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000048, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Sparse12A8G64AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Sparse12A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Sparse12A8G32Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x7f7f7f7f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Sparse12A8G32Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Sparse12A8G32Avx2_chunk:
+	IMUL3Q       $0x00000120, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	IMUL3Q       $0x00000028, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	MOVQ         CX, SI
+	SHLQ         $0x07, SI
+	MOVQ         w+0(FP), DI
+	ADDQ         DI, SI
+	MOVQ         stride+8(FP), DI
+	VPBROADCASTQ 32(BX), Y3
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPSHUFB      sparseYMMZ8_0_0<>+0(SB), Y3, Y4
+	VPSHUFB      sparseYMMZ8_0_1<>+0(SB), Y3, Y3
+	VMOVDQU      (SI), Y5
+	VPSHUFB      Y1, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPBLENDVB    Y5, 32(DX), Y6, Y6
+	VPAND        Y0, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y5
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y5, Y5
+	VMOVDQU      32(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      64(DX), Y7
+	VPBLENDVB    Y6, 96(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VMOVDQU      64(SI), Y4
+	VPSHUFB      Y1, Y4, Y4
+	VMOVDQU      128(DX), Y6
+	VPBLENDVB    Y4, 160(DX), Y6, Y6
+	VPAND        Y0, Y4, Y4
+	VPSUBB       Y3, Y4, Y4
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(SI), Y6
+	VPSHUFB      Y1, Y6, Y6
+	VMOVDQU      192(DX), Y7
+	VPBLENDVB    Y6, 224(DX), Y7, Y7
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y3, Y6, Y6
+	VPSIGNB      Y7, Y6, Y6
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y3
+	VPMADDWD     bitsYMMOnes<>+0(SB), Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y4, Y5, Y3
+	VPUNPCKHDQ   Y4, Y5, Y4
+	VPERM2I128   $0x20, Y4, Y3, Y5
+	VPERM2I128   $0x31, Y4, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VMOVUPS      (BX), Y3
+	VMULPS       256(DX), Y3, Y3
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y3, Y3
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      32(DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      64(DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      96(DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      128(DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      160(DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      192(DX), Y4
+	VPERMPS      Y3, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VMOVDQU      224(DX), Y4
+	VPERMPS      Y3, Y4, Y3
+	VADDPS       Y3, Y2, Y2
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Sparse12A8G32Avx2_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y2, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000028, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Sparse12A8G32Avx2_tile
+	VZEROUPPER
+	RET
+
+DATA sparseYMMZ8_0_0<>+0(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+1(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+2(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+3(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+4(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+5(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+6(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+7(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+8(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+9(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+10(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+11(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+12(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+13(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+14(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+15(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+16(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+17(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+18(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+19(SB)/1, $0x00
+DATA sparseYMMZ8_0_0<>+20(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+21(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+22(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+23(SB)/1, $0x02
+DATA sparseYMMZ8_0_0<>+24(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+25(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+26(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+27(SB)/1, $0x04
+DATA sparseYMMZ8_0_0<>+28(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+29(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+30(SB)/1, $0x06
+DATA sparseYMMZ8_0_0<>+31(SB)/1, $0x06
+GLOBL sparseYMMZ8_0_0<>(SB), RODATA|NOPTR, $32
+
+DATA sparseYMMZ8_0_1<>+0(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+1(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+2(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+3(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+4(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+5(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+6(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+7(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+8(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+9(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+10(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+11(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+12(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+13(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+14(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+15(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+16(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+17(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+18(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+19(SB)/1, $0x01
+DATA sparseYMMZ8_0_1<>+20(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+21(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+22(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+23(SB)/1, $0x03
+DATA sparseYMMZ8_0_1<>+24(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+25(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+26(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+27(SB)/1, $0x05
+DATA sparseYMMZ8_0_1<>+28(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+29(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+30(SB)/1, $0x07
+DATA sparseYMMZ8_0_1<>+31(SB)/1, $0x07
+GLOBL sparseYMMZ8_0_1<>(SB), RODATA|NOPTR, $32
+
+// func Sparse12A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, MMX+
+TEXT ·Sparse12A8G32AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x7f7f7f7f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Sparse12A8G32AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Sparse12A8G32AvxVnni_chunk:
+	IMUL3Q       $0x00000120, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	IMUL3Q       $0x00000048, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	MOVQ         CX, SI
+	SHLQ         $0x07, SI
+	MOVQ         w+0(FP), DI
+	ADDQ         DI, SI
+	MOVQ         stride+8(FP), DI
+	VPBROADCASTQ 64(BX), Y0
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPSHUFB      sparseYMMZ8_0_0<>+0(SB), Y0, Y5
+	VPSHUFB      sparseYMMZ8_0_1<>+0(SB), Y0, Y6
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (SI), Y7
+	VPSHUFB      Y3, Y7, Y7
+	VMOVDQU      (DX), Y9
+	VPBLENDVB    Y7, 32(DX), Y9, Y9
+	VPAND        Y2, Y7, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      32(SI), Y7
+	VPSHUFB      Y3, Y7, Y7
+	VMOVDQU      64(DX), Y9
+	VPBLENDVB    Y7, 96(DX), Y9, Y9
+	VPAND        Y2, Y7, Y8
+	VPSUBB       Y5, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y0
+	VMOVDQU      64(SI), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VMOVDQU      128(DX), Y9
+	VPBLENDVB    Y5, 160(DX), Y9, Y9
+	VPAND        Y2, Y5, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VMOVDQU      96(SI), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VMOVDQU      192(DX), Y9
+	VPBLENDVB    Y5, 224(DX), Y9, Y9
+	VPAND        Y2, Y5, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPDPBUSD_VEX_Y8_Y9_Y1
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VPSUBD       32(BX), Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Sparse12A8G32AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000048, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Sparse12A8G32AvxVnni_tile
 	VZEROUPPER
 	RET
 

@@ -104,6 +104,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)
 	check("sparseA8", funcName(sparseA8.fnG64), sparseA8.requires)
+	for isa, ks := range sparseA8YMM {
+		for _, k := range ks.kernels {
+			check(string(isa)+" sparseA8", funcName(k), ks.requires)
+		}
+	}
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	for _, vs := range ansDotFuncs {
 		for _, fs := range vs {

@@ -118,10 +118,14 @@ var sparseA8 = struct {
 	requires  []string
 }{asm.Sparse12A8Avx512, asm.Sparse12A8G64Avx512, []string{"AVX", "AVX512F", "AVX512BW", "AVX512VNNI", "AVX512VBMI"}}
 
-// newSparseSIMD returns the assembly state for m, or nil where the kernel
-// does not apply (groups below 128 columns, zero points outside 0..127,
+// newSparseSIMD returns the assembly state for m (the YMM kernels for the
+// avx2 and avxvnni sets: newSparseYMM), or nil where the kernel does not
+// apply (AVX-512: groups below 64 columns, zero points outside 0..127,
 // a CPU without the features, a narrower forced kernel set).
 func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
+	if be.set.isa == AVX2 || be.set.isa == AVXVNNI {
+		return newSparseYMM(be, m)
+	}
 	if m.G < 64 || be.set.isa != AVX512VNNI || !hasAll(sparseA8.requires) {
 		return nil
 	}

@@ -86,6 +86,10 @@ func main() {
 			}
 		}
 	}
+	for _, u := range []int{128, 64, 32} {
+		sparseA8YMM(u, modeAVX2)
+		sparseA8YMM(u, modeAVXVNNI)
+	}
 	for _, f := range []fvec{{true}, {false}} {
 		for _, n := range []int{8, 4, 2, 1} {
 			for seg := 1; seg <= 32/n; seg *= 2 {
