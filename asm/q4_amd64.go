@@ -2463,6 +2463,46 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 //go:noescape
 func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
 
+// AnsDotRowsAvx2 decodes the layout/ans unit of nwords words at words (64 state
+// words, then the interleaved stream): steps quads of each of its 32 coders
+// exactly as the generic decoder does, and stores to acc[t] (int32) the sum
+// over quads j of the dot product of coder t's values with the 4 int8 inputs
+// at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
+//
+// tab holds 128 dwords indexed by slot digit: byte 0 the digit's symbol
+// frequency, byte 1 the digit minus the symbol's cumulative frequency, byte 2
+// 0x80 for the escape symbol else 0, byte 3 the value (0 for the escape
+// symbol). Each escape is recorded, in decoding order, as
+// esc[n] = j<<8 | t<<2 | e (quad, lane, element) for the caller to add.
+//
+// Returns the number of escapes, -1 if the words run out, -2 if more than
+// escCap escapes occur, -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[0:nwords] (nwords >= 64).
+//
+//go:noescape
+func AnsDotRowsAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
+
+// AnsDotStripesAvx2 decodes the layout/ans unit of nwords words at words (64 state
+// words, then the interleaved stream): steps quads of each of its 32 coders
+// exactly as the generic decoder does, and stores to acc[t] (int32) the sum
+// over quads j of the dot product of coder t's values with the 4 int8 inputs
+// at v + 4*j (warp stripes: the same 4 inputs for every lane).
+//
+// tab holds 128 dwords indexed by slot digit: byte 0 the digit's symbol
+// frequency, byte 1 the digit minus the symbol's cumulative frequency, byte 2
+// 0x80 for the escape symbol else 0, byte 3 the value (0 for the escape
+// symbol). Each escape is recorded, in decoding order, as
+// esc[n] = j<<8 | t<<2 | e (quad, lane, element) for the caller to add.
+//
+// Returns the number of escapes, -1 if the words run out, -2 if more than
+// escCap escapes occur, -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[0:nwords] (nwords >= 64).
+//
+//go:noescape
+func AnsDotStripesAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
+
 // CbPsumF16B4M1Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 1
 // codebooks) and nper periods of 8 segments, with AVX-512F and BW:
 //

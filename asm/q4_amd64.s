@@ -30324,6 +30324,1660 @@ AnsDotStripesX2MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
+// func AnsDotRowsAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX2, POPCNT
+TEXT ·AnsDotRowsAvx2(SB), NOSPLIT, $384-72
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	LEAQ         (AX)(CX*4), CX
+	MOVQ         $0x0000000080000000, DX
+	VMOVQ        DX, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      32(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 32(SP)
+	VMOVDQU      64(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 64(SP)
+	VMOVDQU      96(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 96(SP)
+	VMOVDQU      128(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 128(SP)
+	VMOVDQU      160(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 160(SP)
+	VMOVDQU      192(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 192(SP)
+	VMOVDQU      224(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotRowsAvx2_badstate
+	VMOVDQU      Y2, 224(SP)
+	VMOVDQU      Y1, 256(SP)
+	VMOVDQU      Y1, 288(SP)
+	VMOVDQU      Y1, 320(SP)
+	VMOVDQU      Y1, 352(SP)
+	ADDQ         $0x00000100, AX
+	XORQ         DX, DX
+	XORQ         R9, R9
+	MOVQ         tab+24(FP), R10
+
+AnsDotRowsAvx2_step:
+	MOVQ       v+32(FP), R11
+	MOVQ       R9, R12
+	SHLQ       $0x07, R12
+	ADDQ       R12, R11
+	VPERMQ     $0xd8, (R11), Y2
+	VPSLLW     $0x08, Y2, Y3
+	VPSRAW     $0x08, Y3, Y3
+	VPSRAW     $0x08, Y2, Y2
+	VMOVDQU    (SP), Y4
+	VMOVDQU    32(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     256(SP), Y6, Y6
+	VMOVDQU    Y6, 256(SP)
+	VPSRAD     $0x18, Y10, Y3
+	VPSRAD     $0x08, Y8, Y6
+	VPBLENDW   $0xaa, Y6, Y3, Y3
+	VPMADDWD   Y2, Y3, Y3
+	VPADDD     256(SP), Y3, Y3
+	VMOVDQU    Y3, 256(SP)
+	VPOR       Y9, Y10, Y2
+	VPOR       Y11, Y2, Y2
+	VPOR       Y8, Y2, Y2
+	VPTEST     ansEscBit<>+0(SB), Y2
+	JZ         AnsDotRowsAvx2_noesc0
+	VPAND      ansEscBit<>+0(SB), Y9, Y2
+	VPSRLD     $0x10, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y10, Y3
+	VPSRLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y11, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y8, Y3
+	VPSLLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPERMQ     $0xd8, Y2, Y2
+	VPMOVMSKB  Y2, R12
+
+AnsDotRowsAvx2_esc0:
+	BSFL R12, BX
+	MOVQ R9, R13
+	SHLQ $0x08, R13
+	ADDQ $0x00000000, R13
+	ADDQ BX, R13
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotRowsAvx2_toomany
+	MOVQ esc+48(FP), BX
+	MOVL R13, (BX)(DX*4)
+	INCQ DX
+	MOVL R12, BX
+	DECL BX
+	ANDL BX, R12
+	JNZ  AnsDotRowsAvx2_esc0
+
+AnsDotRowsAvx2_noesc0:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y2
+	VPSRLD     $0x08, Y10, Y3
+	VPAND      ansMaskFF<>+0(SB), Y3, Y3
+	VPMULLD    Y2, Y3, Y3
+	VPSRLD     $0x08, Y9, Y6
+	VPAND      ansMaskFF<>+0(SB), Y6, Y6
+	VPADDD     Y6, Y3, Y3
+	VPAND      ansMaskFF<>+0(SB), Y10, Y6
+	VPMULLD    Y2, Y6, Y6
+	VPAND      ansMaskFF<>+0(SB), Y11, Y2
+	VPSRLD     $0x08, Y8, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y2, Y7, Y7
+	VPSRLD     $0x08, Y11, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y2, Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y6, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPUNPCKLDQ Y8, Y8, Y2
+	VPUNPCKLDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y6
+	VPMULUDQ   Y2, Y6, Y6
+	VPSLLQ     $0x20, Y6, Y6
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y6, Y4, Y4
+	VPADDQ     Y3, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y2
+	VMOVMSKPD  Y2, R12
+	POPCNTL    R12, R13
+	LEAQ       (AX)(R13*4), R14
+	CMPQ       R14, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R13
+	LEAQ       ansAvx2Prefix<>+0(SB), R15
+	VMOVDQU    (R15)(R13*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R12
+	LEAQ       ansAvx2Perm<>+0(SB), R15
+	VMOVDQU    (R15)(R12*1), Y6
+	VPERMD     Y3, Y6, Y3
+	VPSLLQ     $0x20, Y4, Y6
+	VPOR       Y3, Y6, Y6
+	VBLENDVPD  Y2, Y6, Y4, Y4
+	VMOVDQU    Y4, (SP)
+	MOVQ       R14, AX
+	VPUNPCKHDQ Y8, Y8, Y2
+	VPUNPCKHDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y5, Y4
+	VPSRLQ     $0x20, Y4, Y5
+	VPMULUDQ   Y2, Y5, Y5
+	VPSLLQ     $0x20, Y5, Y5
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y5, Y4, Y4
+	VPADDQ     Y3, Y4, Y5
+	VPCMPGTQ   Y5, Y0, Y2
+	VMOVMSKPD  Y2, R12
+	POPCNTL    R12, R13
+	LEAQ       (AX)(R13*4), R14
+	CMPQ       R14, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R13
+	LEAQ       ansAvx2Prefix<>+0(SB), R15
+	VMOVDQU    (R15)(R13*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R12
+	LEAQ       ansAvx2Perm<>+0(SB), R15
+	VMOVDQU    (R15)(R12*1), Y4
+	VPERMD     Y3, Y4, Y3
+	VPSLLQ     $0x20, Y5, Y4
+	VPOR       Y3, Y4, Y4
+	VBLENDVPD  Y2, Y4, Y5, Y5
+	VMOVDQU    Y5, 32(SP)
+	MOVQ       R14, AX
+	VPERMQ     $0xd8, 32(R11), Y2
+	VPSLLW     $0x08, Y2, Y3
+	VPSRAW     $0x08, Y3, Y3
+	VPSRAW     $0x08, Y2, Y2
+	VMOVDQU    64(SP), Y4
+	VMOVDQU    96(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     288(SP), Y6, Y6
+	VMOVDQU    Y6, 288(SP)
+	VPSRAD     $0x18, Y10, Y3
+	VPSRAD     $0x08, Y8, Y6
+	VPBLENDW   $0xaa, Y6, Y3, Y3
+	VPMADDWD   Y2, Y3, Y3
+	VPADDD     288(SP), Y3, Y3
+	VMOVDQU    Y3, 288(SP)
+	VPOR       Y9, Y10, Y2
+	VPOR       Y11, Y2, Y2
+	VPOR       Y8, Y2, Y2
+	VPTEST     ansEscBit<>+0(SB), Y2
+	JZ         AnsDotRowsAvx2_noesc1
+	VPAND      ansEscBit<>+0(SB), Y9, Y2
+	VPSRLD     $0x10, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y10, Y3
+	VPSRLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y11, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y8, Y3
+	VPSLLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPERMQ     $0xd8, Y2, Y2
+	VPMOVMSKB  Y2, R12
+
+AnsDotRowsAvx2_esc1:
+	BSFL R12, SI
+	MOVQ R9, R13
+	SHLQ $0x08, R13
+	ADDQ $0x00000020, R13
+	ADDQ SI, R13
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotRowsAvx2_toomany
+	MOVQ esc+48(FP), SI
+	MOVL R13, (SI)(DX*4)
+	INCQ DX
+	MOVL R12, SI
+	DECL SI
+	ANDL SI, R12
+	JNZ  AnsDotRowsAvx2_esc1
+
+AnsDotRowsAvx2_noesc1:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y2
+	VPSRLD     $0x08, Y10, Y3
+	VPAND      ansMaskFF<>+0(SB), Y3, Y3
+	VPMULLD    Y2, Y3, Y3
+	VPSRLD     $0x08, Y9, Y6
+	VPAND      ansMaskFF<>+0(SB), Y6, Y6
+	VPADDD     Y6, Y3, Y3
+	VPAND      ansMaskFF<>+0(SB), Y10, Y6
+	VPMULLD    Y2, Y6, Y6
+	VPAND      ansMaskFF<>+0(SB), Y11, Y2
+	VPSRLD     $0x08, Y8, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y2, Y7, Y7
+	VPSRLD     $0x08, Y11, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y2, Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y6, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPUNPCKLDQ Y8, Y8, Y2
+	VPUNPCKLDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y6
+	VPMULUDQ   Y2, Y6, Y6
+	VPSLLQ     $0x20, Y6, Y6
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y6, Y4, Y4
+	VPADDQ     Y3, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y2
+	VMOVMSKPD  Y2, R12
+	POPCNTL    R12, R13
+	LEAQ       (AX)(R13*4), R14
+	CMPQ       R14, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R13
+	LEAQ       ansAvx2Prefix<>+0(SB), R15
+	VMOVDQU    (R15)(R13*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R12
+	LEAQ       ansAvx2Perm<>+0(SB), R15
+	VMOVDQU    (R15)(R12*1), Y6
+	VPERMD     Y3, Y6, Y3
+	VPSLLQ     $0x20, Y4, Y6
+	VPOR       Y3, Y6, Y6
+	VBLENDVPD  Y2, Y6, Y4, Y4
+	VMOVDQU    Y4, 64(SP)
+	MOVQ       R14, AX
+	VPUNPCKHDQ Y8, Y8, Y2
+	VPUNPCKHDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y5, Y4
+	VPSRLQ     $0x20, Y4, Y5
+	VPMULUDQ   Y2, Y5, Y5
+	VPSLLQ     $0x20, Y5, Y5
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y5, Y4, Y4
+	VPADDQ     Y3, Y4, Y5
+	VPCMPGTQ   Y5, Y0, Y2
+	VMOVMSKPD  Y2, R12
+	POPCNTL    R12, R13
+	LEAQ       (AX)(R13*4), R14
+	CMPQ       R14, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R13
+	LEAQ       ansAvx2Prefix<>+0(SB), R15
+	VMOVDQU    (R15)(R13*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R12
+	LEAQ       ansAvx2Perm<>+0(SB), R15
+	VMOVDQU    (R15)(R12*1), Y4
+	VPERMD     Y3, Y4, Y3
+	VPSLLQ     $0x20, Y5, Y4
+	VPOR       Y3, Y4, Y4
+	VBLENDVPD  Y2, Y4, Y5, Y5
+	VMOVDQU    Y5, 96(SP)
+	MOVQ       R14, AX
+	VPERMQ     $0xd8, 64(R11), Y2
+	VPSLLW     $0x08, Y2, Y3
+	VPSRAW     $0x08, Y3, Y3
+	VPSRAW     $0x08, Y2, Y2
+	VMOVDQU    128(SP), Y4
+	VMOVDQU    160(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     320(SP), Y6, Y6
+	VMOVDQU    Y6, 320(SP)
+	VPSRAD     $0x18, Y10, Y3
+	VPSRAD     $0x08, Y8, Y6
+	VPBLENDW   $0xaa, Y6, Y3, Y3
+	VPMADDWD   Y2, Y3, Y3
+	VPADDD     320(SP), Y3, Y3
+	VMOVDQU    Y3, 320(SP)
+	VPOR       Y9, Y10, Y2
+	VPOR       Y11, Y2, Y2
+	VPOR       Y8, Y2, Y2
+	VPTEST     ansEscBit<>+0(SB), Y2
+	JZ         AnsDotRowsAvx2_noesc2
+	VPAND      ansEscBit<>+0(SB), Y9, Y2
+	VPSRLD     $0x10, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y10, Y3
+	VPSRLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y11, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y8, Y3
+	VPSLLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPERMQ     $0xd8, Y2, Y2
+	VPMOVMSKB  Y2, R12
+
+AnsDotRowsAvx2_esc2:
+	BSFL R12, DI
+	MOVQ R9, R13
+	SHLQ $0x08, R13
+	ADDQ $0x00000040, R13
+	ADDQ DI, R13
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotRowsAvx2_toomany
+	MOVQ esc+48(FP), DI
+	MOVL R13, (DI)(DX*4)
+	INCQ DX
+	MOVL R12, DI
+	DECL DI
+	ANDL DI, R12
+	JNZ  AnsDotRowsAvx2_esc2
+
+AnsDotRowsAvx2_noesc2:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y2
+	VPSRLD     $0x08, Y10, Y3
+	VPAND      ansMaskFF<>+0(SB), Y3, Y3
+	VPMULLD    Y2, Y3, Y3
+	VPSRLD     $0x08, Y9, Y6
+	VPAND      ansMaskFF<>+0(SB), Y6, Y6
+	VPADDD     Y6, Y3, Y3
+	VPAND      ansMaskFF<>+0(SB), Y10, Y6
+	VPMULLD    Y2, Y6, Y6
+	VPAND      ansMaskFF<>+0(SB), Y11, Y2
+	VPSRLD     $0x08, Y8, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y2, Y7, Y7
+	VPSRLD     $0x08, Y11, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y2, Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y6, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPUNPCKLDQ Y8, Y8, Y2
+	VPUNPCKLDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y6
+	VPMULUDQ   Y2, Y6, Y6
+	VPSLLQ     $0x20, Y6, Y6
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y6, Y4, Y4
+	VPADDQ     Y3, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y2
+	VMOVMSKPD  Y2, R12
+	POPCNTL    R12, R13
+	LEAQ       (AX)(R13*4), R14
+	CMPQ       R14, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R13
+	LEAQ       ansAvx2Prefix<>+0(SB), R15
+	VMOVDQU    (R15)(R13*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R12
+	LEAQ       ansAvx2Perm<>+0(SB), R15
+	VMOVDQU    (R15)(R12*1), Y6
+	VPERMD     Y3, Y6, Y3
+	VPSLLQ     $0x20, Y4, Y6
+	VPOR       Y3, Y6, Y6
+	VBLENDVPD  Y2, Y6, Y4, Y4
+	VMOVDQU    Y4, 128(SP)
+	MOVQ       R14, AX
+	VPUNPCKHDQ Y8, Y8, Y2
+	VPUNPCKHDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y5, Y4
+	VPSRLQ     $0x20, Y4, Y5
+	VPMULUDQ   Y2, Y5, Y5
+	VPSLLQ     $0x20, Y5, Y5
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y5, Y4, Y4
+	VPADDQ     Y3, Y4, Y5
+	VPCMPGTQ   Y5, Y0, Y2
+	VMOVMSKPD  Y2, R12
+	POPCNTL    R12, R13
+	LEAQ       (AX)(R13*4), R14
+	CMPQ       R14, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R13
+	LEAQ       ansAvx2Prefix<>+0(SB), R15
+	VMOVDQU    (R15)(R13*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R12
+	LEAQ       ansAvx2Perm<>+0(SB), R15
+	VMOVDQU    (R15)(R12*1), Y4
+	VPERMD     Y3, Y4, Y3
+	VPSLLQ     $0x20, Y5, Y4
+	VPOR       Y3, Y4, Y4
+	VBLENDVPD  Y2, Y4, Y5, Y5
+	VMOVDQU    Y5, 160(SP)
+	MOVQ       R14, AX
+	VPERMQ     $0xd8, 96(R11), Y2
+	VPSLLW     $0x08, Y2, Y3
+	VPSRAW     $0x08, Y3, Y3
+	VPSRAW     $0x08, Y2, Y2
+	VMOVDQU    192(SP), Y4
+	VMOVDQU    224(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     352(SP), Y6, Y6
+	VMOVDQU    Y6, 352(SP)
+	VPSRAD     $0x18, Y10, Y3
+	VPSRAD     $0x08, Y8, Y6
+	VPBLENDW   $0xaa, Y6, Y3, Y3
+	VPMADDWD   Y2, Y3, Y3
+	VPADDD     352(SP), Y3, Y3
+	VMOVDQU    Y3, 352(SP)
+	VPOR       Y9, Y10, Y2
+	VPOR       Y11, Y2, Y2
+	VPOR       Y8, Y2, Y2
+	VPTEST     ansEscBit<>+0(SB), Y2
+	JZ         AnsDotRowsAvx2_noesc3
+	VPAND      ansEscBit<>+0(SB), Y9, Y2
+	VPSRLD     $0x10, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y10, Y3
+	VPSRLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y11, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y8, Y3
+	VPSLLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPERMQ     $0xd8, Y2, Y2
+	VPMOVMSKB  Y2, R11
+
+AnsDotRowsAvx2_esc3:
+	BSFL R11, R8
+	MOVQ R9, R12
+	SHLQ $0x08, R12
+	ADDQ $0x00000060, R12
+	ADDQ R8, R12
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotRowsAvx2_toomany
+	MOVQ esc+48(FP), R8
+	MOVL R12, (R8)(DX*4)
+	INCQ DX
+	MOVL R11, R8
+	DECL R8
+	ANDL R8, R11
+	JNZ  AnsDotRowsAvx2_esc3
+
+AnsDotRowsAvx2_noesc3:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y2
+	VPSRLD     $0x08, Y10, Y3
+	VPAND      ansMaskFF<>+0(SB), Y3, Y3
+	VPMULLD    Y2, Y3, Y3
+	VPSRLD     $0x08, Y9, Y6
+	VPAND      ansMaskFF<>+0(SB), Y6, Y6
+	VPADDD     Y6, Y3, Y3
+	VPAND      ansMaskFF<>+0(SB), Y10, Y6
+	VPMULLD    Y2, Y6, Y6
+	VPAND      ansMaskFF<>+0(SB), Y11, Y2
+	VPSRLD     $0x08, Y8, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y2, Y7, Y7
+	VPSRLD     $0x08, Y11, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y2, Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y6, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPUNPCKLDQ Y8, Y8, Y2
+	VPUNPCKLDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y6
+	VPMULUDQ   Y2, Y6, Y6
+	VPSLLQ     $0x20, Y6, Y6
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y6, Y4, Y4
+	VPADDQ     Y3, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y2
+	VMOVMSKPD  Y2, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y6
+	VPERMD     Y3, Y6, Y3
+	VPSLLQ     $0x20, Y4, Y6
+	VPOR       Y3, Y6, Y6
+	VBLENDVPD  Y2, Y6, Y4, Y4
+	VMOVDQU    Y4, 192(SP)
+	MOVQ       R13, AX
+	VPUNPCKHDQ Y8, Y8, Y2
+	VPUNPCKHDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y5, Y4
+	VPSRLQ     $0x20, Y4, Y5
+	VPMULUDQ   Y2, Y5, Y5
+	VPSLLQ     $0x20, Y5, Y5
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y5, Y4, Y4
+	VPADDQ     Y3, Y4, Y5
+	VPCMPGTQ   Y5, Y0, Y2
+	VMOVMSKPD  Y2, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotRowsAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y4
+	VPERMD     Y3, Y4, Y3
+	VPSLLQ     $0x20, Y5, Y4
+	VPOR       Y3, Y4, Y4
+	VBLENDVPD  Y2, Y4, Y5, Y5
+	VMOVDQU    Y5, 224(SP)
+	MOVQ       R13, AX
+	INCQ       R9
+	CMPQ       R9, steps+16(FP)
+	JB         AnsDotRowsAvx2_step
+	VMOVDQU    (SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    32(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    64(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    96(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    128(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    160(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    192(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	VMOVDQU    224(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotRowsAvx2_badstate
+	MOVQ       acc+40(FP), AX
+	VPERMQ     $0xd8, 256(SP), Y0
+	VMOVDQU    Y0, (AX)
+	VPERMQ     $0xd8, 288(SP), Y0
+	VMOVDQU    Y0, 32(AX)
+	VPERMQ     $0xd8, 320(SP), Y0
+	VMOVDQU    Y0, 64(AX)
+	VPERMQ     $0xd8, 352(SP), Y0
+	VMOVDQU    Y0, 96(AX)
+	MOVQ       DX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsAvx2_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsAvx2_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsAvx2_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+DATA ansAvx2Perm<>+0(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+4(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+8(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+12(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+16(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+20(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+24(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+28(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+32(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+36(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+40(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+44(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+48(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+52(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+56(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+60(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+64(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+68(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+72(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+76(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+80(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+84(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+88(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+92(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+96(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+100(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+104(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+108(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+112(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+116(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+120(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+124(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+128(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+132(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+136(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+140(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+144(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+148(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+152(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+156(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+160(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+164(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+168(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+172(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+176(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+180(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+184(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+188(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+192(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+196(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+200(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+204(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+208(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+212(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+216(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+220(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+224(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+228(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+232(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+236(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+240(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+244(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+248(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+252(SB)/4, $0x00000007
+DATA ansAvx2Perm<>+256(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+260(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+264(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+268(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+272(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+276(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+280(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+284(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+288(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+292(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+296(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+300(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+304(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+308(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+312(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+316(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+320(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+324(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+328(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+332(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+336(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+340(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+344(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+348(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+352(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+356(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+360(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+364(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+368(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+372(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+376(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+380(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+384(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+388(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+392(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+396(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+400(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+404(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+408(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+412(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+416(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+420(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+424(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+428(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+432(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+436(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+440(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+444(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+448(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+452(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+456(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+460(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+464(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+468(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+472(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+476(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+480(SB)/4, $0x00000000
+DATA ansAvx2Perm<>+484(SB)/4, $0x00000001
+DATA ansAvx2Perm<>+488(SB)/4, $0x00000002
+DATA ansAvx2Perm<>+492(SB)/4, $0x00000003
+DATA ansAvx2Perm<>+496(SB)/4, $0x00000004
+DATA ansAvx2Perm<>+500(SB)/4, $0x00000005
+DATA ansAvx2Perm<>+504(SB)/4, $0x00000006
+DATA ansAvx2Perm<>+508(SB)/4, $0x00000007
+GLOBL ansAvx2Perm<>(SB), RODATA|NOPTR, $512
+
+DATA ansAvx2Prefix<>+0(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+4(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+8(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+12(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+16(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+20(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+24(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+28(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+32(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+36(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+40(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+44(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+48(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+52(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+56(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+60(SB)/4, $0x00000000
+DATA ansAvx2Prefix<>+64(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+68(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+72(SB)/4, $0xffffffff
+DATA ansAvx2Prefix<>+76(SB)/4, $0xffffffff
+GLOBL ansAvx2Prefix<>(SB), RODATA|NOPTR, $80
+
+DATA ansMask28<>+0(SB)/4, $0x0fffffff
+DATA ansMask28<>+4(SB)/4, $0x0fffffff
+DATA ansMask28<>+8(SB)/4, $0x0fffffff
+DATA ansMask28<>+12(SB)/4, $0x0fffffff
+DATA ansMask28<>+16(SB)/4, $0x0fffffff
+DATA ansMask28<>+20(SB)/4, $0x0fffffff
+DATA ansMask28<>+24(SB)/4, $0x0fffffff
+DATA ansMask28<>+28(SB)/4, $0x0fffffff
+GLOBL ansMask28<>(SB), RODATA|NOPTR, $32
+
+DATA ansMask127<>+0(SB)/4, $0x0000007f
+DATA ansMask127<>+4(SB)/4, $0x0000007f
+DATA ansMask127<>+8(SB)/4, $0x0000007f
+DATA ansMask127<>+12(SB)/4, $0x0000007f
+DATA ansMask127<>+16(SB)/4, $0x0000007f
+DATA ansMask127<>+20(SB)/4, $0x0000007f
+DATA ansMask127<>+24(SB)/4, $0x0000007f
+DATA ansMask127<>+28(SB)/4, $0x0000007f
+GLOBL ansMask127<>(SB), RODATA|NOPTR, $32
+
+DATA ansEscBit<>+0(SB)/4, $0x00800000
+DATA ansEscBit<>+4(SB)/4, $0x00800000
+DATA ansEscBit<>+8(SB)/4, $0x00800000
+DATA ansEscBit<>+12(SB)/4, $0x00800000
+DATA ansEscBit<>+16(SB)/4, $0x00800000
+DATA ansEscBit<>+20(SB)/4, $0x00800000
+DATA ansEscBit<>+24(SB)/4, $0x00800000
+DATA ansEscBit<>+28(SB)/4, $0x00800000
+GLOBL ansEscBit<>(SB), RODATA|NOPTR, $32
+
+DATA ansMaskFF<>+0(SB)/4, $0x000000ff
+DATA ansMaskFF<>+4(SB)/4, $0x000000ff
+DATA ansMaskFF<>+8(SB)/4, $0x000000ff
+DATA ansMaskFF<>+12(SB)/4, $0x000000ff
+DATA ansMaskFF<>+16(SB)/4, $0x000000ff
+DATA ansMaskFF<>+20(SB)/4, $0x000000ff
+DATA ansMaskFF<>+24(SB)/4, $0x000000ff
+DATA ansMaskFF<>+28(SB)/4, $0x000000ff
+GLOBL ansMaskFF<>(SB), RODATA|NOPTR, $32
+
+// func AnsDotStripesAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
+// Requires: AVX, AVX2, POPCNT
+TEXT ·AnsDotStripesAvx2(SB), NOSPLIT, $384-72
+	MOVQ         words+0(FP), AX
+	MOVQ         nwords+8(FP), CX
+	LEAQ         (AX)(CX*4), CX
+	MOVQ         $0x0000000080000000, DX
+	VMOVQ        DX, X0
+	VPBROADCASTQ X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      32(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 32(SP)
+	VMOVDQU      64(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 64(SP)
+	VMOVDQU      96(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 96(SP)
+	VMOVDQU      128(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 128(SP)
+	VMOVDQU      160(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 160(SP)
+	VMOVDQU      192(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 192(SP)
+	VMOVDQU      224(AX), Y2
+	VPCMPGTQ     Y2, Y0, Y3
+	VPTEST       Y3, Y3
+	JNZ          AnsDotStripesAvx2_badstate
+	VMOVDQU      Y2, 224(SP)
+	VMOVDQU      Y1, 256(SP)
+	VMOVDQU      Y1, 288(SP)
+	VMOVDQU      Y1, 320(SP)
+	VMOVDQU      Y1, 352(SP)
+	ADDQ         $0x00000100, AX
+	XORQ         DX, DX
+	XORQ         R9, R9
+	MOVQ         tab+24(FP), R10
+
+AnsDotStripesAvx2_step:
+	MOVQ         v+32(FP), R11
+	LEAQ         (R11)(R9*4), R11
+	VPBROADCASTD (R11), Y2
+	VPSLLW       $0x08, Y2, Y3
+	VPSRAW       $0x08, Y3, Y3
+	VPSRAW       $0x08, Y2, Y2
+	VMOVDQU      (SP), Y4
+	VMOVDQU      32(SP), Y5
+	VSHUFPS      $0x88, Y5, Y4, Y6
+	VPAND        ansMask28<>+0(SB), Y6, Y6
+	VPAND        ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPGATHERDD   Y8, (R10)(Y7*4), Y9
+	VPSRLD       $0x07, Y6, Y7
+	VPAND        ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPXOR        Y10, Y10, Y10
+	VPGATHERDD   Y8, (R10)(Y7*4), Y10
+	VPSRLD       $0x0e, Y6, Y7
+	VPAND        ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD     Y8, Y8, Y8
+	VPXOR        Y11, Y11, Y11
+	VPGATHERDD   Y8, (R10)(Y7*4), Y11
+	VPSRLD       $0x15, Y6, Y6
+	VPCMPEQD     Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPGATHERDD   Y7, (R10)(Y6*4), Y8
+	VPSRAD       $0x18, Y9, Y6
+	VPSRAD       $0x08, Y11, Y7
+	VPBLENDW     $0xaa, Y7, Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       256(SP), Y6, Y6
+	VMOVDQU      Y6, 256(SP)
+	VPSRAD       $0x18, Y10, Y6
+	VPSRAD       $0x08, Y8, Y7
+	VPBLENDW     $0xaa, Y7, Y6, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       256(SP), Y6, Y6
+	VMOVDQU      Y6, 256(SP)
+	VPOR         Y9, Y10, Y6
+	VPOR         Y11, Y6, Y6
+	VPOR         Y8, Y6, Y6
+	VPTEST       ansEscBit<>+0(SB), Y6
+	JZ           AnsDotStripesAvx2_noesc0
+	VPAND        ansEscBit<>+0(SB), Y9, Y6
+	VPSRLD       $0x10, Y6, Y6
+	VPAND        ansEscBit<>+0(SB), Y10, Y7
+	VPSRLD       $0x08, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPAND        ansEscBit<>+0(SB), Y11, Y7
+	VPOR         Y7, Y6, Y6
+	VPAND        ansEscBit<>+0(SB), Y8, Y7
+	VPSLLD       $0x08, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPERMQ       $0xd8, Y6, Y6
+	VPMOVMSKB    Y6, R11
+
+AnsDotStripesAvx2_esc0:
+	BSFL R11, BX
+	MOVQ R9, R12
+	SHLQ $0x08, R12
+	ADDQ $0x00000000, R12
+	ADDQ BX, R12
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotStripesAvx2_toomany
+	MOVQ esc+48(FP), BX
+	MOVL R12, (BX)(DX*4)
+	INCQ DX
+	MOVL R11, BX
+	DECL BX
+	ANDL BX, R11
+	JNZ  AnsDotStripesAvx2_esc0
+
+AnsDotStripesAvx2_noesc0:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y6
+	VPSRLD     $0x08, Y10, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y6, Y7, Y7
+	VPSRLD     $0x08, Y9, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y10, Y9
+	VPMULLD    Y6, Y9, Y9
+	VPAND      ansMaskFF<>+0(SB), Y11, Y6
+	VPSRLD     $0x08, Y8, Y10
+	VPAND      ansMaskFF<>+0(SB), Y10, Y10
+	VPMULLD    Y6, Y10, Y10
+	VPSRLD     $0x08, Y11, Y11
+	VPAND      ansMaskFF<>+0(SB), Y11, Y11
+	VPADDD     Y11, Y10, Y10
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y9, Y8, Y8
+	VPMULLD    Y9, Y10, Y10
+	VPADDD     Y7, Y10, Y10
+	VPUNPCKLDQ Y8, Y8, Y6
+	VPUNPCKLDQ Y1, Y10, Y7
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y9
+	VPMULUDQ   Y6, Y9, Y9
+	VPSLLQ     $0x20, Y9, Y9
+	VPMULUDQ   Y6, Y4, Y4
+	VPADDQ     Y9, Y4, Y4
+	VPADDQ     Y7, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y6
+	VMOVMSKPD  Y6, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X7
+	VPMASKMOVD (AX), X7, X7
+	VPMOVZXDQ  X7, Y7
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y9
+	VPERMD     Y7, Y9, Y7
+	VPSLLQ     $0x20, Y4, Y9
+	VPOR       Y7, Y9, Y9
+	VBLENDVPD  Y6, Y9, Y4, Y4
+	VMOVDQU    Y4, (SP)
+	MOVQ       R13, AX
+	VPUNPCKHDQ Y8, Y8, Y4
+	VPUNPCKHDQ Y1, Y10, Y6
+	VPSRLQ     $0x1c, Y5, Y5
+	VPSRLQ     $0x20, Y5, Y7
+	VPMULUDQ   Y4, Y7, Y7
+	VPSLLQ     $0x20, Y7, Y7
+	VPMULUDQ   Y4, Y5, Y5
+	VPADDQ     Y7, Y5, Y5
+	VPADDQ     Y6, Y5, Y5
+	VPCMPGTQ   Y5, Y0, Y4
+	VMOVMSKPD  Y4, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X6
+	VPMASKMOVD (AX), X6, X6
+	VPMOVZXDQ  X6, Y6
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y7
+	VPERMD     Y6, Y7, Y6
+	VPSLLQ     $0x20, Y5, Y7
+	VPOR       Y6, Y7, Y7
+	VBLENDVPD  Y4, Y7, Y5, Y5
+	VMOVDQU    Y5, 32(SP)
+	MOVQ       R13, AX
+	VMOVDQU    64(SP), Y4
+	VMOVDQU    96(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     288(SP), Y6, Y6
+	VMOVDQU    Y6, 288(SP)
+	VPSRAD     $0x18, Y10, Y6
+	VPSRAD     $0x08, Y8, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y2, Y6, Y6
+	VPADDD     288(SP), Y6, Y6
+	VMOVDQU    Y6, 288(SP)
+	VPOR       Y9, Y10, Y6
+	VPOR       Y11, Y6, Y6
+	VPOR       Y8, Y6, Y6
+	VPTEST     ansEscBit<>+0(SB), Y6
+	JZ         AnsDotStripesAvx2_noesc1
+	VPAND      ansEscBit<>+0(SB), Y9, Y6
+	VPSRLD     $0x10, Y6, Y6
+	VPAND      ansEscBit<>+0(SB), Y10, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VPOR       Y7, Y6, Y6
+	VPAND      ansEscBit<>+0(SB), Y11, Y7
+	VPOR       Y7, Y6, Y6
+	VPAND      ansEscBit<>+0(SB), Y8, Y7
+	VPSLLD     $0x08, Y7, Y7
+	VPOR       Y7, Y6, Y6
+	VPERMQ     $0xd8, Y6, Y6
+	VPMOVMSKB  Y6, R11
+
+AnsDotStripesAvx2_esc1:
+	BSFL R11, SI
+	MOVQ R9, R12
+	SHLQ $0x08, R12
+	ADDQ $0x00000020, R12
+	ADDQ SI, R12
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotStripesAvx2_toomany
+	MOVQ esc+48(FP), SI
+	MOVL R12, (SI)(DX*4)
+	INCQ DX
+	MOVL R11, SI
+	DECL SI
+	ANDL SI, R11
+	JNZ  AnsDotStripesAvx2_esc1
+
+AnsDotStripesAvx2_noesc1:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y6
+	VPSRLD     $0x08, Y10, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y6, Y7, Y7
+	VPSRLD     $0x08, Y9, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y10, Y9
+	VPMULLD    Y6, Y9, Y9
+	VPAND      ansMaskFF<>+0(SB), Y11, Y6
+	VPSRLD     $0x08, Y8, Y10
+	VPAND      ansMaskFF<>+0(SB), Y10, Y10
+	VPMULLD    Y6, Y10, Y10
+	VPSRLD     $0x08, Y11, Y11
+	VPAND      ansMaskFF<>+0(SB), Y11, Y11
+	VPADDD     Y11, Y10, Y10
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y9, Y8, Y8
+	VPMULLD    Y9, Y10, Y10
+	VPADDD     Y7, Y10, Y10
+	VPUNPCKLDQ Y8, Y8, Y6
+	VPUNPCKLDQ Y1, Y10, Y7
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y9
+	VPMULUDQ   Y6, Y9, Y9
+	VPSLLQ     $0x20, Y9, Y9
+	VPMULUDQ   Y6, Y4, Y4
+	VPADDQ     Y9, Y4, Y4
+	VPADDQ     Y7, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y6
+	VMOVMSKPD  Y6, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X7
+	VPMASKMOVD (AX), X7, X7
+	VPMOVZXDQ  X7, Y7
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y9
+	VPERMD     Y7, Y9, Y7
+	VPSLLQ     $0x20, Y4, Y9
+	VPOR       Y7, Y9, Y9
+	VBLENDVPD  Y6, Y9, Y4, Y4
+	VMOVDQU    Y4, 64(SP)
+	MOVQ       R13, AX
+	VPUNPCKHDQ Y8, Y8, Y4
+	VPUNPCKHDQ Y1, Y10, Y6
+	VPSRLQ     $0x1c, Y5, Y5
+	VPSRLQ     $0x20, Y5, Y7
+	VPMULUDQ   Y4, Y7, Y7
+	VPSLLQ     $0x20, Y7, Y7
+	VPMULUDQ   Y4, Y5, Y5
+	VPADDQ     Y7, Y5, Y5
+	VPADDQ     Y6, Y5, Y5
+	VPCMPGTQ   Y5, Y0, Y4
+	VMOVMSKPD  Y4, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X6
+	VPMASKMOVD (AX), X6, X6
+	VPMOVZXDQ  X6, Y6
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y7
+	VPERMD     Y6, Y7, Y6
+	VPSLLQ     $0x20, Y5, Y7
+	VPOR       Y6, Y7, Y7
+	VBLENDVPD  Y4, Y7, Y5, Y5
+	VMOVDQU    Y5, 96(SP)
+	MOVQ       R13, AX
+	VMOVDQU    128(SP), Y4
+	VMOVDQU    160(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     320(SP), Y6, Y6
+	VMOVDQU    Y6, 320(SP)
+	VPSRAD     $0x18, Y10, Y6
+	VPSRAD     $0x08, Y8, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y2, Y6, Y6
+	VPADDD     320(SP), Y6, Y6
+	VMOVDQU    Y6, 320(SP)
+	VPOR       Y9, Y10, Y6
+	VPOR       Y11, Y6, Y6
+	VPOR       Y8, Y6, Y6
+	VPTEST     ansEscBit<>+0(SB), Y6
+	JZ         AnsDotStripesAvx2_noesc2
+	VPAND      ansEscBit<>+0(SB), Y9, Y6
+	VPSRLD     $0x10, Y6, Y6
+	VPAND      ansEscBit<>+0(SB), Y10, Y7
+	VPSRLD     $0x08, Y7, Y7
+	VPOR       Y7, Y6, Y6
+	VPAND      ansEscBit<>+0(SB), Y11, Y7
+	VPOR       Y7, Y6, Y6
+	VPAND      ansEscBit<>+0(SB), Y8, Y7
+	VPSLLD     $0x08, Y7, Y7
+	VPOR       Y7, Y6, Y6
+	VPERMQ     $0xd8, Y6, Y6
+	VPMOVMSKB  Y6, R11
+
+AnsDotStripesAvx2_esc2:
+	BSFL R11, DI
+	MOVQ R9, R12
+	SHLQ $0x08, R12
+	ADDQ $0x00000040, R12
+	ADDQ DI, R12
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotStripesAvx2_toomany
+	MOVQ esc+48(FP), DI
+	MOVL R12, (DI)(DX*4)
+	INCQ DX
+	MOVL R11, DI
+	DECL DI
+	ANDL DI, R11
+	JNZ  AnsDotStripesAvx2_esc2
+
+AnsDotStripesAvx2_noesc2:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y6
+	VPSRLD     $0x08, Y10, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y6, Y7, Y7
+	VPSRLD     $0x08, Y9, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y10, Y9
+	VPMULLD    Y6, Y9, Y9
+	VPAND      ansMaskFF<>+0(SB), Y11, Y6
+	VPSRLD     $0x08, Y8, Y10
+	VPAND      ansMaskFF<>+0(SB), Y10, Y10
+	VPMULLD    Y6, Y10, Y10
+	VPSRLD     $0x08, Y11, Y11
+	VPAND      ansMaskFF<>+0(SB), Y11, Y11
+	VPADDD     Y11, Y10, Y10
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y9, Y8, Y8
+	VPMULLD    Y9, Y10, Y10
+	VPADDD     Y7, Y10, Y10
+	VPUNPCKLDQ Y8, Y8, Y6
+	VPUNPCKLDQ Y1, Y10, Y7
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y9
+	VPMULUDQ   Y6, Y9, Y9
+	VPSLLQ     $0x20, Y9, Y9
+	VPMULUDQ   Y6, Y4, Y4
+	VPADDQ     Y9, Y4, Y4
+	VPADDQ     Y7, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y6
+	VMOVMSKPD  Y6, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X7
+	VPMASKMOVD (AX), X7, X7
+	VPMOVZXDQ  X7, Y7
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y9
+	VPERMD     Y7, Y9, Y7
+	VPSLLQ     $0x20, Y4, Y9
+	VPOR       Y7, Y9, Y9
+	VBLENDVPD  Y6, Y9, Y4, Y4
+	VMOVDQU    Y4, 128(SP)
+	MOVQ       R13, AX
+	VPUNPCKHDQ Y8, Y8, Y4
+	VPUNPCKHDQ Y1, Y10, Y6
+	VPSRLQ     $0x1c, Y5, Y5
+	VPSRLQ     $0x20, Y5, Y7
+	VPMULUDQ   Y4, Y7, Y7
+	VPSLLQ     $0x20, Y7, Y7
+	VPMULUDQ   Y4, Y5, Y5
+	VPADDQ     Y7, Y5, Y5
+	VPADDQ     Y6, Y5, Y5
+	VPCMPGTQ   Y5, Y0, Y4
+	VMOVMSKPD  Y4, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X6
+	VPMASKMOVD (AX), X6, X6
+	VPMOVZXDQ  X6, Y6
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y7
+	VPERMD     Y6, Y7, Y6
+	VPSLLQ     $0x20, Y5, Y7
+	VPOR       Y6, Y7, Y7
+	VBLENDVPD  Y4, Y7, Y5, Y5
+	VMOVDQU    Y5, 160(SP)
+	MOVQ       R13, AX
+	VMOVDQU    192(SP), Y4
+	VMOVDQU    224(SP), Y5
+	VSHUFPS    $0x88, Y5, Y4, Y6
+	VPAND      ansMask28<>+0(SB), Y6, Y6
+	VPAND      ansMask127<>+0(SB), Y6, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y9, Y9, Y9
+	VPGATHERDD Y8, (R10)(Y7*4), Y9
+	VPSRLD     $0x07, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y10, Y10, Y10
+	VPGATHERDD Y8, (R10)(Y7*4), Y10
+	VPSRLD     $0x0e, Y6, Y7
+	VPAND      ansMask127<>+0(SB), Y7, Y7
+	VPCMPEQD   Y8, Y8, Y8
+	VPXOR      Y11, Y11, Y11
+	VPGATHERDD Y8, (R10)(Y7*4), Y11
+	VPSRLD     $0x15, Y6, Y6
+	VPCMPEQD   Y7, Y7, Y7
+	VPXOR      Y8, Y8, Y8
+	VPGATHERDD Y7, (R10)(Y6*4), Y8
+	VPSRAD     $0x18, Y9, Y6
+	VPSRAD     $0x08, Y11, Y7
+	VPBLENDW   $0xaa, Y7, Y6, Y6
+	VPMADDWD   Y3, Y6, Y6
+	VPADDD     352(SP), Y6, Y6
+	VMOVDQU    Y6, 352(SP)
+	VPSRAD     $0x18, Y10, Y3
+	VPSRAD     $0x08, Y8, Y6
+	VPBLENDW   $0xaa, Y6, Y3, Y3
+	VPMADDWD   Y2, Y3, Y3
+	VPADDD     352(SP), Y3, Y3
+	VMOVDQU    Y3, 352(SP)
+	VPOR       Y9, Y10, Y2
+	VPOR       Y11, Y2, Y2
+	VPOR       Y8, Y2, Y2
+	VPTEST     ansEscBit<>+0(SB), Y2
+	JZ         AnsDotStripesAvx2_noesc3
+	VPAND      ansEscBit<>+0(SB), Y9, Y2
+	VPSRLD     $0x10, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y10, Y3
+	VPSRLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y11, Y3
+	VPOR       Y3, Y2, Y2
+	VPAND      ansEscBit<>+0(SB), Y8, Y3
+	VPSLLD     $0x08, Y3, Y3
+	VPOR       Y3, Y2, Y2
+	VPERMQ     $0xd8, Y2, Y2
+	VPMOVMSKB  Y2, R11
+
+AnsDotStripesAvx2_esc3:
+	BSFL R11, R8
+	MOVQ R9, R12
+	SHLQ $0x08, R12
+	ADDQ $0x00000060, R12
+	ADDQ R8, R12
+	CMPQ DX, escCap+56(FP)
+	JAE  AnsDotStripesAvx2_toomany
+	MOVQ esc+48(FP), R8
+	MOVL R12, (R8)(DX*4)
+	INCQ DX
+	MOVL R11, R8
+	DECL R8
+	ANDL R8, R11
+	JNZ  AnsDotStripesAvx2_esc3
+
+AnsDotStripesAvx2_noesc3:
+	VPAND      ansMaskFF<>+0(SB), Y9, Y2
+	VPSRLD     $0x08, Y10, Y3
+	VPAND      ansMaskFF<>+0(SB), Y3, Y3
+	VPMULLD    Y2, Y3, Y3
+	VPSRLD     $0x08, Y9, Y6
+	VPAND      ansMaskFF<>+0(SB), Y6, Y6
+	VPADDD     Y6, Y3, Y3
+	VPAND      ansMaskFF<>+0(SB), Y10, Y6
+	VPMULLD    Y2, Y6, Y6
+	VPAND      ansMaskFF<>+0(SB), Y11, Y2
+	VPSRLD     $0x08, Y8, Y7
+	VPAND      ansMaskFF<>+0(SB), Y7, Y7
+	VPMULLD    Y2, Y7, Y7
+	VPSRLD     $0x08, Y11, Y9
+	VPAND      ansMaskFF<>+0(SB), Y9, Y9
+	VPADDD     Y9, Y7, Y7
+	VPAND      ansMaskFF<>+0(SB), Y8, Y8
+	VPMULLD    Y2, Y8, Y8
+	VPMULLD    Y6, Y8, Y8
+	VPMULLD    Y6, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPUNPCKLDQ Y8, Y8, Y2
+	VPUNPCKLDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y4, Y4
+	VPSRLQ     $0x20, Y4, Y6
+	VPMULUDQ   Y2, Y6, Y6
+	VPSLLQ     $0x20, Y6, Y6
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y6, Y4, Y4
+	VPADDQ     Y3, Y4, Y4
+	VPCMPGTQ   Y4, Y0, Y2
+	VMOVMSKPD  Y2, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y6
+	VPERMD     Y3, Y6, Y3
+	VPSLLQ     $0x20, Y4, Y6
+	VPOR       Y3, Y6, Y6
+	VBLENDVPD  Y2, Y6, Y4, Y4
+	VMOVDQU    Y4, 192(SP)
+	MOVQ       R13, AX
+	VPUNPCKHDQ Y8, Y8, Y2
+	VPUNPCKHDQ Y1, Y7, Y3
+	VPSRLQ     $0x1c, Y5, Y4
+	VPSRLQ     $0x20, Y4, Y5
+	VPMULUDQ   Y2, Y5, Y5
+	VPSLLQ     $0x20, Y5, Y5
+	VPMULUDQ   Y2, Y4, Y4
+	VPADDQ     Y5, Y4, Y4
+	VPADDQ     Y3, Y4, Y5
+	VPCMPGTQ   Y5, Y0, Y2
+	VMOVMSKPD  Y2, R11
+	POPCNTL    R11, R12
+	LEAQ       (AX)(R12*4), R13
+	CMPQ       R13, CX
+	JA         AnsDotStripesAvx2_exhausted
+	SHLL       $0x04, R12
+	LEAQ       ansAvx2Prefix<>+0(SB), R14
+	VMOVDQU    (R14)(R12*1), X3
+	VPMASKMOVD (AX), X3, X3
+	VPMOVZXDQ  X3, Y3
+	SHLL       $0x05, R11
+	LEAQ       ansAvx2Perm<>+0(SB), R14
+	VMOVDQU    (R14)(R11*1), Y4
+	VPERMD     Y3, Y4, Y3
+	VPSLLQ     $0x20, Y5, Y4
+	VPOR       Y3, Y4, Y4
+	VBLENDVPD  Y2, Y4, Y5, Y5
+	VMOVDQU    Y5, 224(SP)
+	MOVQ       R13, AX
+	INCQ       R9
+	CMPQ       R9, steps+16(FP)
+	JB         AnsDotStripesAvx2_step
+	VMOVDQU    (SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    32(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    64(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    96(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    128(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    160(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    192(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	VMOVDQU    224(SP), Y1
+	VPXOR      Y0, Y1, Y1
+	VPTEST     Y1, Y1
+	JNZ        AnsDotStripesAvx2_badstate
+	MOVQ       acc+40(FP), AX
+	VPERMQ     $0xd8, 256(SP), Y0
+	VMOVDQU    Y0, (AX)
+	VPERMQ     $0xd8, 288(SP), Y0
+	VMOVDQU    Y0, 32(AX)
+	VPERMQ     $0xd8, 320(SP), Y0
+	VMOVDQU    Y0, 64(AX)
+	VPERMQ     $0xd8, 352(SP), Y0
+	VMOVDQU    Y0, 96(AX)
+	MOVQ       DX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesAvx2_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesAvx2_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesAvx2_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
 // func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 // Requires: AVX512BW, AVX512F, MMX+
 TEXT ·CbPsumF16B4M1Avx512(SB), NOSPLIT, $0-80

@@ -15,7 +15,11 @@ import (
 // ansRequires is what the AnsDot kernels need.
 var ansRequires = []string{"AVX", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VBMI", "AVX512VNNI", "BMI1", "BMI2", "POPCNT"}
 
-func ansKernelOK(b *Backend) bool { return b.set.isa == AVX512VNNI && hasAll(ansRequires) }
+// ansKernelOK reports whether MulANS has a SIMD decoder: AVX-512 for the
+// avx512vnni kernel set, AVX2 for the avx2 and avxvnni sets.
+func ansKernelOK(b *Backend) bool { return ans512OK(b) || ansAVX2OK(b) }
+
+func ans512OK(b *Backend) bool { return b.set.isa == AVX512VNNI && hasAll(ansRequires) }
 
 // ansTables returns the AnsDot kernels' four digit tables.
 func ansTables(md *ans.Model) *[512]byte {
@@ -133,8 +137,11 @@ var ansMadd = func() bool {
 	return cpuid.CPU.VendorID == cpuid.Intel
 }()
 
-// mulANSSIMD runs the AVX-512 decoder over units in parallel.
+// mulANSSIMD runs the AVX-512 (or AVX2) decoder over units in parallel.
 func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
+	if !ans512OK(b) {
+		return b.mulANSAVX2(m, v, y)
+	}
 	if err := m.CheckOffsets(); err != nil { // read-only: multiplies may run concurrently
 		return err
 	}

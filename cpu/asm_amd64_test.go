@@ -117,6 +117,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 			}
 		}
 	}
+	for _, f := range ansAVX2Funcs {
+		check("ans avx2", funcName(f), ansAVX2Requires)
+	}
 	for isa, ck := range cbSets {
 		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
 		for _, k := range ck.table16 {

@@ -117,6 +117,7 @@ func main() {
 			ansDot(true, units, madd)
 		}
 	}
+	ansDotsAVX2()
 	for _, b := range []int{4, 6, 8} {
 		for _, m := range []int{1, 2} {
 			cbPsumF16(b, m)
