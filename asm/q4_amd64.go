@@ -2287,6 +2287,21 @@ func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 //go:noescape
 func Int8GemvAvx512(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)
 
+// Int8GemvAvx2 computes, with AVX2, for quads groups of 4 rows (row r at
+// w + r*stride), out[r] = sum_{c < 32*n32} int32(x[c]) * int32(w[r][c]) with x
+// the activations sign-extended to int16 (VPMOVSXBW + VPMADDWD: exact, no
+// saturation). It is the assembly form of this Go loop (cpu.dotInt8 is
+// the reference):
+//
+//	for r := 0; r < 4*quads; r++ {
+//		out[r] = dotInt8(w[r*stride:r*stride+32*n32], v)
+//	}
+//
+// Preconditions: n32 >= 1, quads >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
+
 // AnsDotRowsX1Avx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
 // steps quads of each of its 32 coders exactly as the generic decoder does,

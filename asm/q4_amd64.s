@@ -26888,6 +26888,80 @@ Int8GemvAvx512_c:
 	VZEROUPPER
 	RET
 
+// func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
+// Requires: AVX, AVX2
+TEXT ·Int8GemvAvx2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), AX
+	MOVQ x+16(FP), CX
+	MOVQ stride+8(FP), DX
+	MOVQ out+40(FP), BX
+	MOVQ quads+32(FP), SI
+
+Int8GemvAvx2_quad:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  AX, DI
+	LEAQ  (DI)(DX*1), R8
+	LEAQ  (R8)(DX*1), R9
+	LEAQ  (R9)(DX*1), R10
+	MOVQ  CX, R11
+	MOVQ  n32+24(FP), R12
+
+Int8GemvAvx2_c:
+	VMOVDQU      (R11), Y4
+	VMOVDQU      32(R11), Y5
+	VPMOVSXBW    (DI), Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y0, Y0
+	VPMOVSXBW    16(DI), Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y0, Y0
+	ADDQ         $0x00000020, DI
+	VPMOVSXBW    (R8), Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	VPMOVSXBW    16(R8), Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	ADDQ         $0x00000020, R8
+	VPMOVSXBW    (R9), Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVSXBW    16(R9), Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	ADDQ         $0x00000020, R9
+	VPMOVSXBW    (R10), Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	VPMOVSXBW    16(R10), Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	ADDQ         $0x00000020, R10
+	ADDQ         $0x00000040, R11
+	DECQ         R12
+	JNZ          Int8GemvAvx2_c
+	VPUNPCKLDQ   Y1, Y0, Y4
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPADDD       Y4, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y1, Y2, Y2
+	VPUNPCKLQDQ  Y2, Y0, Y1
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPADDD       X1, X0, X1
+	VMOVDQU      X1, (BX)
+	LEAQ         (AX)(DX*4), AX
+	ADDQ         $0x00000010, BX
+	DECQ         SI
+	JNZ          Int8GemvAvx2_quad
+	VZEROUPPER
+	RET
+
 // func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72

@@ -110,6 +110,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 	}
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
+	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)
 	for _, vs := range ansDotFuncs {
 		for _, fs := range vs {
 			for _, f := range fs {

@@ -13,15 +13,24 @@ type Int8Matrix struct {
 	rows, cols int
 	w          []int8
 	rowSum     []int32 // sums of each row's first cols/64*64 values (the VNNI kernel's correction)
-	kern       bool
+	kern       int8Kind
 }
+
+// int8Kind is the kernel an Int8Matrix multiplies with.
+type int8Kind int
+
+const (
+	int8Generic int8Kind = iota
+	int8VNNI             // Int8GemvAvx512: v+128 with VPDPBUSD, 64 columns per step
+	int8AVX2             // Int8GemvAvx2: VPMOVSXBW + VPMADDWD, 32 columns per step
+)
 
 // LoadInt8 binds a rows x cols int8 matrix (used in place).
 func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
 	if rows < 1 || cols < 1 || len(w) != rows*cols {
 		return nil, fmt.Errorf("cpu: int8 matrix: %d values for %dx%d", len(w), rows, cols)
 	}
-	m := &Int8Matrix{b: b, rows: rows, cols: cols, w: w, kern: int8KernelOK(b)}
+	m := &Int8Matrix{b: b, rows: rows, cols: cols, w: w, kern: int8KernelFor(b)}
 	m.rowSum = make([]int32, rows)
 	for r := 0; r < rows; r++ {
 		var s int32
@@ -33,9 +42,10 @@ func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
 	return m, nil
 }
 
-// Kernel names the kernel ("cpu-avx512vnni-int8" or "cpu-generic-int8").
+// Kernel names the kernel ("cpu-avx512vnni-int8", "cpu-avx2-int8",
+// "cpu-avxvnni-int8" (the AVX2 kernel) or "cpu-generic-int8").
 func (m *Int8Matrix) Kernel() string {
-	if m.kern {
+	if m.kern != int8Generic {
 		return "cpu-" + string(m.b.set.isa) + "-int8"
 	}
 	return "cpu-generic-int8"
@@ -47,28 +57,41 @@ func (m *Int8Matrix) Mul(v []int8, y []int32) error {
 		return fmt.Errorf("cpu: int8 multiply: v %d, y %d, want %d, %d", len(v), len(y), m.cols, m.rows)
 	}
 	var xu []uint8
-	if m.kern {
+	var xw []int16
+	tile := 0
+	switch m.kern {
+	case int8VNNI:
+		tile = 64
 		xu = make([]uint8, m.cols)
 		for i, x := range v {
 			xu[i] = uint8(int16(x) + 128)
 		}
+	case int8AVX2:
+		tile = 32
+		xw = make([]int16, m.cols)
+		for i, x := range v {
+			xw[i] = int16(x)
+		}
 	}
 	return m.b.parallelFor(m.rows/4+1, 16, func(q0, q1 int) error {
 		r0, r1 := 4*q0, min(4*q1, m.rows)
-		c64 := 0
-		if m.kern && r1-r0 >= 4 && m.cols >= 64 {
+		if tile > 0 && r1-r0 >= 4 && m.cols >= tile {
 			quads := (r1 - r0) / 4
-			c64 = m.cols / 64 * 64
-			int8Kernel(m.w[r0*m.cols:], m.cols, xu, c64/64, quads, y[r0:])
-			for r := r0; r < r0+4*quads; r++ {
-				y[r] -= 128 * m.rowSum[r]
+			ct := m.cols / tile * tile
+			if m.kern == int8VNNI {
+				int8Kernel(m.w[r0*m.cols:], m.cols, xu, ct/64, quads, y[r0:])
+				for r := r0; r < r0+4*quads; r++ {
+					y[r] -= 128 * m.rowSum[r]
+				}
+			} else {
+				int8KernelAVX2(m.w[r0*m.cols:], m.cols, xw, ct/32, quads, y[r0:])
 			}
 			for r := r0 + 4*quads; r < r1; r++ { // rows left over
 				y[r] = dotInt8(m.w[r*m.cols:(r+1)*m.cols], v)
 			}
-			if c64 < m.cols {
+			if ct < m.cols {
 				for r := r0; r < r0+4*quads; r++ {
-					y[r] += dotInt8(m.w[r*m.cols+c64:(r+1)*m.cols], v[c64:])
+					y[r] += dotInt8(m.w[r*m.cols+ct:(r+1)*m.cols], v[ct:])
 				}
 			}
 			return nil

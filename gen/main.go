@@ -111,6 +111,7 @@ func main() {
 	cbPsum64(1)
 	cbPsum64(2)
 	int8Gemv()
+	int8GemvAVX2()
 	for _, madd := range []bool{false, true} {
 		for _, units := range []int{1, 2} {
 			ansDot(false, units, madd)
