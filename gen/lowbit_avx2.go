@@ -247,20 +247,7 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))
 
-	VMOVUPS(accRow, Mem{Base: param("out")})
-	bump("out", U32(32))
-	t := param("stride")
-	IMUL3Q(U32(s.R), t, t)
-	bump("w", t)
-	m := param("chunks")
-	IMUL3Q(U32(metaBlock), m, m)
-	bump("meta", m)
-	nt := param("ntiles")
-	DECQ(nt)
-	Store(nt, Param("ntiles"))
-	JNZ(LabelRef(name + "_tile"))
-	VZEROUPPER()
-	RET()
+	tileEnd(name, accRow, s.R, metaBlock)
 }
 
 // bitsYMMReduce sums the rows' int32 vectors into lane i*nu + u (row i,

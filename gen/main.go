@@ -1209,12 +1209,12 @@ func sparseA8AVX512(sub int) {
 		})
 }
 
-// tileEnd ends a low-bit A8 kernel's tile: it stores the 16 lanes of
-// accRow at "out", moves w R rows down and meta past this tile's chunks
-// (metaBlock bytes each), and loops while tiles remain.
+// tileEnd ends a low-bit A8 kernel's tile: it stores accRow (a ZMM or
+// YMM of results) at "out", moves w R rows down and meta past this tile's
+// chunks (metaBlock bytes each), and loops while tiles remain.
 func tileEnd(name string, accRow VecVirtual, R, metaBlock int) {
 	VMOVUPS(accRow, Mem{Base: param("out")})
-	bump("out", U32(64))
+	bump("out", U32(accRow.Size()))
 	t := param("stride")
 	IMUL3Q(U32(R), t, t)
 	bump("w", t)
