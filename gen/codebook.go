@@ -810,15 +810,49 @@ func int8Gemv() {
 		"",
 		"Preconditions: n64 >= 1, quads >= 1.",
 	)
+	int8Quads(name, "n64", ZMM, func(a VecVirtual) { VPXORD(a, a, a) },
+		func(rows [4]GPVirtual, xp GPVirtual, acc [4]VecVirtual) {
+			xv := ZMM()
+			VMOVDQU8(Mem{Base: xp}, xv)
+			for k := 0; k < 4; k++ {
+				VPDPBUSD(Mem{Base: rows[k]}, xv, acc[k])
+				ADDQ(U32(64), rows[k])
+			}
+		},
+		func(acc [4]VecVirtual, op GPVirtual) {
+			for k := 0; k < 4; k++ {
+				y := YMM()
+				VEXTRACTI64X4(U8(1), acc[k], y)
+				VPADDD(y, acc[k].AsY(), y)
+				xx := XMM()
+				VEXTRACTI128(U8(1), y, xx)
+				VPADDD(xx, y.AsX(), xx)
+				t := XMM()
+				VPSHUFD(U8(0x4e), xx, t)
+				VPADDD(t, xx, xx)
+				VPSHUFD(U8(0xb1), xx, t)
+				VPADDD(t, xx, xx)
+				VMOVD(xx, Mem{Base: op, Disp: 4 * k})
+			}
+		})
+}
+
+// int8Quads emits the loop both int8 GEMV kernels share: for each group
+// of 4 rows (w, w+stride, ...), accumulators made by newAcc and cleared by
+// zero, the n-parameter's count of column steps (step consumes 64 bytes
+// of x and advances the row pointers), then store writes the 4 sums at
+// out; w moves 4 rows down and out 16 bytes.
+func int8Quads(name, nParam string, newAcc func() VecVirtual, zero func(VecVirtual),
+	step func(rows [4]GPVirtual, xp GPVirtual, acc [4]VecVirtual), store func(acc [4]VecVirtual, op GPVirtual)) {
 	wp, xp0 := param("w"), param("x")
 	stride := param("stride")
 	op := param("out")
 	q := param("quads")
 	Label(name + "_quad")
 	{
-		acc := [4]VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		acc := [4]VecVirtual{newAcc(), newAcc(), newAcc(), newAcc()}
 		for _, a := range acc {
-			VPXORD(a, a, a)
+			zero(a)
 		}
 		rows := [4]GPVirtual{GP64(), GP64(), GP64(), GP64()}
 		MOVQ(wp, rows[0])
@@ -827,31 +861,13 @@ func int8Gemv() {
 		}
 		xp := GP64()
 		MOVQ(xp0, xp)
-		n := param("n64")
+		n := param(nParam)
 		Label(name + "_c")
-		xv := ZMM()
-		VMOVDQU8(Mem{Base: xp}, xv)
-		for k := 0; k < 4; k++ {
-			VPDPBUSD(Mem{Base: rows[k]}, xv, acc[k])
-			ADDQ(U32(64), rows[k])
-		}
+		step(rows, xp, acc)
 		ADDQ(U32(64), xp)
 		DECQ(n)
 		JNZ(LabelRef(name + "_c"))
-		for k := 0; k < 4; k++ {
-			y := YMM()
-			VEXTRACTI64X4(U8(1), acc[k], y)
-			VPADDD(y, acc[k].AsY(), y)
-			xx := XMM()
-			VEXTRACTI128(U8(1), y, xx)
-			VPADDD(xx, y.AsX(), xx)
-			t := XMM()
-			VPSHUFD(U8(0x4e), xx, t)
-			VPADDD(t, xx, xx)
-			VPSHUFD(U8(0xb1), xx, t)
-			VPADDD(t, xx, xx)
-			VMOVD(xx, Mem{Base: op, Disp: 4 * k})
-		}
+		store(acc, op)
 		LEAQ(Mem{Base: wp, Index: stride, Scale: 4}, wp)
 		ADDQ(U32(16), op)
 		DECQ(q)

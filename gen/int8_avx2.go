@@ -37,53 +37,29 @@ func int8GemvAVX2() {
 		"",
 		"Preconditions: n32 >= 1, quads >= 1; pointers cover what is read or written.",
 	)
-	wp, xp0 := param("w"), param("x")
-	stride := param("stride")
-	op := param("out")
-	q := param("quads")
-	Label(name + "_quad")
-	{
-		acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
-		for _, a := range acc {
-			VPXOR(a, a, a)
-		}
-		rows := [4]GPVirtual{GP64(), GP64(), GP64(), GP64()}
-		MOVQ(wp, rows[0])
-		for k := 1; k < 4; k++ {
-			LEAQ(Mem{Base: rows[k-1], Index: stride, Scale: 1}, rows[k])
-		}
-		xp := GP64()
-		MOVQ(xp0, xp)
-		n := param("n32")
-		Label(name + "_c")
-		xv := [2]VecVirtual{YMM(), YMM()}
-		VMOVDQU(Mem{Base: xp}, xv[0])
-		VMOVDQU(Mem{Base: xp, Disp: 32}, xv[1])
-		for k := 0; k < 4; k++ {
-			for h := 0; h < 2; h++ {
-				t := YMM()
-				VPMOVSXBW(Mem{Base: rows[k], Disp: 16 * h}, t)
-				VPMADDWD(xv[h], t, t)
-				VPADDD(t, acc[k], acc[k])
+	int8Quads(name, "n32", YMM, func(a VecVirtual) { VPXOR(a, a, a) },
+		func(rows [4]GPVirtual, xp GPVirtual, acc [4]VecVirtual) {
+			xv := [2]VecVirtual{YMM(), YMM()}
+			VMOVDQU(Mem{Base: xp}, xv[0])
+			VMOVDQU(Mem{Base: xp, Disp: 32}, xv[1])
+			for k := 0; k < 4; k++ {
+				for h := 0; h < 2; h++ {
+					t := YMM()
+					VPMOVSXBW(Mem{Base: rows[k], Disp: 16 * h}, t)
+					VPMADDWD(xv[h], t, t)
+					VPADDD(t, acc[k], acc[k])
+				}
+				ADDQ(U32(32), rows[k])
 			}
-			ADDQ(U32(32), rows[k])
-		}
-		ADDQ(U32(64), xp)
-		DECQ(n)
-		JNZ(LabelRef(name + "_c"))
-		regs := []Register{acc[0], acc[1], acc[2], acc[3]}
-		addD := func(a, b, c Op) { VPADDD(a, b, c) }
-		ymm := func() Register { return YMM() }
-		s := pairLevel(pairLevel(regs, false, addD, ymm), true, addD, ymm)[0].(VecVirtual)
-		hi := XMM()
-		VEXTRACTI128(U8(1), s, hi)
-		VPADDD(hi, s.AsX(), hi)
-		VMOVDQU(hi, Mem{Base: op})
-		LEAQ(Mem{Base: wp, Index: stride, Scale: 4}, wp)
-		ADDQ(U32(16), op)
-		DECQ(q)
-		JNZ(LabelRef(name + "_quad"))
-	}
-	VZEROUPPER()
-	RET()
+		},
+		func(acc [4]VecVirtual, op GPVirtual) {
+			regs := []Register{acc[0], acc[1], acc[2], acc[3]}
+			addD := func(a, b, c Op) { VPADDD(a, b, c) }
+			ymm := func() Register { return YMM() }
+			s := pairLevel(pairLevel(regs, false, addD, ymm), true, addD, ymm)[0].(VecVirtual)
+			hi := XMM()
+			VEXTRACTI128(U8(1), s, hi)
+			VPADDD(hi, s.AsX(), hi)
+			VMOVDQU(hi, Mem{Base: op})
+		})
 }
