@@ -343,17 +343,31 @@ func ansMadd(fb, ob VecVirtual) (F, rank VecVirtual) {
 	return F, rank
 }
 
-var ansConsts = map[string]Mem{}
-
 // ansConst returns a 64-byte read-only vector of the qword q repeated.
 func ansConst(name string, q uint64) Mem {
-	if m, ok := ansConsts[name]; ok {
+	return rodata(name, 8, 8, func(int) uint64 { return q })
+}
+
+var rodataTables = map[string]Mem{}
+
+// rodata returns the read-only table name of count elements of width
+// bytes (1, 4 or 8), element i being val(i), emitted once however often
+// kernels ask for it.
+func rodata(name string, count, width int, val func(i int) uint64) Mem {
+	if m, ok := rodataTables[name]; ok {
 		return m
 	}
 	m := GLOBL(name, RODATA|NOPTR)
-	for i := 0; i < 8; i++ {
-		DATA(8*i, U64(q))
+	for i := 0; i < count; i++ {
+		switch v := val(i); width {
+		case 1:
+			DATA(i, U8(uint8(v)))
+		case 4:
+			DATA(4*i, U32(uint32(v)))
+		default:
+			DATA(8*i, U64(v))
+		}
 	}
-	ansConsts[name] = m
+	rodataTables[name] = m
 	return m
 }

@@ -337,19 +337,9 @@ func ansAVX2Tables() (perm, pre Mem) {
 	return *ansAVX2Perm, *ansAVX2Pre
 }
 
-var ansAVX2Consts = map[string]Mem{}
-
 // ansAVX2Const returns a 32-byte read-only vector of the dword d repeated.
 func ansAVX2Const(name string, d uint32) Mem {
-	if m, ok := ansAVX2Consts[name]; ok {
-		return m
-	}
-	m := GLOBL(name, RODATA|NOPTR)
-	for i := 0; i < 8; i++ {
-		DATA(4*i, U32(d))
-	}
-	ansAVX2Consts[name] = m
-	return m
+	return rodata(name, 8, 4, func(int) uint64 { return uint64(d) })
 }
 
 // ansDotsAVX2 emits the AVX2 decoders of both layouts.

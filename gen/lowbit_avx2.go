@@ -29,18 +29,8 @@ import (
 
 // lowConst returns the read-only 32-byte table name filled by fill (made
 // once).
-var lowConsts = map[string]Mem{}
-
 func lowConst(name string, fill func(i int) byte) Mem {
-	if m, ok := lowConsts[name]; ok {
-		return m
-	}
-	m := GLOBL(name, RODATA|NOPTR)
-	for i := 0; i < 32; i++ {
-		DATA(i, U8(fill(i)))
-	}
-	lowConsts[name] = m
-	return m
+	return rodata(name, 32, 1, func(i int) uint64 { return uint64(fill(i)) })
 }
 
 // bitsYMMShape is the shape of one YMM Bits A8 kernel.
