@@ -136,16 +136,7 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
-	Label(name + "_tile")
-	accRow := YMM()
-	VPXOR(accRow, accRow, accRow)
-	pf := param("stride")
-	IMUL3Q(U32(s.R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
-	Label(name + "_chunk")
-	{
+	tileChunks(name, s.R, metaBlock, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap := GP64()
 		IMUL3Q(U32(actChunk), k, ap)
 		ADDQ(param("act"), ap)
@@ -231,13 +222,7 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 				VADDPS(t, accRow, accRow)
 			}
 		}
-	}
-	ADDQ(U32(128*s.R), pf)
-	INCQ(k)
-	CMPQ(k, param("chunks"))
-	JB(LabelRef(name + "_chunk"))
-
-	tileEnd(name, accRow, s.R, metaBlock)
+	})
 }
 
 // bitsYMMReduce sums the rows' int32 vectors into lane i*nu + u (row i,

@@ -1054,16 +1054,7 @@ func bitsA8AVX512(n, sub int) {
 func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
 	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
-	Label(name + "_tile")
-	accRow := ZMM()
-	VPXORD(accRow, accRow, accRow)
-	pf := param("stride")
-	IMUL3Q(U32(R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
-	Label(name + "_chunk")
-	{
+	tileChunks(name, R, metaBlock, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		acc := make([]VecVirtual, 16)
 		for i := range acc {
 			acc[i] = ZMM()
@@ -1103,7 +1094,25 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 				VADDPS(t, accRow, accRow)
 			}
 		}
-	}
+	})
+}
+
+// tileChunks emits the tile and chunk loops of the low-bit A8 kernels:
+// per tile of R rows a row accumulator (newAcc, cleared by zero), pf at
+// the next tile's rows (w + R*stride, for prefetching), and per chunk k
+// (0 .. chunks-1) the body, after which pf moves one 128-byte chunk of R
+// rows on; tileEnd stores the accumulator and loops over the tiles.
+func tileChunks(name string, R, metaBlock int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual)) {
+	Label(name + "_tile")
+	accRow := newAcc()
+	zero(accRow)
+	pf := param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_chunk")
+	body(k, pf, accRow)
 	ADDQ(U32(128*R), pf)
 	INCQ(k)
 	CMPQ(k, param("chunks"))

@@ -102,16 +102,7 @@ func sparseA8YMM(U int, mode a8Mode) {
 		}
 	}
 
-	Label(name + "_tile")
-	accRow := YMM()
-	VPXOR(accRow, accRow, accRow)
-	pf := param("stride")
-	IMUL3Q(U32(R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
-	Label(name + "_chunk")
-	{
+	tileChunks(name, R, metaBlock, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap := GP64()
 		IMUL3Q(U32(actChunk), k, ap)
 		ADDQ(param("act"), ap)
@@ -197,11 +188,5 @@ func sparseA8YMM(U int, mode a8Mode) {
 			VPERMPS(f, p, t)
 			VADDPS(t, accRow, accRow)
 		}
-	}
-	ADDQ(U32(128*R), pf)
-	INCQ(k)
-	CMPQ(k, param("chunks"))
-	JB(LabelRef(name + "_chunk"))
-
-	tileEnd(name, accRow, R, metaBlock)
+	})
 }
