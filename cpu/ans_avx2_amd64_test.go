@@ -89,34 +89,10 @@ func TestANSCorruptAVX2(t *testing.T) {
 	if be.ANSKernel() != "cpu-avx2-ans" {
 		t.Fatalf("ANS kernel %s, want cpu-avx2-ans", be.ANSKernel())
 	}
-	w := matvans.Draw(rng, 64*512, 4)
-	v := matvans.Draw(rng, 512, 30)
-	y := make([]int32, 64)
-	for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
-		m, err := ans.Encode(w, 64, 512, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		errs := 0
-		for trial := 0; trial < 200; trial++ {
-			c := *m
-			c.Words = append([]uint32(nil), m.Words...)
-			c.Words[rng.IntN(len(c.Words))] ^= 1 << rng.IntN(32)
-			if err := be.MulANS(&c, v, y); err != nil {
-				errs++
-			}
-		}
-		if errs < 100 {
-			t.Errorf("%s: only %d of 200 single-bit corruptions detected", l, errs)
-		}
-		c := *m
-		c.Words = c.Words[:len(c.Words)-128]
-		if err := be.MulANS(&c, v, y); err == nil {
-			t.Errorf("%s: truncated words accepted", l)
-		}
+	checkANSCorrupt(t, be, rng, func(l ans.Layout, m *ans.Matrix, v []int8) {
 		// Every unit cut to its states plus one word: the kernel must stop
 		// at the unit's end (stream exhausted), never read the next unit.
-		c = *m
+		c := *m
 		c.Offsets = append([]uint64(nil), m.Offsets...)
 		for u := 0; u+1 < len(c.Offsets); u++ {
 			tab := ansAVX2Table(&c.Model)
@@ -130,7 +106,7 @@ func TestANSCorruptAVX2(t *testing.T) {
 				t.Fatalf("%s unit %d: truncated unit returned %d", l, u, got)
 			}
 		}
-	}
+	})
 }
 
 func asmFuncAVX2(l ans.Layout) func(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int {

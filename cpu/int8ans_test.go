@@ -83,6 +83,14 @@ func TestANSCorruptSIMD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkANSCorrupt(t, be, rng, nil)
+}
+
+// checkANSCorrupt encodes one matrix in each layout and requires be's
+// MulANS to detect at least 100 of 200 single-bit flips and a truncated
+// stream; more, if not nil, runs further checks on each encoding.
+func checkANSCorrupt(t *testing.T, be *Backend, rng *rand.Rand, more func(l ans.Layout, m *ans.Matrix, v []int8)) {
+	t.Helper()
 	w := matvans.Draw(rng, 64*512, 4)
 	v := matvans.Draw(rng, 512, 30)
 	y := make([]int32, 64)
@@ -110,6 +118,9 @@ func TestANSCorruptSIMD(t *testing.T) {
 		c.Words = c.Words[:len(c.Words)-128]
 		if err := be.MulANS(&c, v, y); err == nil {
 			t.Errorf("%s: truncated words accepted", l)
+		}
+		if more != nil {
+			more(l, m, v)
 		}
 	}
 }
