@@ -245,58 +245,17 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 	if tile == "" {
 		return mx.floatKernel("f16", batch), xp, nil, nil
 	}
-	// xr: for each step unit u (Q4G128: group and k-step; Bits: chunk,
-	// word and block), the 8*NT vectors' four lanes' four columns, in the
-	// order a warp's fragment load reads them (see kernels.cu).
-	xr := make([]layout.FP16, len(xp))
-	put4 := func(u, v, t int, src []layout.FP16, c0 int, cols [4]int) {
-		o := ((u*nv+v)*4 + t) * 4
-		for i, c := range cols {
-			xr[o+i] = src[c0+c]
-		}
+	// xr: in the order a warp's fragment loads read them (gpuhost.MMAOrder)
+	n := 0
+	if mx.f == fmtBits {
+		n = mx.n
 	}
-	if mx.f == fmtQ4 {
-		for v := 0; v < batch; v++ {
-			src := xp[v*pc : (v+1)*pc]
-			for gg := 0; gg < pc/128; gg++ {
-				for st := 0; st < 8; st++ {
-					cols := [4]int{0, 4, 1, 5}
-					if st%2 == 1 {
-						cols = [4]int{2, 6, 3, 7}
-					}
-					for t := 0; t < 4; t++ {
-						put4(gg*8+st, v, t, src, gg*128+32*t+8*(st/2), cols)
-					}
-				}
-			}
-		}
+	xr, xsum, err := gpuhost.MMAOrder(n, xp, batch, pc, nv)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if n == 0 {
 		return "q4g128" + tile, xr, nil, nil
-	}
-	n := mx.n
-	e := 32 * (32 / n)
-	gpc := e / 128
-	for v := 0; v < batch; v++ {
-		src := xp[v*pc : (v+1)*pc]
-		for k := 0; k < pc/e; k++ {
-			for jj := 0; jj < 8; jj++ {
-				for q := 0; q < gpc; q++ {
-					planes := [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
-					if n == 8 {
-						planes = [4]int{3, 2, 1, 0}
-					}
-					for t := 0; t < 4; t++ {
-						j := 8*t + jj
-						put4((k*8+jj)*gpc+q, v, t, src, k*e+j, [4]int{32 * planes[0], 32 * planes[1], 32 * planes[2], 32 * planes[3]})
-					}
-				}
-			}
-		}
-	}
-	xsum := make([]float32, nv*(pc/128))
-	for v := 0; v < batch; v++ {
-		for c, h := range xp[v*pc : (v+1)*pc] {
-			xsum[v*(pc/128)+c/128] += h.Float32()
-		}
 	}
 	return fmt.Sprintf("bits%d%s", n, tile), xr, xsum, nil
 }

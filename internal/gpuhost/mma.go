@@ -1,0 +1,142 @@
+package gpuhost
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// MMA activation order. The tensor-core kernels (cuda/kernels.cu q4mma
+// and bitsmma; opencl/gemv.cl q4_mma and bits_mma) multiply 16 rows by
+// 8 (or 16) binary16 activation columns with mma.m16n8k16. Each lane
+// turns its own weight bytes into A fragments, so the K order of a
+// fragment is a permutation of the columns, and the activations are
+// stored in the order the lanes read their B fragments (256 contiguous
+// bytes per fragment load):
+//
+//   - Q4G128: for group gg, k-step s (word s/2 of the lane's 16 bytes,
+//     byte pair s%2), column v < nv and lane column t < 4, the four
+//     binary16 values at ((gg*8 + s)*nv + v)*4 + t (in units of four)
+//     are columns c, c+4, c+1, c+5 (s even) or c+2, c+6, c+3, c+7 (s odd)
+//     of vector v, c = gg*128 + 32t + 8(s/2).
+//   - Bits(n, g), n in {8, 4, 2}, g >= 128: for chunk k (E = 1024/n
+//     columns), word jj < 8, 128-column block q < E/128, column v and
+//     lane column t, the four values at (((k*8 + jj)*E/128 + q)*nv + v)*4
+//   - t are the columns of the k-step's two code pairs in word 8t+jj
+//     (planes 4q+3, 4q+1, 4q+2, 4q for n = 4 and 2; 3, 2, 1, 0 for n = 8).
+//
+// MMAOrder returns the activations xp (nv vectors of pc padded columns,
+// the first batch of them used; the rest must be zero) in that order.
+// n is 0 for Q4G128, else the Bits width. For Bits it also returns the
+// float32 sums of each vector's 128-column blocks (nv*pc/128 values),
+// which the kernels need for the zero points; for Q4G128 the zeros are
+// subtracted inside the fragments and xsum is nil.
+func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsum []float32, err error) {
+	if pc%128 != 0 || batch > nv || len(xp) != nv*pc {
+		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns, batch %d, %d vectors, %d values: want PCols a multiple of the chunk and nv*PCols values", pc, batch, nv, len(xp))
+	}
+	xr = make([]layout.FP16, len(xp))
+	put4 := func(u, v, t int, src []layout.FP16, c0 int, cols [4]int) {
+		o := ((u*nv+v)*4 + t) * 4
+		for i, c := range cols {
+			xr[o+i] = src[c0+c]
+		}
+	}
+	if n == 0 {
+		for v := 0; v < batch; v++ {
+			src := xp[v*pc : (v+1)*pc]
+			for gg := 0; gg < pc/128; gg++ {
+				for st := 0; st < 8; st++ {
+					cols := [4]int{0, 4, 1, 5}
+					if st%2 == 1 {
+						cols = [4]int{2, 6, 3, 7}
+					}
+					for t := 0; t < 4; t++ {
+						put4(gg*8+st, v, t, src, gg*128+32*t+8*(st/2), cols)
+					}
+				}
+			}
+		}
+		return xr, nil, nil
+	}
+	if n != 8 && n != 4 && n != 2 {
+		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d-bit codes have no tensor-core kernel", n)
+	}
+	e := 32 * (32 / n)
+	if pc%e != 0 {
+		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns are not whole %d-column chunks", pc, e)
+	}
+	gpc := e / 128
+	for v := 0; v < batch; v++ {
+		src := xp[v*pc : (v+1)*pc]
+		for k := 0; k < pc/e; k++ {
+			for jj := 0; jj < 8; jj++ {
+				for q := 0; q < gpc; q++ {
+					planes := [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
+					if n == 8 {
+						planes = [4]int{3, 2, 1, 0}
+					}
+					for t := 0; t < 4; t++ {
+						j := 8*t + jj
+						put4((k*8+jj)*gpc+q, v, t, src, k*e+j, [4]int{32 * planes[0], 32 * planes[1], 32 * planes[2], 32 * planes[3]})
+					}
+				}
+			}
+		}
+	}
+	xsum = make([]float32, nv*(pc/128))
+	for v := 0; v < batch; v++ {
+		for c, h := range xp[v*pc : (v+1)*pc] {
+			xsum[v*(pc/128)+c/128] += h.Float32()
+		}
+	}
+	return xr, xsum, nil
+}
+
+// SplitHiLo splits float32 activations (batch vectors of pc values,
+// already padded and gathered) into binary16 pairs for the tensor-core
+// kernels: vector v becomes columns 2v (hi) and 2v+1 (lo) of the nv
+// returned vectors, with sigma_v*x = hi + lo + d, sigma_v a power of two
+// that puts max|x_v| in [2^14, 2^15) and |d| <= 2^-22 |sigma_v x| for
+// every value whose lo part is a normal binary16 (smaller ones are off by
+// at most 2^-25 absolute, i.e. 2^-39 of the vector's largest value). The
+// products of 4-bit codes with hi and lo are exact, so a kernel that adds
+// the two columns' float32 sums and scales by inv[v] = 1/sigma_v meets
+// the float32 error bounds. ok is false when a vector holds NaN or an
+// infinity: the caller then runs its float32 kernels, which propagate them
+// as the reference does.
+func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32, ok bool) {
+	if 2*batch > nv || len(x) < batch*pc {
+		return nil, nil, false
+	}
+	xp = make([]layout.FP16, nv*pc)
+	inv = make([]float32, batch)
+	for v := 0; v < batch; v++ {
+		src := x[v*pc : (v+1)*pc]
+		m := float32(0)
+		for _, f := range src {
+			if f != f || math.IsInf(float64(f), 0) {
+				return nil, nil, false
+			}
+			m = max(m, abs32(f))
+		}
+		e := 0
+		if m > 0 {
+			_, e = math.Frexp(float64(m)) // m in [2^(e-1), 2^e)
+		}
+		sh := min(max(15-e, -100), 100)
+		sigma := float32(math.Ldexp(1, sh))
+		inv[v] = float32(math.Ldexp(1, -sh))
+		hi, lo := xp[2*v*pc:(2*v+1)*pc], xp[(2*v+1)*pc:(2*v+2)*pc]
+		for c, f := range src {
+			s := f * sigma
+			h := layout.ToFP16(s)
+			hi[c] = h
+			lo[c] = layout.ToFP16(s - h.Float32())
+		}
+	}
+	return xp, inv, true
+}
+
+func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
