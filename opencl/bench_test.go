@@ -79,11 +79,13 @@ func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
 }
 
 // benchTiles are the variants compared with the default (tileFor) at
-// batch 1: tile sizes (-DTWG, -DRPW, ...), -DPF (float kernels:
-// software-pipelined weight loads), -DWARP (int8, NVIDIA: the
-// warp-shuffle kernels instead of the local-memory tiled ones), -DNOPTX (no inline
-// PTX: portable dot product, local-memory kernels).
-var benchTiles = []string{"-DNOPTX", "-DWARP", "-DPF", "-DPF -DRPW=4", "-DWARP -DRWA=2 -DUNW=2", "-DWARP -DRWA=1 -DUNW=4"}
+// batch 1: tile sizes (-DTWG, -DRPW, ..., -DMW: warps per tensor-core
+// work-group), -DNOMMA (float: the CUDA-core tiled kernels instead of the
+// tensor-core ones), -DPF (float tiled kernels: software-pipelined weight
+// loads); also available: -DWARP (int8, NVIDIA: the warp-shuffle
+// kernels), -DNOPTX (no inline PTX: portable dot product, no tensor
+// cores).
+var benchTiles = []string{"-DNOMMA", "-DMW=16", "-DMW=8"}
 
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)
@@ -92,7 +94,7 @@ func BenchmarkGEMV(b *testing.B) {
 		shapes = [][2]int{{1024, 4096}}
 	}
 	rd := readBandwidth(b, be)
-	b.Logf("device %s: read kernel %.1f GB/s, inline PTX %v (%v)", be.Info().Name, rd, be.ptx, be.ptxErr)
+	b.Logf("device %s: read kernel %.1f GB/s, inline PTX %v (%v), tensor cores %v (%v)", be.Info().Name, rd, be.ptx, be.ptxErr, be.mma, be.mmaErr)
 	for _, f := range []struct {
 		name string
 		mk   func(*rand.Rand, int, int) layout.Matrix
@@ -117,6 +119,7 @@ func BenchmarkGEMV(b *testing.B) {
 				}
 				ms = append(ms, mx)
 			}
+			same := 0.0
 			if be.Info().Type == "gpu" {
 				// the read kernel over buffers of this matrix's size,
 				// rotating like the GEMV benchmarks (launch and ramp
@@ -124,6 +127,7 @@ func BenchmarkGEMV(b *testing.B) {
 				if gbs, err := readRotating(be, int(first.StreamBytes()), count, 200); err != nil {
 					b.Fatal(err)
 				} else {
+					same = gbs
 					b.Logf("%s %dx%d: read kernel over %d buffers of %d bytes: %.1f GB/s (%.1f%% of the %.1f GB/s read kernel)",
 						f.name, sh[0], sh[1], count, first.StreamBytes(), gbs, 100*gbs/rd, rd)
 				}
@@ -146,7 +150,7 @@ func BenchmarkGEMV(b *testing.B) {
 						b.Run(name, func(b *testing.B) {
 							be.tileOpts = to
 							defer func() { be.tileOpts = "" }()
-							benchGEMV(b, be, ms, act, batch, rd)
+							benchGEMV(b, be, ms, act, batch, rd, same)
 						})
 					}
 				}
@@ -158,7 +162,10 @@ func BenchmarkGEMV(b *testing.B) {
 	}
 }
 
-func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, rd float64) {
+// benchGEMV reports GB/s and the ratios to the 1 GiB read (%read) and,
+// when measured (same > 0), to the read kernel over buffers of the
+// matrix's size rotated alike (%rsame: the ceiling at this launch size).
+func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, rd, same float64) {
 	rows, cols := ms[0].geo.Rows, ms[0].geo.Cols
 	pc := ms[0].geo.PCols
 	x := make([]float32, batch*cols)
@@ -218,54 +225,30 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 	b.ReportMetric(per*1e6, "us/launch")
 	b.ReportMetric(gbs, "GB/s")
 	b.ReportMetric(100*gbs/rd, "%read")
+	if same > 0 {
+		b.ReportMetric(100*gbs/same, "%rsame")
+	}
 }
 
 // readRotating times the read kernel (event device time, back to back)
 // over count distinct buffers of size bytes each, in rotation, and
-// returns the mean GB/s over iters launches.
+// returns the best mean GB/s over the read kernel's grid sizes.
 func readRotating(be *Backend, size, count, iters int) (float64, error) {
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	n := size / 16
-	k, wg, groups, out, err := be.readKernel(n)
-	if err != nil {
-		return 0, err
-	}
-	defer out.release()
-	bufs := make([]*buffer, count)
+	bufs := make([]*buffer, 0, count)
 	defer func() {
 		for _, p := range bufs {
 			p.release()
 		}
 	}()
-	for i := range bufs {
-		if bufs[i], err = be.readSource(n); err != nil {
-			return 0, err
-		}
-	}
-	var total float64
-	evs := []*event{}
-	for i := 0; i < iters+count; i++ {
-		if err := k.setArgs(bufs[i%count], int32(n), out); err != nil {
-			return 0, err
-		}
-		ev, err := be.x.launch(k, groups*wg, wg, i >= count)
+	for i := 0; i < count; i++ {
+		p, err := be.readSource(n)
 		if err != nil {
 			return 0, err
 		}
-		if ev != nil {
-			evs = append(evs, ev)
-		}
+		bufs = append(bufs, p)
 	}
-	if err := be.x.finish(); err != nil {
-		return 0, err
-	}
-	for _, ev := range evs {
-		s, err := ev.seconds()
-		if err != nil {
-			return 0, err
-		}
-		total += s
-	}
-	return float64(16*n) * float64(len(evs)) / total / 1e9, nil
+	return be.readSweep(n, bufs, iters)
 }

@@ -128,6 +128,7 @@ type DeviceInfo struct {
 	ComputeUnits    int      // compute units
 	MaxWorkGroup    int      // largest work-group
 	Unified         bool     // host-unified memory (iGPU, CPU device)
+	ComputeCap      int      // NVIDIA compute capability, major*10+minor (cl_nv_device_attribute_query), 0 if unknown
 }
 
 // Has reports whether the device lists extension ext.
@@ -238,6 +239,13 @@ func describe(i int, p *cl.Platform, d *cl.Device) DeviceInfo {
 			inf.Type = "accelerator"
 		default:
 			inf.Type = "other"
+		}
+	}
+	if inf.Has("cl_nv_device_attribute_query") {
+		var major, minor C.cl_uint
+		if C.clGetDeviceInfo(id, C.CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, C.size_t(unsafe.Sizeof(major)), unsafe.Pointer(&major), nil) == C.CL_SUCCESS &&
+			C.clGetDeviceInfo(id, C.CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, C.size_t(unsafe.Sizeof(minor)), unsafe.Pointer(&minor), nil) == C.CL_SUCCESS {
+			inf.ComputeCap = int(major)*10 + int(minor)
 		}
 	}
 	if inf.Has("cl_intel_subgroups") {

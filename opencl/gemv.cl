@@ -332,19 +332,24 @@ __kernel void sp12_f32(__global const uint4 *w, __global const uchar *sp, __glob
 
 // ------------------------------------------------------------ utilities
 
-// readbw streams n uint4 words (grid-stride) and writes one value per
-// work-item that depends on every word it read, so nothing is elided.
+// readbw streams n uint4 words (grid-stride, four loads in flight per
+// work-item and step) and folds them into a value that is stored only if
+// it equals a constant, so no load can be elided and the kernel writes
+// (almost) nothing.
 __kernel void readbw(__global const uint4 *p, int n, __global uint *out) {
 	size_t gid = get_global_id(0), gs = get_global_size(0);
-	uint4 a = (uint4)(0), b = (uint4)(0);
+	uint4 a = (uint4)(0), b = (uint4)(0), c = (uint4)(0), d = (uint4)(0);
 	size_t i = gid;
-	for (; i + gs < (size_t)n; i += 2 * gs) {
+	for (; i + 3 * gs < (size_t)n; i += 4 * gs) {
 		a ^= p[i];
 		b += p[i + gs];
+		c ^= p[i + 2 * gs];
+		d += p[i + 3 * gs];
 	}
-	if (i < (size_t)n) a ^= p[i];
-	uint4 c = a ^ b;
-	out[gid] = c.x ^ c.y ^ c.z ^ c.w;
+	for (; i < (size_t)n; i += gs) a ^= p[i];
+	uint4 e = (a ^ b) + (c ^ d);
+	uint v = e.x ^ e.y ^ e.z ^ e.w;
+	if (v == 0x9E3779B9u) out[0] = (uint)gid;
 }
 
 // selftest writes out[i] = 3*i + 1: run once per device at load.
@@ -946,4 +951,337 @@ bits4_a8w(__global const uint4 *w, __global const uchar *sp, __global const ucha
 				if (b < batch && r0 + p < rows) y[(size_t)b * rows + r0 + p] = acc[p][b];
 	}
 }
+#endif
+
+// ------------------------------------------------------ tensor cores
+//
+// Float32 activations on NVIDIA tensor cores (sm_80+, inline PTX; built
+// with -DUSE_MMA): the host splits each vector into two binary16 columns,
+// sigma*x = hi + lo (gpuhost.SplitHiLo; sigma a power of two), and stores
+// them in the order the lanes read their B fragments (gpuhost.MMAOrder).
+// A work-group of 8 or 16 warps takes 16 rows; its warps split the columns
+// (Q4G128: 128-column groups; Bits: chunks) and add their fragments in
+// warp order in local memory at the end. Codes become exact binary16
+// integers with the 0x6400 magic (lop3, then one sub or fma on half
+// pairs), so the products with hi and lo are exact and mma.m16n8k16 adds
+// them in float32; each group's or block's sum is scaled in float32.
+// Columns 2v and 2v+1 of the fragment are vector v's hi and lo parts:
+// lane (g, t) ends with both for vector t and adds them before scaling
+// by 1/sigma. At most 4 vectors per launch.
+#ifdef USE_MMA
+// Every tensor-core kernel comes in two work-group sizes: NAME_8 (8
+// warps) and NAME_16 (16 warps, for matrices with few 16-row tiles); the
+// host picks one (matrix.go, mmaWarps).
+
+inline uint lop3_ao(uint a, uint b, uint c) { // (a & b) | c
+	uint d;
+	__asm__("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+inline uint hsub2(uint a, uint b) {
+	uint d;
+	__asm__("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+	return d;
+}
+inline uint hfma2(uint a, uint b, uint c) {
+	uint d;
+	__asm__("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+inline uint prmt(uint a, uint b, uint s) {
+	uint d;
+	__asm__("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+	return d;
+}
+inline void mma16816(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+	__asm__ __volatile__("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// mma_store adds the mw warps' fragments in warp order (red: mw*4*32
+// floats) and stores rows r0 and r0+8 of vector t < nb from lane (g, t)
+// of warp 0: (hi + lo) * inv[t].
+inline void mma_store(const int mw, float *acc, __local float *red, int r0, __global float *y,
+                      __global const float *inv, int rows, int nb) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5, t = lane & 3;
+	for (int e = 0; e < 4; e++) red[(wp * 4 + e) * 32 + lane] = acc[e];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	if (wp == 0 && t < nb) {
+		float v[4];
+		for (int e = 0; e < 4; e++) {
+			float s = 0.0f;
+			for (int w = 0; w < mw; w++) s += red[(w * 4 + e) * 32 + lane];
+			v[e] = s;
+		}
+		float f = inv[t];
+		if (r0 < rows) y[(size_t)t * rows + r0] = (v[0] + v[1]) * f;
+		if (r0 + 8 < rows) y[(size_t)t * rows + r0 + 8] = (v[2] + v[3]) * f;
+	}
+}
+
+// q4_mma: lane (g, t) loads 16 bytes (columns 32t..32t+31 of a group) of
+// rows g and g+8; mu groups in flight per warp (4 with 8 warps, 2 with
+// 16: measured on the H200).
+#define MU_MAX 4
+inline void q4_mma(const int mw, const int mu, __global const uint4 *w, __global const float *sc,
+                   __global const uchar *zp, __global const uint2 *xr, __global const float *inv, __global float *y,
+                   int rows, int pcols, int nb, __local float *red) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5, g = lane >> 2, t = lane & 3;
+	int r0 = get_group_id(0) * 16 + g, r1 = r0 + 8; // padded rows exist (PRows % 128 == 0)
+	int groups = pcols / 128, units = pcols / 32;
+	__global const uint4 *w0 = w + (size_t)r0 * units + t, *w1 = w + (size_t)r1 * units + t;
+	int mb = ((r0 >> 7) * groups) * 128 + (r0 & 127); // metadata of row r0, group 0
+	bool live = g < 2 * nb;                          // fragment columns past the batch are zero
+	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	for (int g0 = wp; g0 < groups; g0 += mu * mw) {
+		uint4 wa[MU_MAX], wb[MU_MAX];
+		for (int h = 0; h < mu; h++) {
+			int gg = min(g0 + h * mw, groups - 1);
+			wa[h] = w0[gg * 4];
+			wb[h] = w1[gg * 4];
+		}
+		for (int h = 0; h < mu; h++) {
+			int gg = g0 + h * mw;
+			if (gg >= groups) break;
+			int m0 = mb + gg * 128, m1 = m0 + 8;
+			float s0 = sc[m0], s1 = sc[m1];
+			uint z0 = (zp[m0 >> 1] >> ((m0 & 1) * 4)) & 15u, z1 = (zp[m1 >> 1] >> ((m1 & 1) * 4)) & 15u;
+			// binary16 pairs of 1024 + z and -(64 + z)
+			uint lo0 = (0x6400u + z0) * 0x10001u, lo1 = (0x6400u + z1) * 0x10001u;
+			uint hi0 = (0xD400u + 16u * z0) * 0x10001u, hi1 = (0xD400u + 16u * z1) * 0x10001u;
+			float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+			__global const uint2 *xg = xr + (size_t)gg * 8 * 8 * 4 + g * 4 + t;
+			for (int j = 0; j < 4; j++) {
+				uint a = j == 0 ? wa[h].x : j == 1 ? wa[h].y : j == 2 ? wa[h].z : wa[h].w;
+				uint b = j == 0 ? wb[h].x : j == 1 ? wb[h].y : j == 2 ? wb[h].z : wb[h].w;
+				for (int k = 0; k < 2; k++) {
+					uint va = a >> (8 * k), vb = b >> (8 * k);
+					uint A0 = hsub2(lop3_ao(va, 0x000F000Fu, 0x64006400u), lo0);
+					uint A1 = hsub2(lop3_ao(vb, 0x000F000Fu, 0x64006400u), lo1);
+					uint A2 = hfma2(lop3_ao(va, 0x00F000F0u, 0x64006400u), 0x2C002C00u, hi0); // * 1/16
+					uint A3 = hfma2(lop3_ao(vb, 0x00F000F0u, 0x64006400u), 0x2C002C00u, hi1);
+					uint2 xv = live ? xg[(2 * j + k) * 8 * 4] : (uint2)(0u, 0u);
+					mma16816(c, A0, A1, A2, A3, xv.x, xv.y);
+				}
+			}
+			acc[0] = fma(s0, c[0], acc[0]);
+			acc[1] = fma(s0, c[1], acc[1]);
+			acc[2] = fma(s1, c[2], acc[2]);
+			acc[3] = fma(s1, c[3], acc[3]);
+		}
+	}
+	mma_store(mw, acc, red, r0, y, inv, rows, nb);
+}
+
+#define Q4_MMA(MW, MU)                                                                                              \
+	__kernel __attribute__((reqd_work_group_size(32 * MW, 1, 1))) void q4_mma_##MW(                                 \
+	    __global const uint4 *w, __global const float *sc, __global const uchar *zp, __global const uint2 *xr,      \
+	    __global const float *inv, __global float *y, int rows, int pcols, int nb, __local float *red) {            \
+		q4_mma(MW, MU, w, sc, zp, xr, inv, y, rows, pcols, nb, red);                                                \
+	}
+Q4_MMA(8, 4)
+Q4_MMA(16, 2)
+
+// bits_pairs turns word w of a lane into the two binary16 code pairs of
+// its k-step for 128-column block q of the chunk (N = 8, 4, 2; the byte
+// permutes keep each pair inside one block).
+inline void bits_pairs(const int N, uint w, int q, uint *pa, uint *pb) {
+	if (N == 8) { // bytes b0..b3 = planes 3..0
+		*pa = hsub2(prmt(w, 0x64646464u, 0x5140u), 0x64006400u);
+		*pb = hsub2(prmt(w, 0x64646464u, 0x7362u), 0x64006400u);
+	} else if (N == 4) { // bytes [B0, B2, B1, B3]: halves (B0|B2, B1|B3)
+		uint v = prmt(w, 0u, 0x3120u) >> (q == 0 ? 8 : 0);
+		*pa = hsub2(lop3_ao(v, 0x000F000Fu, 0x64006400u), 0x64006400u);
+		*pb = hfma2(lop3_ao(v, 0x00F000F0u, 0x64006400u), 0x2C002C00u, 0xD400D400u); // * 1/16 - 64
+	} else { // N == 2: byte 3-q of w and of w >> 4 in the two halves
+		uint v = prmt(w, w >> 4, (uint)(3 - q) | (uint)(7 - q) << 8);
+		*pa = hsub2(lop3_ao(v, 0x00030003u, 0x64006400u), 0x64006400u);
+		*pb = hfma2(lop3_ao(v, 0x000C000Cu, 0x64006400u), 0x34003400u, 0xDC00DC00u); // * 1/4 - 256
+	}
+}
+
+// chunks in flight per warp of bits_mma: BMU8 with 8 warps, BMU16 with
+// 16 (one each: two measured 15-30% slower on the H200, register bound)
+#define BMU_MAX 2
+#ifndef BMU8
+#define BMU8 1
+#endif
+#ifndef BMU16
+#define BMU16 1
+#endif
+
+// bits_mma: a step is one chunk of E = 1024/N columns (128 bytes of a
+// row); lane (g, t) loads words 8t..8t+7 of rows g and g+8. Each block
+// ends as s*sum(q*x) - m*sum(x) (m = s*z, or -offset), xsum holding the
+// block sums of every fragment column.
+inline void bits_mma(const int N, const int mw, const int mu, __global const uint4 *w, __global const uchar *sp,
+                     __global const uchar *zp, __global const uint2 *xr, __global const float *xsum,
+                     __global const float *inv, __global float *y, int rows, int prows, int pcols, int lg, int meta16,
+                     int offsets, int nb, __local float *red) {
+	const int E = 32 * (32 / N), GPC = E / 128;
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5, g = lane >> 2, t = lane & 3;
+	int r0 = get_group_id(0) * 16 + g, r1 = r0 + 8; // padded rows exist (PRows % 16 == 0)
+	int chunks = pcols / E, units = chunks * 8, nblk = pcols / 128;
+	__global const uint4 *w0 = w + (size_t)r0 * units + 2 * t, *w1 = w + (size_t)r1 * units + 2 * t;
+	bool live = g < 2 * nb;
+	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	for (int kb = wp; kb < chunks; kb += mu * mw) {
+		uint4 wa[BMU_MAX][2], wb[BMU_MAX][2]; // mu chunks in flight
+		for (int h = 0; h < mu; h++) {
+			int k = min(kb + h * mw, chunks - 1);
+			wa[h][0] = w0[k * 8];
+			wa[h][1] = w0[k * 8 + 1];
+			wb[h][0] = w1[k * 8];
+			wb[h][1] = w1[k * 8 + 1];
+		}
+		for (int h = 0; h < mu; h++) {
+			int k = kb + h * mw;
+			if (k >= chunks) break;
+			float c[4][4]; // [block of the chunk][fragment]
+			for (int q = 0; q < GPC; q++)
+				for (int e = 0; e < 4; e++) c[q][e] = 0.0f;
+			__global const uint2 *xk = xr + (size_t)k * 8 * GPC * 8 * 4 + g * 4 + t;
+			for (int jj = 0; jj < 8; jj++) {
+				uint4 va = wa[h][jj >> 2], vb = wb[h][jj >> 2];
+				int j = jj & 3;
+				uint a = j == 0 ? va.x : j == 1 ? va.y : j == 2 ? va.z : va.w;
+				uint b = j == 0 ? vb.x : j == 1 ? vb.y : j == 2 ? vb.z : vb.w;
+				for (int q = 0; q < GPC; q++) {
+					uint A0, A1, A2, A3;
+					bits_pairs(N, a, q, &A0, &A2);
+					bits_pairs(N, b, q, &A1, &A3);
+					uint2 xv = live ? xk[(jj * GPC + q) * 8 * 4] : (uint2)(0u, 0u);
+					mma16816(c[q], A0, A1, A2, A3, xv.x, xv.y);
+				}
+			}
+			for (int q = 0; q < GPC; q++) {
+				int blk = k * GPC + q, gi = (lg < 0 ? 0 : (blk * 128) >> lg) * prows;
+				float s0 = meta(sp, gi + r0, meta16), z0 = meta(zp, gi + r0, meta16);
+				float s1 = meta(sp, gi + r1, meta16), z1 = meta(zp, gi + r1, meta16);
+				float m0 = offsets ? -z0 : s0 * z0, m1 = offsets ? -z1 : s1 * z1;
+				int v0 = 2 * t;
+				float x0 = v0 < 2 * nb ? xsum[v0 * nblk + blk] : 0.0f,
+				      x1 = v0 + 1 < 2 * nb ? xsum[(v0 + 1) * nblk + blk] : 0.0f;
+				acc[0] += fma(s0, c[q][0], -m0 * x0);
+				acc[1] += fma(s0, c[q][1], -m0 * x1);
+				acc[2] += fma(s1, c[q][2], -m1 * x0);
+				acc[3] += fma(s1, c[q][3], -m1 * x1);
+			}
+		}
+	}
+	mma_store(mw, acc, red, r0, y, inv, rows, nb);
+}
+
+#define BITS_MMA(N, MW)                                                                                               \
+	__kernel __attribute__((reqd_work_group_size(32 * MW, 1, 1))) void bits##N##_mma_##MW(                            \
+	    __global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint2 *xr,        \
+	    __global const float *xsum, __global const float *inv, __global float *y, int rows, int prows, int pcols,     \
+	    int lg, int meta16, int offsets, int nb, __local float *red) {                                                \
+		bits_mma(N, MW, BMU##MW, w, sp, zp, xr, xsum, inv, y, rows, prows, pcols, lg, meta16, offsets, nb, red);      \
+	}
+BITS_MMA(8, 8)
+BITS_MMA(4, 8)
+BITS_MMA(2, 8)
+BITS_MMA(8, 16)
+BITS_MMA(4, 16)
+BITS_MMA(2, 16)
+
+// bits4_a8m: Bits(4, G >= 128) with int8 activations on tensor cores
+// (mma.m16n8k32, unsigned 4-bit codes times signed int8 activations,
+// exact int32 sums per 128-column block). Lane (g, t) loads words
+// 8t..8t+7 of a chunk (256 columns) for rows g and g+8; b4_regs splits a
+// word into one register of four codes per block (planes 3, 1, 2, 0 and
+// 7, 5, 6, 4, one byte each), and words 2s and 2s+1 make the A fragment
+// of k-step s. xr holds the activations in the order the lanes read their
+// B fragments (matrix.go, a8MMAOrder): for chunk k, step s, block b,
+// vector v < 8 and lane column t, the uint2 at (((k*4 + s)*2 + b)*8 + v)*4
+// + t holds the block's planes' bytes at word columns 8t + 2s (x) and
+// 8t + 2s + 1 (y). Each (row, block) term f*(float)(isum - z*sx), f =
+// s*xs, goes to local memory; one work-item per (vector, row) adds a
+// tile's terms in block order, so the result is bit-exact with DotA8Exact.
+#ifndef TCH
+#define TCH 32 // chunks per term tile
+#endif
+inline void mma16832(int *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+	__asm__ __volatile__("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+	                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+inline void b4_regs(uint w, uint *blk0, uint *blk1) {
+	uint lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+	*blk1 = prmt(lo, hi, 0x5410u); // planes 7, 5, 6, 4
+	*blk0 = prmt(lo, hi, 0x7632u); // planes 3, 1, 2, 0
+}
+
+inline void bits4_a8m(const int mw, __global const uint4 *w, __global const uchar *sp, __global const uchar *zp,
+                      __global const uint2 *xr, __global const float *xs, __global const int *sx, __global float *y,
+                      int rows, int prows, int pcols, int lg, int meta16, int nb, __local float *terms) {
+	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5, g = lane >> 2, t = lane & 3;
+	int rb = get_group_id(0) * 16, r0 = rb + g, r1 = r0 + 8; // padded rows exist (PRows % 16 == 0)
+	int chunks = pcols / 256, units = chunks * 8, nblk = pcols / 128;
+	__global const uint4 *w0 = w + (size_t)r0 * units + 2 * t, *w1 = w + (size_t)r1 * units + 2 * t;
+	bool live = g < nb;
+	float yacc = 0.0f; // work-item lid < 16*nb: vector lid/16, row rb + lid%16
+	for (int k0 = 0; k0 < chunks; k0 += TCH) {
+		int k1 = min(chunks, k0 + TCH);
+		for (int k = k0 + wp; k < k1; k += mw) {
+			uint4 wa[2], wb[2];
+			wa[0] = w0[k * 8];
+			wa[1] = w0[k * 8 + 1];
+			wb[0] = w1[k * 8];
+			wb[1] = w1[k * 8 + 1];
+			int c[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+			__global const uint2 *xk = xr + (size_t)k * 4 * 2 * 8 * 4 + g * 4 + t;
+			for (int s = 0; s < 4; s++) {
+				uint4 va = wa[s >> 1], vb = wb[s >> 1];
+				uint pa = (s & 1) ? va.z : va.x, qa = (s & 1) ? va.w : va.y;
+				uint pb = (s & 1) ? vb.z : vb.x, qb = (s & 1) ? vb.w : vb.y;
+				uint pa0, pa1, qa0, qa1, pb0, pb1, qb0, qb1;
+				b4_regs(pa, &pa0, &pa1);
+				b4_regs(qa, &qa0, &qa1);
+				b4_regs(pb, &pb0, &pb1);
+				b4_regs(qb, &qb0, &qb1);
+				uint2 x0 = live ? xk[(s * 2) * 8 * 4] : (uint2)(0u, 0u);
+				uint2 x1 = live ? xk[(s * 2 + 1) * 8 * 4] : (uint2)(0u, 0u);
+				mma16832(c[0], pa0, pb0, qa0, qb0, x0.x, x0.y);
+				mma16832(c[1], pa1, pb1, qa1, qb1, x1.x, x1.y);
+			}
+			for (int b = 0; b < 2; b++) {
+				int blk = 2 * k + b, mg = (lg < 0 ? 0 : (blk * 128) >> lg) * prows;
+				float s0 = meta(sp, mg + r0, meta16), s1 = meta(sp, mg + r1, meta16);
+				int z0 = (int)meta(zp, mg + r0, meta16), z1 = (int)meta(zp, mg + r1, meta16);
+				for (int e = 0; e < 4; e++) {
+					int v = 2 * t + (e & 1);
+					if (v < nb) {
+						int isum = c[b][e] - (e < 2 ? z0 : z1) * sx[v * nblk + blk];
+						float f = (e < 2 ? s0 : s1) * xs[v * nblk + blk];
+						terms[(v * 16 + g + (e >> 1) * 8) * (2 * TCH) + blk - 2 * k0] = f * (float)isum;
+					}
+				}
+			}
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+		if (lid < 16 * nb) {
+			__local const float *tp = terms + lid * (2 * TCH);
+			for (int j = 0; j < 2 * (k1 - k0); j++) yacc = yacc + tp[j];
+		}
+		barrier(CLK_LOCAL_MEM_FENCE);
+	}
+	if (lid < 16 * nb) {
+		int r = rb + (lid & 15);
+		if (r < rows) y[(size_t)(lid >> 4) * rows + r] = yacc;
+	}
+}
+
+#define BITS4_A8M(MW)                                                                                                 \
+	__kernel __attribute__((reqd_work_group_size(32 * MW, 1, 1))) void bits4_a8m_##MW(                                \
+	    __global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint2 *xr,        \
+	    __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols, int lg,  \
+	    int meta16, int nb, __local float *terms) {                                                                   \
+		bits4_a8m(MW, w, sp, zp, xr, xs, sx, y, rows, prows, pcols, lg, meta16, nb, terms);                           \
+	}
+BITS4_A8M(8)
+BITS4_A8M(16)
 #endif

@@ -73,9 +73,14 @@ type Backend struct {
 	ansV, ansY    *buffer // int8 vector and int32 results (ANS and int8 multiplies)
 	ansSt         *buffer // per-unit status of the ANS kernel
 
-	ptx      bool   // NVIDIA inline PTX (dp4a) in the build options
-	ptxErr   error  // why the inline-PTX build failed, if it did
-	tileOpts string // tile defines forced by benchmarks ("" : tileDefines)
+	ptx      bool    // NVIDIA inline PTX (dp4a) in the build options
+	ptxErr   error   // why the inline-PTX build failed, if it did
+	mma      bool    // tensor-core kernels (inline-PTX mma.sync, sm_80+) in the build options
+	mmaErr   error   // why the tensor-core build failed, if it did
+	xmma     bool    // the float scratch holds tensor-core activations (b.xh, b.xinv)
+	x8mma    bool    // the int8 scratch holds tensor-core activations (a8MMAInputs)
+	xh, xinv *buffer // binary16 hi/lo activations and 1/sigma per vector (tensor-core kernels)
+	tileOpts string  // tile defines forced by benchmarks ("" : tileDefines)
 
 	cacheHits, cacheMisses, cacheBad int // program cache statistics
 
@@ -107,6 +112,7 @@ func Open(opts Options) (*Backend, error) {
 	b := &Backend{x: x, opts: opts, progs: map[string]*progSet{}}
 	b.std = buildStd(&d.info, opts.NoSubgroups)
 	b.ptx = strings.Contains(strings.ToUpper(d.info.Vendor+" "+d.info.Platform), "NVIDIA")
+	b.mma = b.ptx && d.info.ComputeCap >= 80 && os.Getenv("QGEMV_OPENCL_MMA") != "0"
 	if err := b.selfTest(); err != nil {
 		b.Close()
 		return nil, err
@@ -195,7 +201,7 @@ func (b *Backend) Close() error {
 		ps.p.release()
 	}
 	b.progs = nil
-	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt} {
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt} {
 		(*p).release()
 		*p = nil
 	}
@@ -218,7 +224,10 @@ func nbBucket(batch int) int {
 // number of warps that split each row's columns.
 // rwa and unw are the rows per warp and steps in flight of the
 // warp-shuffle int8 kernels (gemv.cl, q4_a8w and bits4_a8w; NVIDIA).
-type tile struct{ wg, rpw, unf, rpa, una, ks, rwa, unw int }
+// mw (8 or 16; 0: chosen per matrix) forces the warps of the
+// tensor-core kernels' work-groups, which are not a build option (both
+// sizes are in every program).
+type tile struct{ wg, rpw, unf, rpa, una, ks, rwa, unw, mw int }
 
 // tileFor returns the default tiling: more rows per warp and more units
 // in flight at small batches, less local memory at large ones.
@@ -227,11 +236,11 @@ func tileFor(nb int) tile {
 	case nb == 1:
 		// H200 (NVIDIA OpenCL), batch 1: RPA=2, UNA=2 beat RPA=4, UNA=4
 		// by 5-15% for int8 on three of the four benchmark shapes
-		return tile{128, 8, 1, 2, 2, 0, 1, 2}
+		return tile{128, 8, 1, 2, 2, 0, 1, 2, 0}
 	case nb <= 4:
-		return tile{128, 2, 1, 2, 1, 0, 1, 2}
+		return tile{128, 2, 1, 2, 1, 0, 1, 2, 0}
 	default:
-		return tile{128, 1, 1, 1, 1, 0, 1, 1}
+		return tile{128, 1, 1, 1, 1, 0, 1, 1, 0}
 	}
 }
 
@@ -261,6 +270,8 @@ func tileOf(opts string, t tile) tile {
 			t.rwa = n
 		case "UNW":
 			t.unw = n
+		case "MW":
+			t.mw = n
 		}
 	}
 	return t
@@ -278,7 +289,7 @@ func extraDefines(opts string) string {
 	for _, f := range strings.Fields(opts) {
 		k, _, _ := strings.Cut(strings.TrimPrefix(f, "-D"), "=")
 		switch k {
-		case "TWG", "RPW", "UNF", "RPA", "UNA", "KS", "RWA", "UNW":
+		case "TWG", "RPW", "UNF", "RPA", "UNA", "KS", "RWA", "UNW", "MW":
 		default:
 			out = append(out, f)
 		}
@@ -293,6 +304,14 @@ func extraDefines(opts string) string {
 // Valid once the program is built.
 func (b *Backend) warpA8() bool {
 	return b.ptx && strings.Contains(b.tileOpts, "-DWARP") && !strings.Contains(b.tileOpts, "-DNOPTX")
+}
+
+// mmaOn reports whether float multiplies may run the tensor-core kernels:
+// the device is sm_80+ under NVIDIA's OpenCL, the inline-PTX program with
+// them has not failed to build, and no benchmark variant asks for the
+// portable build (-DNOPTX) or the CUDA-core kernels (-DNOMMA).
+func (b *Backend) mmaOn() bool {
+	return b.mma && !strings.Contains(b.tileOpts, "-DNOPTX") && !strings.Contains(b.tileOpts, "-DNOMMA")
 }
 
 // splitK returns how many warps of a work-group split each row's nu
@@ -328,7 +347,13 @@ func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 	if ps == nil {
 		var p *program
 		var err error
-		if b.ptx && !strings.Contains(b.tileOpts, "-DNOPTX") {
+		if b.mma && !strings.Contains(b.tileOpts, "-DNOPTX") {
+			// tensor cores and dp4a through inline PTX (sm_80+)
+			if p, err = b.buildCached(gemvSource, opts+" -DUSE_PTX -DUSE_MMA"); err != nil {
+				b.mma, b.mmaErr = false, err
+			}
+		}
+		if p == nil && b.ptx && !strings.Contains(b.tileOpts, "-DNOPTX") {
 			// inline PTX (dp4a) where the compiler takes it; the
 			// portable build otherwise
 			if p, err = b.buildCached(gemvSource, opts+" -DUSE_PTX"); err != nil {
@@ -520,8 +545,9 @@ func (b *Backend) ensure(p **buffer, n int, readOnly bool) (*buffer, error) {
 }
 
 // ReadBandwidth streams a buffer of the given bytes (rounded to 16)
-// iters times with the backend's read kernel and returns the best
-// GB/s (device time from profiling events).
+// iters times with the backend's read kernel, for each of several grid
+// sizes (readPer), and returns the best GB/s (device time from
+// profiling events).
 func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -532,48 +558,89 @@ func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
 	if n <= 0 || iters <= 0 {
 		return 0, errors.New("opencl: ReadBandwidth: bytes and iterations must be positive")
 	}
-	k, wg, groups, out, err := b.readKernel(n)
-	if err != nil {
-		return 0, err
-	}
-	defer out.release()
 	src, err := b.readSource(n)
 	if err != nil {
 		return 0, err
 	}
 	defer src.release()
-	if err := k.setArgs(src, int32(n), out); err != nil {
-		return 0, err
-	}
+	return b.readSweep(n, []*buffer{src}, iters)
+}
+
+// readPer are the 16-byte words per work-item the read kernel is timed
+// with (the grid is sized so that each work-item reads about that many):
+// the roofline is the best of them, so that no launch shape of the read
+// kernel flatters the kernels compared with it.
+var readPer = []int{1, 2, 4, 8, 16, 64}
+
+// readSweep times the read kernel over bufs (n 16-byte words each) for
+// every readPer: one warm-up pass over the buffers, then iters launches
+// back to back rotating over them, each timed by its profiling event.
+// It returns the best of the settings' mean GB/s. b.mu is held.
+func (b *Backend) readSweep(n int, bufs []*buffer, iters int) (float64, error) {
 	best := 0.0
-	for i := 0; i < iters+1; i++ {
-		ev, err := b.x.launch(k, groups*wg, wg, true)
+	for _, per := range readPer {
+		k, wg, groups, out, err := b.readKernel(n, per)
 		if err != nil {
 			return 0, err
 		}
-		if err := b.x.finish(); err != nil {
-			return 0, err
-		}
-		s, err := ev.seconds()
+		gbs, err := b.readTimed(k, wg, groups, out, n, bufs, iters)
+		out.release()
 		if err != nil {
 			return 0, err
 		}
-		if gbs := float64(16*n) / s / 1e9; i > 0 && gbs > best {
-			best = gbs
-		}
+		best = max(best, gbs)
 	}
 	return best, nil
 }
 
+func (b *Backend) readTimed(k *kernel, wg, groups int, out *buffer, n int, bufs []*buffer, iters int) (float64, error) {
+	evs := make([]*event, 0, iters)
+	for i := 0; i < len(bufs)+iters; i++ {
+		if err := k.setArgs(bufs[i%len(bufs)], int32(n), out); err != nil {
+			return 0, err
+		}
+		ev, err := b.x.launch(k, groups*wg, wg, i >= len(bufs))
+		if err != nil {
+			releaseEvents(evs)
+			return 0, err
+		}
+		if ev != nil {
+			evs = append(evs, ev)
+		}
+	}
+	if err := b.x.finish(); err != nil {
+		releaseEvents(evs)
+		return 0, err
+	}
+	total := 0.0
+	for i, ev := range evs {
+		s, err := ev.seconds()
+		if err != nil {
+			releaseEvents(evs[i+1:])
+			return 0, err
+		}
+		total += s
+	}
+	return float64(16*n) * float64(len(evs)) / total / 1e9, nil
+}
+
+// releaseEvents releases events whose times are no longer wanted.
+func releaseEvents(evs []*event) {
+	for _, ev := range evs {
+		ev.seconds() //nolint:errcheck // releasing only
+	}
+}
+
 // readKernel returns the read kernel for n 16-byte elements, its
-// work-group size, the work-groups to launch and the output buffer they
-// write (the caller releases it). b.mu is held.
-func (b *Backend) readKernel(n int) (k *kernel, wg, groups int, out *buffer, err error) {
+// work-group size, the work-groups to launch so that each work-item
+// reads about per elements, and a small output buffer (the caller
+// releases it). b.mu is held.
+func (b *Backend) readKernel(n, per int) (k *kernel, wg, groups int, out *buffer, err error) {
 	if k, wg, err = b.kernel("readbw", 1); err != nil {
 		return nil, 0, 0, nil, err
 	}
-	groups = max(1, min(n/(wg*8), 4*b.x.dev.info.ComputeUnits*16))
-	if out, err = b.x.newBuffer(4*groups*wg, false, false); err != nil {
+	groups = max(1, min((n+wg*per-1)/(wg*per), 1<<20))
+	if out, err = b.x.newBuffer(16, false, false); err != nil {
 		return nil, 0, 0, nil, err
 	}
 	return k, wg, groups, out, nil
