@@ -4,6 +4,9 @@ package dispatch_test
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -90,5 +93,42 @@ func TestProbeOpenCL(t *testing.T) {
 		if _, _, err := dispatch.Open(dispatch.Options{Backend: bad}); err == nil {
 			t.Errorf("Open(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestMissingICDLoader runs this test binary again with the ICD loader
+// pointed at a file that does not exist (QGEMV_OPENCL_LIB; the loader is
+// opened once per process): the binary starts, the OpenCL candidate is
+// unavailable with an error naming the loader, the default backend is a
+// CPU one, and asking for OpenCL is that error.
+func TestMissingICDLoader(t *testing.T) {
+	if os.Getenv("QGEMV_TEST_NO_ICD") == "1" {
+		r := dispatch.Probe()
+		for _, c := range r.Candidates {
+			if c.Name == "opencl" && (c.Available || !strings.Contains(c.Detail, "ICD loader")) {
+				t.Fatalf("candidate %+v: want unavailable, naming the ICD loader", c)
+			}
+		}
+		be, r, err := dispatch.Open(dispatch.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Close()
+		if !strings.HasPrefix(r.Chosen, "cpu") {
+			t.Fatalf("chosen %q without an ICD loader, want a CPU backend", r.Chosen)
+		}
+		if _, _, err := dispatch.Open(dispatch.Options{Backend: "opencl"}); err == nil || !strings.Contains(err.Error(), "libOpenCL.so.1") {
+			t.Fatalf("opencl without a loader: %v", err)
+		}
+		return
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the ICD loader is linked, not opened, off amd64")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMissingICDLoader$", "-test.v")
+	cmd.Env = append(os.Environ(), "QGEMV_TEST_NO_ICD=1", "QGEMV_OPENCL_LIB="+filepath.Join(t.TempDir(), "libOpenCL.so.1"), dispatch.EnvBackend+"=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestMissingICDLoader") {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }

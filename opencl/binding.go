@@ -19,7 +19,7 @@ package opencl
 
 /*
 #cgo CFLAGS: -DCL_TARGET_OPENCL_VERSION=120 -DCL_USE_DEPRECATED_OPENCL_1_2_APIS
-#cgo LDFLAGS: -lOpenCL
+#cgo !amd64 LDFLAGS: -lOpenCL
 #include <stdlib.h>
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
@@ -177,6 +177,9 @@ var errNoPlatform = errors.New("opencl: no OpenCL platform found (install an ICD
 
 // listDevices returns every device of every platform.
 func listDevices() ([]*device, error) {
+	if err := loadICD(); err != nil {
+		return nil, err
+	}
 	var n C.cl_uint
 	if code := C.clGetPlatformIDs(0, nil, &n); code != C.CL_SUCCESS || n == 0 {
 		if code == -1001 || n == 0 {
