@@ -85,7 +85,7 @@ func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
 // loads); also available: -DWARP (int8, NVIDIA: the warp-shuffle
 // kernels), -DNOPTX (no inline PTX: portable dot product, no tensor
 // cores).
-var benchTiles = []string{"-DNOMMA", "-DMW=16", "-DMW=8"}
+var benchTiles = []string{"-DNOMMA", "-DMW=8", "-DMW=16"}
 
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)

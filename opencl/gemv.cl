@@ -1200,9 +1200,6 @@ BITS_MMA(2, 16)
 // 8t + 2s + 1 (y). Each (row, block) term f*(float)(isum - z*sx), f =
 // s*xs, goes to local memory; one work-item per (vector, row) adds a
 // tile's terms in block order, so the result is bit-exact with DotA8Exact.
-#ifndef TCH
-#define TCH 32 // chunks per term tile
-#endif
 inline void mma16832(int *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
 	__asm__ __volatile__("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 	                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
@@ -1217,15 +1214,15 @@ inline void b4_regs(uint w, uint *blk0, uint *blk1) {
 
 inline void bits4_a8m(const int mw, __global const uint4 *w, __global const uchar *sp, __global const uchar *zp,
                       __global const uint2 *xr, __global const float *xs, __global const int *sx, __global float *y,
-                      int rows, int prows, int pcols, int lg, int meta16, int nb, __local float *terms) {
+                      int rows, int prows, int pcols, int lg, int meta16, int nb, int tch, __local float *terms) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5, g = lane >> 2, t = lane & 3;
 	int rb = get_group_id(0) * 16, r0 = rb + g, r1 = r0 + 8; // padded rows exist (PRows % 16 == 0)
 	int chunks = pcols / 256, units = chunks * 8, nblk = pcols / 128;
 	__global const uint4 *w0 = w + (size_t)r0 * units + 2 * t, *w1 = w + (size_t)r1 * units + 2 * t;
 	bool live = g < nb;
 	float yacc = 0.0f; // work-item lid < 16*nb: vector lid/16, row rb + lid%16
-	for (int k0 = 0; k0 < chunks; k0 += TCH) {
-		int k1 = min(chunks, k0 + TCH);
+	for (int k0 = 0; k0 < chunks; k0 += tch) { // tiles of tch chunks: their terms fit in local memory
+		int k1 = min(chunks, k0 + tch);
 		for (int k = k0 + wp; k < k1; k += mw) {
 			uint4 wa[2], wb[2];
 			wa[0] = w0[k * 8];
@@ -1257,14 +1254,14 @@ inline void bits4_a8m(const int mw, __global const uint4 *w, __global const ucha
 					if (v < nb) {
 						int isum = c[b][e] - (e < 2 ? z0 : z1) * sx[v * nblk + blk];
 						float f = (e < 2 ? s0 : s1) * xs[v * nblk + blk];
-						terms[(v * 16 + g + (e >> 1) * 8) * (2 * TCH) + blk - 2 * k0] = f * (float)isum;
+						terms[(v * 16 + g + (e >> 1) * 8) * (2 * tch) + blk - 2 * k0] = f * (float)isum;
 					}
 				}
 			}
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);
 		if (lid < 16 * nb) {
-			__local const float *tp = terms + lid * (2 * TCH);
+			__local const float *tp = terms + lid * (2 * tch);
 			for (int j = 0; j < 2 * (k1 - k0); j++) yacc = yacc + tp[j];
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);
@@ -1279,8 +1276,8 @@ inline void bits4_a8m(const int mw, __global const uint4 *w, __global const ucha
 	__kernel __attribute__((reqd_work_group_size(32 * MW, 1, 1))) void bits4_a8m_##MW(                                \
 	    __global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint2 *xr,        \
 	    __global const float *xs, __global const int *sx, __global float *y, int rows, int prows, int pcols, int lg,  \
-	    int meta16, int nb, __local float *terms) {                                                                   \
-		bits4_a8m(MW, w, sp, zp, xr, xs, sx, y, rows, prows, pcols, lg, meta16, nb, terms);                           \
+	    int meta16, int nb, int tch, __local float *terms) {                                                          \
+		bits4_a8m(MW, w, sp, zp, xr, xs, sx, y, rows, prows, pcols, lg, meta16, nb, tch, terms);                      \
 	}
 BITS4_A8M(8)
 BITS4_A8M(16)

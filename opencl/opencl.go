@@ -226,8 +226,9 @@ func nbBucket(batch int) int {
 // warp-shuffle int8 kernels (gemv.cl, q4_a8w and bits4_a8w; NVIDIA).
 // mw (8 or 16; 0: chosen per matrix) forces the warps of the
 // tensor-core kernels' work-groups, which are not a build option (both
-// sizes are in every program).
-type tile struct{ wg, rpw, unf, rpa, una, ks, rwa, unw, mw int }
+// sizes are in every program); tch (0: by batch) forces the term tile
+// of the tensor-core int8 kernel (a kernel argument).
+type tile struct{ wg, rpw, unf, rpa, una, ks, rwa, unw, mw, tch int }
 
 // tileFor returns the default tiling: more rows per warp and more units
 // in flight at small batches, less local memory at large ones.
@@ -236,11 +237,11 @@ func tileFor(nb int) tile {
 	case nb == 1:
 		// H200 (NVIDIA OpenCL), batch 1: RPA=2, UNA=2 beat RPA=4, UNA=4
 		// by 5-15% for int8 on three of the four benchmark shapes
-		return tile{128, 8, 1, 2, 2, 0, 1, 2, 0}
+		return tile{128, 8, 1, 2, 2, 0, 1, 2, 0, 0}
 	case nb <= 4:
-		return tile{128, 2, 1, 2, 1, 0, 1, 2, 0}
+		return tile{128, 2, 1, 2, 1, 0, 1, 2, 0, 0}
 	default:
-		return tile{128, 1, 1, 1, 1, 0, 1, 1, 0}
+		return tile{128, 1, 1, 1, 1, 0, 1, 1, 0, 0}
 	}
 }
 
@@ -272,6 +273,8 @@ func tileOf(opts string, t tile) tile {
 			t.unw = n
 		case "MW":
 			t.mw = n
+		case "TCH":
+			t.tch = n
 		}
 	}
 	return t
@@ -289,7 +292,7 @@ func extraDefines(opts string) string {
 	for _, f := range strings.Fields(opts) {
 		k, _, _ := strings.Cut(strings.TrimPrefix(f, "-D"), "=")
 		switch k {
-		case "TWG", "RPW", "UNF", "RPA", "UNA", "KS", "RWA", "UNW", "MW":
+		case "TWG", "RPW", "UNF", "RPA", "UNA", "KS", "RWA", "UNW", "MW", "TCH":
 		default:
 			out = append(out, f)
 		}
