@@ -10,7 +10,13 @@
 // (A8, quantized on the host with layout.QuantizeA8, bit-exact against
 // DotA8Exact). One row per work-group; float paths reduce with
 // sub-groups where the device has cl_intel_subgroups or cl_khr_subgroups
-// and with a local-memory tree otherwise; no atomics. Programs are built
+// and with a local-memory tree otherwise; no atomics. On NVIDIA sm_80+
+// devices float32 multiplies of Q4G128 and Bits 8/4/2 (groups of at least
+// 128) at batch 1-4 run on tensor cores through inline PTX, with each
+// vector split into exact binary16 hi/lo parts, and Bits4 int8 multiplies
+// of matrices with few rows run mma.m16n8k32 (bit-exact). On amd64 the
+// ICD loader is opened at run time, so a missing libOpenCL.so.1 is an
+// error, not a failure to start. Programs are built
 // per device with an explicit -cl-std and cached on disk
 // (os.UserCacheDir()/qgemv/opencl, or $QGEMV_OPENCL_CACHE) keyed by a
 // hash of source, options, device, driver and platform; a self-test
