@@ -183,11 +183,7 @@ func (mx *Matrix) cbKernelName() string {
 // (batch*PCols) into dst (batch*Rows). b.mu is held.
 func (mx *Matrix) runCB(dst, xf []float32, batch int) error {
 	b := mx.b
-	buf, err := b.ensure(&b.xf, bytesOf(xf), true)
-	if err != nil {
-		return err
-	}
-	if err := b.x.write(buf, 0, ptr(xf), bytesOf(xf)); err != nil {
+	if err := put(b, &b.xf, xf); err != nil {
 		return err
 	}
 	if _, err := b.ensure(&b.y, 4*batch*mx.geo.Rows, false); err != nil {

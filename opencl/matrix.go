@@ -315,26 +315,14 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	if b.xmma || b.x8mma {
 		// activations are on the device (mmaInputs, a8MMAInputs)
 	} else if xf != nil {
-		buf, err := b.ensure(&b.xf, bytesOf(xf), true)
-		if err != nil {
-			return err
-		}
-		if err := b.x.write(buf, 0, ptr(xf), bytesOf(xf)); err != nil {
+		if err := put(b, &b.xf, xf); err != nil {
 			return err
 		}
 	} else {
-		bq, err := b.ensure(&b.xq, len(xq), true)
-		if err != nil {
+		if err := put(b, &b.xq, xq); err != nil {
 			return err
 		}
-		bs, err := b.ensure(&b.xs, bytesOf(xs), true)
-		if err != nil {
-			return err
-		}
-		if err := b.x.write(bq, 0, ptr(xq), len(xq)); err != nil {
-			return err
-		}
-		if err := b.x.write(bs, 0, ptr(xs), bytesOf(xs)); err != nil {
+		if err := put(b, &b.xs, xs); err != nil {
 			return err
 		}
 	}
@@ -469,18 +457,14 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 	if xsum == nil {
 		xsum = []float32{0}
 	}
-	for _, in := range []struct {
-		buf **buffer
-		p   unsafe.Pointer
-		n   int
-	}{{&b.xh, ptr(xr), bytesOf(xr)}, {&b.xsum, ptr(xsum), bytesOf(xsum)}, {&b.xinv, ptr(inv), bytesOf(inv)}} {
-		buf, err := b.ensure(in.buf, in.n, true)
-		if err == nil {
-			err = b.x.write(buf, 0, in.p, in.n)
-		}
-		if err != nil {
-			return false, err
-		}
+	if err := put(b, &b.xh, xr); err != nil {
+		return false, err
+	}
+	if err := put(b, &b.xsum, xsum); err != nil {
+		return false, err
+	}
+	if err := put(b, &b.xinv, inv); err != nil {
+		return false, err
 	}
 	b.xmma = true
 	return true, nil
@@ -564,18 +548,14 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 	}
 	pc := mx.geo.PCols
 	xr, sx := a8MMAOrder(xq, batch, pc)
-	for _, in := range []struct {
-		buf **buffer
-		p   unsafe.Pointer
-		n   int
-	}{{&b.xq, ptr(xr), len(xr)}, {&b.sx, ptr(sx), bytesOf(sx)}, {&b.xs, ptr(xs), bytesOf(xs)}} {
-		buf, err := b.ensure(in.buf, in.n, true)
-		if err == nil {
-			err = b.x.write(buf, 0, in.p, in.n)
-		}
-		if err != nil {
-			return err
-		}
+	if err := put(b, &b.xq, xr); err != nil {
+		return err
+	}
+	if err := put(b, &b.sx, sx); err != nil {
+		return err
+	}
+	if err := put(b, &b.xs, xs); err != nil {
+		return err
 	}
 	b.x8mma = true
 	return nil
@@ -683,11 +663,7 @@ func (mx *Matrix) reorder(xf []float32, xq []int8, xs []float32, batch int) ([]f
 				}
 			}
 		}
-		buf, err := b.ensure(&b.xsum, bytesOf(sums), true)
-		if err == nil {
-			err = b.x.write(buf, 0, ptr(sums), bytesOf(sums))
-		}
-		return out, nil, err
+		return out, nil, put(b, &b.xsum, sums)
 	}
 	ng := pc / layout.GroupSize
 	out := make([]int8, batch*pc)
@@ -720,11 +696,7 @@ func (mx *Matrix) reorder(xf []float32, xq []int8, xs []float32, batch int) ([]f
 			}
 		}
 	}
-	buf, err := b.ensure(&b.sx, bytesOf(sx), true)
-	if err == nil {
-		err = b.x.write(buf, 0, ptr(sx), bytesOf(sx))
-	}
-	return nil, out, err
+	return nil, out, put(b, &b.sx, sx)
 }
 
 // nibScale[k] is 16^-k: activations meeting nibble k of a half-word.

@@ -251,33 +251,25 @@ func tileOf(opts string, t tile) tile {
 	for _, f := range strings.Fields(opts) {
 		k, v, ok := strings.Cut(strings.TrimPrefix(f, "-D"), "=")
 		n, err := strconv.Atoi(v)
-		if !ok || err != nil {
-			continue
-		}
-		switch k {
-		case "TWG":
-			t.wg = n
-		case "RPW":
-			t.rpw = n
-		case "UNF":
-			t.unf = n
-		case "RPA":
-			t.rpa = n
-		case "UNA":
-			t.una = n
-		case "KS":
-			t.ks = n
-		case "RWA":
-			t.rwa = n
-		case "UNW":
-			t.unw = n
-		case "MW":
-			t.mw = n
-		case "TCH":
-			t.tch = n
+		if field := tileKeys[k]; ok && err == nil && field != nil {
+			*field(&t) = n
 		}
 	}
 	return t
+}
+
+// tileKeys maps the tile defines of option strings to their fields.
+var tileKeys = map[string]func(*tile) *int{
+	"TWG": func(t *tile) *int { return &t.wg },
+	"RPW": func(t *tile) *int { return &t.rpw },
+	"UNF": func(t *tile) *int { return &t.unf },
+	"RPA": func(t *tile) *int { return &t.rpa },
+	"UNA": func(t *tile) *int { return &t.una },
+	"KS":  func(t *tile) *int { return &t.ks },
+	"RWA": func(t *tile) *int { return &t.rwa },
+	"UNW": func(t *tile) *int { return &t.unw },
+	"MW":  func(t *tile) *int { return &t.mw },
+	"TCH": func(t *tile) *int { return &t.tch },
 }
 
 func (t tile) defines() string {
@@ -291,9 +283,7 @@ func extraDefines(opts string) string {
 	var out []string
 	for _, f := range strings.Fields(opts) {
 		k, _, _ := strings.Cut(strings.TrimPrefix(f, "-D"), "=")
-		switch k {
-		case "TWG", "RPW", "UNF", "RPA", "UNA", "KS", "RWA", "UNW", "MW", "TCH":
-		default:
+		if tileKeys[k] == nil {
 			out = append(out, f)
 		}
 	}
@@ -545,6 +535,16 @@ func (b *Backend) ensure(p **buffer, n int, readOnly bool) (*buffer, error) {
 	}
 	*p = nb
 	return nb, nil
+}
+
+// put copies s into the read-only scratch buffer *p (grown by ensure).
+// b.mu is held.
+func put[T any](b *Backend, p **buffer, s []T) error {
+	buf, err := b.ensure(p, bytesOf(s), true)
+	if err == nil {
+		err = b.x.write(buf, 0, ptr(s), bytesOf(s))
+	}
+	return err
 }
 
 // ReadBandwidth streams a buffer of the given bytes (rounded to 16)

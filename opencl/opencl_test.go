@@ -501,3 +501,15 @@ func TestTilings(t *testing.T) {
 		}
 	}
 }
+
+// TestTileOptions checks that benchmark option strings split into tile
+// fields (tileOf) and build defines (extraDefines) by one key table.
+func TestTileOptions(t *testing.T) {
+	const opts = "-DTWG=256 -DKS=8 -DNOMMA -DMW=16 -DTCH=2 -DPF -DRPW=x"
+	if tl := tileOf(opts, tile{rpw: 3}); tl != (tile{wg: 256, ks: 8, mw: 16, tch: 2, rpw: 3}) {
+		t.Errorf("tileOf: %+v", tl)
+	}
+	if e := extraDefines(opts); e != "-DNOMMA -DPF" {
+		t.Errorf("extraDefines: %q", e)
+	}
+}
