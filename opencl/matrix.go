@@ -438,11 +438,7 @@ const mmaBatch = 4
 // true. Otherwise the float kernels run.
 func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 	b := mx.b
-	if batch > mmaBatch || !b.mmaOn() {
-		return false, nil
-	}
-	if _, _, err := b.kernel(mx.km+"_8", batch); err != nil || !b.mma {
-		// built without tensor cores (b.mmaErr says why)
+	if batch > mmaBatch || !b.tcBuilt(mx.km, batch) {
 		return false, nil
 	}
 	pc := mx.geo.PCols
@@ -491,8 +487,7 @@ func (mx *Matrix) mmaWarps(batch int) (mw int, few bool) {
 // put on the device (b.mu held).
 func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 	b := mx.b
-	mw, _ := mx.mmaWarps(batch)
-	k, _, err := b.kernel(fmt.Sprintf("%s_%d", mx.km, mw), batch)
+	k, mw, err := mx.tcKernel(mx.km, batch)
 	if err != nil {
 		return nil, err
 	}
@@ -506,8 +501,33 @@ func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 	if err != nil {
 		return nil, err
 	}
+	return mx.tcLaunch(k, mw, ev)
+}
+
+// tcKernel returns the tensor-core kernel name_8 or name_16 for this
+// matrix (mmaWarps) and its warp count. b.mu is held.
+func (mx *Matrix) tcKernel(name string, batch int) (*kernel, int, error) {
+	mw, _ := mx.mmaWarps(batch)
+	k, _, err := mx.b.kernel(fmt.Sprintf("%s_%d", name, mw), batch)
+	return k, mw, err
+}
+
+// tcLaunch enqueues a tensor-core kernel: one work-group of mw warps per
+// 16 rows.
+func (mx *Matrix) tcLaunch(k *kernel, mw int, ev bool) (*event, error) {
 	groups := (mx.geo.Rows + 15) / 16
-	return b.x.launch(k, groups*32*mw, 32*mw, ev)
+	return mx.b.x.launch(k, groups*32*mw, 32*mw, ev)
+}
+
+// tcBuilt reports whether the device runs the tensor-core kernel name
+// (building the batch's program first: a build without tensor cores
+// clears b.mma and records b.mmaErr). b.mu is held.
+func (b *Backend) tcBuilt(name string, batch int) bool {
+	if !b.mmaOn() {
+		return false
+	}
+	_, _, err := b.kernel(name+"_8", batch)
+	return err == nil && b.mma
 }
 
 // a8MMABatch is the largest batch of the tensor-core int8 kernel (one
@@ -536,14 +556,9 @@ func (b *Backend) a8MMATile(batch int) int {
 // b.x8mma.
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 	b := mx.b
-	if batch > a8MMABatch || !b.mmaOn() {
-		return nil
-	}
-	if _, few := mx.mmaWarps(batch); !few && b.tiling(batch).mw == 0 {
-		// many row tiles: the tiled kernel measured faster
-		return nil
-	}
-	if _, _, err := b.kernel(mx.k8m+"_8", batch); err != nil || !b.mma {
+	if _, few := mx.mmaWarps(batch); batch > a8MMABatch || !few && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
+		// too large a batch, many row tiles (the tiled kernel measured
+		// faster) or no tensor cores
 		return nil
 	}
 	pc := mx.geo.PCols
@@ -598,8 +613,7 @@ func a8MMAOrder(xq []int8, batch, pc int) ([]int8, []int32) {
 // the device (b.mu held).
 func (mx *Matrix) launchA8MMA(batch int, ev bool) (*event, error) {
 	b := mx.b
-	mw, _ := mx.mmaWarps(batch)
-	k, _, err := b.kernel(fmt.Sprintf("%s_%d", mx.k8m, mw), batch)
+	k, mw, err := mx.tcKernel(mx.k8m, batch)
 	if err != nil {
 		return nil, err
 	}
@@ -609,8 +623,7 @@ func (mx *Matrix) launchA8MMA(batch int, ev bool) (*event, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups := (mx.geo.Rows + 15) / 16
-	return b.x.launch(k, groups*32*mw, 32*mw, ev)
+	return mx.tcLaunch(k, mw, ev)
 }
 
 const (
