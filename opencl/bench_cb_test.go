@@ -25,13 +25,9 @@ func rotation(be *Backend, bytes int64) int {
 
 // timeEvents sums and releases the events' device seconds.
 func timeEvents(b *testing.B, evs []*event) float64 {
-	var s float64
-	for _, ev := range evs {
-		t, err := ev.seconds()
-		if err != nil {
-			b.Fatal(err)
-		}
-		s += t
+	s, err := sumEvents(evs)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return s
 }

@@ -211,13 +211,7 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 		if err := be.x.finish(); err != nil {
 			b.Fatal(err)
 		}
-		for _, ev := range evs {
-			s, err := ev.seconds()
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += s
-		}
+		total += timeEvents(b, evs)
 	}
 	b.StopTimer()
 	per := total / float64(b.N)

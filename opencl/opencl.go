@@ -615,6 +615,16 @@ func (b *Backend) readTimed(k *kernel, wg, groups int, out *buffer, n int, bufs 
 		releaseEvents(evs)
 		return 0, err
 	}
+	total, err := sumEvents(evs)
+	if err != nil {
+		return 0, err
+	}
+	return float64(16*n) * float64(len(evs)) / total / 1e9, nil
+}
+
+// sumEvents returns the summed device seconds of events (after the queue
+// finished) and releases them all, also on error.
+func sumEvents(evs []*event) (float64, error) {
 	total := 0.0
 	for i, ev := range evs {
 		s, err := ev.seconds()
@@ -624,7 +634,7 @@ func (b *Backend) readTimed(k *kernel, wg, groups int, out *buffer, n int, bufs 
 		}
 		total += s
 	}
-	return float64(16*n) * float64(len(evs)) / total / 1e9, nil
+	return total, nil
 }
 
 // releaseEvents releases events whose times are no longer wanted.
