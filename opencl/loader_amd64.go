@@ -87,7 +87,7 @@ static void qg_cl_open(void) {
 		void *f = dlsym(h, qgClNames[i]);
 		if (f) qg_cl_fn[i] = f;
 	}
-	if (qg_cl_fn[30] == (void *)qg_cl_missing) { // clGetPlatformIDs
+	if (!dlsym(h, "clGetPlatformIDs")) {
 		strncpy(qg_cl_err, "the library has no clGetPlatformIDs", sizeof qg_cl_err - 1);
 		return;
 	}
@@ -99,10 +99,21 @@ static int qg_cl_load(void) {
 	return qg_cl_ok;
 }
 static const char *qg_cl_error(void) { return qg_cl_err; }
+static const char *qg_cl_name(int i) { return i >= 0 && i < QG_CL_N ? qgClNames[i] : NULL; }
 */
 import "C"
 
 import "fmt"
+
+// icdNames returns the functions of qg_cl_fn in slot order (for the test
+// that checks loader_amd64.S against them).
+func icdNames() []string {
+	var out []string
+	for i := 0; C.qg_cl_name(C.int(i)) != nil; i++ {
+		out = append(out, C.GoString(C.qg_cl_name(C.int(i))))
+	}
+	return out
+}
 
 // loadICD opens the OpenCL ICD loader once per process; the error says
 // what is missing and how to install it.
