@@ -1200,6 +1200,7 @@ BITS_MMA(2, 16)
 // 8t + 2s + 1 (y). Each (row, block) term f*(float)(isum - z*sx), f =
 // s*xs, goes to local memory; one work-item per (vector, row) adds a
 // tile's terms in block order, so the result is bit-exact with DotA8Exact.
+// Term rows are 2*tch+1 floats apart (bank-conflict free).
 inline void mma16832(int *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
 	__asm__ __volatile__("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 	                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
@@ -1221,6 +1222,7 @@ inline void bits4_a8m(const int mw, __global const uint4 *w, __global const ucha
 	__global const uint4 *w0 = w + (size_t)r0 * units + 2 * t, *w1 = w + (size_t)r1 * units + 2 * t;
 	bool live = g < nb;
 	float yacc = 0.0f; // work-item lid < 16*nb: vector lid/16, row rb + lid%16
+	const int ts = 2 * tch + 1; // term row stride: odd, so the 16 summing work-items hit distinct banks
 	for (int k0 = 0; k0 < chunks; k0 += tch) { // tiles of tch chunks: their terms fit in local memory
 		int k1 = min(chunks, k0 + tch);
 		for (int k = k0 + wp; k < k1; k += mw) {
@@ -1229,39 +1231,51 @@ inline void bits4_a8m(const int mw, __global const uint4 *w, __global const ucha
 			wa[1] = w0[k * 8 + 1];
 			wb[0] = w1[k * 8];
 			wb[1] = w1[k * 8 + 1];
+			// the blocks' metadata, loaded with the weights rather than after the products
+			float s[2][2], f[2][2];
+			int z[2][2], sxv[2][2];
+			for (int b = 0; b < 2; b++) {
+				int blk = 2 * k + b, mg = (lg < 0 ? 0 : (blk * 128) >> lg) * prows;
+				s[b][0] = meta(sp, mg + r0, meta16);
+				s[b][1] = meta(sp, mg + r1, meta16);
+				z[b][0] = (int)meta(zp, mg + r0, meta16);
+				z[b][1] = (int)meta(zp, mg + r1, meta16);
+				for (int e = 0; e < 2; e++) {
+					int v = 2 * t + e;
+					f[b][e] = v < nb ? xs[v * nblk + blk] : 0.0f;
+					sxv[b][e] = v < nb ? sx[v * nblk + blk] : 0;
+				}
+			}
 			int c[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 			__global const uint2 *xk = xr + (size_t)k * 4 * 2 * 8 * 4 + g * 4 + t;
-			for (int s = 0; s < 4; s++) {
-				uint4 va = wa[s >> 1], vb = wb[s >> 1];
-				uint pa = (s & 1) ? va.z : va.x, qa = (s & 1) ? va.w : va.y;
-				uint pb = (s & 1) ? vb.z : vb.x, qb = (s & 1) ? vb.w : vb.y;
+			for (int st = 0; st < 4; st++) {
+				uint4 va = wa[st >> 1], vb = wb[st >> 1];
+				uint pa = (st & 1) ? va.z : va.x, qa = (st & 1) ? va.w : va.y;
+				uint pb = (st & 1) ? vb.z : vb.x, qb = (st & 1) ? vb.w : vb.y;
 				uint pa0, pa1, qa0, qa1, pb0, pb1, qb0, qb1;
 				b4_regs(pa, &pa0, &pa1);
 				b4_regs(qa, &qa0, &qa1);
 				b4_regs(pb, &pb0, &pb1);
 				b4_regs(qb, &qb0, &qb1);
-				uint2 x0 = live ? xk[(s * 2) * 8 * 4] : (uint2)(0u, 0u);
-				uint2 x1 = live ? xk[(s * 2 + 1) * 8 * 4] : (uint2)(0u, 0u);
+				uint2 x0 = live ? xk[(st * 2) * 8 * 4] : (uint2)(0u, 0u);
+				uint2 x1 = live ? xk[(st * 2 + 1) * 8 * 4] : (uint2)(0u, 0u);
 				mma16832(c[0], pa0, pb0, qa0, qb0, x0.x, x0.y);
 				mma16832(c[1], pa1, pb1, qa1, qb1, x1.x, x1.y);
 			}
 			for (int b = 0; b < 2; b++) {
-				int blk = 2 * k + b, mg = (lg < 0 ? 0 : (blk * 128) >> lg) * prows;
-				float s0 = meta(sp, mg + r0, meta16), s1 = meta(sp, mg + r1, meta16);
-				int z0 = (int)meta(zp, mg + r0, meta16), z1 = (int)meta(zp, mg + r1, meta16);
+				int blk = 2 * k + b;
 				for (int e = 0; e < 4; e++) {
-					int v = 2 * t + (e & 1);
+					int v = 2 * t + (e & 1), h = e >> 1;
 					if (v < nb) {
-						int isum = c[b][e] - (e < 2 ? z0 : z1) * sx[v * nblk + blk];
-						float f = (e < 2 ? s0 : s1) * xs[v * nblk + blk];
-						terms[(v * 16 + g + (e >> 1) * 8) * (2 * tch) + blk - 2 * k0] = f * (float)isum;
+						int isum = c[b][e] - z[b][h] * sxv[b][e & 1];
+						terms[(v * 16 + g + h * 8) * ts + blk - 2 * k0] = (s[b][h] * f[b][e & 1]) * (float)isum;
 					}
 				}
 			}
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);
 		if (lid < 16 * nb) {
-			__local const float *tp = terms + lid * (2 * tch);
+			__local const float *tp = terms + lid * ts;
 			for (int j = 0; j < 2 * (k1 - k0); j++) yacc = yacc + tp[j];
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);

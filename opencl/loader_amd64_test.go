@@ -3,22 +3,24 @@
 package opencl
 
 import (
+	_ "embed"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 )
 
+// trampolineSrc is the assembly, embedded so the test binary runs from
+// any directory (it is built here and run on GPU machines).
+//
+//go:embed loader_amd64.S
+var trampolineSrc string
+
 // TestICDTrampolines checks that loader_amd64.S defines one trampoline
 // per slot of qg_cl_fn, in slot order, each jumping through its own slot.
 func TestICDTrampolines(t *testing.T) {
-	src, err := os.ReadFile("loader_amd64.S")
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := icdNames()
 	var labels, jumps []string
-	for _, l := range strings.Split(string(src), "\n") {
+	for _, l := range strings.Split(trampolineSrc, "\n") {
 		l = strings.TrimSpace(l)
 		switch {
 		case strings.HasSuffix(l, ":") && strings.HasPrefix(l, "cl"):

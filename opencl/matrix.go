@@ -535,7 +535,7 @@ func (b *Backend) tcBuilt(name string, batch int) bool {
 const a8MMABatch = 8
 
 // a8MMATile returns the term tile of bits4_a8m: the chunks whose block
-// terms sit in local memory at once (4*batch*16*2*tch bytes), 64 up to
+// terms sit in local memory at once (4*batch*16*(2*tch+1) bytes), 64 up to
 // batch 4 (32 KiB; fewer barriers: 21.2 against 22.5 us for Bits4G128
 // 4096x14336 on the H200, medians of 5 in one run), 32 above; a forced
 // tiling's TCH wins.
@@ -618,7 +618,7 @@ func (mx *Matrix) launchA8MMA(batch int, ev bool) (*event, error) {
 		return nil, err
 	}
 	tch := b.a8MMATile(batch)
-	terms := localBytes(4 * batch * 16 * 2 * tch)
+	terms := localBytes(4 * batch * 16 * (2*tch + 1))
 	err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, int32(mx.geo.Rows), int32(mx.prows), int32(mx.geo.PCols), mx.lg, mx.meta16, int32(batch), int32(tch), terms)
 	if err != nil {
 		return nil, err
