@@ -5,6 +5,7 @@ package opencl
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -85,7 +86,15 @@ func randomBits4(rng *rand.Rand, rows, cols int) layout.Matrix {
 // loads); also available: -DWARP (int8, NVIDIA: the warp-shuffle
 // kernels), -DNOPTX (no inline PTX: portable dot product, no tensor
 // cores).
+// QGEMV_BENCH_TILES, a ';'-separated list of option strings, replaces
+// them (e.g. "-DMW=8 -DAMU8=2;-DMW=16 -DAMU16=2" for tuning).
 var benchTiles = []string{"-DNOMMA", "-DMW=8", "-DMW=16"}
+
+func init() {
+	if v := os.Getenv("QGEMV_BENCH_TILES"); v != "" {
+		benchTiles = strings.Split(v, ";")
+	}
+}
 
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)

@@ -466,18 +466,20 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 	return true, nil
 }
 
-// mmaWarps returns the warps per work-group of the tensor-core kernels
-// for this matrix (a forced tiling's, else 16 when the matrix has fewer
-// 16-row tiles than twice the compute units, so that each unit still gets
-// enough warps, else 8) and whether the matrix has that few row tiles.
-// On the H200 the 16-warp kernels measured 20-40% faster on 4096 rows,
-// the 8-warp ones 5-10% faster on 14336.
-func (mx *Matrix) mmaWarps(batch int) (mw int, few bool) {
+// mmaWarps returns the warps per work-group of the tensor-core kernel
+// name for this matrix (a forced tiling's, else 16 for the float kernels
+// when the matrix has fewer 16-row tiles than twice the compute units, so
+// that each unit still gets enough warps, else 8) and whether the matrix
+// has that few row tiles. On the H200 the 16-warp float kernels measured
+// 20-40% faster on 4096 rows, the 8-warp ones 5-10% faster on 14336; the
+// int8 kernel (k8m, run only on few row tiles) 5-10% faster with 8 warps
+// on 4096 rows (four runs, medians of 5 each).
+func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	few = (mx.geo.Rows+15)/16 < 2*mx.b.x.dev.info.ComputeUnits
 	if mw = mx.b.tiling(batch).mw; mw == 8 || mw == 16 {
 		return mw, few
 	}
-	if few {
+	if few && name != mx.k8m {
 		return 16, few
 	}
 	return 8, few
@@ -507,7 +509,7 @@ func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 // tcKernel returns the tensor-core kernel name_8 or name_16 for this
 // matrix (mmaWarps) and its warp count. b.mu is held.
 func (mx *Matrix) tcKernel(name string, batch int) (*kernel, int, error) {
-	mw, _ := mx.mmaWarps(batch)
+	mw, _ := mx.mmaWarps(name, batch)
 	k, _, err := mx.b.kernel(fmt.Sprintf("%s_%d", name, mw), batch)
 	return k, mw, err
 }
@@ -556,7 +558,7 @@ func (b *Backend) a8MMATile(batch int) int {
 // b.x8mma.
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 	b := mx.b
-	if _, few := mx.mmaWarps(batch); batch > a8MMABatch || !few && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
+	if _, few := mx.mmaWarps(mx.k8m, batch); batch > a8MMABatch || !few && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
 		// too large a batch, many row tiles (the tiled kernel measured
 		// faster) or no tensor cores
 		return nil
