@@ -98,7 +98,9 @@ func init() {
 
 func BenchmarkGEMV(b *testing.B) {
 	be := backend(b)
-	shapes := [][2]int{{4096, 14336}, {14336, 4096}}
+	// the FFN shapes of an 8B model (31 MB per call: launch and ramp are
+	// a large share of a call) and a 134 MB matrix, where they are not
+	shapes := [][2]int{{4096, 14336}, {14336, 4096}, {16384, 16384}}
 	if be.Info().Type == "cpu" {
 		shapes = [][2]int{{1024, 4096}}
 	}

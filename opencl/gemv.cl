@@ -1110,6 +1110,14 @@ inline void bits_pairs(const int N, uint w, int q, uint *pa, uint *pb) {
 #ifndef BMU16
 #define BMU16 1
 #endif
+// whether bits_mma loads the block metadata early (see there): EARLY8
+// with 8 warps, EARLY16 with 16
+#ifndef EARLY8
+#define EARLY8 1
+#endif
+#ifndef EARLY16
+#define EARLY16 0
+#endif
 
 // bits_meta loads the scale s, the offset m (s*z, or -offset) of rows r0
 // and r1 and the activation sums of the lane's two fragment columns for
@@ -1197,7 +1205,7 @@ inline void bits_mma(const int N, const int mw, const int mu, const int early, _
 	    __global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint2 *xr,        \
 	    __global const float *xsum, __global const float *inv, __global float *y, int rows, int prows, int pcols,     \
 	    int lg, int meta16, int offsets, int nb, __local float *red) {                                                \
-		bits_mma(N, MW, BMU##MW, MW == 8, w, sp, zp, xr, xsum, inv, y, rows, prows, pcols, lg, meta16, offsets, nb, red);      \
+		bits_mma(N, MW, BMU##MW, EARLY##MW, w, sp, zp, xr, xsum, inv, y, rows, prows, pcols, lg, meta16, offsets, nb, red);      \
 	}
 BITS_MMA(8, 8)
 BITS_MMA(4, 8)

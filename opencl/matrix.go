@@ -479,11 +479,19 @@ func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	if mw = mx.b.tiling(batch).mw; mw == 8 || mw == 16 {
 		return mw, few
 	}
-	if few && name != mx.k8m {
+	if few && name != mx.k8m || name == mx.km && mx.kn != 0 && mx.geo.PCols >= longRows {
 		return 16, few
 	}
 	return 8, few
 }
+
+// longRows is the padded column count from which the Bits tensor-core
+// float kernels run 16 warps and the int8 one runs whatever the row
+// tiles: on the H200, Bits4G128 16384x16384 took 67.6 us with 16 warps
+// against 82.0 with 8 (A32), and 53.6 us on tensor cores against 62.6
+// with the tiled dp4a kernel (A8); on 14336x4096 8 warps and the dp4a
+// kernel stay ahead (18.2 against 19.4, 16.3 against 18.2 us).
+const longRows = 8192
 
 // launchMMA enqueues the tensor-core kernel on the activations mmaInputs
 // put on the device (b.mu held).
@@ -558,9 +566,9 @@ func (b *Backend) a8MMATile(batch int) int {
 // b.x8mma.
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 	b := mx.b
-	if _, few := mx.mmaWarps(mx.k8m, batch); batch > a8MMABatch || !few && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
-		// too large a batch, many row tiles (the tiled kernel measured
-		// faster) or no tensor cores
+	if _, few := mx.mmaWarps(mx.k8m, batch); batch > a8MMABatch || !few && mx.geo.PCols < longRows && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
+		// too large a batch, many short row tiles (the tiled kernel
+		// measured faster) or no tensor cores
 		return nil
 	}
 	pc := mx.geo.PCols
