@@ -49,6 +49,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"unsafe"
 
@@ -438,6 +439,9 @@ func (x *ctx) build(p C.cl_program, opts string) (*program, error) {
 		C.clReleaseProgram(p)
 		return nil, fmt.Errorf("opencl: building for device %q (%s, driver %s) with %q: %w\nbuild log:\n%s",
 			x.dev.info.Name, x.dev.info.Platform, x.dev.info.Driver, opts, clError("clBuildProgram", code), log)
+	}
+	if os.Getenv("QGEMV_OPENCL_BUILDLOG") != "" {
+		fmt.Fprintf(os.Stderr, "opencl: build log for %q with %q:\n%s\n", x.dev.info.Name, opts, x.buildLog(p))
 	}
 	return &program{p: p}, nil
 }

@@ -14,13 +14,15 @@
 // devices float32 multiplies of Q4G128 and Bits 8/4/2 (groups of at least
 // 128) at batch 1-4 run on tensor cores through inline PTX, with each
 // vector split into exact binary16 hi/lo parts, and Bits4 int8 multiplies
-// of matrices with few rows run mma.m16n8k32 (bit-exact). On amd64 the
+// of matrices with few rows or long ones run mma.m16n8k32 (bit-exact). On amd64 the
 // ICD loader is opened at run time, so a missing libOpenCL.so.1 is an
 // error, not a failure to start. Programs are built
 // per device with an explicit -cl-std and cached on disk
 // (os.UserCacheDir()/qgemv/opencl, or $QGEMV_OPENCL_CACHE) keyed by a
 // hash of source, options, device, driver and platform; a self-test
-// kernel runs at Open. Devices sharing memory with the host get
+// kernel runs at Open (set QGEMV_OPENCL_BUILDLOG=1 to print the log of
+// every program built from source, e.g. register counts with the
+// benchmark variant -cl-nv-verbose). Devices sharing memory with the host get
 // CL_MEM_ALLOC_HOST_PTR buffers accessed by mapping (zero-copy).
 //
 // Package dispatch lists the devices as backends "opencl", "opencl:1",

@@ -1159,6 +1159,8 @@ inline void bits_mma(const int N, const int mw, const int mu, const int early, _
 	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 	for (int kb = wp; kb < chunks; kb += mu * mw) {
 		uint4 wa[BMU_MAX][2], wb[BMU_MAX][2]; // mu chunks in flight
+		// unrolled, so that wa and wb stay in registers
+#pragma unroll
 		for (int h = 0; h < mu; h++) {
 			int k = min(kb + h * mw, chunks - 1);
 			wa[h][0] = w0[k * 8];
@@ -1166,15 +1168,17 @@ inline void bits_mma(const int N, const int mw, const int mu, const int early, _
 			wb[h][0] = w1[k * 8];
 			wb[h][1] = w1[k * 8 + 1];
 		}
+#pragma unroll
 		for (int h = 0; h < mu; h++) {
 			int k = kb + h * mw;
-			if (k >= chunks) break;
+			if (k >= chunks) continue;
 			float c[4][4]; // [block of the chunk][fragment]
 			for (int q = 0; q < GPC; q++)
 				for (int e = 0; e < 4; e++) c[q][e] = 0.0f;
 			float ms[4][2], mm[4][2], mx[4][2];
 			if (early) bits_meta(GPC, k, t, r0, r1, sp, zp, xsum, prows, lg, meta16, offsets, nb, nblk, ms, mm, mx);
 			__global const uint2 *xk = xr + (size_t)k * 8 * GPC * 8 * 4 + g * 4 + t;
+#pragma unroll
 			for (int jj = 0; jj < 8; jj++) {
 				uint4 va = wa[h][jj >> 2], vb = wb[h][jj >> 2];
 				int j = jj & 3;
