@@ -540,7 +540,10 @@ func (k *kernel) setArgs(args ...any) error {
 }
 
 // event is a profiling event of a launch.
-type event struct{ e C.cl_event }
+type event struct {
+	e    C.cl_event
+	next *event // further launches of the same multiply, timed with it
+}
 
 // launch enqueues a 1-D range of global work-items in groups of local.
 // With ev set it returns a profiling event (release it).
@@ -563,8 +566,21 @@ func (x *ctx) launch(k *kernel, global, local int, ev bool) (*event, error) {
 }
 
 // seconds returns the time between the event's start and end (after the
-// queue finished) and releases it.
+// queue finished), plus that of the events chained to it, and releases
+// them.
 func (e *event) seconds() (float64, error) {
+	s, err := e.one()
+	if e.next != nil {
+		t, err2 := e.next.seconds()
+		s += t
+		if err == nil {
+			err = err2
+		}
+	}
+	return s, err
+}
+
+func (e *event) one() (float64, error) {
 	defer C.clReleaseEvent(e.e)
 	var t0, t1 C.cl_ulong
 	if code := C.clGetEventProfilingInfo(e.e, C.CL_PROFILING_COMMAND_START, 8, unsafe.Pointer(&t0), nil); code != C.CL_SUCCESS {

@@ -1074,11 +1074,15 @@ inline void q4_mma(const int mw, const int mu, __global const uint4 *w, __global
 	mma_store(mw, acc, red, r0, y, inv, rows, nb);
 }
 
+// The tensor-core float kernels take vectors 4vg..4vg+nb-1 of a batch:
+// per group of 4 vectors, xr holds 2*pcols uint2 (8 binary16 columns),
+// xsum 8*pcols/128 floats, inv 4 and y 4*rows.
 #define Q4_MMA(MW, MU)                                                                                              \
 	__kernel __attribute__((reqd_work_group_size(32 * MW, 1, 1))) void q4_mma_##MW(                                 \
 	    __global const uint4 *w, __global const float *sc, __global const uchar *zp, __global const uint2 *xr,      \
-	    __global const float *inv, __global float *y, int rows, int pcols, int nb, __local float *red) {            \
-		q4_mma(MW, MU, w, sc, zp, xr, inv, y, rows, pcols, nb, red);                                                \
+	    __global const float *inv, __global float *y, int rows, int pcols, int nb, int vg, __local float *red) {    \
+		q4_mma(MW, MU, w, sc, zp, xr + (size_t)vg * 2 * pcols, inv + 4 * vg, y + (size_t)vg * 4 * rows, rows,      \
+		       pcols, nb, red);                                                                                     \
 	}
 Q4_MMA(8, 4)
 Q4_MMA(16, 2)
@@ -1208,8 +1212,10 @@ inline void bits_mma(const int N, const int mw, const int mu, const int early, _
 	__kernel __attribute__((reqd_work_group_size(32 * MW, 1, 1))) void bits##N##_mma_##MW(                            \
 	    __global const uint4 *w, __global const uchar *sp, __global const uchar *zp, __global const uint2 *xr,        \
 	    __global const float *xsum, __global const float *inv, __global float *y, int rows, int prows, int pcols,     \
-	    int lg, int meta16, int offsets, int nb, __local float *red) {                                                \
-		bits_mma(N, MW, BMU##MW, EARLY##MW, w, sp, zp, xr, xsum, inv, y, rows, prows, pcols, lg, meta16, offsets, nb, red);      \
+	    int lg, int meta16, int offsets, int nb, int vg, __local float *red) {                                        \
+		bits_mma(N, MW, BMU##MW, EARLY##MW, w, sp, zp, xr + (size_t)vg * 2 * pcols,                                    \
+		         xsum + (size_t)vg * 8 * (pcols / 128), inv + 4 * vg, y + (size_t)vg * 4 * rows, rows, prows, pcols, lg, \
+		         meta16, offsets, nb, red);                                                                           \
 	}
 BITS_MMA(8, 8)
 BITS_MMA(4, 8)
