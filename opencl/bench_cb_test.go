@@ -113,11 +113,7 @@ func BenchmarkCodebook(b *testing.B) {
 						total += timeEvents(b, evs)
 					}
 					b.StopTimer()
-					per := total / float64(b.N)
-					gbs := float64(bytes) / per / 1e9
-					b.ReportMetric(per*1e6, "us/mul")
-					b.ReportMetric(gbs, "GB/s")
-					b.ReportMetric(100*gbs/rd, "%read")
+					reportRate(b, total, bytes, "us/mul", rd, 0)
 				})
 			}
 			for _, mx := range ms {

@@ -225,9 +225,16 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 		total += timeEvents(b, evs)
 	}
 	b.StopTimer()
+	reportRate(b, total, bytes, "us/launch", rd, same)
+}
+
+// reportRate reports the device time per operation (unit), GB/s of
+// bytes per operation, the ratio to the 1 GiB read rd and, when
+// measured (same > 0), to the same-size read.
+func reportRate(b *testing.B, total float64, bytes int64, unit string, rd, same float64) {
 	per := total / float64(b.N)
 	gbs := float64(bytes) / per / 1e9
-	b.ReportMetric(per*1e6, "us/launch")
+	b.ReportMetric(per*1e6, unit)
 	b.ReportMetric(gbs, "GB/s")
 	b.ReportMetric(100*gbs/rd, "%read")
 	if same > 0 {

@@ -525,7 +525,8 @@ func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 	rows, pcols := int32(mx.geo.Rows), int32(mx.geo.PCols)
 	// one launch per group of mmaBatch vectors; with ev, the events are
 	// chained so that the multiply is timed as a whole
-	var first, last *event
+	var first *event
+	tail := &first
 	for g := 0; g*mmaBatch < batch; g++ {
 		nb, vg := int32(min(mmaBatch, batch-g*mmaBatch)), int32(g)
 		if mx.kn == 0 {
@@ -543,13 +544,9 @@ func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 			}
 			return nil, err
 		}
-		if first == nil {
-			first = e
-		} else if e != nil {
-			last.next = e
-		}
 		if e != nil {
-			last = e
+			*tail = e
+			tail = &e.next
 		}
 	}
 	return first, nil
