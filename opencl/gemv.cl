@@ -1021,9 +1021,18 @@ inline void mma_store(const int mw, float *acc, __local float *red, int r0, __gl
 }
 
 // q4_mma: lane (g, t) loads 16 bytes (columns 32t..32t+31 of a group) of
-// rows g and g+8; mu groups in flight per warp (4 with 8 warps, 2 with
-// 16: measured on the H200).
-#define MU_MAX 4
+// rows g and g+8; mu groups in flight per warp: QMU8 with 8 warps, QMU16
+// with 16. Three each, measured on the H200 (A32, medians of 3):
+// 16384x16384 52.0-52.1 us against 55.5-55.7 with 4 and 74.4 with 2 (8
+// warps, two runs); 4096x14336 16.2 against 18.2 with 2 and 22.5 with 6
+// (16 warps, one run); 14336x4096 within noise of 4.
+#ifndef QMU8
+#define QMU8 3
+#endif
+#ifndef QMU16
+#define QMU16 3
+#endif
+#define MU_MAX (QMU8 > QMU16 ? QMU8 : QMU16)
 inline void q4_mma(const int mw, const int mu, __global const uint4 *w, __global const float *sc,
                    __global const uchar *zp, __global const uint2 *xr, __global const float *inv, __global float *y,
                    int rows, int pcols, int nb, __local float *red) {
@@ -1084,8 +1093,8 @@ inline void q4_mma(const int mw, const int mu, __global const uint4 *w, __global
 		q4_mma(MW, MU, w, sc, zp, xr + (size_t)vg * 2 * pcols, inv + 4 * vg, y + (size_t)vg * 4 * rows, rows,      \
 		       pcols, nb, red);                                                                                     \
 	}
-Q4_MMA(8, 4)
-Q4_MMA(16, 2)
+Q4_MMA(8, QMU8)
+Q4_MMA(16, QMU16)
 
 // bits_pairs turns word w of a lane into the two binary16 code pairs of
 // its k-step for 128-column block q of the chunk (N = 8, 4, 2; the byte

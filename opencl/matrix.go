@@ -489,28 +489,36 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 // mmaWarps returns the warps per work-group of the tensor-core kernel
 // name for this matrix (a forced tiling's, else 16 for the float kernels
 // when the matrix has fewer 16-row tiles than twice the compute units, so
-// that each unit still gets enough warps, else 8) and whether the matrix
-// has that few row tiles. On the H200 the 16-warp float kernels measured
-// 20-40% faster on 4096 rows, the 8-warp ones 5-10% faster on 14336; the
-// int8 kernel (k8m, run only on few row tiles) 5-10% faster with 8 warps
-// on 4096 rows (four runs, medians of 5 each).
+// that each unit still gets enough warps, and for the Bits float kernels
+// when rows have at least bitsChunks16 chunks, else 8) and whether the
+// matrix has that few row tiles. On the H200 the 16-warp float kernels
+// measured 20-40% faster on 4096 rows, the 8-warp Q4G128 one 5-10% faster
+// on 14336; the int8 kernel (k8m, run only on few row tiles or long rows)
+// 5-10% faster with 8 warps on 4096 rows (four runs, medians of 5 each).
 func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	few = (mx.geo.Rows+15)/16 < 2*mx.b.x.dev.info.ComputeUnits
 	if mw = mx.b.tiling(batch).mw; mw == 8 || mw == 16 {
 		return mw, few
 	}
-	if few && name != mx.k8m || name == mx.km && mx.kn != 0 && mx.geo.PCols >= longRows {
+	if few && name != mx.k8m || name == mx.km && mx.kn != 0 && mx.geo.PCols*mx.kn/1024 >= bitsChunks16 {
 		return 16, few
 	}
 	return 8, few
 }
 
-// longRows is the padded column count from which the Bits tensor-core
-// float kernels run 16 warps and the int8 one runs whatever the row
-// tiles: on the H200, Bits4G128 16384x16384 took 67.6 us with 16 warps
-// against 82.0 with 8 (A32), and 53.6 us on tensor cores against 62.6
-// with the tiled dp4a kernel (A8); on 14336x4096 8 warps and the dp4a
-// kernel stay ahead (18.2 against 19.4, 16.3 against 18.2 us).
+// bitsChunks16 is the chunk count per row (1024/N columns each) from
+// which the Bits tensor-core float kernels run 16 warps: on the H200,
+// Bits4G128 A32 16384x16384 took 67.6 us with 16 warps against 82.0 with
+// 8, and 14336x4096 (16 chunks) 18.2-18.6 against 19.2 us (two runs,
+// medians of 3; the 16-warp kernel holds 64 registers, the 8-warp one,
+// loading metadata early, 70).
+const bitsChunks16 = 16
+
+// longRows is the padded column count from which the int8 tensor-core
+// kernel runs whatever the row tiles: on the H200, Bits4G128 A8
+// 16384x16384 took 53.6 us on tensor cores against 62.6 with the tiled
+// dp4a kernel; on 14336x4096 the dp4a kernel stays ahead (16.3 against
+// 18.2 us).
 const longRows = 8192
 
 // launchMMA enqueues the tensor-core kernel on the activations mmaInputs
