@@ -388,7 +388,7 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16)
 			}
 		} else {
-			ks := t.splitK(nu, t.una)
+			ks := t.a8SplitK(nu, mx.geo.Rows, b.x.dev.info.ComputeUnits, isQ4)
 			rt = t.wg / 32 / ks * t.rpa
 			tu := ks * 32 * t.una
 			ps := tu + 1
@@ -493,7 +493,7 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 // when rows have at least bitsChunks16 chunks, else 8) and whether the
 // matrix has that few row tiles. On the H200 the 16-warp float kernels
 // measured 20-40% faster on 4096 rows, the 8-warp Q4G128 one 5-10% faster
-// on 14336; the int8 kernel (k8m, run only on few row tiles or long rows)
+// on 14336; the int8 kernel (k8m, run only on few row tiles)
 // 5-10% faster with 8 warps on 4096 rows (four runs, medians of 5 each).
 func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	few = (mx.geo.Rows+15)/16 < 2*mx.b.x.dev.info.ComputeUnits
@@ -513,13 +513,6 @@ func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 // medians of 3; the 16-warp kernel holds 64 registers, the 8-warp one,
 // loading metadata early, 70).
 const bitsChunks16 = 16
-
-// longRows is the padded column count from which the int8 tensor-core
-// kernel runs whatever the row tiles: on the H200, Bits4G128 A8
-// 16384x16384 took 53.6 us on tensor cores against 62.6 with the tiled
-// dp4a kernel; on 14336x4096 the dp4a kernel stays ahead (16.3 against
-// 18.2 us).
-const longRows = 8192
 
 // launchMMA enqueues the tensor-core kernel on the activations mmaInputs
 // put on the device (b.mu held).
@@ -612,9 +605,10 @@ func (b *Backend) a8MMATile(batch int) int {
 // b.x8mma.
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 	b := mx.b
-	if _, few := mx.mmaWarps(mx.k8m, batch); batch > a8MMABatch || !few && mx.geo.PCols < longRows && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
-		// too large a batch, many short row tiles (the tiled kernel
-		// measured faster) or no tensor cores
+	if _, few := mx.mmaWarps(mx.k8m, batch); batch > a8MMABatch || !few && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
+		// too large a batch, many row tiles (the tiled kernel measured
+		// faster: Bits4G128 16384x16384 49.3 us against 53.5, 14336x4096
+		// 16.3 against 18.2 on the H200) or no tensor cores
 		return nil
 	}
 	pc := mx.geo.PCols

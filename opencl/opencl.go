@@ -322,6 +322,24 @@ func (t tile) splitK(nu, per int) int {
 	return ks
 }
 
+// a8SplitK returns how many warps split each row in the int8 tiled
+// kernels (a forced KS wins): splitK's count, at most 2, and for Q4G128
+// 1 when that still leaves at least 12 work-groups of rows per compute
+// unit. On the H200, batch 1, medians of 3 (us with 1/2/4 warps):
+// Q4G128 16384x16384 48.8/51.2/56.2, 4096x14336 20.1/16.2/16.9,
+// 14336x4096 16.0/15.8/21.2; Bits4G128 16384x16384 52.8/49.3/62.7,
+// 14336x4096 16.8/16.3/22.5, 4096x14336 21.7/17.9/20.6.
+func (t tile) a8SplitK(nu, rows, cus int, q4 bool) int {
+	if t.ks > 0 {
+		return t.ks
+	}
+	ks := min(2, t.splitK(nu, t.una))
+	if q4 && ks > 1 && rows >= 12*cus*(t.wg/32*t.rpa) {
+		ks = 1
+	}
+	return ks
+}
+
 // tiling returns the tiling the program for batch is built with.
 func (b *Backend) tiling(batch int) tile {
 	return tileOf(b.tileOpts, tileFor(nbBucket(batch)))
