@@ -53,13 +53,6 @@ func ansDot(stripes bool, units int, madd bool) {
 		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
 		"words[U][0:nwords[U]] (nwords[U] >= 64).",
 	)
-	ret := func(v int32) {
-		t := GP64()
-		MOVQ(I64(int64(v)), t)
-		Store(t, ReturnIndex(0))
-		VZEROUPPER()
-		RET()
-	}
 	tab := param("tabs")
 	var tF, tO, tV, tE [2]VecVirtual
 	for i, tt := range []*[2]VecVirtual{&tF, &tO, &tV, &tE} {
@@ -290,15 +283,25 @@ func ansDot(stripes bool, units int, madd bool) {
 			VMOVDQU32(acc[u][h], Mem{Base: ap, Disp: 128*u + 64*h})
 		}
 	}
+	ansEpilogue(name, nesc)
+}
+
+// ansEpilogue ends an ANS decoder: it returns nesc (the escape count),
+// then emits the error exits the decoder jumps to, name_exhausted (-1:
+// the words ran out), name_toomany (-2: more than escCap escapes) and
+// name_badstate (-3: a coder state out of range).
+func ansEpilogue(name string, nesc Register) {
 	Store(nesc, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
-	Label(name + "_exhausted")
-	ret(-1)
-	Label(name + "_toomany")
-	ret(-2)
-	Label(name + "_badstate")
-	ret(-3)
+	for i, l := range []string{"_exhausted", "_toomany", "_badstate"} {
+		Label(name + l)
+		t := GP64()
+		MOVQ(I64(int64(-1-i)), t)
+		Store(t, ReturnIndex(0))
+		VZEROUPPER()
+		RET()
+	}
 }
 
 var ansPack *Mem

@@ -50,13 +50,6 @@ func ansDotAVX2(stripes bool) {
 		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
 		"words[0:nwords] (nwords >= 64).",
 	)
-	ret := func(v int32) {
-		t := GP64()
-		MOVQ(I64(int64(v)), t)
-		Store(t, ReturnIndex(0))
-		VZEROUPPER()
-		RET()
-	}
 	st := AllocLocal(256 + 128) // states (8 x 32 bytes), then accumulators (4 x 32)
 	wp, end := param("words"), param("nwords")
 	LEAQ(Mem{Base: wp, Index: end, Scale: 4}, end)
@@ -290,15 +283,7 @@ func ansDotAVX2(stripes bool) {
 		VPERMQ(U8(0xd8), st.Offset(256+32*g), a)
 		VMOVDQU(a, Mem{Base: ap, Disp: 32 * g})
 	}
-	Store(nesc, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
-	Label(name + "_exhausted")
-	ret(-1)
-	Label(name + "_toomany")
-	ret(-2)
-	Label(name + "_badstate")
-	ret(-3)
+	ansEpilogue(name, nesc)
 }
 
 var ansAVX2Perm, ansAVX2Pre *Mem
