@@ -137,13 +137,7 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
 	tileChunks(name, s.R, metaBlock, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		ap := GP64()
-		IMUL3Q(U32(actChunk), k, ap)
-		ADDQ(param("act"), ap)
-		wp := GP64()
-		MOVQ(k, wp)
-		SHLQ(U8(7), wp)
-		ADDQ(param("w"), wp)
+		ap, _, wp := chunkPtrs(k, actChunk, 0)
 		stride := param("stride")
 		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
 		for i := 0; i < s.R; i++ {

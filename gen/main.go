@@ -1060,16 +1060,7 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 			acc[i] = ZMM()
 			VPXORD(acc[i], acc[i], acc[i])
 		}
-		ap := GP64()
-		IMUL3Q(U32(actChunk), k, ap)
-		ADDQ(param("act"), ap)
-		mp := GP64()
-		IMUL3Q(U32(metaBlock), k, mp)
-		ADDQ(param("meta"), mp)
-		wp := GP64()
-		MOVQ(k, wp)
-		SHLQ(U8(7), wp)
-		ADDQ(param("w"), wp)
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock)
 		stride := param("stride")
 		for i := 0; i < R; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
@@ -1095,6 +1086,25 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 			}
 		}
 	})
+}
+
+// chunkPtrs returns the addresses of chunk k of a kernel's activations
+// (act + k*actChunk), block metadata (meta + k*metaBlock; none when
+// metaBlock is 0) and weights (w + 128k).
+func chunkPtrs(k GPVirtual, actChunk, metaBlock int) (ap, mp, wp GPVirtual) {
+	ap = GP64()
+	IMUL3Q(U32(actChunk), k, ap)
+	ADDQ(param("act"), ap)
+	if metaBlock != 0 {
+		mp = GP64()
+		IMUL3Q(U32(metaBlock), k, mp)
+		ADDQ(param("meta"), mp)
+	}
+	wp = GP64()
+	MOVQ(k, wp)
+	SHLQ(U8(7), wp)
+	ADDQ(param("w"), wp)
+	return ap, mp, wp
 }
 
 // tileChunks emits the tile and chunk loops of the low-bit A8 kernels:

@@ -103,16 +103,7 @@ func sparseA8YMM(U int, mode a8Mode) {
 	}
 
 	tileChunks(name, R, metaBlock, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		ap := GP64()
-		IMUL3Q(U32(actChunk), k, ap)
-		ADDQ(param("act"), ap)
-		mp := GP64()
-		IMUL3Q(U32(metaBlock), k, mp)
-		ADDQ(param("meta"), mp)
-		wp := GP64()
-		MOVQ(k, wp)
-		SHLQ(U8(7), wp)
-		ADDQ(param("w"), wp)
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock)
 		stride := param("stride")
 		zall := YMM()
 		VPBROADCASTQ(Mem{Base: mp, Disp: zOff}, zall)
