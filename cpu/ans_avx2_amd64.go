@@ -79,15 +79,7 @@ func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out
 	if got != len(escs) {
 		return fmt.Errorf("%w: unit %d: %d escapes decoded, %d stored", ans.ErrCorrupt, u, got, len(escs))
 	}
-	if stripes {
-		copy(out, acc[:])
-		return nil
-	}
-	var sum int32
-	for _, a := range acc {
-		sum += a
-	}
-	out[0] = sum
+	m.StoreLanes(&acc, out)
 	return nil
 }
 

@@ -191,16 +191,22 @@ func (m *Matrix) DotUnit(u int, v []int8, out []int32) error {
 	if ep != len(esc) {
 		return fmt.Errorf("%w: unit %d: %d of %d escape bytes used", ErrCorrupt, u, ep, len(esc))
 	}
-	if stripes {
+	m.StoreLanes(&acc, out)
+	return nil
+}
+
+// StoreLanes writes a unit's per-lane sums acc to out (DotUnit's
+// result): all Lanes of them for warp stripes, their sum for rows.
+func (m *Matrix) StoreLanes(acc *[Lanes]int32, out []int32) {
+	if m.Layout == WarpStripes {
 		copy(out, acc[:])
-		return nil
+		return
 	}
 	var sum int32
 	for _, a := range acc {
 		sum += a
 	}
 	out[0] = sum
-	return nil
 }
 
 // Validate checks the shape, the model and every offset against the
