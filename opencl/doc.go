@@ -14,7 +14,9 @@
 // devices float32 multiplies of Q4G128 and Bits 8/4/2 (groups of at least
 // 128) at batch 1-4 run on tensor cores through inline PTX, with each
 // vector split into exact binary16 hi/lo parts, and Bits4 int8 multiplies
-// of matrices with few rows or long ones run mma.m16n8k32 (bit-exact). On amd64 the
+// of matrices with few rows or long ones run mma.m16n8k32 (bit-exact).
+// There Q4G128 matrices are stored in 16-row tiles (Options.Q4Layout),
+// elsewhere in their canonical row-major bytes. On amd64 the
 // ICD loader is opened at run time, so a missing libOpenCL.so.1 is an
 // error, not a failure to start. Programs are built
 // per device with an explicit -cl-std and cached on disk

@@ -1,5 +1,6 @@
 // qgemv OpenCL kernels: GEMV for batch 1..NB (NB a build option) over the
-// canonical layouts of package layout, one matrix row per work-group.
+// layouts of package layout (Q4G128 also in 16-row tiles, see below);
+// the generic kernels take one matrix row per work-group.
 //
 // Float paths (A32, A16 widened on the host): each work-item streams
 // uint4 words of its row (stride: the work-group size), keeps one float
@@ -74,32 +75,34 @@ inline float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
 // ---------------------------------------------------------------- Q4G128
 
-__kernel void q4_f32(__global const uint4 *w, __global const float *sc, __global const uchar *zp,
-                     __global const float *x, __global float *y, int rows, int pcols, int batch,
-                     __local float *red) {
-	int r = get_group_id(0), lid = get_local_id(0), wg = get_local_size(0);
-	int nu = pcols / 32, groups = pcols / 128;
-	__global const uint4 *wr = w + (size_t)r * nu;
-	int mb = (r / 128) * groups * 128 + r % 128;
-	float acc[NB];
-	for (int b = 0; b < NB; b++) acc[b] = 0.0f;
-	for (int u = lid; u < nu; u += wg) {
-		uint4 v = wr[u];
-		int mi = mb + (u >> 2) * 128;
-		float s = sc[mi];
-		float m = s * (float)((zp[mi >> 1] >> ((mi & 1) * 4)) & 15);
-		for (int b = 0; b < NB; b++) {
-			if (b < batch) {
-				__global const float4 *xv = (__global const float4 *)(x + (size_t)b * pcols + 32 * u);
-				float4 x0 = xv[0], x1 = xv[1], x2 = xv[2], x3 = xv[3], x4 = xv[4], x5 = xv[5], x6 = xv[6], x7 = xv[7];
-				float qx = (nib8(v.x, x0, x1) + nib8(v.y, x2, x3)) + (nib8(v.z, x4, x5) + nib8(v.w, x6, x7));
-				float sx = hsum4((x0 + x1) + (x2 + x3) + (x4 + x5) + (x6 + x7));
-				acc[b] += s * qx - m * sx;
-			}
-		}
-	}
-	reduce_store(acc, red, y, r, rows, batch);
+// On the device a Q4G128 matrix is stored in one of two arrangements
+// (matrix.go, Load; the build option Q4TILES says which):
+//   - row-major, as in package layout (the canonical bytes);
+//   - with Q4TILES, in tiles of 16 rows (matrix.go, q4Stripe): for tile
+//     T = r/16 and 128-column group g, the 64 bytes of each of the 16
+//     rows (canonical nibble order) are 1 KB contiguous at byte
+//     ((T*ng + g)*16 + r%16)*64, and the rows' scales and zeros (two per
+//     byte, even index in the low nibble) sit at index
+//     (T*ng + g)*16 + r%16. The 128-row stripes keep their canonical
+//     byte ranges. A work-group of q4_mma then reads one contiguous range
+//     and each warp load 512 contiguous bytes. H200, b1, medians of 6
+//     (two alternating runs): q4_mma A32 16384x16384 49.6 us against 53.4
+//     row-major; but the CUDA-core float kernel is 8-16% slower on tiles
+//     (16384x16384 75.5 against 70.0 us) and the int8 tiled kernel 3.6%
+//     (51.2 against 49.4 us), so tiles are the default only where the
+//     tensor-core kernels run.
+
+#ifdef Q4TILES
+// q4_unit returns the uint4 index of unit u (columns 32u..32u+31) of row r.
+inline size_t q4_unit(int r, int u, int ng) {
+	return ((size_t)((r >> 4) * ng + (u >> 2)) * 16 + (r & 15)) * 4 + (u & 3);
 }
+// q4_meta returns the scale (and zero) index of row r, group g.
+inline int q4_meta(int r, int g, int ng) { return ((r >> 4) * ng + g) * 16 + (r & 15); }
+#else
+inline size_t q4_unit(int r, int u, int ng) { return (size_t)r * ng * 4 + u; }
+inline int q4_meta(int r, int g, int ng) { return ((r >> 7) * ng + g) * 128 + (r & 127); }
+#endif
 
 // ------------------------------------------------------------ Bits(N, G)
 
@@ -162,22 +165,7 @@ inline void block_isum(const int fmt, const int N, __global const uchar *w, __gl
 	int d[NB], sx[NB];
 	for (int b = 0; b < NB; b++) d[b] = sx[b] = 0;
 	int c0 = bl * blkc, z;
-	if (fmt == FMT_Q4) {
-		int mi = ((r / 128) * (pcols / 128) + bl) * 128 + r % 128;
-		z = (zp[mi >> 1] >> ((mi & 1) * 4)) & 15;
-		__global const uchar *wb = w + (size_t)r * (pcols / 2) + bl * 64;
-		for (int i = 0; i < 64; i++) {
-			int q = wb[i];
-			for (int b = 0; b < NB; b++) {
-				if (b < batch) {
-					__global const char *xb = xq + (size_t)b * pcols + c0 + 2 * i;
-					int x0 = xb[0], x1 = xb[1];
-					d[b] += (q & 15) * x0 + (q >> 4) * x1;
-					sx[b] += x0 + x1;
-				}
-			}
-		}
-	} else if (fmt == FMT_BITS) {
+	if (fmt == FMT_BITS) {
 		const int step = 32 / N, E = 32 * step;
 		const uint mask = (1u << N) - 1u;
 		int g = lg < 0 ? 0 : c0 >> lg;
@@ -224,14 +212,11 @@ inline void block_isum(const int fmt, const int N, __global const uchar *w, __gl
 // block_scale returns the weight scale of block bl of row r.
 inline float block_scale(const int fmt, __global const uchar *sp, int r, int prows, int pcols, int lg, int meta16,
                          int bl, int blkc) {
-	if (fmt == FMT_Q4) {
-		return ((__global const float *)sp)[((r / 128) * (pcols / 128) + bl) * 128 + r % 128];
-	}
 	int g = lg < 0 ? 0 : (bl * blkc) >> lg;
 	return meta(sp, g * prows + r, meta16);
 }
 
-// gemv_a8 is the exact int8 path of every format: tiles of wg blocks;
+// gemv_a8 is the generic exact int8 path (Bits, Sparse12): tiles of wg blocks;
 // work-item j computes block t0+j's isums into local memory; work-item b
 // then accumulates vector b's float terms in block order.
 inline void gemv_a8(const int fmt, const int N, __global const uchar *w, __global const uchar *sp,
@@ -260,12 +245,6 @@ inline void gemv_a8(const int fmt, const int N, __global const uchar *w, __globa
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
 	if (lid < batch) y[(size_t)lid * rows + r] = acc;
-}
-
-__kernel void q4_a8(__global const uchar *w, __global const uchar *sc, __global const uchar *zp,
-                    __global const char *xq, __global const float *xs, __global float *y, int rows,
-                    int pcols, int batch, __local int *isum) {
-	gemv_a8(FMT_Q4, 4, w, sc, zp, xq, xs, y, rows, 0, pcols, batch, 7, 0, isum);
 }
 
 __kernel void sp12_a8(__global const uchar *w, __global const uchar *sp, __global const uchar *zp,
@@ -495,8 +474,8 @@ q4_f32t(__global const uint4 *w, __global const float *sc, __global const uchar 
 		int u = min((U0) + 32 * k + lane, nu - 1);                                   \
 		for (int p = 0; p < RPW; p++) {                                              \
 			int r = min(r0 + p, prows - 1);                                          \
-			WV[k][p] = w[(size_t)r * nu + u];                                        \
-			int mi = ((r >> 7) * ng + (u >> 2)) * 128 + (r & 127);                   \
+			WV[k][p] = w[q4_unit(r, u, ng)];                                         \
+			int mi = q4_meta(r, u >> 2, ng);                                         \
 			S[k][p] = sc[mi];                                                        \
 			M[k][p] = (float)((zp[mi >> 1] >> ((mi & 1) * 4)) & 15);                 \
 		}                                                                            \
@@ -642,7 +621,7 @@ inline void a8_tile_terms(const int fmt, __local const int *part, __local float 
 			float s;
 			if (fmt == FMT_Q4) {
 				d = (pp[4 * j] + pp[4 * j + 1]) + (pp[4 * j + 2] + pp[4 * j + 3]);
-				int mi = ((r >> 7) * ng + g) * 128 + (r & 127);
+				int mi = q4_meta(r, g, ng);
 				s = ((__global const float *)sp)[mi];
 				z = (zp[mi >> 1] >> ((mi & 1) * 4)) & 15;
 			} else {
@@ -695,7 +674,7 @@ q4_a8t(__global const uint4 *w, __global const uchar *sc, __global const uchar *
 		uint4 wv[UNA][RPA];
 		for (int k = 0; k < UNA; k++) {
 			int u = min(u0 + um0 + 32 * k + lane, nu - 1);
-			for (int p = 0; p < RPA; p++) wv[k][p] = w[(size_t)min(r0 + p, prows - 1) * nu + u];
+			for (int p = 0; p < RPA; p++) wv[k][p] = w[q4_unit(min(r0 + p, prows - 1), u, ng)];
 		}
 		for (int k = 0; k < UNA; k++) {
 			int um = um0 + 32 * k + lane, u = u0 + um;
@@ -814,7 +793,7 @@ q4_a8w(__global const uint4 *w, __global const float *sc, __global const uchar *
 		uint4 wv[UNW][RWA];
 		for (int k = 0; k < UNW; k++) {
 			int u = min(b0 + 32 * k + lane, nu - 1);
-			for (int p = 0; p < RWA; p++) wv[k][p] = w[(size_t)rr[p] * nu + u];
+			for (int p = 0; p < RWA; p++) wv[k][p] = w[q4_unit(rr[p], u, ng)];
 		}
 		for (int k = 0; k < UNW; k++) {
 			int base = b0 + 32 * k;
@@ -824,7 +803,7 @@ q4_a8w(__global const uint4 *w, __global const float *sc, __global const uchar *
 			float s[RWA];
 			int z[RWA];
 			for (int p = 0; p < RWA; p++) {
-				int mi = ((rr[p] >> 7) * ng + g) * 128 + (rr[p] & 127);
+				int mi = q4_meta(rr[p], g, ng);
 				s[p] = sc[mi];
 				z[p] = (zp[mi >> 1] >> ((mi & 1) * 4)) & 15;
 			}
@@ -1037,23 +1016,30 @@ inline void q4_mma(const int mw, const int mu, __global const uint4 *w, __global
                    __global const uchar *zp, __global const uint2 *xr, __global const float *inv, __global float *y,
                    int rows, int pcols, int nb, __local float *red) {
 	int lid = get_local_id(0), lane = lid & 31, wp = lid >> 5, g = lane >> 2, t = lane & 3;
-	int r0 = get_group_id(0) * 16 + g, r1 = r0 + 8; // padded rows exist (PRows % 128 == 0)
-	int groups = pcols / 128, units = pcols / 32;
-	__global const uint4 *w0 = w + (size_t)r0 * units + t, *w1 = w + (size_t)r1 * units + t;
-	int mb = ((r0 >> 7) * groups) * 128 + (r0 & 127); // metadata of row r0, group 0
-	bool live = g < 2 * nb;                          // fragment columns past the batch are zero
+	int r0 = get_group_id(0) * 16 + g; // padded rows exist (PRows % 128 == 0)
+	int groups = pcols / 128;
+	// rows r0 and r0+8, group 0: the lane's uint4 and metadata index;
+	// group gg adds gg*WS and gg*MS (q4_unit, q4_meta)
+	__global const uint4 *w0 = w + q4_unit(r0, t, groups), *w1 = w + q4_unit(r0 + 8, t, groups);
+	int mb = q4_meta(r0, 0, groups);
+#ifdef Q4TILES
+	const int WS = 64, MS = 16;
+#else
+	const int WS = 4, MS = 128;
+#endif
+	bool live = g < 2 * nb;                     // fragment columns past the batch are zero
 	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 	for (int g0 = wp; g0 < groups; g0 += mu * mw) {
 		uint4 wa[MU_MAX], wb[MU_MAX];
 		for (int h = 0; h < mu; h++) {
 			int gg = min(g0 + h * mw, groups - 1);
-			wa[h] = w0[gg * 4];
-			wb[h] = w1[gg * 4];
+			wa[h] = w0[gg * WS];
+			wb[h] = w1[gg * WS];
 		}
 		for (int h = 0; h < mu; h++) {
 			int gg = g0 + h * mw;
 			if (gg >= groups) break;
-			int m0 = mb + gg * 128, m1 = m0 + 8;
+			int m0 = mb + gg * MS, m1 = m0 + 8;
 			float s0 = sc[m0], s1 = sc[m1];
 			uint z0 = (zp[m0 >> 1] >> ((m0 & 1) * 4)) & 15u, z1 = (zp[m1 >> 1] >> ((m1 & 1) * 4)) & 15u;
 			// binary16 pairs of 1024 + z and -(64 + z)

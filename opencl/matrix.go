@@ -111,6 +111,10 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		parts[0].p, parts[0].n = ptr(m.Weights), len(m.Weights)
 		parts[1].p, parts[1].n = ptr(m.Scales), bytesOf(m.Scales)
 		parts[2].p, parts[2].n = ptr(m.Zeros), len(m.Zeros)
+		if b.q4tiles {
+			// written in 16-row tiles below (writeQ4)
+			parts[0].p, parts[1].p, parts[2].p = nil, nil, nil
+		}
 	case *layout.Bits:
 		mx.kf, mx.k8 = fmt.Sprintf("bits%d_f32", m.N), fmt.Sprintf("bits%d_a8", m.N)
 		parts[0].p, parts[0].n = ptr(m.Words), bytesOf(m.Words)
@@ -152,22 +156,74 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		return nil, ErrClosed
 	}
 	bufs := []**buffer{&mx.w, &mx.sp, &mx.zp}
+	release := func(n int) {
+		for _, q := range bufs[:n] {
+			(*q).release()
+		}
+	}
 	for i, p := range parts {
 		buf, err := b.x.newBuffer(p.n, true, b.x.dev.info.Unified)
-		if err == nil {
+		if err == nil && p.p != nil {
 			err = b.x.write(buf, 0, p.p, p.n)
 		}
 		if err != nil {
 			buf.release()
-			for _, q := range bufs[:i] {
-				(*q).release()
-			}
+			release(i)
 			return nil, fmt.Errorf("opencl: loading %s: %w", m.Name(), err)
 		}
 		*bufs[i] = buf
 	}
+	if q, ok := m.(*layout.Q4G128); ok && b.q4tiles {
+		if err := mx.writeQ4(q); err != nil {
+			release(len(bufs))
+			return nil, fmt.Errorf("opencl: loading %s: %w", m.Name(), err)
+		}
+	}
 	runtime.SetFinalizer(mx, (*Matrix).Close) // backstop; Close is the API
 	return mx, nil
+}
+
+// writeQ4 writes m to mx's buffers in 16-row tiles (Q4Tiles; gemv.cl,
+// "Q4G128"), one 128-row stripe at a time; a stripe keeps its canonical
+// byte range. b.mu is held.
+func (mx *Matrix) writeQ4(m *layout.Q4G128) error {
+	x := mx.b.x
+	ng := m.PCols / layout.GroupSize
+	w := make([]byte, 64*m.PCols)
+	sc := make([]float32, 128*ng)
+	zp := make([]byte, 64*ng)
+	for r0 := 0; r0 < m.PRows; r0 += 128 {
+		q4Stripe(m, r0, w, sc, zp)
+		if err := x.write(mx.w, r0*m.PCols/2, ptr(w), len(w)); err != nil {
+			return err
+		}
+		if err := x.write(mx.sp, 4*r0*ng, ptr(sc), bytesOf(sc)); err != nil {
+			return err
+		}
+		if err := x.write(mx.zp, r0*ng/2, ptr(zp), len(zp)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// q4Stripe rearranges rows r0..r0+127 of m into 16-row tiles (gemv.cl,
+// "Q4G128"): w gets 64*PCols bytes, sc 128*ng scales and zp 64*ng bytes of
+// zeros, indexed from the stripe's start.
+func q4Stripe(m *layout.Q4G128, r0 int, w []byte, sc []float32, zp []byte) {
+	ng := m.PCols / layout.GroupSize
+	clear(zp)
+	for i := 0; i < 128; i++ {
+		r := r0 + i
+		row := m.Weights[r*m.PCols/2 : (r+1)*m.PCols/2]
+		for g := 0; g < ng; g++ {
+			d := (i/16*ng+g)*16 + i%16    // device index in the stripe
+			s := (r/128*ng+g)*128 + r%128 // canonical metadata index
+			copy(w[64*d:64*d+64], row[64*g:])
+			sc[d] = m.Scales[s]
+			zp[d/2] |= (m.Zeros[s/2] >> (4 * (s % 2)) & 15) << (4 * (d % 2))
+		}
+	}
 }
 
 // Close releases the matrix's device buffers. Multiplies afterwards
@@ -388,6 +444,12 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16)
 			}
 		} else {
+			if ta := b.a8Tiling(batch, mx.geo.Rows, isQ4); ta != t {
+				if k, _, err = b.kernelWith(name, batch, ta); err != nil {
+					return nil, err
+				}
+				t = ta
+			}
 			ks := t.a8SplitK(nu, mx.geo.Rows, b.x.dev.info.ComputeUnits, isQ4)
 			rt = t.wg / 32 / ks * t.rpa
 			tu := ks * 32 * t.una
@@ -408,11 +470,7 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 		groups := (mx.geo.Rows + rt - 1) / rt
 		return b.x.launch(k, groups*t.wg, t.wg, ev)
 	}
-	switch {
-	case isQ4 && float:
-		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.y, rows, pcols, bt, loc)
-	case isQ4:
-		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.y, rows, pcols, bt, loc)
+	switch { // Bits and Sparse12 (Q4G128 always runs the tiled kernels)
 	case float && name == "sp12_f32":
 		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, loc)
 	case float:

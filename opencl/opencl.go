@@ -38,7 +38,25 @@ type Options struct {
 	// NoSubgroups forces the portable local-memory reductions even where
 	// the device has sub-groups.
 	NoSubgroups bool
+	// Q4Layout chooses how Q4G128 matrices are arranged on the device
+	// (gemv.cl, "Q4G128"); the zero value picks per device.
+	Q4Layout Q4Layout
 }
+
+// Q4Layout is the device arrangement of Q4G128 matrices. Results are the
+// same in both; only speed differs.
+type Q4Layout int
+
+const (
+	// Q4Auto uses Q4Tiles where the tensor-core kernels run (NVIDIA
+	// sm_80+), Q4RowMajor elsewhere.
+	Q4Auto Q4Layout = iota
+	// Q4RowMajor keeps the canonical row-major bytes.
+	Q4RowMajor
+	// Q4Tiles stores 16-row tiles: each 16 rows x 128 columns (1 KB of
+	// codes) and their metadata contiguous.
+	Q4Tiles
+)
 
 // Devices lists the OpenCL devices of every platform, in the order Open's
 // Options.Device indexes them. With no platform installed it returns an
@@ -81,6 +99,7 @@ type Backend struct {
 	x8mma    bool    // the int8 scratch holds tensor-core activations (a8MMAInputs)
 	xh, xinv *buffer // binary16 hi/lo activations and 1/sigma per vector (tensor-core kernels)
 	tileOpts string  // tile defines forced by benchmarks ("" : tileDefines)
+	q4tiles  bool    // Q4G128 matrices are stored in 16-row tiles (-DQ4TILES in b.std)
 
 	cacheHits, cacheMisses, cacheBad int // program cache statistics
 
@@ -113,6 +132,11 @@ func Open(opts Options) (*Backend, error) {
 	b.std = buildStd(&d.info, opts.NoSubgroups)
 	b.ptx = strings.Contains(strings.ToUpper(d.info.Vendor+" "+d.info.Platform), "NVIDIA")
 	b.mma = b.ptx && d.info.ComputeCap >= 80 && os.Getenv("QGEMV_OPENCL_MMA") != "0"
+	// fixed for the backend's life: every program and Q4G128 matrix agree
+	b.q4tiles = opts.Q4Layout == Q4Tiles || opts.Q4Layout == Q4Auto && b.mma
+	if b.q4tiles {
+		b.std += " -DQ4TILES"
+	}
 	if err := b.selfTest(); err != nil {
 		b.Close()
 		return nil, err
@@ -345,11 +369,33 @@ func (b *Backend) tiling(batch int) tile {
 	return tileOf(b.tileOpts, tileFor(nbBucket(batch)))
 }
 
+// a8Tiling returns the tiling of the int8 tiled kernels for a matrix of
+// rows rows: the program's (tiling), except that at batch 1, with no
+// tile forced, Q4G128 with at least 6 work-groups of 16 rows per compute
+// unit takes 4 rows per warp and no column split (RPA=4, KS=1; a second
+// program). H200, b1, medians of 6 (two alternating runs), against the
+// defaults (RPA=2, a8SplitK): row-major 16384x16384 45.3 against 48.8
+// us, 14336x4096 15.1-15.2 against 16.3; 16-row tiles (Q4Tiles) 47.1
+// against 50.6 and 15.7 against 16.5; but 4096x14336 (2 work-groups per
+// compute unit) 27.1-28.7 against 16.5-16.6.
+func (b *Backend) a8Tiling(batch, rows int, q4 bool) tile {
+	t := b.tiling(batch)
+	if nb := nbBucket(batch); q4 && nb == 1 && t == tileFor(nb) && rows >= 6*b.x.dev.info.ComputeUnits*(t.wg/32*4) {
+		t.rpa, t.ks = 4, 1
+	}
+	return t
+}
+
 // kernel returns kernel name of the program for batch (built or loaded
 // from the cache on first use) and its work-group size. b.mu is held.
 func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
+	return b.kernelWith(name, batch, b.tiling(batch))
+}
+
+// kernelWith is kernel for the program built with tiling t.
+func (b *Backend) kernelWith(name string, batch int, t tile) (*kernel, int, error) {
 	nb := nbBucket(batch)
-	opts := fmt.Sprintf("%s -DNB=%d %s", b.std, nb, b.tiling(batch).defines())
+	opts := fmt.Sprintf("%s -DNB=%d %s", b.std, nb, t.defines())
 	if e := extraDefines(b.tileOpts); e != "" {
 		opts += " " + e
 	}

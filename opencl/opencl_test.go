@@ -472,7 +472,7 @@ func TestTilings(t *testing.T) {
 	// -DNOMMA keeps the tiled kernels running where tensor cores would
 	// take over; the last two vary the tensor-core kernels' work-groups and
 	// chunks in flight
-	for _, to := range []string{"-DKS=2 -DNOMMA", "-DKS=4 -DNOMMA", "-DTWG=256 -DKS=8 -DRPW=1 -DRPA=1 -DNOMMA", "-DTWG=64 -DUNF=2 -DUNA=2 -DRPW=4 -DKS=1 -DNOMMA", "-DMW=16 -DAMU16=2 -DBMU16=2 -DQMU16=2", "-DMW=8 -DTCH=2 -DAMU8=3 -DQMU8=4"} {
+	for _, to := range []string{"-DRPA=4 -DKS=1 -DNOMMA", "-DKS=2 -DNOMMA", "-DKS=4 -DNOMMA", "-DTWG=256 -DKS=8 -DRPW=1 -DRPA=1 -DNOMMA", "-DTWG=64 -DUNF=2 -DUNA=2 -DRPW=4 -DKS=1 -DNOMMA", "-DMW=16 -DAMU16=2 -DBMU16=2 -DQMU16=2", "-DMW=8 -DTCH=2 -DAMU8=3 -DQMU8=4"} {
 		for _, sh := range [][2]int{{70, 2100}, {33, 5000}} {
 			for _, tc := range cases(t, rng, sh[0], sh[1], false) {
 				mx, err := be.Load(tc.m)
@@ -498,6 +498,91 @@ func TestTilings(t *testing.T) {
 					})
 				}
 				mx.Close()
+			}
+		}
+	}
+}
+
+// TestQ4Layouts checks Q4G128 in the arrangement the shared backend does
+// not use (16-row tiles on most devices, row-major where tensor cores
+// run), on shapes with partial tiles, several 128-row stripes, and
+// enough rows for the 4-rows-per-warp int8 tiling (a8Tiling) on small
+// devices; and q4Stripe's placement of every code, scale and zero.
+func TestQ4Layouts(t *testing.T) {
+	sb := backend(t)
+	other := Q4Tiles
+	if sb.q4tiles {
+		other = Q4RowMajor
+	}
+	be, err := Open(Options{Device: sb.opts.Device, CacheDir: cacheDir, Q4Layout: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if be.q4tiles == sb.q4tiles || strings.Contains(be.std, "-DQ4TILES") != be.q4tiles {
+		t.Fatalf("Q4Layout %d: q4tiles %v, build %q", other, be.q4tiles, be.std)
+	}
+	cus := be.Info().ComputeUnits
+	for _, c := range []struct {
+		batch, rows int
+		q4          bool
+		rpa, ks     int
+	}{{1, 96 * cus, true, 4, 1}, {1, 96*cus - 1, true, 2, 0}, {2, 96 * cus, true, 2, 0}, {1, 96 * cus, false, 2, 0}} {
+		if tl := be.a8Tiling(c.batch, c.rows, c.q4); tl.rpa != c.rpa || tl.ks != c.ks {
+			t.Errorf("a8Tiling(%d, %d, %v) with %d compute units: RPA=%d KS=%d, want %d %d", c.batch, c.rows, c.q4, cus, tl.rpa, tl.ks, c.rpa, c.ks)
+		}
+	}
+	rng := rand.New(rand.NewSource(13))
+	// 300 rows take a8Tiling's 4 rows per warp on up to 3 compute units
+	shapes := [][2]int{{1, 1}, {70, 2100}, {300, 260}}
+	if testing.Short() {
+		shapes = shapes[1:2]
+	}
+	for _, sh := range shapes {
+		q, err := layout.QuantizeQ4G128(randW(rng, sh[0]*sh[1]), sh[0], sh[1], layout.MinMax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := testCase{name: "Q4G128", m: q, a8: true}
+		mx, err := be.Load(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, batch := range []int{1, 3, 16} {
+			t.Run(fmt.Sprintf("tiles=%v/%dx%d/b%d", be.q4tiles, sh[0], sh[1], batch), func(t *testing.T) {
+				checkFloat(t, tc, mx, rng, batch, false)
+				checkA8(t, tc, mx, rng, batch)
+			})
+		}
+		mx.Close()
+	}
+
+	// q4Stripe against the index formula of gemv.cl's tiles
+	q, err := layout.QuantizeQ4G128(randW(rng, 200*300), 200, 300, layout.MinMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng := q.PCols / 128
+	w, sc, zp := make([]byte, 64*q.PCols), make([]float32, 128*ng), make([]byte, 64*ng)
+	for r0 := 0; r0 < q.PRows; r0 += 128 {
+		for i := range w {
+			w[i] = 0xAA // q4Stripe must write every byte
+		}
+		q4Stripe(q, r0, w, sc, zp)
+		for r := r0; r < r0+128; r++ {
+			for g := 0; g < ng; g++ {
+				d := ((r/16)*ng+g)*16 + r%16 - r0*ng // device index, from the stripe's start
+				for c := g * 128; c < g*128+128; c++ {
+					b := w[64*d+(c%128)/2]
+					if got := b >> (4 * (c % 2)) & 15; got != q.Q(r, c) {
+						t.Fatalf("row %d col %d: code %d, want %d", r, c, got, q.Q(r, c))
+					}
+				}
+				s := (r/128*ng+g)*128 + r%128
+				z := q.Zeros[s/2] >> (4 * (s % 2)) & 15
+				if sc[d] != q.Scales[s] || zp[d/2]>>(4*(d%2))&15 != z {
+					t.Fatalf("row %d group %d: scale %v zero %d, want %v %d", r, g, sc[d], zp[d/2]>>(4*(d%2))&15, q.Scales[s], z)
+				}
 			}
 		}
 	}
