@@ -20,6 +20,7 @@ var bitsA8Kernels = struct {
 }{
 	byN: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
 		8: asm.Bits8A8Avx512, 4: asm.Bits4A8Avx512, 2: asm.Bits2A8Avx512, 1: asm.Bits1A8Avx512,
+		3: asm.Bits3A8Avx512, // its own geometry: newBits3SIMD
 	},
 	byNG64: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
 		8: asm.Bits8A8G64Avx512, 4: asm.Bits4A8G64Avx512, 2: asm.Bits2A8G64Avx512, 1: asm.Bits1A8G64Avx512,
@@ -61,8 +62,8 @@ func laneIdx(bpc int) []int32 {
 }
 
 // newBitsSIMD returns the assembly state for b, or nil where the kernel
-// does not apply: widths other than 8/4/2/1, groups below 32 columns
-// (1-bit: below 64),
+// does not apply: groups below 32 columns (1-bit: below 64; 3-bit: below
+// 128),
 // fractional zeros, a CPU without the features, or a backend forced to a
 // narrower kernel set than avx512vnni.
 func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
@@ -79,6 +80,9 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	kern, ok := kernels[b.N]
 	if !ok || b.G < 32 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
 		return nil
+	}
+	if b.N == 3 {
+		return newBits3SIMD(b, kern)
 	}
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
@@ -109,6 +113,79 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		}
 	}
 	s.idx = laneIdx(L)
+	return s
+}
+
+// bits3Quads are the VPDPBUSD steps of asm.Bits3A8Avx512 per period of
+// two chunks (20 planes, 5 blocks of 128 columns), in the kernel's order
+// (gen/main.go, bits3Quads): the block summed, the chunk read and the
+// first of the four consecutive planes whose codes its control vector puts
+// in bytes 0..3 of each dword (controls 0-3: first plane 0, 4, 6, 2).
+var bits3Quads = [6]struct{ block, chunk, first int }{{0, 0, 0}, {1, 0, 4}, {2, 0, 6}, {2, 1, 0}, {3, 1, 2}, {4, 1, 6}}
+
+// bits3First is the first plane of each of the 3-bit kernel's 4 control
+// vectors.
+var bits3First = [4]int{0, 4, 6, 2}
+
+// newBits3SIMD returns the state of the 3-bit kernel: tiles of 16 rows,
+// "chunks" of two layout chunks (640 columns: PCols is a multiple), per
+// tile, period and block 16 scales and 16 zeros in row order.
+func newBits3SIMD(b *layout.Bits, kern func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)) *bitsSIMD {
+	const nb, nq = 5, len(bits3Quads)
+	s := &bitsSIMD{n: 3, bpc: 1, sub: 1, r: 16, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
+		metaBlock: nb * 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: nq*128 + nb*128}
+	tiles := b.PRows / 16
+	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
+	for t := 0; t < tiles; t++ {
+		for k := 0; k < s.chunks; k++ {
+			for j := 0; j < nb; j++ {
+				blk := s.meta[(t*s.chunks+k)*s.metaBlock+j*128:]
+				g := (k*nb + j) * 128 / b.G
+				for i := 0; i < 16; i++ {
+					putF32(blk[4*i:], b.Scale(t*16+i, g))
+					putI32(blk[64+4*i:], int32(b.Zero(t*16+i, g)))
+				}
+			}
+		}
+	}
+	s.ctrl = make([]byte, 4*64)
+	for c, first := range bits3First {
+		for j := 0; j < 64; j++ {
+			d, e := (j%8)/4, j%4 // dword within the qword, byte within it
+			s.ctrl[c*64+j] = byte(32*d + 32 - 3*(first+e+1))
+		}
+	}
+	s.idx = laneIdx(1) // unused by the kernel
+	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
+		for k := k0; k < k1; k++ {
+			a := act[k*s.actChunk : (k+1)*s.actChunk]
+			for q, qd := range bits3Quads {
+				for h := 0; h < 2; h++ {
+					for t := 0; t < 16; t++ {
+						for e := 0; e < 4; e++ {
+							p := 10*qd.chunk + qd.first + e // plane in the period
+							v := byte(0)
+							if p < 20 && p/4 == qd.block {
+								v = byte(xq[(20*k+p)*32+16*h+t])
+							}
+							a[(2*q+h)*64+4*t+e] = v
+						}
+					}
+				}
+			}
+			for j := 0; j < nb; j++ {
+				blk := k*nb + j
+				var sum int32
+				for _, v := range xq[blk*128 : (blk+1)*128] {
+					sum += int32(v)
+				}
+				for lane := 0; lane < 16; lane++ {
+					putF32(a[nq*128+j*128+4*lane:], xs[blk])
+					putI32(a[nq*128+j*128+64+4*lane:], sum)
+				}
+			}
+		}
+	}
 	return s
 }
 

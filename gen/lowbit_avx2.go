@@ -136,8 +136,8 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
-	tileChunks(name, s.R, metaBlock, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		ap, _, wp := chunkPtrs(k, actChunk, 0)
+	tileChunks(name, s.R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		ap, _, wp := chunkPtrs(k, actChunk, 0, 128)
 		stride := param("stride")
 		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
 		for i := 0; i < s.R; i++ {

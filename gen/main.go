@@ -76,6 +76,7 @@ func main() {
 			bitsA8AVX512(n, 4)
 		}
 	}
+	bits3A8AVX512()
 	sparseA8AVX512(1)
 	sparseA8AVX512(2)
 	for _, n := range []int{8, 4, 2, 1} {
@@ -1042,6 +1043,113 @@ func bitsA8AVX512(n, sub int) {
 		})
 }
 
+// bits3Quads are the VPDPBUSD steps of the 3-bit A8 kernel per period of
+// two chunks (20 planes, 5 blocks of 128 columns): the block summed, the
+// chunk read, and the VPMULTISHIFTQB control vector, which puts planes
+// first..first+3 of the chunk (first = 0, 4, 6, 2 for controls 0-3) in
+// bytes 0..3 of each dword. Bytes of planes outside the block meet zero
+// activations. cpu/lowbit_amd64.go (bits3Quads) lays the activations out
+// in this order.
+var bits3Quads = []struct{ block, chunk, ctrl int }{{0, 0, 0}, {1, 0, 1}, {2, 0, 2}, {2, 1, 0}, {3, 1, 3}, {4, 1, 2}}
+
+// bits3A8AVX512 emits the W3A8 kernel for Bits(3, g >= 128): ten 3-bit
+// planes per word, so two chunks (256 bytes of a row) hold five 128-column
+// blocks and block 2 straddles them. A tile is 16 rows; per period of two
+// chunks and per block the 16 accumulators are the tile's rows (lane i =
+// row i after reduce16).
+func bits3A8AVX512() {
+	const name, R, nq, nb = "Bits3A8Avx512", 16, 6, 5
+	actChunk, metaBlock := nq*128+nb*128, nb*128
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W3A8 dot products of Bits matrices (groups of at least 128",
+		"columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,",
+		"row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes",
+		"",
+		"\tacc = 0",
+		"\tfor each 128-column block B in column order:",
+		"\t\tisum = sum q*xq - z*sum xq        (int32)",
+		"\t\tacc = acc + float32(s*xs[B]) * float32(isum)",
+		"\tout[T*16+i] = acc",
+		"",
+		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
+		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
+		"16 float32 scales and 16 int32 zeros in row order; act holds per period",
+		"6 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of half h",
+		"holds the columns of the quad's four planes at word t+16h, zero outside",
+		"the quad's block), then per block 16 float32 lane scales and 16 int32",
+		"lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.",
+		"",
+		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
+		"or written, zero points integers.",
+	)
+	mask := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(0x07070707), t)
+		VPBROADCASTD(t, mask)
+	}
+	tileChunks(name, R, metaBlock, 256, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)
+		stride := param("stride")
+		// one set of registers for every block (avo's greedy allocator
+		// fails with fresh ones per block)
+		acc := make([]VecVirtual, R)
+		for i := range acc {
+			acc[i] = ZMM()
+		}
+		ctrls := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		for b := 0; b < nb; b++ {
+			// the block's control vectors (loaded per block: registers)
+			cp := param("ctrl")
+			loaded := map[int]bool{}
+			for _, qd := range bits3Quads {
+				if qd.block == b && !loaded[qd.ctrl] {
+					loaded[qd.ctrl] = true
+					VMOVDQU64(Mem{Base: cp, Disp: 64 * qd.ctrl}, ctrls[qd.ctrl])
+				}
+			}
+			for i := range acc {
+				VPXORD(acc[i], acc[i], acc[i])
+			}
+			rp := GP64()
+			MOVQ(wp, rp)
+			for i := 0; i < R; i++ {
+				if b < 4 { // the next tile's period, one line per row and block
+					PREFETCHT1(Mem{Base: pf, Disp: 256*i + 64*b})
+				}
+				for q, qd := range bits3Quads {
+					if qd.block != b {
+						continue
+					}
+					for h := 0; h < 2; h++ {
+						codes := ZMM()
+						VPMULTISHIFTQB(Mem{Base: rp, Disp: 128*qd.chunk + 64*h}, ctrls[qd.ctrl], codes)
+						VPANDD(codes, mask, codes)
+						VPDPBUSD(Mem{Base: ap, Disp: (2*q + h) * 64}, codes, acc[i])
+					}
+				}
+				if i != R-1 {
+					ADDQ(stride, rp)
+				}
+			}
+			isum := reduce16(acc)
+			lane := nq*128 + b*128 // the block's lane scales and sums
+			zl := ZMM()
+			VMOVDQU32(Mem{Base: mp, Disp: b*128 + 64}, zl)
+			VPMULLD(Mem{Base: ap, Disp: lane + 64}, zl, zl)
+			VPSUBD(zl, isum, isum)
+			f := ZMM()
+			VMOVUPS(Mem{Base: mp, Disp: b * 128}, f)
+			VMULPS(Mem{Base: ap, Disp: lane}, f, f)
+			VCVTDQ2PS(isum, isum)
+			VMULPS(isum, f, f)
+			VADDPS(f, accRow, accRow)
+		}
+	})
+}
+
 // lowA8Loops emits the tile and chunk loops the low-bit A8 kernels share:
 // per tile of R rows, per chunk, it zeroes the 16 accumulators, points ap
 // at the chunk's activations (act + k*actChunk), mp at the tile's metadata
@@ -1054,13 +1162,13 @@ func bitsA8AVX512(n, sub int) {
 func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
 	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
-	tileChunks(name, R, metaBlock, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		acc := make([]VecVirtual, 16)
 		for i := range acc {
 			acc[i] = ZMM()
 			VPXORD(acc[i], acc[i], acc[i])
 		}
-		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock)
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
 		stride := param("stride")
 		for i := 0; i < R; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
@@ -1090,8 +1198,8 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 
 // chunkPtrs returns the addresses of chunk k of a kernel's activations
 // (act + k*actChunk), block metadata (meta + k*metaBlock; none when
-// metaBlock is 0) and weights (w + 128k).
-func chunkPtrs(k GPVirtual, actChunk, metaBlock int) (ap, mp, wp GPVirtual) {
+// metaBlock is 0) and weights (w + k*chunkBytes, a power of two).
+func chunkPtrs(k GPVirtual, actChunk, metaBlock, chunkBytes int) (ap, mp, wp GPVirtual) {
 	ap = GP64()
 	IMUL3Q(U32(actChunk), k, ap)
 	ADDQ(param("act"), ap)
@@ -1102,7 +1210,7 @@ func chunkPtrs(k GPVirtual, actChunk, metaBlock int) (ap, mp, wp GPVirtual) {
 	}
 	wp = GP64()
 	MOVQ(k, wp)
-	SHLQ(U8(7), wp)
+	SHLQ(U8(log2(chunkBytes)), wp)
 	ADDQ(param("w"), wp)
 	return ap, mp, wp
 }
@@ -1110,9 +1218,10 @@ func chunkPtrs(k GPVirtual, actChunk, metaBlock int) (ap, mp, wp GPVirtual) {
 // tileChunks emits the tile and chunk loops of the low-bit A8 kernels:
 // per tile of R rows a row accumulator (newAcc, cleared by zero), pf at
 // the next tile's rows (w + R*stride, for prefetching), and per chunk k
-// (0 .. chunks-1) the body, after which pf moves one 128-byte chunk of R
-// rows on; tileEnd stores the accumulator and loops over the tiles.
-func tileChunks(name string, R, metaBlock int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual)) {
+// (0 .. chunks-1) the body, after which pf moves one chunk (chunkBytes of
+// each row) of R rows on; tileEnd stores the accumulator and loops over
+// the tiles.
+func tileChunks(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual)) {
 	Label(name + "_tile")
 	accRow := newAcc()
 	zero(accRow)
@@ -1123,7 +1232,7 @@ func tileChunks(name string, R, metaBlock int, newAcc func() VecVirtual, zero fu
 	XORQ(k, k)
 	Label(name + "_chunk")
 	body(k, pf, accRow)
-	ADDQ(U32(128*R), pf)
+	ADDQ(U32(chunkBytes*R), pf)
 	INCQ(k)
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))

@@ -102,8 +102,8 @@ func sparseA8YMM(U int, mode a8Mode) {
 		}
 	}
 
-	tileChunks(name, R, metaBlock, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock)
+	tileChunks(name, R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
 		stride := param("stride")
 		zall := YMM()
 		VPBROADCASTQ(Mem{Base: mp, Disp: zOff}, zall)
