@@ -20,6 +20,7 @@ var bitsA8YMM = map[ISA]*ymmA8Kernels{
 			{4, 128}: asm.Bits4A8Avx2, {4, 64}: asm.Bits4A8G64Avx2, {4, 32}: asm.Bits4A8G32Avx2,
 			{2, 128}: asm.Bits2A8Avx2, {2, 64}: asm.Bits2A8G64Avx2,
 			{1, 128}: asm.Bits1A8Avx2,
+			{3, 128}: asm.Bits3A8Avx2, // its own geometry: newBits3YMM
 		},
 		requires: []string{"AVX", "AVX2"},
 	},
@@ -29,6 +30,7 @@ var bitsA8YMM = map[ISA]*ymmA8Kernels{
 			{4, 128}: asm.Bits4A8AvxVnni, {4, 64}: asm.Bits4A8G64AvxVnni, {4, 32}: asm.Bits4A8G32AvxVnni,
 			{2, 128}: asm.Bits2A8AvxVnni, {2, 64}: asm.Bits2A8G64AvxVnni,
 			{1, 128}: asm.Bits1A8AvxVnni,
+			{3, 128}: asm.Bits3A8Avx2, // VPMADDWD: no VNNI form
 		},
 		requires: []string{"AVX", "AVX2", "AVXVNNI"},
 	},
@@ -40,7 +42,7 @@ type ymmA8Kernels struct {
 }
 
 // newBitsYMM returns the YMM kernel state for b, or nil where no kernel
-// applies (3 bits; 2 bits with groups of 32; 1 bit with groups below 128;
+// applies (3 bits or 2 bits with groups below 128 or 64; 1 bit with groups below 128;
 // fractional zeros; a CPU without the kernel set's features).
 //
 // The kernel (see gen/lowbit_avx2.go) reads a chunk of a row as 4 quarters
@@ -59,6 +61,9 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 	kern, ok := ks.kernels[[2]int{b.N, unit}]
 	if !ok || !hasAll(ks.requires) || b.IntegerZeros() != nil {
 		return nil
+	}
+	if b.N == 3 {
+		return newBits3YMM(b, kern, be.set.isa)
 	}
 	n := b.N
 	bpc := 8 / n
@@ -125,6 +130,53 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 				}
 				putF32(a[chunkCols+4*lane:], xs[(k*chunkCols+u*unit)/128])
 				putI32(a[chunkCols+32+4*lane:], sum)
+			}
+		}
+	}
+	return s
+}
+
+// newBits3YMM returns the state of the AVX2 3-bit kernel: tiles of 8 rows,
+// "chunks" of two layout chunks (640 columns: PCols is a multiple), per
+// tile, period and block 8 scales and 8 zeros in row order, and per period
+// the activations of plane p, quarter h, word 8h+t as int32 at
+// ((p*4+h)*8+t)*4 (gen/lowbit_avx2.go, bits3A8YMM).
+func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
+	const nb, actCodes = 5, 20 * 4 * 32
+	s := &bitsSIMD{n: 3, bpc: 1, r: 8, lanes: 8, isa: isa, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
+		metaBlock: nb * 64, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*64}
+	tiles := b.PRows / 8
+	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
+	for t := 0; t < tiles; t++ {
+		for k := 0; k < s.chunks; k++ {
+			for j := 0; j < nb; j++ {
+				blk := s.meta[(t*s.chunks+k)*s.metaBlock+j*64:]
+				g := (k*nb + j) * 128 / b.G
+				for i := 0; i < 8; i++ {
+					putF32(blk[4*i:], b.Scale(t*8+i, g))
+					putI32(blk[32+4*i:], int32(b.Zero(t*8+i, g)))
+				}
+			}
+		}
+	}
+	s.idx = make([]int32, 8) // unused by the kernel
+	s.ctrl = make([]byte, 64)
+	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
+		for k := k0; k < k1; k++ {
+			a := act[k*s.actChunk : (k+1)*s.actChunk]
+			x := xq[k*640 : (k+1)*640]
+			for i, v := range x { // column p*32 + 8h + t: int32 at (p*4+h)*8+t
+				putI32(a[4*i:], int32(v))
+			}
+			for j := 0; j < nb; j++ {
+				var sum int32
+				for _, v := range x[128*j : 128*(j+1)] {
+					sum += int32(v)
+				}
+				for lane := 0; lane < 8; lane++ {
+					putF32(a[actCodes+64*j+4*lane:], xs[k*nb+j])
+					putI32(a[actCodes+64*j+32+4*lane:], sum)
+				}
 			}
 		}
 	}

@@ -296,3 +296,94 @@ func bitsRowVNNI(s bitsYMMShape, i int, wp, ap GPVirtual, mask, shuf VecVirtual)
 	}
 	return out
 }
+
+// bits3A8YMM emits the AVX2 W3A8 kernel for Bits(3, g >= 128). Ten 3-bit
+// planes per word do not fall on byte boundaries, so each plane is
+// shifted and masked into dword lanes (one code per word) and
+// VPMADDWD multiplies it with the int16 activations stored in the low
+// halves of dwords. A period of two chunks (256 bytes of a row) holds five
+// 128-column blocks; per block a tile of 8 rows sums its four planes over
+// the 32 words into one int32 vector per row, reduced to lane i = row i.
+func bits3A8YMM() {
+	const name, R, nb = "Bits3A8Avx2", 8, 5
+	const actCodes = 20 * 4 * 32 // 20 planes x 4 quarters x 8 dwords
+	actChunk, metaBlock := actCodes+nb*64, nb*64
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W3A8 dot products of Bits matrices (groups of at least 128",
+		"columns) for ntiles tiles of 8 rows with AVX2 (VPMADDWD). For tile T, row",
+		"i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes",
+		"",
+		"\tacc = 0",
+		"\tfor each 128-column block B in column order:",
+		"\t\tisum = sum q*xq - z*sum xq        (int32)",
+		"\t\tacc = acc + float32(s*xs[B]) * float32(isum)",
+		"\tout[T*8+i] = acc",
+		"",
+		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
+		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
+		"8 float32 scales and 8 int32 zeros in row order; act holds per period,",
+		"for plane p < 20 and quarter h < 4, 8 int32 activations (column",
+		"p*32 + 8h + t of the period, sign-extended), then per block 8 float32",
+		"lane scales and 8 int32 lane sums; ctrl and idx are unused.",
+		"",
+		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
+		"or written, zero points integers.",
+	)
+	mask := YMM()
+	{
+		t := GP32()
+		MOVL(U32(7), t)
+		VMOVD(t, mask.AsX())
+		VPBROADCASTD(mask.AsX(), mask)
+	}
+	tileChunks(name, R, metaBlock, 256, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)
+		stride := param("stride")
+		for b := 0; b < nb; b++ {
+			rows := make([]Register, R)
+			rp := GP64()
+			MOVQ(wp, rp)
+			for i := 0; i < R; i++ {
+				if b < 4 { // the next tile's period, one line per row and block
+					PREFETCHT1(Mem{Base: pf, Disp: 256*i + 64*b})
+				}
+				acc := YMM()
+				VPXOR(acc, acc, acc)
+				for h := 0; h < 4; h++ {
+					var d VecVirtual
+					chunk := -1
+					for p := 4 * b; p < 4*b+4; p++ {
+						if p/10 != chunk { // the plane's chunk: load its quarter
+							chunk = p / 10
+							d = YMM()
+							VMOVDQU(Mem{Base: rp, Disp: 128*chunk + 32*h}, d)
+						}
+						c := YMM()
+						VPSRLD(U8(29-3*(p%10)), d, c)
+						VPAND(mask, c, c)
+						VPMADDWD(Mem{Base: ap, Disp: (p*4 + h) * 32}, c, c)
+						VPADDD(c, acc, acc)
+					}
+				}
+				rows[i] = acc
+				if i != R-1 {
+					ADDQ(stride, rp)
+				}
+			}
+			isum := reduce8Y(rows, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
+			lane := actCodes + b*64 // the block's lane scales and sums
+			zl := YMM()
+			VMOVDQU(Mem{Base: mp, Disp: b*64 + 32}, zl)
+			VPMULLD(Mem{Base: ap, Disp: lane + 32}, zl, zl)
+			VPSUBD(zl, isum, isum)
+			f := YMM()
+			VMOVUPS(Mem{Base: mp, Disp: b * 64}, f)
+			VMULPS(Mem{Base: ap, Disp: lane}, f, f)
+			VCVTDQ2PS(isum, isum)
+			VMULPS(isum, f, f)
+			VADDPS(f, accRow, accRow)
+		}
+	})
+}

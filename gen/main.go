@@ -87,6 +87,7 @@ func main() {
 			}
 		}
 	}
+	bits3A8YMM()
 	for _, u := range []int{128, 64, 32} {
 		sparseA8YMM(u, modeAVX2)
 		sparseA8YMM(u, modeAVXVNNI)
