@@ -127,27 +127,12 @@ var bits3Quads = [6]struct{ block, chunk, first int }{{0, 0, 0}, {1, 0, 4}, {2, 
 // vectors.
 var bits3First = [4]int{0, 4, 6, 2}
 
-// newBits3SIMD returns the state of the 3-bit kernel: tiles of 16 rows,
-// "chunks" of two layout chunks (640 columns: PCols is a multiple), per
-// tile, period and block 16 scales and 16 zeros in row order.
-func newBits3SIMD(b *layout.Bits, kern func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)) *bitsSIMD {
+// newBits3SIMD returns the state of the AVX-512 3-bit kernel
+// (newBits3State with tiles of 16 rows) and its activation layout: per
+// period the quads' codes (bits3Quads), 2 halves of 64 bytes each.
+func newBits3SIMD(b *layout.Bits, kern bitsA8Func) *bitsSIMD {
 	const nb, nq = 5, len(bits3Quads)
-	s := &bitsSIMD{n: 3, bpc: 1, sub: 1, r: 16, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
-		metaBlock: nb * 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: nq*128 + nb*128}
-	tiles := b.PRows / 16
-	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
-	for t := 0; t < tiles; t++ {
-		for k := 0; k < s.chunks; k++ {
-			for j := 0; j < nb; j++ {
-				blk := s.meta[(t*s.chunks+k)*s.metaBlock+j*128:]
-				g := (k*nb + j) * 128 / b.G
-				for i := 0; i < 16; i++ {
-					putF32(blk[4*i:], b.Scale(t*16+i, g))
-					putI32(blk[64+4*i:], int32(b.Zero(t*16+i, g)))
-				}
-			}
-		}
-	}
+	s := newBits3State(b, 16, nq*128, kern, AVX512VNNI)
 	s.ctrl = make([]byte, 4*64)
 	for c, first := range bits3First {
 		for j := 0; j < 64; j++ {
@@ -182,6 +167,32 @@ func newBits3SIMD(b *layout.Bits, kern func(w *byte, stride int, meta *byte, act
 				for lane := 0; lane < 16; lane++ {
 					putF32(a[nq*128+j*128+4*lane:], xs[blk])
 					putI32(a[nq*128+j*128+64+4*lane:], sum)
+				}
+			}
+		}
+	}
+	return s
+}
+
+// newBits3State returns the state the 3-bit kernels share: tiles of r rows
+// (the kernel's lanes), "chunks" of two layout chunks (640 columns: PCols
+// is a multiple, 5 blocks), per tile, period and block r float32 scales
+// and r int32 zeros in row order, and per period actCodes activation bytes
+// followed by the blocks' r lane scales and r lane sums.
+func newBits3State(b *layout.Bits, r, actCodes int, kern bitsA8Func, isa ISA) *bitsSIMD {
+	const nb = 5
+	s := &bitsSIMD{n: 3, bpc: 1, sub: 1, r: r, lanes: r, isa: isa, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
+		metaBlock: nb * 8 * r, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*8*r}
+	tiles := b.PRows / r
+	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
+	for t := 0; t < tiles; t++ {
+		for k := 0; k < s.chunks; k++ {
+			for j := 0; j < nb; j++ {
+				blk := s.meta[(t*s.chunks+k)*s.metaBlock+j*8*r:]
+				g := (k*nb + j) * 128 / b.G
+				for i := 0; i < r; i++ {
+					putF32(blk[4*i:], b.Scale(t*r+i, g))
+					putI32(blk[4*r+4*i:], int32(b.Zero(t*r+i, g)))
 				}
 			}
 		}

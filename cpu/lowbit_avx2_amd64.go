@@ -136,29 +136,12 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 	return s
 }
 
-// newBits3YMM returns the state of the AVX2 3-bit kernel: tiles of 8 rows,
-// "chunks" of two layout chunks (640 columns: PCols is a multiple), per
-// tile, period and block 8 scales and 8 zeros in row order, and per period
-// the activations of plane p, quarter h, word 8h+t as int32 at
+// newBits3YMM returns the state of the AVX2 3-bit kernel (newBits3State
+// with tiles of 8 rows): per period the activations of plane p, quarter h, word 8h+t as int32 at
 // ((p*4+h)*8+t)*4 (gen/lowbit_avx2.go, bits3A8YMM).
 func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
 	const nb, actCodes = 5, 20 * 4 * 32
-	s := &bitsSIMD{n: 3, bpc: 1, r: 8, lanes: 8, isa: isa, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
-		metaBlock: nb * 64, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*64}
-	tiles := b.PRows / 8
-	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
-	for t := 0; t < tiles; t++ {
-		for k := 0; k < s.chunks; k++ {
-			for j := 0; j < nb; j++ {
-				blk := s.meta[(t*s.chunks+k)*s.metaBlock+j*64:]
-				g := (k*nb + j) * 128 / b.G
-				for i := 0; i < 8; i++ {
-					putF32(blk[4*i:], b.Scale(t*8+i, g))
-					putI32(blk[32+4*i:], int32(b.Zero(t*8+i, g)))
-				}
-			}
-		}
-	}
+	s := newBits3State(b, 8, actCodes, kern, isa)
 	s.idx = make([]int32, 8) // unused by the kernel
 	s.ctrl = make([]byte, 64)
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {

@@ -331,13 +331,7 @@ func bits3A8YMM() {
 		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
 		"or written, zero points integers.",
 	)
-	mask := YMM()
-	{
-		t := GP32()
-		MOVL(U32(7), t)
-		VMOVD(t, mask.AsX())
-		VPBROADCASTD(mask.AsX(), mask)
-	}
+	mask := fvec{}.broadcast(7)
 	tileChunks(name, R, metaBlock, 256, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)
 		stride := param("stride")
@@ -373,17 +367,7 @@ func bits3A8YMM() {
 				}
 			}
 			isum := reduce8Y(rows, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
-			lane := actCodes + b*64 // the block's lane scales and sums
-			zl := YMM()
-			VMOVDQU(Mem{Base: mp, Disp: b*64 + 32}, zl)
-			VPMULLD(Mem{Base: ap, Disp: lane + 32}, zl, zl)
-			VPSUBD(zl, isum, isum)
-			f := YMM()
-			VMOVUPS(Mem{Base: mp, Disp: b * 64}, f)
-			VMULPS(Mem{Base: ap, Disp: lane}, f, f)
-			VCVTDQ2PS(isum, isum)
-			VMULPS(isum, f, f)
-			VADDPS(f, accRow, accRow)
+			blockTerm(fvec{}, isum, accRow, Mem{Base: mp, Disp: b * 64}, Mem{Base: ap, Disp: actCodes + b*64})
 		}
 	})
 }

@@ -1085,12 +1085,7 @@ func bits3A8AVX512() {
 		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
 		"or written, zero points integers.",
 	)
-	mask := ZMM()
-	{
-		t := GP32()
-		MOVL(U32(0x07070707), t)
-		VPBROADCASTD(t, mask)
-	}
+	mask := fvec{avx512: true}.broadcast(0x07070707)
 	tileChunks(name, R, metaBlock, 256, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)
 		stride := param("stride")
@@ -1135,20 +1130,28 @@ func bits3A8AVX512() {
 					ADDQ(stride, rp)
 				}
 			}
-			isum := reduce16(acc)
-			lane := nq*128 + b*128 // the block's lane scales and sums
-			zl := ZMM()
-			VMOVDQU32(Mem{Base: mp, Disp: b*128 + 64}, zl)
-			VPMULLD(Mem{Base: ap, Disp: lane + 64}, zl, zl)
-			VPSUBD(zl, isum, isum)
-			f := ZMM()
-			VMOVUPS(Mem{Base: mp, Disp: b * 128}, f)
-			VMULPS(Mem{Base: ap, Disp: lane}, f, f)
-			VCVTDQ2PS(isum, isum)
-			VMULPS(isum, f, f)
-			VADDPS(f, accRow, accRow)
+			blockTerm(fvec{avx512: true}, reduce16(acc), accRow, Mem{Base: mp, Disp: b * 128}, Mem{Base: ap, Disp: nq*128 + b*128})
 		}
 	})
+}
+
+// blockTerm adds one block's terms to the row accumulator, lane i = row i
+// of a tile: isum (exact sums q*xq) minus zero*sum(xq), times s*xs, with
+// meta the block's scales (zeros one vector on) and act its lane
+// activation scales (lane sums one vector on); the products and the sum
+// are rounded separately, as DotA8Exact does. isum is clobbered.
+func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
+	w := 4 * v.lanes()
+	zl := v.reg()
+	VMOVUPS(meta.Offset(w), zl)
+	VPMULLD(act.Offset(w), zl, zl)
+	VPSUBD(zl, isum, isum)
+	f := v.reg()
+	VMOVUPS(meta, f)
+	VMULPS(act, f, f)
+	VCVTDQ2PS(isum, isum)
+	VMULPS(isum, f, f)
+	VADDPS(f, accRow, accRow)
 }
 
 // lowA8Loops emits the tile and chunk loops the low-bit A8 kernels share:
