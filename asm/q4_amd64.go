@@ -1355,8 +1355,9 @@ func Bits1A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *fl
 func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits3A8Avx2 computes W3A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 8 rows with AVX2 (VPMADDWD). For tile T, row
-// i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
+// columns) for ntiles tiles of 8 rows with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD).
+// For tile T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it
+// computes
 //
 //	acc = 0
 //	for each 128-column block B in column order:
@@ -1367,9 +1368,10 @@ func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 // exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two
 // chunks (640 columns, 5 blocks). meta holds, per tile, period and block,
 // 8 float32 scales and 8 int32 zeros in row order; act holds per period,
-// for plane p < 20 and quarter h < 4, 8 int32 activations (column
-// p*32 + 8h + t of the period, sign-extended), then per block 8 float32
-// lane scales and 8 int32 lane sums; ctrl and idx are unused.
+// for plane pair q < 10 (planes 2q, 2q+1) and quarter h < 4, 16 int16
+// activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w of the
+// period, then per block 8 float32 lane scales and 8 int32 lane sums; ctrl
+// and idx are unused.
 //
 // Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
 // or written, zero points integers.

@@ -12623,7 +12623,7 @@ Bits1A8AvxVnni_chunk:
 // func Bits3A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Bits3A8Avx2(SB), NOSPLIT, $0-72
-	MOVL         $0x00000007, AX
+	MOVL         $0x00070007, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
 
@@ -12636,7 +12636,7 @@ Bits3A8Avx2_tile:
 	XORQ   CX, CX
 
 Bits3A8Avx2_chunk:
-	IMUL3Q      $0x00000b40, CX, DX
+	IMUL3Q      $0x00000640, CX, DX
 	MOVQ        act+24(FP), BX
 	ADDQ        BX, DX
 	IMUL3Q      $0x00000140, CX, BX
@@ -12651,567 +12651,780 @@ Bits3A8Avx2_chunk:
 	PREFETCHT1  (AX)
 	VPXOR       Y2, Y2, Y2
 	VMOVDQU     (R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    (DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    128(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    256(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul1<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    384(DX), Y3, Y3
+	VPMADDWD    128(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	VMOVDQU     32(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    32(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    160(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    288(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul1<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    416(DX), Y3, Y3
+	VPMADDWD    160(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	VMOVDQU     64(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    64(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    192(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    320(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul1<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    448(DX), Y3, Y3
+	VPMADDWD    192(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	VMOVDQU     96(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    96(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    224(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    352(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul1<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    480(DX), Y3, Y3
+	VPMADDWD    224(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	ADDQ        DI, R8
 	PREFETCHT1  256(AX)
 	VPXOR       Y3, Y3, Y3
 	VMOVDQU     (R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    (DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    128(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    256(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    384(DX), Y4, Y4
+	VPMADDWD    128(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	VMOVDQU     32(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    32(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    160(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    288(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    416(DX), Y4, Y4
+	VPMADDWD    160(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	VMOVDQU     64(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    64(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    192(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    320(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    448(DX), Y4, Y4
+	VPMADDWD    192(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	VMOVDQU     96(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    96(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    224(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    352(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    480(DX), Y4, Y4
+	VPMADDWD    224(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	ADDQ        DI, R8
 	PREFETCHT1  512(AX)
 	VPXOR       Y4, Y4, Y4
 	VMOVDQU     (R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    (DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    128(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    256(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    384(DX), Y5, Y5
+	VPMADDWD    128(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	VMOVDQU     32(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    32(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    160(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    288(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    416(DX), Y5, Y5
+	VPMADDWD    160(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	VMOVDQU     64(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    64(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    192(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    320(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    448(DX), Y5, Y5
+	VPMADDWD    192(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	VMOVDQU     96(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    96(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    224(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    352(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    480(DX), Y5, Y5
+	VPMADDWD    224(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	ADDQ        DI, R8
 	PREFETCHT1  768(AX)
 	VPXOR       Y5, Y5, Y5
 	VMOVDQU     (R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    (DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    128(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    256(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    384(DX), Y6, Y6
+	VPMADDWD    128(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	VMOVDQU     32(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    32(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    160(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    288(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    416(DX), Y6, Y6
+	VPMADDWD    160(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	VMOVDQU     64(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    64(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    192(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    320(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    448(DX), Y6, Y6
+	VPMADDWD    192(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	VMOVDQU     96(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    96(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    224(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    352(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    480(DX), Y6, Y6
+	VPMADDWD    224(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	ADDQ        DI, R8
 	PREFETCHT1  1024(AX)
 	VPXOR       Y6, Y6, Y6
 	VMOVDQU     (R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    (DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    128(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    256(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    384(DX), Y7, Y7
+	VPMADDWD    128(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	VMOVDQU     32(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    32(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    160(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    288(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    416(DX), Y7, Y7
+	VPMADDWD    160(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	VMOVDQU     64(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    64(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    192(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    320(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    448(DX), Y7, Y7
+	VPMADDWD    192(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	VMOVDQU     96(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    96(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    224(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    352(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    480(DX), Y7, Y7
+	VPMADDWD    224(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	ADDQ        DI, R8
 	PREFETCHT1  1280(AX)
 	VPXOR       Y7, Y7, Y7
 	VMOVDQU     (R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    (DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    128(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    256(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    384(DX), Y8, Y8
+	VPMADDWD    128(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	VMOVDQU     32(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    32(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    160(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    288(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    416(DX), Y8, Y8
+	VPMADDWD    160(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	VMOVDQU     64(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    64(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    192(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    320(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    448(DX), Y8, Y8
+	VPMADDWD    192(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	VMOVDQU     96(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    96(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    224(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    352(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    480(DX), Y8, Y8
+	VPMADDWD    224(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	ADDQ        DI, R8
 	PREFETCHT1  1536(AX)
 	VPXOR       Y8, Y8, Y8
 	VMOVDQU     (R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    (DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    128(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    256(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    384(DX), Y9, Y9
+	VPMADDWD    128(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	VMOVDQU     32(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    32(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    160(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    288(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    416(DX), Y9, Y9
+	VPMADDWD    160(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	VMOVDQU     64(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    64(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    192(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    320(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    448(DX), Y9, Y9
+	VPMADDWD    192(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	VMOVDQU     96(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    96(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    224(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    352(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    480(DX), Y9, Y9
+	VPMADDWD    224(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	ADDQ        DI, R8
 	PREFETCHT1  1792(AX)
 	VPXOR       Y9, Y9, Y9
 	VMOVDQU     (R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul0<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    (DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y11
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    128(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     32(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul0<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
-	VPMADDWD    128(DX), Y11, Y11
+	VPMADDWD    32(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x17, Y10, Y11
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    160(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     64(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul0<>+0(SB), Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDWD    64(DX), Y11, Y11
+	VPADDD      Y11, Y9, Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    192(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     96(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul0<>+0(SB), Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDWD    96(DX), Y11, Y11
+	VPADDD      Y11, Y9, Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    224(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y2
+	VPADDD      Y10, Y2, Y2
+	VPUNPCKLDQ  Y5, Y4, Y3
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPADDD      Y3, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y3
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPADDD      Y3, Y6, Y6
+	VPUNPCKLDQ  Y9, Y8, Y3
+	VPUNPCKHDQ  Y9, Y8, Y8
+	VPADDD      Y3, Y8, Y8
+	VPUNPCKLQDQ Y4, Y2, Y3
+	VPUNPCKHQDQ Y4, Y2, Y2
+	VPADDD      Y3, Y2, Y2
+	VPUNPCKLQDQ Y8, Y6, Y3
+	VPUNPCKHQDQ Y8, Y6, Y6
+	VPADDD      Y3, Y6, Y6
+	VPERM2I128  $0x20, Y6, Y2, Y3
+	VPERM2I128  $0x31, Y6, Y2, Y2
+	VPADDD      Y2, Y3, Y3
+	VMOVUPS     32(BX), Y2
+	VPMULLD     1312(DX), Y2, Y2
+	VPSUBD      Y2, Y3, Y3
+	VMOVUPS     (BX), Y2
+	VMULPS      1280(DX), Y2, Y2
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        SI, R8
+	PREFETCHT1  64(AX)
+	VPXOR       Y2, Y2, Y2
+	VMOVDQU     (R8), Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    256(DX), Y4, Y4
+	VPADDD      Y4, Y2, Y2
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul3<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    384(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     32(R8), Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    288(DX), Y4, Y4
+	VPADDD      Y4, Y2, Y2
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul3<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    416(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     64(R8), Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    320(DX), Y4, Y4
+	VPADDD      Y4, Y2, Y2
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul3<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    448(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     96(R8), Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    352(DX), Y4, Y4
+	VPADDD      Y4, Y2, Y2
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul3<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    480(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	ADDQ        DI, R8
+	PREFETCHT1  320(AX)
+	VPXOR       Y3, Y3, Y3
+	VMOVDQU     (R8), Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    256(DX), Y5, Y5
+	VPADDD      Y5, Y3, Y3
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    384(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     32(R8), Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    288(DX), Y5, Y5
+	VPADDD      Y5, Y3, Y3
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    416(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     64(R8), Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    320(DX), Y5, Y5
+	VPADDD      Y5, Y3, Y3
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    448(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     96(R8), Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    352(DX), Y5, Y5
+	VPADDD      Y5, Y3, Y3
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    480(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	ADDQ        DI, R8
+	PREFETCHT1  576(AX)
+	VPXOR       Y4, Y4, Y4
+	VMOVDQU     (R8), Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    256(DX), Y6, Y6
+	VPADDD      Y6, Y4, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    384(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     32(R8), Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    288(DX), Y6, Y6
+	VPADDD      Y6, Y4, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    416(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     64(R8), Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    320(DX), Y6, Y6
+	VPADDD      Y6, Y4, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    448(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     96(R8), Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    352(DX), Y6, Y6
+	VPADDD      Y6, Y4, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    480(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	ADDQ        DI, R8
+	PREFETCHT1  832(AX)
+	VPXOR       Y5, Y5, Y5
+	VMOVDQU     (R8), Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    256(DX), Y7, Y7
+	VPADDD      Y7, Y5, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    384(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     32(R8), Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    288(DX), Y7, Y7
+	VPADDD      Y7, Y5, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    416(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     64(R8), Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    320(DX), Y7, Y7
+	VPADDD      Y7, Y5, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    448(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     96(R8), Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    352(DX), Y7, Y7
+	VPADDD      Y7, Y5, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    480(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	ADDQ        DI, R8
+	PREFETCHT1  1088(AX)
+	VPXOR       Y6, Y6, Y6
+	VMOVDQU     (R8), Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    256(DX), Y8, Y8
+	VPADDD      Y8, Y6, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    384(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     32(R8), Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    288(DX), Y8, Y8
+	VPADDD      Y8, Y6, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    416(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     64(R8), Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    320(DX), Y8, Y8
+	VPADDD      Y8, Y6, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    448(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     96(R8), Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    352(DX), Y8, Y8
+	VPADDD      Y8, Y6, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    480(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	ADDQ        DI, R8
+	PREFETCHT1  1344(AX)
+	VPXOR       Y7, Y7, Y7
+	VMOVDQU     (R8), Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    256(DX), Y9, Y9
+	VPADDD      Y9, Y7, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    384(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     32(R8), Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    288(DX), Y9, Y9
+	VPADDD      Y9, Y7, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    416(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     64(R8), Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    320(DX), Y9, Y9
+	VPADDD      Y9, Y7, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    448(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     96(R8), Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    352(DX), Y9, Y9
+	VPADDD      Y9, Y7, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    480(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	ADDQ        DI, R8
+	PREFETCHT1  1600(AX)
+	VPXOR       Y8, Y8, Y8
+	VMOVDQU     (R8), Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    256(DX), Y10, Y10
+	VPADDD      Y10, Y8, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    384(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     32(R8), Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    288(DX), Y10, Y10
+	VPADDD      Y10, Y8, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    416(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     64(R8), Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    320(DX), Y10, Y10
+	VPADDD      Y10, Y8, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    448(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     96(R8), Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    352(DX), Y10, Y10
+	VPADDD      Y10, Y8, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    480(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	ADDQ        DI, R8
+	PREFETCHT1  1856(AX)
+	VPXOR       Y9, Y9, Y9
+	VMOVDQU     (R8), Y10
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul2<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    256(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    384(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VMOVDQU     32(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    32(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    160(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x17, Y10, Y11
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul2<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    288(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    416(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VMOVDQU     64(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    64(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    192(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x17, Y10, Y11
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul2<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    320(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    448(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VMOVDQU     96(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    96(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    224(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x17, Y10, Y11
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul2<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    352(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    480(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
@@ -13236,579 +13449,824 @@ Bits3A8Avx2_chunk:
 	VPERM2I128  $0x20, Y6, Y2, Y3
 	VPERM2I128  $0x31, Y6, Y2, Y2
 	VPADDD      Y2, Y3, Y3
-	VMOVUPS     32(BX), Y2
-	VPMULLD     2592(DX), Y2, Y2
+	VMOVUPS     96(BX), Y2
+	VPMULLD     1376(DX), Y2, Y2
 	VPSUBD      Y2, Y3, Y3
-	VMOVUPS     (BX), Y2
-	VMULPS      2560(DX), Y2, Y2
+	VMOVUPS     64(BX), Y2
+	VMULPS      1344(DX), Y2, Y2
 	VCVTDQ2PS   Y3, Y3
 	VMULPS      Y3, Y2, Y2
 	VADDPS      Y2, Y1, Y1
 	MOVQ        SI, R8
-	PREFETCHT1  64(AX)
+	PREFETCHT1  128(AX)
 	VPXOR       Y2, Y2, Y2
 	VMOVDQU     (R8), Y3
-	VPSRLD      $0x11, Y3, Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    512(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     128(R8), Y3
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul0<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    640(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     32(R8), Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    544(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     160(R8), Y3
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul0<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    672(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     64(R8), Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    576(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     192(R8), Y3
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul0<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    704(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     96(R8), Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    608(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	VMOVDQU     224(R8), Y3
+	VPSHUFB     bits3Shuf0<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul0<>+0(SB), Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDWD    736(DX), Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	ADDQ        DI, R8
+	PREFETCHT1  384(AX)
+	VPXOR       Y3, Y3, Y3
+	VMOVDQU     (R8), Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    512(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     128(R8), Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    640(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0b, Y3, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     32(R8), Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    544(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     160(R8), Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    672(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     64(R8), Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    576(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     192(R8), Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    704(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     96(R8), Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    608(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	VMOVDQU     224(R8), Y4
+	VPSHUFB     bits3Shuf0<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul0<>+0(SB), Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDWD    736(DX), Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	ADDQ        DI, R8
+	PREFETCHT1  640(AX)
+	VPXOR       Y4, Y4, Y4
+	VMOVDQU     (R8), Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    512(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     128(R8), Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    640(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     32(R8), Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    544(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     160(R8), Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    672(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     64(R8), Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    576(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     192(R8), Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    704(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     96(R8), Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    608(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	VMOVDQU     224(R8), Y5
+	VPSHUFB     bits3Shuf0<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul0<>+0(SB), Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDWD    736(DX), Y5, Y5
+	VPADDD      Y5, Y4, Y4
+	ADDQ        DI, R8
+	PREFETCHT1  896(AX)
+	VPXOR       Y5, Y5, Y5
+	VMOVDQU     (R8), Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    512(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     128(R8), Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    640(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     32(R8), Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    544(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     160(R8), Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    672(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     64(R8), Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    576(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     192(R8), Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    704(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     96(R8), Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    608(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	VMOVDQU     224(R8), Y6
+	VPSHUFB     bits3Shuf0<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul0<>+0(SB), Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDWD    736(DX), Y6, Y6
+	VPADDD      Y6, Y5, Y5
+	ADDQ        DI, R8
+	PREFETCHT1  1152(AX)
+	VPXOR       Y6, Y6, Y6
+	VMOVDQU     (R8), Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    512(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     128(R8), Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    640(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     32(R8), Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    544(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     160(R8), Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    672(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     64(R8), Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    576(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     192(R8), Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    704(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     96(R8), Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    608(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	VMOVDQU     224(R8), Y7
+	VPSHUFB     bits3Shuf0<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul0<>+0(SB), Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDWD    736(DX), Y7, Y7
+	VPADDD      Y7, Y6, Y6
+	ADDQ        DI, R8
+	PREFETCHT1  1408(AX)
+	VPXOR       Y7, Y7, Y7
+	VMOVDQU     (R8), Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    512(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     128(R8), Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    640(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     32(R8), Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    544(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     160(R8), Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    672(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     64(R8), Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    576(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     192(R8), Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    704(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     96(R8), Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    608(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	VMOVDQU     224(R8), Y8
+	VPSHUFB     bits3Shuf0<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul0<>+0(SB), Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDWD    736(DX), Y8, Y8
+	VPADDD      Y8, Y7, Y7
+	ADDQ        DI, R8
+	PREFETCHT1  1664(AX)
+	VPXOR       Y8, Y8, Y8
+	VMOVDQU     (R8), Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    512(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     128(R8), Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    640(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     32(R8), Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    544(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     160(R8), Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    672(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     64(R8), Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    576(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     192(R8), Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    704(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     96(R8), Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    608(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	VMOVDQU     224(R8), Y9
+	VPSHUFB     bits3Shuf0<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul0<>+0(SB), Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDWD    736(DX), Y9, Y9
+	VPADDD      Y9, Y8, Y8
+	ADDQ        DI, R8
+	PREFETCHT1  1920(AX)
+	VPXOR       Y9, Y9, Y9
+	VMOVDQU     (R8), Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    512(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     128(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    640(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     32(R8), Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    544(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     160(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    672(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     64(R8), Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    576(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     192(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    704(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     96(R8), Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    608(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VMOVDQU     224(R8), Y10
+	VPSHUFB     bits3Shuf0<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul0<>+0(SB), Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDWD    736(DX), Y10, Y10
+	VPADDD      Y10, Y9, Y9
+	VPUNPCKLDQ  Y3, Y2, Y10
+	VPUNPCKHDQ  Y3, Y2, Y2
+	VPADDD      Y10, Y2, Y2
+	VPUNPCKLDQ  Y5, Y4, Y3
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPADDD      Y3, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y3
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPADDD      Y3, Y6, Y6
+	VPUNPCKLDQ  Y9, Y8, Y3
+	VPUNPCKHDQ  Y9, Y8, Y8
+	VPADDD      Y3, Y8, Y8
+	VPUNPCKLQDQ Y4, Y2, Y3
+	VPUNPCKHQDQ Y4, Y2, Y2
+	VPADDD      Y3, Y2, Y2
+	VPUNPCKLQDQ Y8, Y6, Y3
+	VPUNPCKHQDQ Y8, Y6, Y6
+	VPADDD      Y3, Y6, Y6
+	VPERM2I128  $0x20, Y6, Y2, Y3
+	VPERM2I128  $0x31, Y6, Y2, Y2
+	VPADDD      Y2, Y3, Y3
+	VMOVUPS     160(BX), Y2
+	VPMULLD     1440(DX), Y2, Y2
+	VPSUBD      Y2, Y3, Y3
+	VMOVUPS     128(BX), Y2
+	VMULPS      1408(DX), Y2, Y2
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        SI, R8
+	PREFETCHT1  192(AX)
+	VPXOR       Y2, Y2, Y2
+	VMOVDQU     128(R8), Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    768(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul2<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
 	VPMADDWD    896(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
-	VMOVDQU     32(R8), Y3
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    544(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    672(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0b, Y3, Y4
+	VMOVDQU     160(R8), Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    800(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul2<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
 	VPMADDWD    928(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
-	VMOVDQU     64(R8), Y3
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    576(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    704(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0b, Y3, Y4
+	VMOVDQU     192(R8), Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    832(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul2<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
 	VPMADDWD    960(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
-	VMOVDQU     96(R8), Y3
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    608(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    736(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0b, Y3, Y4
+	VMOVDQU     224(R8), Y3
+	VPSHUFB     bits3Shuf1<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul1<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    864(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y3
+	VPSHUFB     bits3Shuf2<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul2<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
 	VPMADDWD    992(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	ADDQ        DI, R8
-	PREFETCHT1  320(AX)
+	PREFETCHT1  448(AX)
 	VPXOR       Y3, Y3, Y3
-	VMOVDQU     (R8), Y4
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    512(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    640(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0b, Y4, Y5
+	VMOVDQU     128(R8), Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    768(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    896(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
-	VMOVDQU     32(R8), Y4
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    544(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    672(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0b, Y4, Y5
+	VMOVDQU     160(R8), Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    800(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    928(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
-	VMOVDQU     64(R8), Y4
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    576(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    704(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0b, Y4, Y5
+	VMOVDQU     192(R8), Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    832(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    960(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
-	VMOVDQU     96(R8), Y4
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    608(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    736(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0b, Y4, Y5
+	VMOVDQU     224(R8), Y4
+	VPSHUFB     bits3Shuf1<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul1<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    864(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y4
+	VPSHUFB     bits3Shuf2<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul2<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
 	VPMADDWD    992(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	ADDQ        DI, R8
-	PREFETCHT1  576(AX)
+	PREFETCHT1  704(AX)
 	VPXOR       Y4, Y4, Y4
-	VMOVDQU     (R8), Y5
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    512(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    640(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0b, Y5, Y6
+	VMOVDQU     128(R8), Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    768(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    896(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
-	VMOVDQU     32(R8), Y5
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    544(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    672(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0b, Y5, Y6
+	VMOVDQU     160(R8), Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    800(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    928(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
-	VMOVDQU     64(R8), Y5
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    576(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    704(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0b, Y5, Y6
+	VMOVDQU     192(R8), Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    832(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    960(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
-	VMOVDQU     96(R8), Y5
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    608(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    736(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0b, Y5, Y6
+	VMOVDQU     224(R8), Y5
+	VPSHUFB     bits3Shuf1<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul1<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    864(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y5
+	VPSHUFB     bits3Shuf2<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul2<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
 	VPMADDWD    992(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	ADDQ        DI, R8
-	PREFETCHT1  832(AX)
+	PREFETCHT1  960(AX)
 	VPXOR       Y5, Y5, Y5
-	VMOVDQU     (R8), Y6
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    512(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    640(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0b, Y6, Y7
+	VMOVDQU     128(R8), Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    768(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    896(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
-	VMOVDQU     32(R8), Y6
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    544(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    672(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0b, Y6, Y7
+	VMOVDQU     160(R8), Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    800(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    928(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
-	VMOVDQU     64(R8), Y6
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    576(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    704(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0b, Y6, Y7
+	VMOVDQU     192(R8), Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    832(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    960(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
-	VMOVDQU     96(R8), Y6
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    608(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    736(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0b, Y6, Y7
+	VMOVDQU     224(R8), Y6
+	VPSHUFB     bits3Shuf1<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul1<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    864(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y6
+	VPSHUFB     bits3Shuf2<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul2<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
 	VPMADDWD    992(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	ADDQ        DI, R8
-	PREFETCHT1  1088(AX)
+	PREFETCHT1  1216(AX)
 	VPXOR       Y6, Y6, Y6
-	VMOVDQU     (R8), Y7
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    512(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    640(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0b, Y7, Y8
+	VMOVDQU     128(R8), Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    768(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    896(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
-	VMOVDQU     32(R8), Y7
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    544(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    672(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0b, Y7, Y8
+	VMOVDQU     160(R8), Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    800(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    928(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
-	VMOVDQU     64(R8), Y7
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    576(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    704(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0b, Y7, Y8
+	VMOVDQU     192(R8), Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    832(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    960(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
-	VMOVDQU     96(R8), Y7
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    608(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    736(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0b, Y7, Y8
+	VMOVDQU     224(R8), Y7
+	VPSHUFB     bits3Shuf1<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul1<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    864(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y7
+	VPSHUFB     bits3Shuf2<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul2<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
 	VPMADDWD    992(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	ADDQ        DI, R8
-	PREFETCHT1  1344(AX)
+	PREFETCHT1  1472(AX)
 	VPXOR       Y7, Y7, Y7
-	VMOVDQU     (R8), Y8
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    512(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    640(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0b, Y8, Y9
+	VMOVDQU     128(R8), Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    768(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    896(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
-	VMOVDQU     32(R8), Y8
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    544(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    672(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0b, Y8, Y9
+	VMOVDQU     160(R8), Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    800(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    928(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
-	VMOVDQU     64(R8), Y8
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    576(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    704(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0b, Y8, Y9
+	VMOVDQU     192(R8), Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    832(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    960(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
-	VMOVDQU     96(R8), Y8
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    608(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    736(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0b, Y8, Y9
+	VMOVDQU     224(R8), Y8
+	VPSHUFB     bits3Shuf1<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul1<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    864(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y8
+	VPSHUFB     bits3Shuf2<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul2<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
 	VPMADDWD    992(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	ADDQ        DI, R8
-	PREFETCHT1  1600(AX)
+	PREFETCHT1  1728(AX)
 	VPXOR       Y8, Y8, Y8
-	VMOVDQU     (R8), Y9
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    512(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    640(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0b, Y9, Y10
+	VMOVDQU     128(R8), Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    768(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    896(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
-	VMOVDQU     32(R8), Y9
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    544(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    672(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0b, Y9, Y10
+	VMOVDQU     160(R8), Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    800(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    928(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
-	VMOVDQU     64(R8), Y9
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    576(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    704(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0b, Y9, Y10
+	VMOVDQU     192(R8), Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    832(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    960(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
-	VMOVDQU     96(R8), Y9
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    608(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    736(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0b, Y9, Y10
+	VMOVDQU     224(R8), Y9
+	VPSHUFB     bits3Shuf1<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul1<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    864(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y9
+	VPSHUFB     bits3Shuf2<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul2<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
 	VPMADDWD    992(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	ADDQ        DI, R8
-	PREFETCHT1  1856(AX)
+	PREFETCHT1  1984(AX)
 	VPXOR       Y9, Y9, Y9
-	VMOVDQU     (R8), Y10
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    512(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    640(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0b, Y10, Y11
+	VMOVDQU     128(R8), Y10
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul1<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    768(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y10
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    896(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
-	VMOVDQU     32(R8), Y10
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    544(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    672(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0b, Y10, Y11
+	VMOVDQU     160(R8), Y10
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul1<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    800(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y10
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    928(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
-	VMOVDQU     64(R8), Y10
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    576(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    704(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0b, Y10, Y11
+	VMOVDQU     192(R8), Y10
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul1<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    832(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y10
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    960(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
-	VMOVDQU     96(R8), Y10
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    608(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    736(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0b, Y10, Y11
+	VMOVDQU     224(R8), Y10
+	VPSHUFB     bits3Shuf1<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul1<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
 	VPMADDWD    864(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y10
+	VPSHUFB     bits3Shuf2<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul2<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
 	VPMADDWD    992(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
@@ -13833,1798 +14291,380 @@ Bits3A8Avx2_chunk:
 	VPERM2I128  $0x20, Y6, Y2, Y3
 	VPERM2I128  $0x31, Y6, Y2, Y2
 	VPADDD      Y2, Y3, Y3
-	VMOVUPS     96(BX), Y2
-	VPMULLD     2656(DX), Y2, Y2
-	VPSUBD      Y2, Y3, Y3
-	VMOVUPS     64(BX), Y2
-	VMULPS      2624(DX), Y2, Y2
-	VCVTDQ2PS   Y3, Y3
-	VMULPS      Y3, Y2, Y2
-	VADDPS      Y2, Y1, Y1
-	MOVQ        SI, R8
-	PREFETCHT1  128(AX)
-	VPXOR       Y2, Y2, Y2
-	VMOVDQU     (R8), Y3
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1024(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1152(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     128(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1280(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1408(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     32(R8), Y3
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1056(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1184(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     160(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1312(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1440(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     64(R8), Y3
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1088(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1216(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     192(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1344(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1472(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     96(R8), Y3
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1120(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1248(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     224(R8), Y3
-	VPSRLD      $0x1d, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1376(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x1a, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1504(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	ADDQ        DI, R8
-	PREFETCHT1  384(AX)
-	VPXOR       Y3, Y3, Y3
-	VMOVDQU     (R8), Y4
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1024(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1152(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     128(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1280(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1408(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     32(R8), Y4
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1056(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1184(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     160(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1312(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1440(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     64(R8), Y4
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1088(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1216(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     192(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1344(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1472(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     96(R8), Y4
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1120(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1248(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     224(R8), Y4
-	VPSRLD      $0x1d, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1376(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x1a, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1504(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	ADDQ        DI, R8
-	PREFETCHT1  640(AX)
-	VPXOR       Y4, Y4, Y4
-	VMOVDQU     (R8), Y5
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1024(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1152(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     128(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1280(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1408(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     32(R8), Y5
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1056(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1184(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     160(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1312(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1440(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     64(R8), Y5
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1088(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1216(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     192(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1344(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1472(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     96(R8), Y5
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1120(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1248(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     224(R8), Y5
-	VPSRLD      $0x1d, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1376(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x1a, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1504(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	ADDQ        DI, R8
-	PREFETCHT1  896(AX)
-	VPXOR       Y5, Y5, Y5
-	VMOVDQU     (R8), Y6
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1024(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1152(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     128(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1280(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1408(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     32(R8), Y6
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1056(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1184(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     160(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1312(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1440(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     64(R8), Y6
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1088(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1216(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     192(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1344(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1472(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     96(R8), Y6
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1120(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1248(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     224(R8), Y6
-	VPSRLD      $0x1d, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1376(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x1a, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1504(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	ADDQ        DI, R8
-	PREFETCHT1  1152(AX)
-	VPXOR       Y6, Y6, Y6
-	VMOVDQU     (R8), Y7
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1024(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1152(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     128(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1280(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1408(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     32(R8), Y7
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1056(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1184(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     160(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1312(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1440(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     64(R8), Y7
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1088(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1216(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     192(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1344(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1472(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     96(R8), Y7
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1120(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1248(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     224(R8), Y7
-	VPSRLD      $0x1d, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1376(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x1a, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1504(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	ADDQ        DI, R8
-	PREFETCHT1  1408(AX)
-	VPXOR       Y7, Y7, Y7
-	VMOVDQU     (R8), Y8
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1024(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1152(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     128(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1280(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1408(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     32(R8), Y8
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1056(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1184(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     160(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1312(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1440(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     64(R8), Y8
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1088(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1216(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     192(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1344(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1472(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     96(R8), Y8
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1120(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1248(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     224(R8), Y8
-	VPSRLD      $0x1d, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1376(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x1a, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1504(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	ADDQ        DI, R8
-	PREFETCHT1  1664(AX)
-	VPXOR       Y8, Y8, Y8
-	VMOVDQU     (R8), Y9
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1024(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1152(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     128(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1280(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1408(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     32(R8), Y9
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1056(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1184(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     160(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1312(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1440(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     64(R8), Y9
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1088(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1216(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     192(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1344(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1472(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     96(R8), Y9
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1120(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1248(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     224(R8), Y9
-	VPSRLD      $0x1d, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1376(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x1a, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1504(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	ADDQ        DI, R8
-	PREFETCHT1  1920(AX)
-	VPXOR       Y9, Y9, Y9
-	VMOVDQU     (R8), Y10
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1024(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1152(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     128(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1280(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1408(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     32(R8), Y10
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1056(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1184(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     160(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1312(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1440(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     64(R8), Y10
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1088(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1216(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     192(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1344(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1472(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     96(R8), Y10
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1120(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1248(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     224(R8), Y10
-	VPSRLD      $0x1d, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1376(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x1a, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1504(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VPUNPCKLDQ  Y3, Y2, Y10
-	VPUNPCKHDQ  Y3, Y2, Y2
-	VPADDD      Y10, Y2, Y2
-	VPUNPCKLDQ  Y5, Y4, Y3
-	VPUNPCKHDQ  Y5, Y4, Y4
-	VPADDD      Y3, Y4, Y4
-	VPUNPCKLDQ  Y7, Y6, Y3
-	VPUNPCKHDQ  Y7, Y6, Y6
-	VPADDD      Y3, Y6, Y6
-	VPUNPCKLDQ  Y9, Y8, Y3
-	VPUNPCKHDQ  Y9, Y8, Y8
-	VPADDD      Y3, Y8, Y8
-	VPUNPCKLQDQ Y4, Y2, Y3
-	VPUNPCKHQDQ Y4, Y2, Y2
-	VPADDD      Y3, Y2, Y2
-	VPUNPCKLQDQ Y8, Y6, Y3
-	VPUNPCKHQDQ Y8, Y6, Y6
-	VPADDD      Y3, Y6, Y6
-	VPERM2I128  $0x20, Y6, Y2, Y3
-	VPERM2I128  $0x31, Y6, Y2, Y2
-	VPADDD      Y2, Y3, Y3
-	VMOVUPS     160(BX), Y2
-	VPMULLD     2720(DX), Y2, Y2
-	VPSUBD      Y2, Y3, Y3
-	VMOVUPS     128(BX), Y2
-	VMULPS      2688(DX), Y2, Y2
-	VCVTDQ2PS   Y3, Y3
-	VMULPS      Y3, Y2, Y2
-	VADDPS      Y2, Y1, Y1
-	MOVQ        SI, R8
-	PREFETCHT1  192(AX)
-	VPXOR       Y2, Y2, Y2
-	VMOVDQU     128(R8), Y3
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1536(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1664(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1792(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1920(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     160(R8), Y3
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1568(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1696(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1824(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1952(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     192(R8), Y3
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1600(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1728(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1856(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    1984(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	VMOVDQU     224(R8), Y3
-	VPSRLD      $0x17, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1632(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x14, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1760(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x11, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1888(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x0e, Y3, Y3
-	VPAND       Y0, Y3, Y3
-	VPMADDWD    2016(DX), Y3, Y3
-	VPADDD      Y3, Y2, Y2
-	ADDQ        DI, R8
-	PREFETCHT1  448(AX)
-	VPXOR       Y3, Y3, Y3
-	VMOVDQU     128(R8), Y4
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1536(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1664(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1792(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1920(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     160(R8), Y4
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1568(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1696(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1824(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1952(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     192(R8), Y4
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1600(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1728(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1856(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    1984(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	VMOVDQU     224(R8), Y4
-	VPSRLD      $0x17, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1632(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x14, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1760(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x11, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1888(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x0e, Y4, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2016(DX), Y4, Y4
-	VPADDD      Y4, Y3, Y3
-	ADDQ        DI, R8
-	PREFETCHT1  704(AX)
-	VPXOR       Y4, Y4, Y4
-	VMOVDQU     128(R8), Y5
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1536(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1664(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1792(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1920(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     160(R8), Y5
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1568(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1696(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1824(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1952(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     192(R8), Y5
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1600(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1728(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1856(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    1984(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	VMOVDQU     224(R8), Y5
-	VPSRLD      $0x17, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1632(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x14, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1760(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x11, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1888(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x0e, Y5, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2016(DX), Y5, Y5
-	VPADDD      Y5, Y4, Y4
-	ADDQ        DI, R8
-	PREFETCHT1  960(AX)
-	VPXOR       Y5, Y5, Y5
-	VMOVDQU     128(R8), Y6
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1536(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1664(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1792(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1920(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     160(R8), Y6
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1568(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1696(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1824(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1952(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     192(R8), Y6
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1600(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1728(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1856(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    1984(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	VMOVDQU     224(R8), Y6
-	VPSRLD      $0x17, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1632(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x14, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1760(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x11, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1888(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x0e, Y6, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2016(DX), Y6, Y6
-	VPADDD      Y6, Y5, Y5
-	ADDQ        DI, R8
-	PREFETCHT1  1216(AX)
-	VPXOR       Y6, Y6, Y6
-	VMOVDQU     128(R8), Y7
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1536(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1664(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1792(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1920(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     160(R8), Y7
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1568(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1696(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1824(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1952(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     192(R8), Y7
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1600(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1728(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1856(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    1984(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	VMOVDQU     224(R8), Y7
-	VPSRLD      $0x17, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1632(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x14, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1760(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x11, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1888(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x0e, Y7, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2016(DX), Y7, Y7
-	VPADDD      Y7, Y6, Y6
-	ADDQ        DI, R8
-	PREFETCHT1  1472(AX)
-	VPXOR       Y7, Y7, Y7
-	VMOVDQU     128(R8), Y8
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1536(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1664(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1792(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1920(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     160(R8), Y8
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1568(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1696(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1824(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1952(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     192(R8), Y8
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1600(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1728(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1856(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    1984(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	VMOVDQU     224(R8), Y8
-	VPSRLD      $0x17, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1632(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x14, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1760(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x11, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1888(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x0e, Y8, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2016(DX), Y8, Y8
-	VPADDD      Y8, Y7, Y7
-	ADDQ        DI, R8
-	PREFETCHT1  1728(AX)
-	VPXOR       Y8, Y8, Y8
-	VMOVDQU     128(R8), Y9
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1536(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1664(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1792(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1920(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     160(R8), Y9
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1568(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1696(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1824(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1952(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     192(R8), Y9
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1600(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1728(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1856(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    1984(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	VMOVDQU     224(R8), Y9
-	VPSRLD      $0x17, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1632(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x14, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1760(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x11, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1888(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x0e, Y9, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2016(DX), Y9, Y9
-	VPADDD      Y9, Y8, Y8
-	ADDQ        DI, R8
-	PREFETCHT1  1984(AX)
-	VPXOR       Y9, Y9, Y9
-	VMOVDQU     128(R8), Y10
-	VPSRLD      $0x17, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1536(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1664(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1792(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1920(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     160(R8), Y10
-	VPSRLD      $0x17, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1568(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1696(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1824(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1952(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     192(R8), Y10
-	VPSRLD      $0x17, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1600(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1728(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1856(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    1984(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VMOVDQU     224(R8), Y10
-	VPSRLD      $0x17, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1632(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x14, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1760(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x11, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    1888(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x0e, Y10, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2016(DX), Y10, Y10
-	VPADDD      Y10, Y9, Y9
-	VPUNPCKLDQ  Y3, Y2, Y10
-	VPUNPCKHDQ  Y3, Y2, Y2
-	VPADDD      Y10, Y2, Y2
-	VPUNPCKLDQ  Y5, Y4, Y3
-	VPUNPCKHDQ  Y5, Y4, Y4
-	VPADDD      Y3, Y4, Y4
-	VPUNPCKLDQ  Y7, Y6, Y3
-	VPUNPCKHDQ  Y7, Y6, Y6
-	VPADDD      Y3, Y6, Y6
-	VPUNPCKLDQ  Y9, Y8, Y3
-	VPUNPCKHDQ  Y9, Y8, Y8
-	VPADDD      Y3, Y8, Y8
-	VPUNPCKLQDQ Y4, Y2, Y3
-	VPUNPCKHQDQ Y4, Y2, Y2
-	VPADDD      Y3, Y2, Y2
-	VPUNPCKLQDQ Y8, Y6, Y3
-	VPUNPCKHQDQ Y8, Y6, Y6
-	VPADDD      Y3, Y6, Y6
-	VPERM2I128  $0x20, Y6, Y2, Y3
-	VPERM2I128  $0x31, Y6, Y2, Y2
-	VPADDD      Y2, Y3, Y3
 	VMOVUPS     224(BX), Y2
-	VPMULLD     2784(DX), Y2, Y2
+	VPMULLD     1504(DX), Y2, Y2
 	VPSUBD      Y2, Y3, Y3
 	VMOVUPS     192(BX), Y2
-	VMULPS      2752(DX), Y2, Y2
+	VMULPS      1472(DX), Y2, Y2
 	VCVTDQ2PS   Y3, Y3
 	VMULPS      Y3, Y2, Y2
 	VADDPS      Y2, Y1, Y1
 	VPXOR       Y2, Y2, Y2
 	VMOVDQU     128(SI), Y3
-	VPSRLD      $0x0b, Y3, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2048(DX), Y4, Y4
+	VPMADDWD    1024(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2176(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2304(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    2432(DX), Y3, Y3
+	VPMADDWD    1152(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	VMOVDQU     160(SI), Y3
-	VPSRLD      $0x0b, Y3, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2080(DX), Y4, Y4
+	VPMADDWD    1056(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2208(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2336(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    2464(DX), Y3, Y3
+	VPMADDWD    1184(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	VMOVDQU     192(SI), Y3
-	VPSRLD      $0x0b, Y3, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2112(DX), Y4, Y4
+	VPMADDWD    1088(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2240(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2368(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    2496(DX), Y3, Y3
+	VPMADDWD    1216(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	VMOVDQU     224(SI), Y3
-	VPSRLD      $0x0b, Y3, Y4
+	VPSHUFB     bits3Shuf3<>+0(SB), Y3, Y4
+	VPMULHUW    bits3Mul3<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2144(DX), Y4, Y4
+	VPMADDWD    1120(DX), Y4, Y4
 	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x08, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2272(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x05, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VPMADDWD    2400(DX), Y4, Y4
-	VPADDD      Y4, Y2, Y2
-	VPSRLD      $0x02, Y3, Y3
+	VPSHUFB     bits3Shuf4<>+0(SB), Y3, Y3
+	VPMULHUW    bits3Mul4<>+0(SB), Y3, Y3
 	VPAND       Y0, Y3, Y3
-	VPMADDWD    2528(DX), Y3, Y3
+	VPMADDWD    1248(DX), Y3, Y3
 	VPADDD      Y3, Y2, Y2
 	ADDQ        DI, SI
 	VPXOR       Y3, Y3, Y3
 	VMOVDQU     128(SI), Y4
-	VPSRLD      $0x0b, Y4, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2048(DX), Y5, Y5
+	VPMADDWD    1024(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2176(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2304(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2432(DX), Y4, Y4
+	VPMADDWD    1152(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	VMOVDQU     160(SI), Y4
-	VPSRLD      $0x0b, Y4, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2080(DX), Y5, Y5
+	VPMADDWD    1056(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2208(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2336(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2464(DX), Y4, Y4
+	VPMADDWD    1184(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	VMOVDQU     192(SI), Y4
-	VPSRLD      $0x0b, Y4, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2112(DX), Y5, Y5
+	VPMADDWD    1088(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2240(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2368(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2496(DX), Y4, Y4
+	VPMADDWD    1216(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	VMOVDQU     224(SI), Y4
-	VPSRLD      $0x0b, Y4, Y5
+	VPSHUFB     bits3Shuf3<>+0(SB), Y4, Y5
+	VPMULHUW    bits3Mul3<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2144(DX), Y5, Y5
+	VPMADDWD    1120(DX), Y5, Y5
 	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x08, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2272(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x05, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPMADDWD    2400(DX), Y5, Y5
-	VPADDD      Y5, Y3, Y3
-	VPSRLD      $0x02, Y4, Y4
+	VPSHUFB     bits3Shuf4<>+0(SB), Y4, Y4
+	VPMULHUW    bits3Mul4<>+0(SB), Y4, Y4
 	VPAND       Y0, Y4, Y4
-	VPMADDWD    2528(DX), Y4, Y4
+	VPMADDWD    1248(DX), Y4, Y4
 	VPADDD      Y4, Y3, Y3
 	ADDQ        DI, SI
 	VPXOR       Y4, Y4, Y4
 	VMOVDQU     128(SI), Y5
-	VPSRLD      $0x0b, Y5, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2048(DX), Y6, Y6
+	VPMADDWD    1024(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2176(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2304(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2432(DX), Y5, Y5
+	VPMADDWD    1152(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	VMOVDQU     160(SI), Y5
-	VPSRLD      $0x0b, Y5, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2080(DX), Y6, Y6
+	VPMADDWD    1056(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2208(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2336(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2464(DX), Y5, Y5
+	VPMADDWD    1184(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	VMOVDQU     192(SI), Y5
-	VPSRLD      $0x0b, Y5, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2112(DX), Y6, Y6
+	VPMADDWD    1088(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2240(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2368(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2496(DX), Y5, Y5
+	VPMADDWD    1216(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	VMOVDQU     224(SI), Y5
-	VPSRLD      $0x0b, Y5, Y6
+	VPSHUFB     bits3Shuf3<>+0(SB), Y5, Y6
+	VPMULHUW    bits3Mul3<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2144(DX), Y6, Y6
+	VPMADDWD    1120(DX), Y6, Y6
 	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x08, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2272(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x05, Y5, Y6
-	VPAND       Y0, Y6, Y6
-	VPMADDWD    2400(DX), Y6, Y6
-	VPADDD      Y6, Y4, Y4
-	VPSRLD      $0x02, Y5, Y5
+	VPSHUFB     bits3Shuf4<>+0(SB), Y5, Y5
+	VPMULHUW    bits3Mul4<>+0(SB), Y5, Y5
 	VPAND       Y0, Y5, Y5
-	VPMADDWD    2528(DX), Y5, Y5
+	VPMADDWD    1248(DX), Y5, Y5
 	VPADDD      Y5, Y4, Y4
 	ADDQ        DI, SI
 	VPXOR       Y5, Y5, Y5
 	VMOVDQU     128(SI), Y6
-	VPSRLD      $0x0b, Y6, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2048(DX), Y7, Y7
+	VPMADDWD    1024(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2176(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2304(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2432(DX), Y6, Y6
+	VPMADDWD    1152(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	VMOVDQU     160(SI), Y6
-	VPSRLD      $0x0b, Y6, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2080(DX), Y7, Y7
+	VPMADDWD    1056(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2208(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2336(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2464(DX), Y6, Y6
+	VPMADDWD    1184(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	VMOVDQU     192(SI), Y6
-	VPSRLD      $0x0b, Y6, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2112(DX), Y7, Y7
+	VPMADDWD    1088(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2240(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2368(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2496(DX), Y6, Y6
+	VPMADDWD    1216(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	VMOVDQU     224(SI), Y6
-	VPSRLD      $0x0b, Y6, Y7
+	VPSHUFB     bits3Shuf3<>+0(SB), Y6, Y7
+	VPMULHUW    bits3Mul3<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2144(DX), Y7, Y7
+	VPMADDWD    1120(DX), Y7, Y7
 	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x08, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2272(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x05, Y6, Y7
-	VPAND       Y0, Y7, Y7
-	VPMADDWD    2400(DX), Y7, Y7
-	VPADDD      Y7, Y5, Y5
-	VPSRLD      $0x02, Y6, Y6
+	VPSHUFB     bits3Shuf4<>+0(SB), Y6, Y6
+	VPMULHUW    bits3Mul4<>+0(SB), Y6, Y6
 	VPAND       Y0, Y6, Y6
-	VPMADDWD    2528(DX), Y6, Y6
+	VPMADDWD    1248(DX), Y6, Y6
 	VPADDD      Y6, Y5, Y5
 	ADDQ        DI, SI
 	VPXOR       Y6, Y6, Y6
 	VMOVDQU     128(SI), Y7
-	VPSRLD      $0x0b, Y7, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2048(DX), Y8, Y8
+	VPMADDWD    1024(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2176(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2304(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2432(DX), Y7, Y7
+	VPMADDWD    1152(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	VMOVDQU     160(SI), Y7
-	VPSRLD      $0x0b, Y7, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2080(DX), Y8, Y8
+	VPMADDWD    1056(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2208(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2336(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2464(DX), Y7, Y7
+	VPMADDWD    1184(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	VMOVDQU     192(SI), Y7
-	VPSRLD      $0x0b, Y7, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2112(DX), Y8, Y8
+	VPMADDWD    1088(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2240(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2368(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2496(DX), Y7, Y7
+	VPMADDWD    1216(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	VMOVDQU     224(SI), Y7
-	VPSRLD      $0x0b, Y7, Y8
+	VPSHUFB     bits3Shuf3<>+0(SB), Y7, Y8
+	VPMULHUW    bits3Mul3<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2144(DX), Y8, Y8
+	VPMADDWD    1120(DX), Y8, Y8
 	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x08, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2272(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x05, Y7, Y8
-	VPAND       Y0, Y8, Y8
-	VPMADDWD    2400(DX), Y8, Y8
-	VPADDD      Y8, Y6, Y6
-	VPSRLD      $0x02, Y7, Y7
+	VPSHUFB     bits3Shuf4<>+0(SB), Y7, Y7
+	VPMULHUW    bits3Mul4<>+0(SB), Y7, Y7
 	VPAND       Y0, Y7, Y7
-	VPMADDWD    2528(DX), Y7, Y7
+	VPMADDWD    1248(DX), Y7, Y7
 	VPADDD      Y7, Y6, Y6
 	ADDQ        DI, SI
 	VPXOR       Y7, Y7, Y7
 	VMOVDQU     128(SI), Y8
-	VPSRLD      $0x0b, Y8, Y9
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2048(DX), Y9, Y9
+	VPMADDWD    1024(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2176(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2304(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2432(DX), Y8, Y8
+	VPMADDWD    1152(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	VMOVDQU     160(SI), Y8
-	VPSRLD      $0x0b, Y8, Y9
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2080(DX), Y9, Y9
+	VPMADDWD    1056(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2208(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2336(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2464(DX), Y8, Y8
+	VPMADDWD    1184(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	VMOVDQU     192(SI), Y8
-	VPSRLD      $0x0b, Y8, Y9
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2112(DX), Y9, Y9
+	VPMADDWD    1088(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2240(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2368(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2496(DX), Y8, Y8
+	VPMADDWD    1216(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	VMOVDQU     224(SI), Y8
-	VPSRLD      $0x0b, Y8, Y9
+	VPSHUFB     bits3Shuf3<>+0(SB), Y8, Y9
+	VPMULHUW    bits3Mul3<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2144(DX), Y9, Y9
+	VPMADDWD    1120(DX), Y9, Y9
 	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x08, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2272(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x05, Y8, Y9
-	VPAND       Y0, Y9, Y9
-	VPMADDWD    2400(DX), Y9, Y9
-	VPADDD      Y9, Y7, Y7
-	VPSRLD      $0x02, Y8, Y8
+	VPSHUFB     bits3Shuf4<>+0(SB), Y8, Y8
+	VPMULHUW    bits3Mul4<>+0(SB), Y8, Y8
 	VPAND       Y0, Y8, Y8
-	VPMADDWD    2528(DX), Y8, Y8
+	VPMADDWD    1248(DX), Y8, Y8
 	VPADDD      Y8, Y7, Y7
 	ADDQ        DI, SI
 	VPXOR       Y8, Y8, Y8
 	VMOVDQU     128(SI), Y9
-	VPSRLD      $0x0b, Y9, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2048(DX), Y10, Y10
+	VPMADDWD    1024(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2176(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2304(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2432(DX), Y9, Y9
+	VPMADDWD    1152(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	VMOVDQU     160(SI), Y9
-	VPSRLD      $0x0b, Y9, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2080(DX), Y10, Y10
+	VPMADDWD    1056(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2208(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2336(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2464(DX), Y9, Y9
+	VPMADDWD    1184(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	VMOVDQU     192(SI), Y9
-	VPSRLD      $0x0b, Y9, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2112(DX), Y10, Y10
+	VPMADDWD    1088(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2240(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2368(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2496(DX), Y9, Y9
+	VPMADDWD    1216(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	VMOVDQU     224(SI), Y9
-	VPSRLD      $0x0b, Y9, Y10
+	VPSHUFB     bits3Shuf3<>+0(SB), Y9, Y10
+	VPMULHUW    bits3Mul3<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2144(DX), Y10, Y10
+	VPMADDWD    1120(DX), Y10, Y10
 	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x08, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2272(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x05, Y9, Y10
-	VPAND       Y0, Y10, Y10
-	VPMADDWD    2400(DX), Y10, Y10
-	VPADDD      Y10, Y8, Y8
-	VPSRLD      $0x02, Y9, Y9
+	VPSHUFB     bits3Shuf4<>+0(SB), Y9, Y9
+	VPMULHUW    bits3Mul4<>+0(SB), Y9, Y9
 	VPAND       Y0, Y9, Y9
-	VPMADDWD    2528(DX), Y9, Y9
+	VPMADDWD    1248(DX), Y9, Y9
 	VPADDD      Y9, Y8, Y8
 	ADDQ        DI, SI
 	VPXOR       Y9, Y9, Y9
 	VMOVDQU     128(SI), Y10
-	VPSRLD      $0x0b, Y10, Y11
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul3<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
-	VPMADDWD    2048(DX), Y11, Y11
+	VPMADDWD    1024(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2176(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2304(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2432(DX), Y10, Y10
+	VPMADDWD    1152(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VMOVDQU     160(SI), Y10
-	VPSRLD      $0x0b, Y10, Y11
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul3<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
-	VPMADDWD    2080(DX), Y11, Y11
+	VPMADDWD    1056(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2208(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2336(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2464(DX), Y10, Y10
+	VPMADDWD    1184(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VMOVDQU     192(SI), Y10
-	VPSRLD      $0x0b, Y10, Y11
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul3<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
-	VPMADDWD    2112(DX), Y11, Y11
+	VPMADDWD    1088(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2240(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2368(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2496(DX), Y10, Y10
+	VPMADDWD    1216(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VMOVDQU     224(SI), Y10
-	VPSRLD      $0x0b, Y10, Y11
+	VPSHUFB     bits3Shuf3<>+0(SB), Y10, Y11
+	VPMULHUW    bits3Mul3<>+0(SB), Y11, Y11
 	VPAND       Y0, Y11, Y11
-	VPMADDWD    2144(DX), Y11, Y11
+	VPMADDWD    1120(DX), Y11, Y11
 	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x08, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2272(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x05, Y10, Y11
-	VPAND       Y0, Y11, Y11
-	VPMADDWD    2400(DX), Y11, Y11
-	VPADDD      Y11, Y9, Y9
-	VPSRLD      $0x02, Y10, Y10
+	VPSHUFB     bits3Shuf4<>+0(SB), Y10, Y10
+	VPMULHUW    bits3Mul4<>+0(SB), Y10, Y10
 	VPAND       Y0, Y10, Y10
-	VPMADDWD    2528(DX), Y10, Y10
+	VPMADDWD    1248(DX), Y10, Y10
 	VPADDD      Y10, Y9, Y9
 	VPUNPCKLDQ  Y3, Y2, Y10
 	VPUNPCKHDQ  Y3, Y2, Y2
@@ -15648,10 +14688,10 @@ Bits3A8Avx2_chunk:
 	VPERM2I128  $0x31, Y6, Y2, Y2
 	VPADDD      Y2, Y3, Y3
 	VMOVUPS     288(BX), Y2
-	VPMULLD     2848(DX), Y2, Y2
+	VPMULLD     1568(DX), Y2, Y2
 	VPSUBD      Y2, Y3, Y3
 	VMOVUPS     256(BX), Y2
-	VMULPS      2816(DX), Y2, Y2
+	VMULPS      1536(DX), Y2, Y2
 	VCVTDQ2PS   Y3, Y3
 	VMULPS      Y3, Y2, Y2
 	VADDPS      Y2, Y1, Y1
@@ -15681,6 +14721,346 @@ Bits3A8Avx2_chunk:
 	JNZ         Bits3A8Avx2_tile
 	VZEROUPPER
 	RET
+
+DATA bits3Shuf0<>+0(SB)/1, $0x02
+DATA bits3Shuf0<>+1(SB)/1, $0x03
+DATA bits3Shuf0<>+2(SB)/1, $0x02
+DATA bits3Shuf0<>+3(SB)/1, $0x03
+DATA bits3Shuf0<>+4(SB)/1, $0x06
+DATA bits3Shuf0<>+5(SB)/1, $0x07
+DATA bits3Shuf0<>+6(SB)/1, $0x06
+DATA bits3Shuf0<>+7(SB)/1, $0x07
+DATA bits3Shuf0<>+8(SB)/1, $0x0a
+DATA bits3Shuf0<>+9(SB)/1, $0x0b
+DATA bits3Shuf0<>+10(SB)/1, $0x0a
+DATA bits3Shuf0<>+11(SB)/1, $0x0b
+DATA bits3Shuf0<>+12(SB)/1, $0x0e
+DATA bits3Shuf0<>+13(SB)/1, $0x0f
+DATA bits3Shuf0<>+14(SB)/1, $0x0e
+DATA bits3Shuf0<>+15(SB)/1, $0x0f
+DATA bits3Shuf0<>+16(SB)/1, $0x02
+DATA bits3Shuf0<>+17(SB)/1, $0x03
+DATA bits3Shuf0<>+18(SB)/1, $0x02
+DATA bits3Shuf0<>+19(SB)/1, $0x03
+DATA bits3Shuf0<>+20(SB)/1, $0x06
+DATA bits3Shuf0<>+21(SB)/1, $0x07
+DATA bits3Shuf0<>+22(SB)/1, $0x06
+DATA bits3Shuf0<>+23(SB)/1, $0x07
+DATA bits3Shuf0<>+24(SB)/1, $0x0a
+DATA bits3Shuf0<>+25(SB)/1, $0x0b
+DATA bits3Shuf0<>+26(SB)/1, $0x0a
+DATA bits3Shuf0<>+27(SB)/1, $0x0b
+DATA bits3Shuf0<>+28(SB)/1, $0x0e
+DATA bits3Shuf0<>+29(SB)/1, $0x0f
+DATA bits3Shuf0<>+30(SB)/1, $0x0e
+DATA bits3Shuf0<>+31(SB)/1, $0x0f
+GLOBL bits3Shuf0<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Mul0<>+0(SB)/1, $0x08
+DATA bits3Mul0<>+1(SB)/1, $0x00
+DATA bits3Mul0<>+2(SB)/1, $0x40
+DATA bits3Mul0<>+3(SB)/1, $0x00
+DATA bits3Mul0<>+4(SB)/1, $0x08
+DATA bits3Mul0<>+5(SB)/1, $0x00
+DATA bits3Mul0<>+6(SB)/1, $0x40
+DATA bits3Mul0<>+7(SB)/1, $0x00
+DATA bits3Mul0<>+8(SB)/1, $0x08
+DATA bits3Mul0<>+9(SB)/1, $0x00
+DATA bits3Mul0<>+10(SB)/1, $0x40
+DATA bits3Mul0<>+11(SB)/1, $0x00
+DATA bits3Mul0<>+12(SB)/1, $0x08
+DATA bits3Mul0<>+13(SB)/1, $0x00
+DATA bits3Mul0<>+14(SB)/1, $0x40
+DATA bits3Mul0<>+15(SB)/1, $0x00
+DATA bits3Mul0<>+16(SB)/1, $0x08
+DATA bits3Mul0<>+17(SB)/1, $0x00
+DATA bits3Mul0<>+18(SB)/1, $0x40
+DATA bits3Mul0<>+19(SB)/1, $0x00
+DATA bits3Mul0<>+20(SB)/1, $0x08
+DATA bits3Mul0<>+21(SB)/1, $0x00
+DATA bits3Mul0<>+22(SB)/1, $0x40
+DATA bits3Mul0<>+23(SB)/1, $0x00
+DATA bits3Mul0<>+24(SB)/1, $0x08
+DATA bits3Mul0<>+25(SB)/1, $0x00
+DATA bits3Mul0<>+26(SB)/1, $0x40
+DATA bits3Mul0<>+27(SB)/1, $0x00
+DATA bits3Mul0<>+28(SB)/1, $0x08
+DATA bits3Mul0<>+29(SB)/1, $0x00
+DATA bits3Mul0<>+30(SB)/1, $0x40
+DATA bits3Mul0<>+31(SB)/1, $0x00
+GLOBL bits3Mul0<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Shuf1<>+0(SB)/1, $0x02
+DATA bits3Shuf1<>+1(SB)/1, $0x03
+DATA bits3Shuf1<>+2(SB)/1, $0x02
+DATA bits3Shuf1<>+3(SB)/1, $0x03
+DATA bits3Shuf1<>+4(SB)/1, $0x06
+DATA bits3Shuf1<>+5(SB)/1, $0x07
+DATA bits3Shuf1<>+6(SB)/1, $0x06
+DATA bits3Shuf1<>+7(SB)/1, $0x07
+DATA bits3Shuf1<>+8(SB)/1, $0x0a
+DATA bits3Shuf1<>+9(SB)/1, $0x0b
+DATA bits3Shuf1<>+10(SB)/1, $0x0a
+DATA bits3Shuf1<>+11(SB)/1, $0x0b
+DATA bits3Shuf1<>+12(SB)/1, $0x0e
+DATA bits3Shuf1<>+13(SB)/1, $0x0f
+DATA bits3Shuf1<>+14(SB)/1, $0x0e
+DATA bits3Shuf1<>+15(SB)/1, $0x0f
+DATA bits3Shuf1<>+16(SB)/1, $0x02
+DATA bits3Shuf1<>+17(SB)/1, $0x03
+DATA bits3Shuf1<>+18(SB)/1, $0x02
+DATA bits3Shuf1<>+19(SB)/1, $0x03
+DATA bits3Shuf1<>+20(SB)/1, $0x06
+DATA bits3Shuf1<>+21(SB)/1, $0x07
+DATA bits3Shuf1<>+22(SB)/1, $0x06
+DATA bits3Shuf1<>+23(SB)/1, $0x07
+DATA bits3Shuf1<>+24(SB)/1, $0x0a
+DATA bits3Shuf1<>+25(SB)/1, $0x0b
+DATA bits3Shuf1<>+26(SB)/1, $0x0a
+DATA bits3Shuf1<>+27(SB)/1, $0x0b
+DATA bits3Shuf1<>+28(SB)/1, $0x0e
+DATA bits3Shuf1<>+29(SB)/1, $0x0f
+DATA bits3Shuf1<>+30(SB)/1, $0x0e
+DATA bits3Shuf1<>+31(SB)/1, $0x0f
+GLOBL bits3Shuf1<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Mul1<>+0(SB)/1, $0x00
+DATA bits3Mul1<>+1(SB)/1, $0x02
+DATA bits3Mul1<>+2(SB)/1, $0x00
+DATA bits3Mul1<>+3(SB)/1, $0x10
+DATA bits3Mul1<>+4(SB)/1, $0x00
+DATA bits3Mul1<>+5(SB)/1, $0x02
+DATA bits3Mul1<>+6(SB)/1, $0x00
+DATA bits3Mul1<>+7(SB)/1, $0x10
+DATA bits3Mul1<>+8(SB)/1, $0x00
+DATA bits3Mul1<>+9(SB)/1, $0x02
+DATA bits3Mul1<>+10(SB)/1, $0x00
+DATA bits3Mul1<>+11(SB)/1, $0x10
+DATA bits3Mul1<>+12(SB)/1, $0x00
+DATA bits3Mul1<>+13(SB)/1, $0x02
+DATA bits3Mul1<>+14(SB)/1, $0x00
+DATA bits3Mul1<>+15(SB)/1, $0x10
+DATA bits3Mul1<>+16(SB)/1, $0x00
+DATA bits3Mul1<>+17(SB)/1, $0x02
+DATA bits3Mul1<>+18(SB)/1, $0x00
+DATA bits3Mul1<>+19(SB)/1, $0x10
+DATA bits3Mul1<>+20(SB)/1, $0x00
+DATA bits3Mul1<>+21(SB)/1, $0x02
+DATA bits3Mul1<>+22(SB)/1, $0x00
+DATA bits3Mul1<>+23(SB)/1, $0x10
+DATA bits3Mul1<>+24(SB)/1, $0x00
+DATA bits3Mul1<>+25(SB)/1, $0x02
+DATA bits3Mul1<>+26(SB)/1, $0x00
+DATA bits3Mul1<>+27(SB)/1, $0x10
+DATA bits3Mul1<>+28(SB)/1, $0x00
+DATA bits3Mul1<>+29(SB)/1, $0x02
+DATA bits3Mul1<>+30(SB)/1, $0x00
+DATA bits3Mul1<>+31(SB)/1, $0x10
+GLOBL bits3Mul1<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Shuf2<>+0(SB)/1, $0x02
+DATA bits3Shuf2<>+1(SB)/1, $0x03
+DATA bits3Shuf2<>+2(SB)/1, $0x01
+DATA bits3Shuf2<>+3(SB)/1, $0x02
+DATA bits3Shuf2<>+4(SB)/1, $0x06
+DATA bits3Shuf2<>+5(SB)/1, $0x07
+DATA bits3Shuf2<>+6(SB)/1, $0x05
+DATA bits3Shuf2<>+7(SB)/1, $0x06
+DATA bits3Shuf2<>+8(SB)/1, $0x0a
+DATA bits3Shuf2<>+9(SB)/1, $0x0b
+DATA bits3Shuf2<>+10(SB)/1, $0x09
+DATA bits3Shuf2<>+11(SB)/1, $0x0a
+DATA bits3Shuf2<>+12(SB)/1, $0x0e
+DATA bits3Shuf2<>+13(SB)/1, $0x0f
+DATA bits3Shuf2<>+14(SB)/1, $0x0d
+DATA bits3Shuf2<>+15(SB)/1, $0x0e
+DATA bits3Shuf2<>+16(SB)/1, $0x02
+DATA bits3Shuf2<>+17(SB)/1, $0x03
+DATA bits3Shuf2<>+18(SB)/1, $0x01
+DATA bits3Shuf2<>+19(SB)/1, $0x02
+DATA bits3Shuf2<>+20(SB)/1, $0x06
+DATA bits3Shuf2<>+21(SB)/1, $0x07
+DATA bits3Shuf2<>+22(SB)/1, $0x05
+DATA bits3Shuf2<>+23(SB)/1, $0x06
+DATA bits3Shuf2<>+24(SB)/1, $0x0a
+DATA bits3Shuf2<>+25(SB)/1, $0x0b
+DATA bits3Shuf2<>+26(SB)/1, $0x09
+DATA bits3Shuf2<>+27(SB)/1, $0x0a
+DATA bits3Shuf2<>+28(SB)/1, $0x0e
+DATA bits3Shuf2<>+29(SB)/1, $0x0f
+DATA bits3Shuf2<>+30(SB)/1, $0x0d
+DATA bits3Shuf2<>+31(SB)/1, $0x0e
+GLOBL bits3Shuf2<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Mul2<>+0(SB)/1, $0x00
+DATA bits3Mul2<>+1(SB)/1, $0x80
+DATA bits3Mul2<>+2(SB)/1, $0x00
+DATA bits3Mul2<>+3(SB)/1, $0x04
+DATA bits3Mul2<>+4(SB)/1, $0x00
+DATA bits3Mul2<>+5(SB)/1, $0x80
+DATA bits3Mul2<>+6(SB)/1, $0x00
+DATA bits3Mul2<>+7(SB)/1, $0x04
+DATA bits3Mul2<>+8(SB)/1, $0x00
+DATA bits3Mul2<>+9(SB)/1, $0x80
+DATA bits3Mul2<>+10(SB)/1, $0x00
+DATA bits3Mul2<>+11(SB)/1, $0x04
+DATA bits3Mul2<>+12(SB)/1, $0x00
+DATA bits3Mul2<>+13(SB)/1, $0x80
+DATA bits3Mul2<>+14(SB)/1, $0x00
+DATA bits3Mul2<>+15(SB)/1, $0x04
+DATA bits3Mul2<>+16(SB)/1, $0x00
+DATA bits3Mul2<>+17(SB)/1, $0x80
+DATA bits3Mul2<>+18(SB)/1, $0x00
+DATA bits3Mul2<>+19(SB)/1, $0x04
+DATA bits3Mul2<>+20(SB)/1, $0x00
+DATA bits3Mul2<>+21(SB)/1, $0x80
+DATA bits3Mul2<>+22(SB)/1, $0x00
+DATA bits3Mul2<>+23(SB)/1, $0x04
+DATA bits3Mul2<>+24(SB)/1, $0x00
+DATA bits3Mul2<>+25(SB)/1, $0x80
+DATA bits3Mul2<>+26(SB)/1, $0x00
+DATA bits3Mul2<>+27(SB)/1, $0x04
+DATA bits3Mul2<>+28(SB)/1, $0x00
+DATA bits3Mul2<>+29(SB)/1, $0x80
+DATA bits3Mul2<>+30(SB)/1, $0x00
+DATA bits3Mul2<>+31(SB)/1, $0x04
+GLOBL bits3Mul2<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Shuf3<>+0(SB)/1, $0x01
+DATA bits3Shuf3<>+1(SB)/1, $0x02
+DATA bits3Shuf3<>+2(SB)/1, $0x00
+DATA bits3Shuf3<>+3(SB)/1, $0x01
+DATA bits3Shuf3<>+4(SB)/1, $0x05
+DATA bits3Shuf3<>+5(SB)/1, $0x06
+DATA bits3Shuf3<>+6(SB)/1, $0x04
+DATA bits3Shuf3<>+7(SB)/1, $0x05
+DATA bits3Shuf3<>+8(SB)/1, $0x09
+DATA bits3Shuf3<>+9(SB)/1, $0x0a
+DATA bits3Shuf3<>+10(SB)/1, $0x08
+DATA bits3Shuf3<>+11(SB)/1, $0x09
+DATA bits3Shuf3<>+12(SB)/1, $0x0d
+DATA bits3Shuf3<>+13(SB)/1, $0x0e
+DATA bits3Shuf3<>+14(SB)/1, $0x0c
+DATA bits3Shuf3<>+15(SB)/1, $0x0d
+DATA bits3Shuf3<>+16(SB)/1, $0x01
+DATA bits3Shuf3<>+17(SB)/1, $0x02
+DATA bits3Shuf3<>+18(SB)/1, $0x00
+DATA bits3Shuf3<>+19(SB)/1, $0x01
+DATA bits3Shuf3<>+20(SB)/1, $0x05
+DATA bits3Shuf3<>+21(SB)/1, $0x06
+DATA bits3Shuf3<>+22(SB)/1, $0x04
+DATA bits3Shuf3<>+23(SB)/1, $0x05
+DATA bits3Shuf3<>+24(SB)/1, $0x09
+DATA bits3Shuf3<>+25(SB)/1, $0x0a
+DATA bits3Shuf3<>+26(SB)/1, $0x08
+DATA bits3Shuf3<>+27(SB)/1, $0x09
+DATA bits3Shuf3<>+28(SB)/1, $0x0d
+DATA bits3Shuf3<>+29(SB)/1, $0x0e
+DATA bits3Shuf3<>+30(SB)/1, $0x0c
+DATA bits3Shuf3<>+31(SB)/1, $0x0d
+GLOBL bits3Shuf3<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Mul3<>+0(SB)/1, $0x00
+DATA bits3Mul3<>+1(SB)/1, $0x20
+DATA bits3Mul3<>+2(SB)/1, $0x00
+DATA bits3Mul3<>+3(SB)/1, $0x01
+DATA bits3Mul3<>+4(SB)/1, $0x00
+DATA bits3Mul3<>+5(SB)/1, $0x20
+DATA bits3Mul3<>+6(SB)/1, $0x00
+DATA bits3Mul3<>+7(SB)/1, $0x01
+DATA bits3Mul3<>+8(SB)/1, $0x00
+DATA bits3Mul3<>+9(SB)/1, $0x20
+DATA bits3Mul3<>+10(SB)/1, $0x00
+DATA bits3Mul3<>+11(SB)/1, $0x01
+DATA bits3Mul3<>+12(SB)/1, $0x00
+DATA bits3Mul3<>+13(SB)/1, $0x20
+DATA bits3Mul3<>+14(SB)/1, $0x00
+DATA bits3Mul3<>+15(SB)/1, $0x01
+DATA bits3Mul3<>+16(SB)/1, $0x00
+DATA bits3Mul3<>+17(SB)/1, $0x20
+DATA bits3Mul3<>+18(SB)/1, $0x00
+DATA bits3Mul3<>+19(SB)/1, $0x01
+DATA bits3Mul3<>+20(SB)/1, $0x00
+DATA bits3Mul3<>+21(SB)/1, $0x20
+DATA bits3Mul3<>+22(SB)/1, $0x00
+DATA bits3Mul3<>+23(SB)/1, $0x01
+DATA bits3Mul3<>+24(SB)/1, $0x00
+DATA bits3Mul3<>+25(SB)/1, $0x20
+DATA bits3Mul3<>+26(SB)/1, $0x00
+DATA bits3Mul3<>+27(SB)/1, $0x01
+DATA bits3Mul3<>+28(SB)/1, $0x00
+DATA bits3Mul3<>+29(SB)/1, $0x20
+DATA bits3Mul3<>+30(SB)/1, $0x00
+DATA bits3Mul3<>+31(SB)/1, $0x01
+GLOBL bits3Mul3<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Shuf4<>+0(SB)/1, $0x00
+DATA bits3Shuf4<>+1(SB)/1, $0x01
+DATA bits3Shuf4<>+2(SB)/1, $0x00
+DATA bits3Shuf4<>+3(SB)/1, $0x01
+DATA bits3Shuf4<>+4(SB)/1, $0x04
+DATA bits3Shuf4<>+5(SB)/1, $0x05
+DATA bits3Shuf4<>+6(SB)/1, $0x04
+DATA bits3Shuf4<>+7(SB)/1, $0x05
+DATA bits3Shuf4<>+8(SB)/1, $0x08
+DATA bits3Shuf4<>+9(SB)/1, $0x09
+DATA bits3Shuf4<>+10(SB)/1, $0x08
+DATA bits3Shuf4<>+11(SB)/1, $0x09
+DATA bits3Shuf4<>+12(SB)/1, $0x0c
+DATA bits3Shuf4<>+13(SB)/1, $0x0d
+DATA bits3Shuf4<>+14(SB)/1, $0x0c
+DATA bits3Shuf4<>+15(SB)/1, $0x0d
+DATA bits3Shuf4<>+16(SB)/1, $0x00
+DATA bits3Shuf4<>+17(SB)/1, $0x01
+DATA bits3Shuf4<>+18(SB)/1, $0x00
+DATA bits3Shuf4<>+19(SB)/1, $0x01
+DATA bits3Shuf4<>+20(SB)/1, $0x04
+DATA bits3Shuf4<>+21(SB)/1, $0x05
+DATA bits3Shuf4<>+22(SB)/1, $0x04
+DATA bits3Shuf4<>+23(SB)/1, $0x05
+DATA bits3Shuf4<>+24(SB)/1, $0x08
+DATA bits3Shuf4<>+25(SB)/1, $0x09
+DATA bits3Shuf4<>+26(SB)/1, $0x08
+DATA bits3Shuf4<>+27(SB)/1, $0x09
+DATA bits3Shuf4<>+28(SB)/1, $0x0c
+DATA bits3Shuf4<>+29(SB)/1, $0x0d
+DATA bits3Shuf4<>+30(SB)/1, $0x0c
+DATA bits3Shuf4<>+31(SB)/1, $0x0d
+GLOBL bits3Shuf4<>(SB), RODATA|NOPTR, $32
+
+DATA bits3Mul4<>+0(SB)/1, $0x00
+DATA bits3Mul4<>+1(SB)/1, $0x08
+DATA bits3Mul4<>+2(SB)/1, $0x00
+DATA bits3Mul4<>+3(SB)/1, $0x40
+DATA bits3Mul4<>+4(SB)/1, $0x00
+DATA bits3Mul4<>+5(SB)/1, $0x08
+DATA bits3Mul4<>+6(SB)/1, $0x00
+DATA bits3Mul4<>+7(SB)/1, $0x40
+DATA bits3Mul4<>+8(SB)/1, $0x00
+DATA bits3Mul4<>+9(SB)/1, $0x08
+DATA bits3Mul4<>+10(SB)/1, $0x00
+DATA bits3Mul4<>+11(SB)/1, $0x40
+DATA bits3Mul4<>+12(SB)/1, $0x00
+DATA bits3Mul4<>+13(SB)/1, $0x08
+DATA bits3Mul4<>+14(SB)/1, $0x00
+DATA bits3Mul4<>+15(SB)/1, $0x40
+DATA bits3Mul4<>+16(SB)/1, $0x00
+DATA bits3Mul4<>+17(SB)/1, $0x08
+DATA bits3Mul4<>+18(SB)/1, $0x00
+DATA bits3Mul4<>+19(SB)/1, $0x40
+DATA bits3Mul4<>+20(SB)/1, $0x00
+DATA bits3Mul4<>+21(SB)/1, $0x08
+DATA bits3Mul4<>+22(SB)/1, $0x00
+DATA bits3Mul4<>+23(SB)/1, $0x40
+DATA bits3Mul4<>+24(SB)/1, $0x00
+DATA bits3Mul4<>+25(SB)/1, $0x08
+DATA bits3Mul4<>+26(SB)/1, $0x00
+DATA bits3Mul4<>+27(SB)/1, $0x40
+DATA bits3Mul4<>+28(SB)/1, $0x00
+DATA bits3Mul4<>+29(SB)/1, $0x08
+DATA bits3Mul4<>+30(SB)/1, $0x00
+DATA bits3Mul4<>+31(SB)/1, $0x40
+GLOBL bits3Mul4<>(SB), RODATA|NOPTR, $32
 
 // func Sparse12A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+

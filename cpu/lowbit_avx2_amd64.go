@@ -137,10 +137,11 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 }
 
 // newBits3YMM returns the state of the AVX2 3-bit kernel (newBits3State
-// with tiles of 8 rows): per period the activations of plane p, quarter h, word 8h+t as int32 at
-// ((p*4+h)*8+t)*4 (gen/lowbit_avx2.go, bits3A8YMM).
+// with tiles of 8 rows): per period, plane pair q and quarter h, 16 int16
+// activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w
+// (gen/lowbit_avx2.go, bits3A8YMM).
 func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
-	const nb, actCodes = 5, 20 * 4 * 32
+	const nb, actCodes = 5, 10 * 4 * 32
 	s := newBits3State(b, 8, actCodes, kern, isa)
 	s.idx = make([]int32, 8) // unused by the kernel
 	s.ctrl = make([]byte, 64)
@@ -148,8 +149,15 @@ func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
 			x := xq[k*640 : (k+1)*640]
-			for i, v := range x { // column p*32 + 8h + t: int32 at (p*4+h)*8+t
-				putI32(a[4*i:], int32(v))
+			for q := 0; q < 10; q++ { // planes 2q, 2q+1
+				for h := 0; h < 4; h++ {
+					for j := 0; j < 16; j++ { // 128-bit lane l, word w, plane 2q+e
+						l, w, e := j/8, (j%8)/2, j%2
+						v := int16(x[(2*q+e)*32+8*h+4*l+w])
+						a[((q*4+h)*16+j)*2] = byte(v)
+						a[((q*4+h)*16+j)*2+1] = byte(v >> 8)
+					}
+				}
 			}
 			for j := 0; j < nb; j++ {
 				var sum int32

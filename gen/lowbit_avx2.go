@@ -297,23 +297,37 @@ func bitsRowVNNI(s bitsYMMShape, i int, wp, ap GPVirtual, mask, shuf VecVirtual)
 	return out
 }
 
+// bits3Window returns, for the 3-bit plane i of a word (bit offset
+// o = 29 - 3i), the byte B starting the 16-bit window that holds it and
+// its shift k within the window (1 <= k <= 13, so that VPMULHUW by
+// 2^(16-k) shifts it down).
+func bits3Window(i int) (B, k int) {
+	o := 29 - 3*i
+	B = min((o-1)/8, 2)
+	return B, o - 8*B
+}
+
 // bits3A8YMM emits the AVX2 W3A8 kernel for Bits(3, g >= 128). Ten 3-bit
-// planes per word do not fall on byte boundaries, so each plane is
-// shifted and masked into dword lanes (one code per word) and
-// VPMADDWD multiplies it with the int16 activations stored in the low
-// halves of dwords. A period of two chunks (256 bytes of a row) holds five
-// 128-column blocks; per block a tile of 8 rows sums its four planes over
-// the 32 words into one int32 vector per row, reduced to lane i = row i.
+// planes per word do not fall on byte boundaries, so for each pair of
+// planes (i, i+1) of a chunk VPSHUFB copies, per 16-bit lane, the two
+// bytes holding one code of 8 words (lane 2w+e: word w of the 128-bit
+// lane, plane i+e), VPMULHUW by per-lane powers of two shifts each code
+// down (bits3Window), VPAND keeps it, and VPMADDWD multiplies by the
+// int16 activations. A period of two chunks (256 bytes of a row) holds
+// five 128-column blocks; per block (two plane pairs) a tile of 8 rows sums
+// over the 32 words into one int32 vector per row, reduced to lane i =
+// row i.
 func bits3A8YMM() {
 	const name, R, nb = "Bits3A8Avx2", 8, 5
-	const actCodes = 20 * 4 * 32 // 20 planes x 4 quarters x 8 dwords
+	const actCodes = 10 * 4 * 32 // 10 plane pairs x 4 quarters x 16 int16
 	actChunk, metaBlock := actCodes+nb*64, nb*64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
 	Doc(
 		name+" computes W3A8 dot products of Bits matrices (groups of at least 128",
-		"columns) for ntiles tiles of 8 rows with AVX2 (VPMADDWD). For tile T, row",
-		"i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes",
+		"columns) for ntiles tiles of 8 rows with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD).",
+		"For tile T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it",
+		"computes",
 		"",
 		"\tacc = 0",
 		"\tfor each 128-column block B in column order:",
@@ -324,14 +338,32 @@ func bits3A8YMM() {
 		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
 		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
 		"8 float32 scales and 8 int32 zeros in row order; act holds per period,",
-		"for plane p < 20 and quarter h < 4, 8 int32 activations (column",
-		"p*32 + 8h + t of the period, sign-extended), then per block 8 float32",
-		"lane scales and 8 int32 lane sums; ctrl and idx are unused.",
+		"for plane pair q < 10 (planes 2q, 2q+1) and quarter h < 4, 16 int16",
+		"activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w of the",
+		"period, then per block 8 float32 lane scales and 8 int32 lane sums; ctrl",
+		"and idx are unused.",
 		"",
 		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
 		"or written, zero points integers.",
 	)
-	mask := fvec{}.broadcast(7)
+	// per pair of planes (2q, 2q+1) of a chunk (q < 5): the shuffle and the
+	// multipliers
+	shuf := make([]Mem, 5)
+	mul := make([]Mem, 5)
+	for q := range shuf {
+		shuf[q] = lowConst(fmt.Sprintf("bits3Shuf%d", q), func(i int) byte {
+			b := i % 16
+			w, e := b/4, (b/2)%2
+			B, _ := bits3Window(2*q + e)
+			return byte(4*w + B + b%2)
+		})
+		mul[q] = lowConst(fmt.Sprintf("bits3Mul%d", q), func(i int) byte {
+			e := (i / 2) % 2
+			_, k := bits3Window(2*q + e)
+			return byte(int(1) << (16 - k) >> (8 * (i % 2))) // int: an untyped 1 would be a byte here
+		})
+	}
+	mask := fvec{}.broadcast(0x00070007)
 	tileChunks(name, R, metaBlock, 256, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)
 		stride := param("stride")
@@ -348,16 +380,17 @@ func bits3A8YMM() {
 				for h := 0; h < 4; h++ {
 					var d VecVirtual
 					chunk := -1
-					for p := 4 * b; p < 4*b+4; p++ {
-						if p/10 != chunk { // the plane's chunk: load its quarter
+					for p := 4 * b; p < 4*b+4; p += 2 { // plane pairs of the block
+						if p/10 != chunk { // the pair's chunk: load its quarter
 							chunk = p / 10
 							d = YMM()
 							VMOVDQU(Mem{Base: rp, Disp: 128*chunk + 32*h}, d)
 						}
 						c := YMM()
-						VPSRLD(U8(29-3*(p%10)), d, c)
+						VPSHUFB(shuf[(p%10)/2], d, c)
+						VPMULHUW(mul[(p%10)/2], c, c)
 						VPAND(mask, c, c)
-						VPMADDWD(Mem{Base: ap, Disp: (p*4 + h) * 32}, c, c)
+						VPMADDWD(Mem{Base: ap, Disp: (p/2*4 + h) * 32}, c, c)
 						VPADDD(c, acc, acc)
 					}
 				}
