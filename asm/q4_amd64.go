@@ -875,22 +875,46 @@ func Bits1A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 //	acc = 0
 //	for each 128-column block B in column order:
 //		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B]) * float32(isum)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
 //	out[T*16+i] = acc
 //
-// exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two
-// chunks (640 columns, 5 blocks). meta holds, per tile, period and block,
-// 16 float32 scales and 16 int32 zeros in row order; act holds per period
-// 6 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of half h
-// holds the columns of the quad's four planes at word t+16h, zero outside
-// the quad's block), then per block 16 float32 lane scales and 16 int32
-// lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). chunks counts
+// periods of two chunks (640 columns, 5 blocks). meta holds, per tile, period and
+// block, 16 float32 scales and 16 int32 zeros in row order; act holds per
+// period 6 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of
+// half h holds the columns of the quad's four planes at word t+16h, zero
+// outside the quad's block), then per block 16 float32 lane scales and 16
+// int32 lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.
 //
 // Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
 // or written, zero points integers.
 //
 //go:noescape
 func Bits3A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits3A8G64Avx512 computes W3A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). chunks counts
+// periods of two chunks (640 columns, 10 blocks). meta holds, per tile, period and
+// block, 16 float32 scales and 16 int32 zeros in row order; act holds per
+// period 10 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of
+// half h holds the columns of the quad's four planes at word t+16h, zero
+// outside the quad's block), then per block 16 float32 lane scales and 16
+// int32 lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits3A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Sparse12A8Avx512 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
 // (groups of at least 128 columns) for ntiles tiles of 8 rows with AVX-512

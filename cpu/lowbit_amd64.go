@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/asm"
@@ -24,6 +25,7 @@ var bitsA8Kernels = struct {
 	},
 	byNG64: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
 		8: asm.Bits8A8G64Avx512, 4: asm.Bits4A8G64Avx512, 2: asm.Bits2A8G64Avx512, 1: asm.Bits1A8G64Avx512,
+		3: asm.Bits3A8G64Avx512,
 	},
 	byNG32: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
 		8: asm.Bits8A8G32Avx512, 4: asm.Bits4A8G32Avx512, 2: asm.Bits2A8G32Avx512,
@@ -82,7 +84,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		return nil
 	}
 	if b.N == 3 {
-		return newBits3SIMD(b, kern)
+		return newBits3SIMD(b, kern, min(b.G, 128))
 	}
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
@@ -116,25 +118,38 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	return s
 }
 
-// bits3Quads are the VPDPBUSD steps of asm.Bits3A8Avx512 per period of
-// two chunks (20 planes, 5 blocks of 128 columns), in the kernel's order
-// (gen/main.go, bits3Quads): the block summed, the chunk read and the
-// first of the four consecutive planes whose codes its control vector puts
-// in bytes 0..3 of each dword (controls 0-3: first plane 0, 4, 6, 2).
-var bits3Quads = [6]struct{ block, chunk, first int }{{0, 0, 0}, {1, 0, 4}, {2, 0, 6}, {2, 1, 0}, {3, 1, 2}, {4, 1, 6}}
+// bits3Quads returns the VPDPBUSD steps of the AVX-512 3-bit kernels per
+// period of two chunks (20 planes) for blocks of unit columns (128 or 64),
+// by the rule of gen/main.go's bits3Quads: per block in order and per chunk
+// its planes touch, one step {block, chunk, first}, whose control vector
+// puts planes first..first+3 of the chunk (first = the block's first plane
+// there, at most 6) in bytes 0..3 of each dword; and the distinct firsts
+// in order of appearance (control vector j has firsts[j]).
+func bits3Quads(unit int) (quads [][3]int, firsts []int) {
+	P := unit / 32
+	for b := 0; b < 20/P; b++ {
+		p0 := b * P
+		for c := p0 / 10; c <= (p0+P-1)/10; c++ {
+			first := min(max(p0, 10*c)-10*c, 6)
+			quads = append(quads, [3]int{b, c, first})
+			if !slices.Contains(firsts, first) {
+				firsts = append(firsts, first)
+			}
+		}
+	}
+	return quads, firsts
+}
 
-// bits3First is the first plane of each of the 3-bit kernel's 4 control
-// vectors.
-var bits3First = [4]int{0, 4, 6, 2}
-
-// newBits3SIMD returns the state of the AVX-512 3-bit kernel
-// (newBits3State with tiles of 16 rows) and its activation layout: per
-// period the quads' codes (bits3Quads), 2 halves of 64 bytes each.
-func newBits3SIMD(b *layout.Bits, kern bitsA8Func) *bitsSIMD {
-	const nb, nq = 5, len(bits3Quads)
-	s := newBits3State(b, 16, nq*128, kern, AVX512VNNI)
-	s.ctrl = make([]byte, 4*64)
-	for c, first := range bits3First {
+// newBits3SIMD returns the state of the AVX-512 3-bit kernels
+// (newBits3State with tiles of 16 rows) and their activation layout: per
+// period the quads' codes (bits3Quads), 2 halves of 64 bytes each, zero
+// for planes outside the quad's block.
+func newBits3SIMD(b *layout.Bits, kern bitsA8Func, unit int) *bitsSIMD {
+	quads, firsts := bits3Quads(unit)
+	nq, nb, P := len(quads), 640/unit, unit/32
+	s := newBits3State(b, 16, unit, nq*128, kern, AVX512VNNI)
+	s.ctrl = make([]byte, len(firsts)*64)
+	for c, first := range firsts {
 		for j := 0; j < 64; j++ {
 			d, e := (j%8)/4, j%4 // dword within the qword, byte within it
 			s.ctrl[c*64+j] = byte(32*d + 32 - 3*(first+e+1))
@@ -144,13 +159,13 @@ func newBits3SIMD(b *layout.Bits, kern bitsA8Func) *bitsSIMD {
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
-			for q, qd := range bits3Quads {
+			for q, qd := range quads {
 				for h := 0; h < 2; h++ {
 					for t := 0; t < 16; t++ {
 						for e := 0; e < 4; e++ {
-							p := 10*qd.chunk + qd.first + e // plane in the period
+							p := 10*qd[1] + qd[2] + e // plane in the period
 							v := byte(0)
-							if p < 20 && p/4 == qd.block {
+							if p/P == qd[0] {
 								v = byte(xq[(20*k+p)*32+16*h+t])
 							}
 							a[(2*q+h)*64+4*t+e] = v
@@ -158,29 +173,37 @@ func newBits3SIMD(b *layout.Bits, kern bitsA8Func) *bitsSIMD {
 					}
 				}
 			}
-			for j := 0; j < nb; j++ {
-				blk := k*nb + j
-				var sum int32
-				for _, v := range xq[blk*128 : (blk+1)*128] {
-					sum += int32(v)
-				}
-				for lane := 0; lane < 16; lane++ {
-					putF32(a[nq*128+j*128+4*lane:], xs[blk])
-					putI32(a[nq*128+j*128+64+4*lane:], sum)
-				}
-			}
+			bits3LaneActs(a[nq*128:], xq, xs, k, nb, unit, 16)
 		}
 	}
 	return s
 }
 
+// bits3LaneActs writes period k's per-block lane activation scales and
+// sums for the 3-bit kernels: for each of the nb blocks of unit columns, r
+// float32 copies of its scale, then r int32 copies of the sum of its xq.
+func bits3LaneActs(a []byte, xq []int8, xs []float32, k, nb, unit, r int) {
+	for j := 0; j < nb; j++ {
+		c0 := k*640 + j*unit
+		var sum int32
+		for _, v := range xq[c0 : c0+unit] {
+			sum += int32(v)
+		}
+		for lane := 0; lane < r; lane++ {
+			putF32(a[j*8*r+4*lane:], xs[c0/128])
+			putI32(a[j*8*r+4*r+4*lane:], sum)
+		}
+	}
+}
+
 // newBits3State returns the state the 3-bit kernels share: tiles of r rows
 // (the kernel's lanes), "chunks" of two layout chunks (640 columns: PCols
-// is a multiple, 5 blocks), per tile, period and block r float32 scales
-// and r int32 zeros in row order, and per period actCodes activation bytes
-// followed by the blocks' r lane scales and r lane sums.
-func newBits3State(b *layout.Bits, r, actCodes int, kern bitsA8Func, isa ISA) *bitsSIMD {
-	const nb = 5
+// is a multiple; 640/unit blocks of unit columns), per tile, period and
+// block r float32 scales and r int32 zeros in row order, and per period
+// actCodes activation bytes followed by the blocks' r lane scales and r
+// lane sums (bits3LaneActs).
+func newBits3State(b *layout.Bits, r, unit, actCodes int, kern bitsA8Func, isa ISA) *bitsSIMD {
+	nb := 640 / unit
 	s := &bitsSIMD{n: 3, bpc: 1, sub: 1, r: r, lanes: r, isa: isa, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
 		metaBlock: nb * 8 * r, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*8*r}
 	tiles := b.PRows / r
@@ -189,7 +212,7 @@ func newBits3State(b *layout.Bits, r, actCodes int, kern bitsA8Func, isa ISA) *b
 		for k := 0; k < s.chunks; k++ {
 			for j := 0; j < nb; j++ {
 				blk := s.meta[(t*s.chunks+k)*s.metaBlock+j*8*r:]
-				g := (k*nb + j) * 128 / b.G
+				g := (k*640 + j*unit) / b.G
 				for i := 0; i < r; i++ {
 					putF32(blk[4*i:], b.Scale(t*r+i, g))
 					putI32(blk[4*r+4*i:], int32(b.Zero(t*r+i, g)))

@@ -142,7 +142,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 // (gen/lowbit_avx2.go, bits3A8YMM).
 func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
 	const nb, actCodes = 5, 10 * 4 * 32
-	s := newBits3State(b, 8, actCodes, kern, isa)
+	s := newBits3State(b, 8, 128, actCodes, kern, isa)
 	s.idx = make([]int32, 8) // unused by the kernel
 	s.ctrl = make([]byte, 64)
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
@@ -159,16 +159,7 @@ func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
 					}
 				}
 			}
-			for j := 0; j < nb; j++ {
-				var sum int32
-				for _, v := range x[128*j : 128*(j+1)] {
-					sum += int32(v)
-				}
-				for lane := 0; lane < 8; lane++ {
-					putF32(a[actCodes+64*j+4*lane:], xs[k*nb+j])
-					putI32(a[actCodes+64*j+32+4*lane:], sum)
-				}
-			}
+			bits3LaneActs(a[actCodes:], xq, xs, k, nb, 128, 8)
 		}
 	}
 	return s

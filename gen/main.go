@@ -27,6 +27,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -76,7 +77,8 @@ func main() {
 			bitsA8AVX512(n, 4)
 		}
 	}
-	bits3A8AVX512()
+	bits3A8AVX512(128)
+	bits3A8AVX512(64)
 	sparseA8AVX512(1)
 	sparseA8AVX512(2)
 	for _, n := range []int{8, 4, 2, 1} {
@@ -1044,43 +1046,70 @@ func bitsA8AVX512(n, sub int) {
 		})
 }
 
-// bits3Quads are the VPDPBUSD steps of the 3-bit A8 kernel per period of
-// two chunks (20 planes, 5 blocks of 128 columns): the block summed, the
-// chunk read, and the VPMULTISHIFTQB control vector, which puts planes
-// first..first+3 of the chunk (first = 0, 4, 6, 2 for controls 0-3) in
-// bytes 0..3 of each dword. Bytes of planes outside the block meet zero
-// activations. cpu/lowbit_amd64.go (bits3Quads) lays the activations out
-// in this order.
-var bits3Quads = []struct{ block, chunk, ctrl int }{{0, 0, 0}, {1, 0, 1}, {2, 0, 2}, {2, 1, 0}, {3, 1, 3}, {4, 1, 2}}
+// bits3Quad is a VPDPBUSD step of the 3-bit A8 kernels: the block (unit
+// of the exact sum) summed, the chunk of the period read, and the first
+// of the four planes of that chunk its VPMULTISHIFTQB control vector puts
+// in bytes 0..3 of each dword.
+type bits3Quad struct{ block, chunk, first int }
 
-// bits3A8AVX512 emits the W3A8 kernel for Bits(3, g >= 128): ten 3-bit
-// planes per word, so two chunks (256 bytes of a row) hold five 128-column
-// blocks and block 2 straddles them. A tile is 16 rows; per period of two
-// chunks and per block the 16 accumulators are the tile's rows (lane i =
-// row i after reduce16).
-func bits3A8AVX512() {
-	const name, R, nq, nb = "Bits3A8Avx512", 16, 6, 5
+// bits3Quads returns the steps of a period of two chunks (20 planes) for
+// blocks of unit columns (128: 5 blocks, 64: 10), in order, and the
+// distinct first planes in order of appearance (control vector j has
+// firsts[j]). A block's planes in one chunk form one step, whose other
+// planes meet zero activations. cpu/lowbit_amd64.go (bits3Quads) follows
+// the same rule.
+func bits3Quads(unit int) ([]bits3Quad, []int) {
+	P := unit / 32 // planes per block
+	var qs []bits3Quad
+	var firsts []int
+	for b := 0; b < 20/P; b++ {
+		p0 := b * P
+		for c := p0 / 10; c <= (p0+P-1)/10; c++ {
+			first := min(max(p0, 10*c)-10*c, 6)
+			qs = append(qs, bits3Quad{b, c, first})
+			if !slices.Contains(firsts, first) {
+				firsts = append(firsts, first)
+			}
+		}
+	}
+	return qs, firsts
+}
+
+// bits3A8AVX512 emits the W3A8 kernel for Bits(3, g) with blocks of unit
+// = 128 (g >= 128) or 64 columns: ten 3-bit planes per word, so two chunks
+// (256 bytes of a row) hold 640 columns and a 128-column block can
+// straddle them. A tile is 16 rows; per period of two chunks and per
+// block the 16 accumulators are the tile's rows (lane i = row i after
+// reduce16).
+func bits3A8AVX512(unit int) {
+	name := "Bits3A8Avx512"
+	if unit < 128 {
+		name = fmt.Sprintf("Bits3A8G%dAvx512", unit)
+	}
+	quads, firsts := bits3Quads(unit)
+	const R = 16
+	nq, nb := len(quads), 640/unit
 	actChunk, metaBlock := nq*128+nb*128, nb*128
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
 	Doc(
-		name+" computes W3A8 dot products of Bits matrices (groups of at least 128",
+		name+" computes W3A8 dot products of Bits matrices (groups of "+map[int]string{128: "at least 128", 64: "64"}[unit],
 		"columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,",
 		"row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes",
 		"",
 		"\tacc = 0",
-		"\tfor each 128-column block B in column order:",
+		"\tfor each "+fmt.Sprint(unit)+"-column block B in column order:",
 		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B]) * float32(isum)",
+		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
 		"\tout[T*16+i] = acc",
 		"",
-		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
-		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
-		"16 float32 scales and 16 int32 zeros in row order; act holds per period",
-		"6 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of half h",
-		"holds the columns of the quad's four planes at word t+16h, zero outside",
-		"the quad's block), then per block 16 float32 lane scales and 16 int32",
-		"lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.",
+		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(unit)+" columns). chunks counts",
+		"periods of two chunks (640 columns, "+fmt.Sprint(nb)+" blocks). meta holds, per tile, period and",
+		"block, 16 float32 scales and 16 int32 zeros in row order; act holds per",
+		"period "+fmt.Sprint(nq)+" quads x 2 halves of 64 activation bytes (bits3Quads: dword t of",
+		"half h holds the columns of the quad's four planes at word t+16h, zero",
+		"outside the quad's block), then per block 16 float32 lane scales and 16",
+		"int32 lane sums; ctrl the "+fmt.Sprint(len(firsts))+" VPMULTISHIFTQB control vectors; idx is unused.",
 		"",
 		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
 		"or written, zero points integers.",
@@ -1095,15 +1124,18 @@ func bits3A8AVX512() {
 		for i := range acc {
 			acc[i] = ZMM()
 		}
-		ctrls := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		ctrls := make([]VecVirtual, len(firsts))
+		for j := range ctrls {
+			ctrls[j] = ZMM()
+		}
 		for b := 0; b < nb; b++ {
 			// the block's control vectors (loaded per block: registers)
 			cp := param("ctrl")
 			loaded := map[int]bool{}
-			for _, qd := range bits3Quads {
-				if qd.block == b && !loaded[qd.ctrl] {
-					loaded[qd.ctrl] = true
-					VMOVDQU64(Mem{Base: cp, Disp: 64 * qd.ctrl}, ctrls[qd.ctrl])
+			for _, qd := range quads {
+				if j := slices.Index(firsts, qd.first); qd.block == b && !loaded[j] {
+					loaded[j] = true
+					VMOVDQU64(Mem{Base: cp, Disp: 64 * j}, ctrls[j])
 				}
 			}
 			for i := range acc {
@@ -1115,13 +1147,13 @@ func bits3A8AVX512() {
 				if b < 4 { // the next tile's period, one line per row and block
 					PREFETCHT1(Mem{Base: pf, Disp: 256*i + 64*b})
 				}
-				for q, qd := range bits3Quads {
+				for q, qd := range quads {
 					if qd.block != b {
 						continue
 					}
 					for h := 0; h < 2; h++ {
 						codes := ZMM()
-						VPMULTISHIFTQB(Mem{Base: rp, Disp: 128*qd.chunk + 64*h}, ctrls[qd.ctrl], codes)
+						VPMULTISHIFTQB(Mem{Base: rp, Disp: 128*qd.chunk + 64*h}, ctrls[slices.Index(firsts, qd.first)], codes)
 						VPANDD(codes, mask, codes)
 						VPDPBUSD(Mem{Base: ap, Disp: (2*q + h) * 64}, codes, acc[i])
 					}
