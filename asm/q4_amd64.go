@@ -1386,7 +1386,7 @@ func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //	acc = 0
 //	for each 128-column block B in column order:
 //		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B]) * float32(isum)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
 //	out[T*8+i] = acc
 //
 // exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two

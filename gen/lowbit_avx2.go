@@ -93,17 +93,11 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	const metaBlock = 64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	Doc(
-		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{128: "at least 128", 64: "64", 32: "32"}[U],
-		"columns) for ntiles tiles of "+fmt.Sprint(s.R)+" rows with "+what+". For tile",
-		"T, row i < "+fmt.Sprint(s.R)+" of the tile (row T*"+fmt.Sprint(s.R)+"+i from w, stride bytes apart), it computes",
-		"",
-		"\tacc = 0",
-		"\tfor each "+fmt.Sprint(U)+"-column block B in column order:",
-		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
-		"\tout[T*8+i] = acc",
-		"",
+	lowA8Doc([]string{
+		name + " computes W" + fmt.Sprint(n) + "A8 dot products of Bits matrices (groups of " + map[int]string{128: "at least 128", 64: "64", 32: "32"}[U],
+		"columns) for ntiles tiles of " + fmt.Sprint(s.R) + " rows with " + what + ". For tile",
+		"T, row i < " + fmt.Sprint(s.R) + " of the tile (row T*" + fmt.Sprint(s.R) + "+i from w, stride bytes apart), it computes",
+	}, U, 8,
 		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(U)+" columns). meta holds, per",
 		"tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,",
 		"block u of the chunk at lane i*"+fmt.Sprint(s.nu)+"+u); act holds per chunk "+fmt.Sprint(actCodes)+" activation",
@@ -323,18 +317,12 @@ func bits3A8YMM() {
 	actChunk, metaBlock := actCodes+nb*64, nb*64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	Doc(
-		name+" computes W3A8 dot products of Bits matrices (groups of at least 128",
+	lowA8Doc([]string{
+		name + " computes W3A8 dot products of Bits matrices (groups of at least 128",
 		"columns) for ntiles tiles of 8 rows with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD).",
 		"For tile T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it",
 		"computes",
-		"",
-		"\tacc = 0",
-		"\tfor each 128-column block B in column order:",
-		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B]) * float32(isum)",
-		"\tout[T*8+i] = acc",
-		"",
+	}, 128, 8,
 		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
 		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
 		"8 float32 scales and 8 int32 zeros in row order; act holds per period,",

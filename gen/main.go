@@ -976,17 +976,11 @@ func bitsA8AVX512(n, sub int) {
 	L := bpc * sub // lanes (blocks) per row and chunk
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	Doc(
-		name+" computes W"+fmt.Sprint(n)+"A8 dot products of Bits matrices (groups of "+map[int]string{1: "at least 128", 2: "64", 4: "32"}[sub],
-		"columns) for ntiles tiles of "+fmt.Sprint(R)+" rows with AVX-512 VNNI and VBMI. For tile T,",
-		"row i < "+fmt.Sprint(R)+" of the tile (row T*"+fmt.Sprint(R)+"+i from w, stride bytes apart), it computes",
-		"",
-		"\tacc = 0",
-		"\tfor each "+fmt.Sprint(128/sub)+"-column block B in column order:",
-		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
-		"\tout[T*16+i] = acc",
-		"",
+	lowA8Doc([]string{
+		name + " computes W" + fmt.Sprint(n) + "A8 dot products of Bits matrices (groups of " + map[int]string{1: "at least 128", 2: "64", 4: "32"}[sub],
+		"columns) for ntiles tiles of " + fmt.Sprint(R) + " rows with AVX-512 VNNI and VBMI. For tile T,",
+		"row i < " + fmt.Sprint(R) + " of the tile (row T*" + fmt.Sprint(R) + "+i from w, stride bytes apart), it computes",
+	}, 128/sub, 16,
 		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(128/sub)+" columns). meta holds, per",
 		"tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row",
 		"i, block j of the chunk at lane i*"+fmt.Sprint(L)+"+j); act holds per chunk "+fmt.Sprint(L)+" blocks x 2",
@@ -1092,17 +1086,11 @@ func bits3A8AVX512(unit int) {
 	actChunk, metaBlock := nq*128+nb*128, nb*128
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	Doc(
-		name+" computes W3A8 dot products of Bits matrices (groups of "+map[int]string{128: "at least 128", 64: "64"}[unit],
+	lowA8Doc([]string{
+		name + " computes W3A8 dot products of Bits matrices (groups of " + map[int]string{128: "at least 128", 64: "64"}[unit],
 		"columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,",
 		"row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes",
-		"",
-		"\tacc = 0",
-		"\tfor each "+fmt.Sprint(unit)+"-column block B in column order:",
-		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
-		"\tout[T*16+i] = acc",
-		"",
+	}, unit, 16,
 		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(unit)+" columns). chunks counts",
 		"periods of two chunks (640 columns, "+fmt.Sprint(nb)+" blocks). meta holds, per tile, period and",
 		"block, 16 float32 scales and 16 int32 zeros in row order; act holds per",
@@ -1165,6 +1153,22 @@ func bits3A8AVX512(unit int) {
 			blockTerm(fvec{avx512: true}, reduce16(acc), accRow, Mem{Base: mp, Disp: b * 128}, Mem{Base: ap, Disp: nq*128 + b*128})
 		}
 	})
+}
+
+// lowA8Doc writes a low-bit A8 kernel's doc comment: head, the exact
+// per-row loop over blocks of unit columns (results at out[T*lanes+i]),
+// then tail.
+func lowA8Doc(head []string, unit, lanes int, tail ...string) {
+	loop := []string{
+		"",
+		"\tacc = 0",
+		"\tfor each " + fmt.Sprint(unit) + "-column block B in column order:",
+		"\t\tisum = sum q*xq - z*sum xq        (int32)",
+		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
+		"\tout[T*" + fmt.Sprint(lanes) + "+i] = acc",
+		"",
+	}
+	Doc(slices.Concat(head, loop, tail)...)
 }
 
 // blockTerm adds one block's terms to the row accumulator, lane i = row i
