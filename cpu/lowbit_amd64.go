@@ -155,7 +155,6 @@ func newBits3SIMD(b *layout.Bits, kern bitsA8Func, unit int) *bitsSIMD {
 			s.ctrl[c*64+j] = byte(32*d + 32 - 3*(first+e+1))
 		}
 	}
-	s.idx = laneIdx(1) // unused by the kernel
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
@@ -201,11 +200,13 @@ func bits3LaneActs(a []byte, xq []int8, xs []float32, k, nb, unit, r int) {
 // is a multiple; 640/unit blocks of unit columns), per tile, period and
 // block r float32 scales and r int32 zeros in row order, and per period
 // actCodes activation bytes followed by the blocks' r lane scales and r
-// lane sums (bits3LaneActs).
+// lane sums (bits3LaneActs). ctrl (64 bytes) and idx are placeholders
+// for the kernels that read none.
 func newBits3State(b *layout.Bits, r, unit, actCodes int, kern bitsA8Func, isa ISA) *bitsSIMD {
 	nb := 640 / unit
 	s := &bitsSIMD{n: 3, bpc: 1, sub: 1, r: r, lanes: r, isa: isa, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
-		metaBlock: nb * 8 * r, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*8*r}
+		metaBlock: nb * 8 * r, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*8*r,
+		ctrl: make([]byte, 64), idx: make([]int32, 16)}
 	tiles := b.PRows / r
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
 	for t := 0; t < tiles; t++ {

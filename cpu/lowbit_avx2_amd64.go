@@ -143,8 +143,6 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
 	const nb, actCodes = 5, 10 * 4 * 32
 	s := newBits3State(b, 8, 128, actCodes, kern, isa)
-	s.idx = make([]int32, 8) // unused by the kernel
-	s.ctrl = make([]byte, 64)
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]

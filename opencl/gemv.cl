@@ -99,9 +99,15 @@ inline size_t q4_unit(int r, int u, int ng) {
 }
 // q4_meta returns the scale (and zero) index of row r, group g.
 inline int q4_meta(int r, int g, int ng) { return ((r >> 4) * ng + g) * 16 + (r & 15); }
+// Q4_WS and Q4_MS: what q4_unit and q4_meta advance by from one group to
+// the next of the same row
+#define Q4_WS 64
+#define Q4_MS 16
 #else
 inline size_t q4_unit(int r, int u, int ng) { return (size_t)r * ng * 4 + u; }
 inline int q4_meta(int r, int g, int ng) { return ((r >> 7) * ng + g) * 128 + (r & 127); }
+#define Q4_WS 4
+#define Q4_MS 128
 #endif
 
 // ------------------------------------------------------------ Bits(N, G)
@@ -1019,27 +1025,22 @@ inline void q4_mma(const int mw, const int mu, __global const uint4 *w, __global
 	int r0 = get_group_id(0) * 16 + g; // padded rows exist (PRows % 128 == 0)
 	int groups = pcols / 128;
 	// rows r0 and r0+8, group 0: the lane's uint4 and metadata index;
-	// group gg adds gg*WS and gg*MS (q4_unit, q4_meta)
+	// group gg adds gg*Q4_WS and gg*Q4_MS
 	__global const uint4 *w0 = w + q4_unit(r0, t, groups), *w1 = w + q4_unit(r0 + 8, t, groups);
 	int mb = q4_meta(r0, 0, groups);
-#ifdef Q4TILES
-	const int WS = 64, MS = 16;
-#else
-	const int WS = 4, MS = 128;
-#endif
 	bool live = g < 2 * nb;                     // fragment columns past the batch are zero
 	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 	for (int g0 = wp; g0 < groups; g0 += mu * mw) {
 		uint4 wa[MU_MAX], wb[MU_MAX];
 		for (int h = 0; h < mu; h++) {
 			int gg = min(g0 + h * mw, groups - 1);
-			wa[h] = w0[gg * WS];
-			wb[h] = w1[gg * WS];
+			wa[h] = w0[gg * Q4_WS];
+			wb[h] = w1[gg * Q4_WS];
 		}
 		for (int h = 0; h < mu; h++) {
 			int gg = g0 + h * mw;
 			if (gg >= groups) break;
-			int m0 = mb + gg * MS, m1 = m0 + 8;
+			int m0 = mb + gg * Q4_MS, m1 = m0 + 8;
 			float s0 = sc[m0], s1 = sc[m1];
 			uint z0 = (zp[m0 >> 1] >> ((m0 & 1) * 4)) & 15u, z1 = (zp[m1 >> 1] >> ((m1 & 1) * 4)) & 15u;
 			// binary16 pairs of 1024 + z and -(64 + z)

@@ -217,11 +217,10 @@ func q4Stripe(m *layout.Q4G128, r0 int, w []byte, sc []float32, zp []byte) {
 		r := r0 + i
 		row := m.Weights[r*m.PCols/2 : (r+1)*m.PCols/2]
 		for g := 0; g < ng; g++ {
-			d := (i/16*ng+g)*16 + i%16    // device index in the stripe
-			s := (r/128*ng+g)*128 + r%128 // canonical metadata index
+			d := (i/16*ng+g)*16 + i%16 // device index in the stripe
 			copy(w[64*d:64*d+64], row[64*g:])
-			sc[d] = m.Scales[s]
-			zp[d/2] |= (m.Zeros[s/2] >> (4 * (s % 2)) & 15) << (4 * (d % 2))
+			sc[d] = m.Scale(r, g)
+			zp[d/2] |= m.Zero(r, g) << (4 * (d % 2))
 		}
 	}
 }

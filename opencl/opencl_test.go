@@ -578,10 +578,8 @@ func TestQ4Layouts(t *testing.T) {
 						t.Fatalf("row %d col %d: code %d, want %d", r, c, got, q.Q(r, c))
 					}
 				}
-				s := (r/128*ng+g)*128 + r%128
-				z := q.Zeros[s/2] >> (4 * (s % 2)) & 15
-				if sc[d] != q.Scales[s] || zp[d/2]>>(4*(d%2))&15 != z {
-					t.Fatalf("row %d group %d: scale %v zero %d, want %v %d", r, g, sc[d], zp[d/2]>>(4*(d%2))&15, q.Scales[s], z)
+				if z := zp[d/2] >> (4 * (d % 2)) & 15; sc[d] != q.Scale(r, g) || z != q.Zero(r, g) {
+					t.Fatalf("row %d group %d: scale %v zero %d, want %v %d", r, g, sc[d], z, q.Scale(r, g), q.Zero(r, g))
 				}
 			}
 		}
