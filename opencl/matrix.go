@@ -546,18 +546,21 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 // mmaWarps returns the warps per work-group of the tensor-core kernel
 // name for this matrix (a forced tiling's, else 16 for the float kernels
 // when the matrix has fewer 16-row tiles than twice the compute units, so
-// that each unit still gets enough warps, and for the Bits float kernels
-// when rows have at least bitsChunks16 chunks, else 8) and whether the
-// matrix has that few row tiles. On the H200 the 16-warp float kernels
-// measured 20-40% faster on 4096 rows, the 8-warp Q4G128 one 5-10% faster
-// on 14336; the int8 kernel (k8m, run only on few row tiles)
-// 5-10% faster with 8 warps on 4096 rows (four runs, medians of 5 each).
+// that each unit still gets enough warps, for the Q4G128 float kernel on
+// 16-row tiles, and for the Bits float kernels when rows have at least
+// bitsChunks16 chunks, else 8) and whether the matrix has that few row
+// tiles. On the H200 the 16-warp float kernels measured 20-40% faster on
+// 4096 rows; on row-major Q4G128 the 8-warp one was 5-10% faster on 14336
+// rows, on tiled Q4G128 the 16-warp one 12% faster on 16384x16384 (59.2
+// against 66.4 us) and 1-2% on 14336x4096 (medians of 3); the int8 kernel
+// (k8m, run only on few row tiles) 5-10% faster with 8 warps on 4096 rows
+// (four runs, medians of 5 each).
 func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	few = (mx.geo.Rows+15)/16 < 2*mx.b.x.dev.info.ComputeUnits
 	if mw = mx.b.tiling(batch).mw; mw == 8 || mw == 16 {
 		return mw, few
 	}
-	if few && name != mx.k8m || name == mx.km && mx.kn != 0 && mx.geo.PCols*mx.kn/1024 >= bitsChunks16 {
+	if few && name != mx.k8m || name == mx.km && mx.kn == 0 && mx.b.q4tiles || name == mx.km && mx.kn != 0 && mx.geo.PCols*mx.kn/1024 >= bitsChunks16 {
 		return 16, few
 	}
 	return 8, few
