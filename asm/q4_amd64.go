@@ -2350,6 +2350,42 @@ func CbPsumB8x64M1Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 //go:noescape
 func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
+// CbPsumScalarB8M1Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
+// (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX:
+//
+//	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
+//		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
+//		segments s and codebooks i of tab_i[s][c_i]
+//
+// where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
+// and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
+// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups of
+// even and of odd segments are summed apart (segment then codebook order),
+// then added; scales advance 128 bytes per tile.
+//
+// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw.
+//
+//go:noescape
+func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+
+// CbPsumScalarB8M2Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
+// (8-bit codes, M = 2 codebooks) of nw words (4 segments each) per row, with AVX:
+//
+//	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
+//		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
+//		segments s and codebooks i of tab_i[s][c_i]
+//
+// where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
+// and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
+// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups of
+// even and of odd segments are summed apart (segment then codebook order),
+// then added; scales advance 128 bytes per tile.
+//
+// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw.
+//
+//go:noescape
+func CbPsumScalarB8M2Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+
 // Int8GemvAvx512 computes, with AVX-512 VNNI, for quads groups of 4 rows (row r at
 // w + r*stride), out[r] = sum_{c < 64*n64} int32(x[c]) * int32(w[r][c]) with x
 // unsigned bytes and w signed (VPDPBUSD); callers pass x = v + 128 and

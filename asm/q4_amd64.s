@@ -32327,6 +32327,2038 @@ CbPsumB8x64M2Avx512_nogroup3:
 	VMOVUPS Z11, 192(AX)
 	RET
 
+// func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, FMA3, MMX+
+TEXT ·CbPsumScalarB8M1Avx2(SB), NOSPLIT, $0-88
+CbPsumScalarB8M1Avx2_tile:
+	MOVQ   tstride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   words+0(FP), CX
+	ADDQ   CX, AX
+	MOVQ   nw+32(FP), CX
+
+CbPsumScalarB8M1Avx2_pf0:
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       $0x00000080, AX
+	DECQ       CX
+	JNZ        CbPsumScalarB8M1Avx2_pf0
+	MOVQ       words+0(FP), AX
+	MOVQ       tab+40(FP), CX
+	MOVQ       scales+64(FP), DX
+	VXORPS     X0, X0, X0
+	VXORPS     X1, X1, X1
+	VXORPS     X2, X2, X2
+	VXORPS     X3, X3, X3
+	VXORPS     X4, X4, X4
+	VXORPS     X5, X5, X5
+	VXORPS     X6, X6, X6
+	VXORPS     X7, X7, X7
+	VXORPS     X8, X8, X8
+	VXORPS     X9, X9, X9
+	VXORPS     X10, X10, X10
+	VXORPS     X11, X11, X11
+	VXORPS     X12, X12, X12
+	VXORPS     X13, X13, X13
+	VXORPS     X14, X14, X14
+	VXORPS     X15, X15, X15
+	MOVQ       wpg+56(FP), BX
+	MOVQ       nw+32(FP), SI
+
+CbPsumScalarB8M1Avx2_h0_word:
+	MOVL        (AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X0, X0
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X0, X0
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        4(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X3, X3
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X3, X3
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X5, X5
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X5, X5
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X7, X7
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X7, X7
+	MOVL        16(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X8, X8
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X9, X9
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X8, X8
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X9, X9
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X10, X10
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X11, X11
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X10, X10
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X11, X11
+	MOVL        24(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X12, X12
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X13, X13
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X12, X12
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X13, X13
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X14, X14
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X15, X15
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X14, X14
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	DECQ        BX
+	JNZ         CbPsumScalarB8M1Avx2_h0_nogroup
+	MOVQ        acc+80(FP), BX
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      (BX), X16
+	VFMADD231SS (DX), X0, X16
+	VMOVSS      X16, (BX)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      4(BX), X16
+	VFMADD231SS 4(DX), X2, X16
+	VMOVSS      X16, 4(BX)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      8(BX), X16
+	VFMADD231SS 8(DX), X4, X16
+	VMOVSS      X16, 8(BX)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      12(BX), X16
+	VFMADD231SS 12(DX), X6, X16
+	VMOVSS      X16, 12(BX)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      16(BX), X16
+	VFMADD231SS 16(DX), X8, X16
+	VMOVSS      X16, 16(BX)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      20(BX), X16
+	VFMADD231SS 20(DX), X10, X16
+	VMOVSS      X16, 20(BX)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      24(BX), X16
+	VFMADD231SS 24(DX), X12, X16
+	VMOVSS      X16, 24(BX)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      28(BX), X16
+	VFMADD231SS 28(DX), X14, X16
+	VMOVSS      X16, 28(BX)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), BX
+	ADDQ        BX, DX
+	MOVQ        wpg+56(FP), BX
+
+CbPsumScalarB8M1Avx2_h0_nogroup:
+	DECQ   SI
+	JNZ    CbPsumScalarB8M1Avx2_h0_word
+	MOVQ   words+0(FP), AX
+	MOVQ   tab+40(FP), CX
+	ADDQ   $0x00000020, AX
+	MOVQ   scales+64(FP), DX
+	ADDQ   $0x00000020, DX
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), BX
+	MOVQ   nw+32(FP), SI
+
+CbPsumScalarB8M1Avx2_h8_word:
+	MOVL        (AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X0, X0
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X0, X0
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        4(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X3, X3
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X3, X3
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X5, X5
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X5, X5
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X7, X7
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X7, X7
+	MOVL        16(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X8, X8
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X9, X9
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X8, X8
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X9, X9
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X10, X10
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X11, X11
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X10, X10
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X11, X11
+	MOVL        24(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X12, X12
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X13, X13
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X12, X12
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X13, X13
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X14, X14
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X15, X15
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X14, X14
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	DECQ        BX
+	JNZ         CbPsumScalarB8M1Avx2_h8_nogroup
+	MOVQ        acc+80(FP), BX
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      32(BX), X16
+	VFMADD231SS (DX), X0, X16
+	VMOVSS      X16, 32(BX)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      36(BX), X16
+	VFMADD231SS 4(DX), X2, X16
+	VMOVSS      X16, 36(BX)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      40(BX), X16
+	VFMADD231SS 8(DX), X4, X16
+	VMOVSS      X16, 40(BX)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      44(BX), X16
+	VFMADD231SS 12(DX), X6, X16
+	VMOVSS      X16, 44(BX)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      48(BX), X16
+	VFMADD231SS 16(DX), X8, X16
+	VMOVSS      X16, 48(BX)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      52(BX), X16
+	VFMADD231SS 20(DX), X10, X16
+	VMOVSS      X16, 52(BX)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      56(BX), X16
+	VFMADD231SS 24(DX), X12, X16
+	VMOVSS      X16, 56(BX)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      60(BX), X16
+	VFMADD231SS 28(DX), X14, X16
+	VMOVSS      X16, 60(BX)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), BX
+	ADDQ        BX, DX
+	MOVQ        wpg+56(FP), BX
+
+CbPsumScalarB8M1Avx2_h8_nogroup:
+	DECQ   SI
+	JNZ    CbPsumScalarB8M1Avx2_h8_word
+	MOVQ   words+0(FP), AX
+	MOVQ   tab+40(FP), CX
+	ADDQ   $0x00000040, AX
+	MOVQ   scales+64(FP), DX
+	ADDQ   $0x00000040, DX
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), BX
+	MOVQ   nw+32(FP), SI
+
+CbPsumScalarB8M1Avx2_h16_word:
+	MOVL        (AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X0, X0
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X0, X0
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        4(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X3, X3
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X3, X3
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X5, X5
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X5, X5
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X7, X7
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X7, X7
+	MOVL        16(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X8, X8
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X9, X9
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X8, X8
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X9, X9
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X10, X10
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X11, X11
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X10, X10
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X11, X11
+	MOVL        24(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X12, X12
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X13, X13
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X12, X12
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X13, X13
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X14, X14
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X15, X15
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X14, X14
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	DECQ        BX
+	JNZ         CbPsumScalarB8M1Avx2_h16_nogroup
+	MOVQ        acc+80(FP), BX
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      64(BX), X16
+	VFMADD231SS (DX), X0, X16
+	VMOVSS      X16, 64(BX)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      68(BX), X16
+	VFMADD231SS 4(DX), X2, X16
+	VMOVSS      X16, 68(BX)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      72(BX), X16
+	VFMADD231SS 8(DX), X4, X16
+	VMOVSS      X16, 72(BX)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      76(BX), X16
+	VFMADD231SS 12(DX), X6, X16
+	VMOVSS      X16, 76(BX)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      80(BX), X16
+	VFMADD231SS 16(DX), X8, X16
+	VMOVSS      X16, 80(BX)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      84(BX), X16
+	VFMADD231SS 20(DX), X10, X16
+	VMOVSS      X16, 84(BX)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      88(BX), X16
+	VFMADD231SS 24(DX), X12, X16
+	VMOVSS      X16, 88(BX)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      92(BX), X16
+	VFMADD231SS 28(DX), X14, X16
+	VMOVSS      X16, 92(BX)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), BX
+	ADDQ        BX, DX
+	MOVQ        wpg+56(FP), BX
+
+CbPsumScalarB8M1Avx2_h16_nogroup:
+	DECQ   SI
+	JNZ    CbPsumScalarB8M1Avx2_h16_word
+	MOVQ   words+0(FP), AX
+	MOVQ   tab+40(FP), CX
+	ADDQ   $0x00000060, AX
+	MOVQ   scales+64(FP), DX
+	ADDQ   $0x00000060, DX
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), BX
+	MOVQ   nw+32(FP), SI
+
+CbPsumScalarB8M1Avx2_h24_word:
+	MOVL        (AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X0, X0
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X0, X0
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        4(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X3, X3
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X3, X3
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X5, X5
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X5, X5
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X7, X7
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X7, X7
+	MOVL        16(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X8, X8
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X9, X9
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X8, X8
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X9, X9
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X10, X10
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X11, X11
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X10, X10
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X11, X11
+	MOVL        24(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X12, X12
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X13, X13
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X12, X12
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X13, X13
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X14, X14
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X15, X15
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X14, X14
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	DECQ        BX
+	JNZ         CbPsumScalarB8M1Avx2_h24_nogroup
+	MOVQ        acc+80(FP), BX
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      96(BX), X16
+	VFMADD231SS (DX), X0, X16
+	VMOVSS      X16, 96(BX)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      100(BX), X16
+	VFMADD231SS 4(DX), X2, X16
+	VMOVSS      X16, 100(BX)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      104(BX), X16
+	VFMADD231SS 8(DX), X4, X16
+	VMOVSS      X16, 104(BX)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      108(BX), X16
+	VFMADD231SS 12(DX), X6, X16
+	VMOVSS      X16, 108(BX)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      112(BX), X16
+	VFMADD231SS 16(DX), X8, X16
+	VMOVSS      X16, 112(BX)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      116(BX), X16
+	VFMADD231SS 20(DX), X10, X16
+	VMOVSS      X16, 116(BX)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      120(BX), X16
+	VFMADD231SS 24(DX), X12, X16
+	VMOVSS      X16, 120(BX)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      124(BX), X16
+	VFMADD231SS 28(DX), X14, X16
+	VMOVSS      X16, 124(BX)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), BX
+	ADDQ        BX, DX
+	MOVQ        wpg+56(FP), BX
+
+CbPsumScalarB8M1Avx2_h24_nogroup:
+	DECQ  SI
+	JNZ   CbPsumScalarB8M1Avx2_h24_word
+	MOVQ  tstride+8(FP), AX
+	MOVQ  words+0(FP), CX
+	ADDQ  AX, CX
+	MOVQ  CX, words+0(FP)
+	MOVQ  scales+64(FP), AX
+	ADDQ  $0x00000080, AX
+	MOVQ  AX, scales+64(FP)
+	MOVQ  acc+80(FP), AX
+	ADDQ  $0x00000080, AX
+	MOVQ  AX, acc+80(FP)
+	MOVQ  ntiles+24(FP), AX
+	ADDQ  $-1, AX
+	MOVQ  AX, ntiles+24(FP)
+	MOVQ  ntiles+24(FP), AX
+	TESTQ AX, AX
+	JNZ   CbPsumScalarB8M1Avx2_tile
+	RET
+
+// func CbPsumScalarB8M2Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+// Requires: AVX, FMA3, MMX+
+TEXT ·CbPsumScalarB8M2Avx2(SB), NOSPLIT, $0-88
+CbPsumScalarB8M2Avx2_tile:
+	MOVQ   tstride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   words+0(FP), CX
+	ADDQ   CX, AX
+	MOVQ   nw+32(FP), CX
+
+CbPsumScalarB8M2Avx2_pf0:
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       $0x00000080, AX
+	DECQ       CX
+	JNZ        CbPsumScalarB8M2Avx2_pf0
+	MOVQ       nw+32(FP), CX
+	SHLQ       $0x07, CX
+	SUBQ       CX, AX
+	MOVQ       cbstride+16(FP), CX
+	ADDQ       CX, AX
+	MOVQ       nw+32(FP), CX
+
+CbPsumScalarB8M2Avx2_pf1:
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       $0x00000080, AX
+	DECQ       CX
+	JNZ        CbPsumScalarB8M2Avx2_pf1
+	MOVQ       words+0(FP), AX
+	MOVQ       tab+40(FP), CX
+	MOVQ       cbstride+16(FP), DX
+	MOVQ       tabstride+48(FP), BX
+	ADDQ       AX, DX
+	ADDQ       CX, BX
+	MOVQ       scales+64(FP), SI
+	VXORPS     X0, X0, X0
+	VXORPS     X1, X1, X1
+	VXORPS     X2, X2, X2
+	VXORPS     X3, X3, X3
+	VXORPS     X4, X4, X4
+	VXORPS     X5, X5, X5
+	VXORPS     X6, X6, X6
+	VXORPS     X7, X7, X7
+	VXORPS     X8, X8, X8
+	VXORPS     X9, X9, X9
+	VXORPS     X10, X10, X10
+	VXORPS     X11, X11, X11
+	VXORPS     X12, X12, X12
+	VXORPS     X13, X13, X13
+	VXORPS     X14, X14, X14
+	VXORPS     X15, X15, X15
+	MOVQ       wpg+56(FP), DI
+	MOVQ       nw+32(FP), R8
+
+CbPsumScalarB8M2Avx2_h0_word:
+	MOVL        (AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        4(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X3, X3
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X5, X5
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X7, X7
+	MOVL        16(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X9, X9
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X11, X11
+	MOVL        24(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X13, X13
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X15, X15
+	MOVL        (DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X1, X1
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X3, X3
+	MOVL        8(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X5, X5
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X7, X7
+	MOVL        16(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X9, X9
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X11, X11
+	MOVL        24(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X13, X13
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	ADDQ        $0x00000080, DX
+	ADDQ        $0x00001000, BX
+	DECQ        DI
+	JNZ         CbPsumScalarB8M2Avx2_h0_nogroup
+	MOVQ        acc+80(FP), DI
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      (DI), X16
+	VFMADD231SS (SI), X0, X16
+	VMOVSS      X16, (DI)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      4(DI), X16
+	VFMADD231SS 4(SI), X2, X16
+	VMOVSS      X16, 4(DI)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      8(DI), X16
+	VFMADD231SS 8(SI), X4, X16
+	VMOVSS      X16, 8(DI)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      12(DI), X16
+	VFMADD231SS 12(SI), X6, X16
+	VMOVSS      X16, 12(DI)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      16(DI), X16
+	VFMADD231SS 16(SI), X8, X16
+	VMOVSS      X16, 16(DI)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      20(DI), X16
+	VFMADD231SS 20(SI), X10, X16
+	VMOVSS      X16, 20(DI)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      24(DI), X16
+	VFMADD231SS 24(SI), X12, X16
+	VMOVSS      X16, 24(DI)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      28(DI), X16
+	VFMADD231SS 28(SI), X14, X16
+	VMOVSS      X16, 28(DI)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), DI
+	ADDQ        DI, SI
+	MOVQ        wpg+56(FP), DI
+
+CbPsumScalarB8M2Avx2_h0_nogroup:
+	DECQ   R8
+	JNZ    CbPsumScalarB8M2Avx2_h0_word
+	MOVQ   words+0(FP), AX
+	MOVQ   tab+40(FP), CX
+	MOVQ   cbstride+16(FP), DX
+	MOVQ   tabstride+48(FP), BX
+	ADDQ   AX, DX
+	ADDQ   CX, BX
+	ADDQ   $0x00000020, AX
+	ADDQ   $0x00000020, DX
+	MOVQ   scales+64(FP), SI
+	ADDQ   $0x00000020, SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), DI
+	MOVQ   nw+32(FP), R8
+
+CbPsumScalarB8M2Avx2_h8_word:
+	MOVL        (AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        4(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X3, X3
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X5, X5
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X7, X7
+	MOVL        16(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X9, X9
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X11, X11
+	MOVL        24(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X13, X13
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X15, X15
+	MOVL        (DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X1, X1
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X3, X3
+	MOVL        8(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X5, X5
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X7, X7
+	MOVL        16(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X9, X9
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X11, X11
+	MOVL        24(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X13, X13
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	ADDQ        $0x00000080, DX
+	ADDQ        $0x00001000, BX
+	DECQ        DI
+	JNZ         CbPsumScalarB8M2Avx2_h8_nogroup
+	MOVQ        acc+80(FP), DI
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      32(DI), X16
+	VFMADD231SS (SI), X0, X16
+	VMOVSS      X16, 32(DI)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      36(DI), X16
+	VFMADD231SS 4(SI), X2, X16
+	VMOVSS      X16, 36(DI)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      40(DI), X16
+	VFMADD231SS 8(SI), X4, X16
+	VMOVSS      X16, 40(DI)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      44(DI), X16
+	VFMADD231SS 12(SI), X6, X16
+	VMOVSS      X16, 44(DI)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      48(DI), X16
+	VFMADD231SS 16(SI), X8, X16
+	VMOVSS      X16, 48(DI)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      52(DI), X16
+	VFMADD231SS 20(SI), X10, X16
+	VMOVSS      X16, 52(DI)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      56(DI), X16
+	VFMADD231SS 24(SI), X12, X16
+	VMOVSS      X16, 56(DI)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      60(DI), X16
+	VFMADD231SS 28(SI), X14, X16
+	VMOVSS      X16, 60(DI)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), DI
+	ADDQ        DI, SI
+	MOVQ        wpg+56(FP), DI
+
+CbPsumScalarB8M2Avx2_h8_nogroup:
+	DECQ   R8
+	JNZ    CbPsumScalarB8M2Avx2_h8_word
+	MOVQ   words+0(FP), AX
+	MOVQ   tab+40(FP), CX
+	MOVQ   cbstride+16(FP), DX
+	MOVQ   tabstride+48(FP), BX
+	ADDQ   AX, DX
+	ADDQ   CX, BX
+	ADDQ   $0x00000040, AX
+	ADDQ   $0x00000040, DX
+	MOVQ   scales+64(FP), SI
+	ADDQ   $0x00000040, SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), DI
+	MOVQ   nw+32(FP), R8
+
+CbPsumScalarB8M2Avx2_h16_word:
+	MOVL        (AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        4(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X3, X3
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X5, X5
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X7, X7
+	MOVL        16(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X9, X9
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X11, X11
+	MOVL        24(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X13, X13
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X15, X15
+	MOVL        (DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X1, X1
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X3, X3
+	MOVL        8(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X5, X5
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X7, X7
+	MOVL        16(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X9, X9
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X11, X11
+	MOVL        24(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X13, X13
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	ADDQ        $0x00000080, DX
+	ADDQ        $0x00001000, BX
+	DECQ        DI
+	JNZ         CbPsumScalarB8M2Avx2_h16_nogroup
+	MOVQ        acc+80(FP), DI
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      64(DI), X16
+	VFMADD231SS (SI), X0, X16
+	VMOVSS      X16, 64(DI)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      68(DI), X16
+	VFMADD231SS 4(SI), X2, X16
+	VMOVSS      X16, 68(DI)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      72(DI), X16
+	VFMADD231SS 8(SI), X4, X16
+	VMOVSS      X16, 72(DI)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      76(DI), X16
+	VFMADD231SS 12(SI), X6, X16
+	VMOVSS      X16, 76(DI)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      80(DI), X16
+	VFMADD231SS 16(SI), X8, X16
+	VMOVSS      X16, 80(DI)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      84(DI), X16
+	VFMADD231SS 20(SI), X10, X16
+	VMOVSS      X16, 84(DI)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      88(DI), X16
+	VFMADD231SS 24(SI), X12, X16
+	VMOVSS      X16, 88(DI)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      92(DI), X16
+	VFMADD231SS 28(SI), X14, X16
+	VMOVSS      X16, 92(DI)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), DI
+	ADDQ        DI, SI
+	MOVQ        wpg+56(FP), DI
+
+CbPsumScalarB8M2Avx2_h16_nogroup:
+	DECQ   R8
+	JNZ    CbPsumScalarB8M2Avx2_h16_word
+	MOVQ   words+0(FP), AX
+	MOVQ   tab+40(FP), CX
+	MOVQ   cbstride+16(FP), DX
+	MOVQ   tabstride+48(FP), BX
+	ADDQ   AX, DX
+	ADDQ   CX, BX
+	ADDQ   $0x00000060, AX
+	ADDQ   $0x00000060, DX
+	MOVQ   scales+64(FP), SI
+	ADDQ   $0x00000060, SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), DI
+	MOVQ   nw+32(FP), R8
+
+CbPsumScalarB8M2Avx2_h24_word:
+	MOVL        (AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        4(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X3, X3
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X5, X5
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X7, X7
+	MOVL        16(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X9, X9
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X11, X11
+	MOVL        24(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X13, X13
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X15, X15
+	MOVL        (DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X1, X1
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X3, X3
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X3, X3
+	MOVL        8(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X5, X5
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X5, X5
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X7, X7
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X7, X7
+	MOVL        16(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X8, X8
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X9, X9
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X8, X8
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X9, X9
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X10, X10
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X11, X11
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X10, X10
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X11, X11
+	MOVL        24(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X12, X12
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X13, X13
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X12, X12
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X13, X13
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X14, X14
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X15, X15
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X14, X14
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X15, X15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00001000, CX
+	ADDQ        $0x00000080, DX
+	ADDQ        $0x00001000, BX
+	DECQ        DI
+	JNZ         CbPsumScalarB8M2Avx2_h24_nogroup
+	MOVQ        acc+80(FP), DI
+	VADDSS      X1, X0, X0
+	VXORPS      X1, X1, X1
+	VMOVSS      96(DI), X16
+	VFMADD231SS (SI), X0, X16
+	VMOVSS      X16, 96(DI)
+	VXORPS      X0, X0, X0
+	VADDSS      X3, X2, X2
+	VXORPS      X3, X3, X3
+	VMOVSS      100(DI), X16
+	VFMADD231SS 4(SI), X2, X16
+	VMOVSS      X16, 100(DI)
+	VXORPS      X2, X2, X2
+	VADDSS      X5, X4, X4
+	VXORPS      X5, X5, X5
+	VMOVSS      104(DI), X16
+	VFMADD231SS 8(SI), X4, X16
+	VMOVSS      X16, 104(DI)
+	VXORPS      X4, X4, X4
+	VADDSS      X7, X6, X6
+	VXORPS      X7, X7, X7
+	VMOVSS      108(DI), X16
+	VFMADD231SS 12(SI), X6, X16
+	VMOVSS      X16, 108(DI)
+	VXORPS      X6, X6, X6
+	VADDSS      X9, X8, X8
+	VXORPS      X9, X9, X9
+	VMOVSS      112(DI), X16
+	VFMADD231SS 16(SI), X8, X16
+	VMOVSS      X16, 112(DI)
+	VXORPS      X8, X8, X8
+	VADDSS      X11, X10, X10
+	VXORPS      X11, X11, X11
+	VMOVSS      116(DI), X16
+	VFMADD231SS 20(SI), X10, X16
+	VMOVSS      X16, 116(DI)
+	VXORPS      X10, X10, X10
+	VADDSS      X13, X12, X12
+	VXORPS      X13, X13, X13
+	VMOVSS      120(DI), X16
+	VFMADD231SS 24(SI), X12, X16
+	VMOVSS      X16, 120(DI)
+	VXORPS      X12, X12, X12
+	VADDSS      X15, X14, X14
+	VXORPS      X15, X15, X15
+	VMOVSS      124(DI), X16
+	VFMADD231SS 28(SI), X14, X16
+	VMOVSS      X16, 124(DI)
+	VXORPS      X14, X14, X14
+	MOVQ        sstride+72(FP), DI
+	ADDQ        DI, SI
+	MOVQ        wpg+56(FP), DI
+
+CbPsumScalarB8M2Avx2_h24_nogroup:
+	DECQ  R8
+	JNZ   CbPsumScalarB8M2Avx2_h24_word
+	MOVQ  tstride+8(FP), AX
+	MOVQ  words+0(FP), CX
+	ADDQ  AX, CX
+	MOVQ  CX, words+0(FP)
+	MOVQ  scales+64(FP), AX
+	ADDQ  $0x00000080, AX
+	MOVQ  AX, scales+64(FP)
+	MOVQ  acc+80(FP), AX
+	ADDQ  $0x00000080, AX
+	MOVQ  AX, acc+80(FP)
+	MOVQ  ntiles+24(FP), AX
+	ADDQ  $-1, AX
+	MOVQ  AX, ntiles+24(FP)
+	MOVQ  ntiles+24(FP), AX
+	TESTQ AX, AX
+	JNZ   CbPsumScalarB8M2Avx2_tile
+	RET
+
 // func Int8GemvAvx512(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VNNI
 TEXT ·Int8GemvAvx512(SB), NOSPLIT, $0-48

@@ -134,6 +134,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 				check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
 			}
 		}
+		for _, k := range ck.scalar[1:] {
+			if k != nil {
+				check(string(isa)+" codebook", funcName(k), ck.requires)
+			}
+		}
 		for _, k := range ck.psum16 {
 			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
 		}

@@ -70,7 +70,8 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	return mx, nil
 }
 
-// Kernel names the kernels: e.g. "cpu-avx512vnni-psumbook" or
+// Kernel names the kernels: e.g. "cpu-avx512vnni-psumbook",
+// "cpu-avx2-psumbook-scalar" (scalar table loads instead of gathers) or
 // "cpu-generic-dequant".
 func (mx *CBMatrix) Kernel() string {
 	isa := Generic
@@ -82,6 +83,8 @@ func (mx *CBMatrix) Kernel() string {
 		return "cpu-" + string(isa) + "-dequant"
 	case mx.f16():
 		return "cpu-" + string(isa) + "-psumbook16"
+	case mx.scalar():
+		return "cpu-" + string(isa) + "-psumbook-scalar"
 	}
 	return "cpu-" + string(isa) + "-psumbook"
 }
@@ -149,12 +152,17 @@ func (mx *CBMatrix) MulA8([]float32, []float32, int) error { return ErrCodebookA
 // MulI8 returns ErrCodebookA8.
 func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }
 
-// tables builds the Psumbook of every codebook for the padded vector xp:
-// tab[i][j*K + q] = sum_e C_i[q][e] * xp[j*V+e].
-func (mx *CBMatrix) tables(xp []float32) [][]float32 {
+// f32Pool recycles the float32 Psumbooks between multiplies (every entry
+// is rewritten by tables).
+var f32Pool = sync.Pool{New: func() any { return new([]float32) }}
+
+// tables builds the Psumbook of every codebook for the padded vector xp
+// in buf (grown as needed): tab[i][j*K + q] = sum_e C_i[q][e] * xp[j*V+e].
+func (mx *CBMatrix) tables(buf *[]float32, xp []float32) [][]float32 {
 	c := mx.c
 	K, V, nv := 1<<c.B, c.V, c.NV()
-	all := make([]float32, c.M*nv*K) // one allocation: the kernels step between codebooks by a fixed stride
+	*buf = grow(*buf, c.M*nv*K) // one allocation: the kernels step between codebooks by a fixed stride
+	all := *buf
 	tab := make([][]float32, c.M)
 	for i := range tab {
 		tab[i] = all[i*nv*K : (i+1)*nv*K]
@@ -188,7 +196,9 @@ func (mx *CBMatrix) mulVec(dst, xp []float32) {
 	acc := make([]float32, c.PRows)
 	var tab [][]float32
 	if !mx.dequant && !mx.f16() {
-		tab = mx.tables(xp)
+		buf := f32Pool.Get().(*[]float32)
+		defer f32Pool.Put(buf)
+		tab = mx.tables(buf, xp)
 	}
 	if mx.kern != nil {
 		mx.mulSIMD(acc, xp, tab)

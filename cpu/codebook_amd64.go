@@ -24,9 +24,11 @@ type cbKernels struct {
 	psum64     [3]func(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 	tableSplit map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 	tableFn    func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
-	psum       map[[2]int]cbLookupFunc // by (bits, codebooks)
-	dequant    map[[2]int]cbLookupFunc
-	requires   []string
+	// 8-bit codes, one scalar load per code (no gathers), by codebooks.
+	scalar   [3]func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+	psum     map[[2]int]cbLookupFunc // by (bits, codebooks)
+	dequant  map[[2]int]cbLookupFunc
+	requires []string
 }
 
 // cbSets maps a backend's kernel set to its codebook kernels (checked
@@ -49,8 +51,10 @@ var cbSets = map[ISA]*cbKernels{
 
 func init() {
 	avx2 := &cbKernels{lanes: 8, tableFn: asm.CbTableAvx2,
-		psum:     map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx2, {6, 1}: asm.CbPsumB6M1Avx2, {8, 1}: asm.CbPsumB8M1Avx2, {10, 1}: asm.CbPsumB10M1Avx2, {12, 1}: asm.CbPsumB12M1Avx2, {4, 2}: asm.CbPsumB4M2Avx2, {6, 2}: asm.CbPsumB6M2Avx2, {8, 2}: asm.CbPsumB8M2Avx2, {10, 2}: asm.CbPsumB10M2Avx2, {12, 2}: asm.CbPsumB12M2Avx2},
-		dequant:  map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx2, {6, 1}: asm.CbDequantB6M1Avx2, {8, 1}: asm.CbDequantB8M1Avx2, {10, 1}: asm.CbDequantB10M1Avx2, {12, 1}: asm.CbDequantB12M1Avx2, {4, 2}: asm.CbDequantB4M2Avx2, {6, 2}: asm.CbDequantB6M2Avx2, {8, 2}: asm.CbDequantB8M2Avx2, {10, 2}: asm.CbDequantB10M2Avx2, {12, 2}: asm.CbDequantB12M2Avx2},
+		psum:    map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx2, {6, 1}: asm.CbPsumB6M1Avx2, {8, 1}: asm.CbPsumB8M1Avx2, {10, 1}: asm.CbPsumB10M1Avx2, {12, 1}: asm.CbPsumB12M1Avx2, {4, 2}: asm.CbPsumB4M2Avx2, {6, 2}: asm.CbPsumB6M2Avx2, {8, 2}: asm.CbPsumB8M2Avx2, {10, 2}: asm.CbPsumB10M2Avx2, {12, 2}: asm.CbPsumB12M2Avx2},
+		dequant: map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx2, {6, 1}: asm.CbDequantB6M1Avx2, {8, 1}: asm.CbDequantB8M1Avx2, {10, 1}: asm.CbDequantB10M1Avx2, {12, 1}: asm.CbDequantB12M1Avx2, {4, 2}: asm.CbDequantB4M2Avx2, {6, 2}: asm.CbDequantB6M2Avx2, {8, 2}: asm.CbDequantB8M2Avx2, {10, 2}: asm.CbDequantB10M2Avx2, {12, 2}: asm.CbDequantB12M2Avx2},
+		scalar: [3]func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32){
+			1: asm.CbPsumScalarB8M1Avx2, 2: asm.CbPsumScalarB8M2Avx2},
 		requires: []string{"AVX", "AVX2", "FMA3"}}
 	cbSets[AVX2], cbSets[AVXVNNI] = avx2, avx2
 }
@@ -168,6 +172,10 @@ func (mx *CBMatrix) mulSIMD(acc, xp []float32, tab [][]float32) {
 		mx.mulF16(acc, xp)
 		return
 	}
+	if mx.scalar() {
+		mx.mulScalar(acc, tab)
+		return
+	}
 	c, k := mx.c, mx.kern
 	K, V, nv := 1<<c.B, c.V, c.NV()
 	spg := c.G / V
@@ -200,6 +208,45 @@ func (mx *CBMatrix) mulSIMD(acc, xp []float32, tab [][]float32) {
 						&xp[j0*V], V, sp, &mx.scales[(j0/spg)*c.PRows+r], 4*c.PRows, &acc[r])
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// scalar reports whether the matrix runs the scalar-lookup kernel: 8-bit
+// codes on a kernel set that has it (AVX2: its gathers measured 3x slower
+// than scalar loads on Zen 4), with groups of whole words (4 segments) or
+// one group per row.
+func (mx *CBMatrix) scalar() bool {
+	c := mx.c
+	spg := c.G / c.V
+	return mx.kern != nil && !mx.dequant && c.B == 8 && mx.kern.scalar[c.M] != nil && (spg%4 == 0 || spg >= c.NV())
+}
+
+// cbScalarBudget bounds the float32 Psumbook bytes of one column tile of
+// the scalar kernel (all codebooks), so that they stay in L1 (32-48 KiB)
+// beside the codes streaming through it.
+const cbScalarBudget = 16 << 10
+
+// mulScalar runs the scalar-lookup kernel: threads take contiguous ranges
+// of 32-row tiles and walk the columns in tiles whose tables fit
+// cbScalarBudget; one call covers all of a thread's row tiles.
+func (mx *CBMatrix) mulScalar(acc []float32, tab [][]float32) {
+	c, k := mx.c, mx.kern
+	K, nv := 1<<c.B, c.NV()
+	spg := c.G / c.V
+	const P = 4 // 8-bit codes per word
+	T := cbTile(nv, spg, P, cbScalarBudget/(4*K*c.M))
+	wl := c.WL()
+	base, stride := mx.flatTables(tab)
+	fn := k.scalar[c.M]
+	_ = mx.b.parallelFor(c.PRows/32, 1, func(t0, t1 int) error {
+		for j0 := 0; j0 < nv; j0 += T {
+			n := min(j0+T, nv) - j0
+			sp := min(spg, n) // a tile inside one group ends its partial group
+			tp := (*float32)(unsafe.Add(unsafe.Pointer(base), 4*j0*K))
+			fn(&c.Words[t0*c.M*wl*32+j0/P*32], c.M*wl*128, wl*128, t1-t0, n/P, tp, stride, sp/P,
+				&mx.scales[(j0/spg)*c.PRows+t0*32], 4*c.PRows, &acc[t0*32])
 		}
 		return nil
 	})

@@ -12,3 +12,5 @@ func cbKernelsFor(*Backend) *cbKernels { return nil }
 func (mx *CBMatrix) mulSIMD([]float32, []float32, [][]float32) {}
 
 func (mx *CBMatrix) f16() bool { return false }
+
+func (mx *CBMatrix) scalar() bool { return false }

@@ -902,3 +902,154 @@ func cbStreams(m int) (wps, tps []GPVirtual) {
 	}
 	return wps, tps
 }
+
+// cbPrefetchTiles is how many 32-row tiles ahead the scalar kernel
+// prefetches codes.
+const cbPrefetchTiles = 2
+
+// cbPsumScalar emits CbPsumScalarB8M<m>Avx2: the Psumbook lookup for 8-bit
+// codes with one scalar load per code instead of gathers (AVX2 gathers
+// run at a fraction of the load ports' rate on Zen 4 and, with the
+// gather-data-sampling mitigation, on Intel cores). Each code byte is
+// taken from its word with shifts and a zero extension and indexes a
+// float32 table entry that VADDSS adds to one of the row's two running
+// sums (even and odd segments); eight rows are in flight, so sixteen
+// independent sums hide the add latency. The tables of one column tile
+// are meant to stay in L1 while the kernel walks ntiles 32-row tiles of
+// codes, which lie tstride apart: the kernel prefetches them
+// cbPrefetchTiles tiles ahead (measured on Zen 4 with 64 tiles from
+// DRAM: 1.8 against 1.2 G lookups/s per core).
+func cbPsumScalar(m int) {
+	name := fmt.Sprintf("CbPsumScalarB8M%dAvx2", m)
+	TEXT(name, NOSPLIT, "func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)")
+	Pragma("noescape")
+	Doc(
+		fmt.Sprintf("%s accumulates, for ntiles 32-row tiles of a codebook column tile", name),
+		fmt.Sprintf("(8-bit codes, M = %d codebooks) of nw words (4 segments each) per row, with AVX:", m),
+		"",
+		"\tfor each tile t, row r < 32 and group g of wpg words (4*wpg segments):",
+		"\t\tacc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's",
+		"\t\tsegments s and codebooks i of tab_i[s][c_i]",
+		"",
+		"where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)",
+		"and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride",
+		"(bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups of",
+		"even and of odd segments are summed apart (segment then codebook order),",
+		"then added; scales advance 128 bytes per tile.",
+		"",
+		"Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw.",
+	)
+	const rows = 8
+	gs := make([]VecVirtual, rows)
+	gs2 := make([]VecVirtual, rows)
+	for l := range gs {
+		gs[l] = XMM()
+		gs2[l] = XMM()
+	}
+	Label(name + "_tile")
+	{
+		// Prefetch the codes of the tile cbPrefetchTiles ahead (the
+		// tiles are tstride apart, so the hardware prefetchers miss them).
+		pf := param("tstride")
+		IMUL3Q(U32(cbPrefetchTiles), pf, pf)
+		ADDQ(param("words"), pf)
+		for i := 0; i < m; i++ {
+			if i == 1 {
+				ADDQ(param("cbstride"), pf)
+			}
+			q := param("nw")
+			lbl := fmt.Sprintf("%s_pf%d", name, i)
+			Label(lbl)
+			PREFETCHT0(Mem{Base: pf})
+			PREFETCHT0(Mem{Base: pf, Disp: 64})
+			ADDQ(U32(128), pf)
+			DECQ(q)
+			JNZ(LabelRef(lbl))
+			if i == 0 && m > 1 {
+				// back to the tile's first word for the next codebook
+				q2 := param("nw")
+				SHLQ(U8(7), q2)
+				SUBQ(q2, pf)
+			}
+		}
+	}
+	for h := 0; h < 32; h += rows {
+		// p_i: codebook i's words of rows h..h+7; tp_i: its tables.
+		ps, tps := cbStreams(m)
+		if h > 0 {
+			for _, p := range ps {
+				ADDQ(U32(4*h), p)
+			}
+		}
+		sp := param("scales")
+		if h > 0 {
+			ADDQ(U32(4*h), sp)
+		}
+		for l, g := range gs {
+			VXORPS(g, g, g)
+			VXORPS(gs2[l], gs2[l], gs2[l])
+		}
+		cnt := param("wpg")
+		q := param("nw")
+		loop := fmt.Sprintf("%s_h%d_word", name, h)
+		Label(loop)
+		for i := 0; i < m; i++ {
+			for l := 0; l < rows; l++ {
+				w := GP32()
+				MOVL(Mem{Base: ps[i], Disp: 4 * l}, w)
+				for k := 0; k < 4; k++ {
+					c := w
+					switch k {
+					case 0:
+						c = GP32()
+						MOVBLZX(w.As8(), c)
+					case 1, 2:
+						c = GP32()
+						MOVL(w, c)
+						SHRL(U8(8*k), c)
+						MOVBLZX(c.As8(), c)
+					case 3:
+						SHRL(U8(24), w)
+					}
+					g := gs[l]
+					if k%2 == 1 {
+						g = gs2[l]
+					}
+					VADDSS(Mem{Base: tps[i], Index: c.As64(), Scale: 4, Disp: 1024 * k}, g, g)
+				}
+			}
+		}
+		for i := 0; i < m; i++ {
+			ADDQ(U32(128), ps[i])
+			ADDQ(U32(4096), tps[i])
+		}
+		// Group end: acc[r] += scale[r] * sum, the sums cleared.
+		skip := fmt.Sprintf("%s_h%d_nogroup", name, h)
+		DECQ(cnt)
+		JNZ(LabelRef(skip))
+		ap := param("acc")
+		for l, g := range gs {
+			VADDSS(gs2[l], g, g)
+			VXORPS(gs2[l], gs2[l], gs2[l])
+			a := XMM()
+			VMOVSS(Mem{Base: ap, Disp: 4 * (h + l)}, a)
+			VFMADD231SS(Mem{Base: sp, Disp: 4 * l}, g, a)
+			VMOVSS(a, Mem{Base: ap, Disp: 4 * (h + l)})
+			VXORPS(g, g, g)
+		}
+		ADDQ(param("sstride"), sp)
+		Load(Param("wpg"), cnt)
+		Label(skip)
+		DECQ(q)
+		JNZ(LabelRef(loop))
+	}
+	// Next tile: words, scales and acc move on.
+	bump("words", param("tstride"))
+	bump("scales", U32(128))
+	bump("acc", U32(128))
+	bump("ntiles", I32(-1))
+	n := param("ntiles")
+	TESTQ(n, n)
+	JNZ(LabelRef(name + "_tile"))
+	RET()
+}

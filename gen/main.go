@@ -114,6 +114,8 @@ func main() {
 	}
 	cbPsum64(1)
 	cbPsum64(2)
+	cbPsumScalar(1)
+	cbPsumScalar(2)
 	int8Gemv()
 	int8GemvAVX2()
 	for _, madd := range []bool{false, true} {
