@@ -349,15 +349,22 @@ func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 		}
 		return nil
 	})
-	for r0 := 0; r0 < n64; r0 += 64 {
-		for p := 0; p < 64; p++ {
-			var sum float32
-			for ch := 0; ch < nch; ch++ {
-				sum += part[ch*n64+r0+p]
+	alpha := 1 / inv
+	// The chunks' partial sums, added in chunk order and scaled back, by
+	// 64-row blocks in parallel (serial, this took a fifth of a 16-thread
+	// multiply on a Xeon).
+	_ = mx.b.parallelFor(n64/64, 8, func(b0, b1 int) error {
+		for r0 := b0 * 64; r0 < b1*64; r0 += 64 {
+			for p := 0; p < 64; p++ {
+				var sum float32
+				for ch := 0; ch < nch; ch++ {
+					sum += part[ch*n64+r0+p]
+				}
+				acc[r0+cbRow64(p)] = sum * alpha
 			}
-			acc[r0+cbRow64(p)] = sum
 		}
-	}
+		return nil
+	})
 	if c.PRows%64 != 0 { // the last 32-row tile
 		t := c.PRows/32 - 1
 		tab16 := make([]uint16, c.M*nv*K)
@@ -366,9 +373,8 @@ func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 		}
 		k.psum16[[2]int{c.B, c.M}](&c.Words[t*c.M*wl*32], wl*128, nv/P, &tab16[0], 2*nv*K, min(spg, nv),
 			&mx.scales[t*32], 4*c.PRows, &acc[t*32], 0)
-	}
-	alpha := 1 / inv
-	for r := range acc {
-		acc[r] *= alpha
+		for r := t * 32; r < c.PRows; r++ {
+			acc[r] *= alpha
+		}
 	}
 }
