@@ -2351,7 +2351,7 @@ func CbPsumB8x64M1Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
 // CbPsumScalarB8M1Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
-// (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX:
+// (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX and FMA3:
 //
 //	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
 //		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
@@ -2363,13 +2363,14 @@ func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 // even and of odd segments are summed apart (segment then codebook order),
 // then added; scales advance 128 bytes per tile.
 //
-// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw.
+// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
+// 2 tiles ahead are prefetched (prefetches never fault).
 //
 //go:noescape
 func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
 
 // CbPsumScalarB8M2Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
-// (8-bit codes, M = 2 codebooks) of nw words (4 segments each) per row, with AVX:
+// (8-bit codes, M = 2 codebooks) of nw words (4 segments each) per row, with AVX and FMA3:
 //
 //	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
 //		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
@@ -2381,7 +2382,8 @@ func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, 
 // even and of odd segments are summed apart (segment then codebook order),
 // then added; scales advance 128 bytes per tile.
 //
-// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw.
+// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
+// 2 tiles ahead are prefetched (prefetches never fault).
 //
 //go:noescape
 func CbPsumScalarB8M2Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)

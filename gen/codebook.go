@@ -925,7 +925,7 @@ func cbPsumScalar(m int) {
 	Pragma("noescape")
 	Doc(
 		fmt.Sprintf("%s accumulates, for ntiles 32-row tiles of a codebook column tile", name),
-		fmt.Sprintf("(8-bit codes, M = %d codebooks) of nw words (4 segments each) per row, with AVX:", m),
+		fmt.Sprintf("(8-bit codes, M = %d codebooks) of nw words (4 segments each) per row, with AVX and FMA3:", m),
 		"",
 		"\tfor each tile t, row r < 32 and group g of wpg words (4*wpg segments):",
 		"\t\tacc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's",
@@ -937,7 +937,8 @@ func cbPsumScalar(m int) {
 		"even and of odd segments are summed apart (segment then codebook order),",
 		"then added; scales advance 128 bytes per tile.",
 		"",
-		"Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw.",
+		"Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words",
+		fmt.Sprintf("%d tiles ahead are prefetched (prefetches never fault).", cbPrefetchTiles),
 	)
 	const rows = 8
 	gs := make([]VecVirtual, rows)
