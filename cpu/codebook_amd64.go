@@ -11,6 +11,9 @@ import (
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
+// cbScalarFunc is CbPsumScalarB8M<m>Avx2 (asm).
+type cbScalarFunc func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+
 type cbLookupFunc func(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
 // cbKernels are a kernel set's codebook kernels: the Psumbook builder and
@@ -25,7 +28,7 @@ type cbKernels struct {
 	tableSplit map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 	tableFn    func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 	// 8-bit codes, one scalar load per code (no gathers), by codebooks.
-	scalar   [3]func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
+	scalar   [3]cbScalarFunc
 	psum     map[[2]int]cbLookupFunc // by (bits, codebooks)
 	dequant  map[[2]int]cbLookupFunc
 	requires []string
@@ -53,7 +56,7 @@ func init() {
 	avx2 := &cbKernels{lanes: 8, tableFn: asm.CbTableAvx2,
 		psum:    map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx2, {6, 1}: asm.CbPsumB6M1Avx2, {8, 1}: asm.CbPsumB8M1Avx2, {10, 1}: asm.CbPsumB10M1Avx2, {12, 1}: asm.CbPsumB12M1Avx2, {4, 2}: asm.CbPsumB4M2Avx2, {6, 2}: asm.CbPsumB6M2Avx2, {8, 2}: asm.CbPsumB8M2Avx2, {10, 2}: asm.CbPsumB10M2Avx2, {12, 2}: asm.CbPsumB12M2Avx2},
 		dequant: map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx2, {6, 1}: asm.CbDequantB6M1Avx2, {8, 1}: asm.CbDequantB8M1Avx2, {10, 1}: asm.CbDequantB10M1Avx2, {12, 1}: asm.CbDequantB12M1Avx2, {4, 2}: asm.CbDequantB4M2Avx2, {6, 2}: asm.CbDequantB6M2Avx2, {8, 2}: asm.CbDequantB8M2Avx2, {10, 2}: asm.CbDequantB10M2Avx2, {12, 2}: asm.CbDequantB12M2Avx2},
-		scalar: [3]func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32){
+		scalar: [3]cbScalarFunc{
 			1: asm.CbPsumScalarB8M1Avx2, 2: asm.CbPsumScalarB8M2Avx2},
 		requires: []string{"AVX", "AVX2", "FMA3"}}
 	cbSets[AVX2], cbSets[AVXVNNI] = avx2, avx2
@@ -214,8 +217,8 @@ func (mx *CBMatrix) mulSIMD(acc, xp []float32, tab [][]float32) {
 }
 
 // scalar reports whether the matrix runs the scalar-lookup kernel: 8-bit
-// codes on a kernel set that has it (AVX2: its gathers measured 3x slower
-// than scalar loads on Zen 4), with groups of whole words (4 segments) or
+// codes on a kernel set that has it (AVX2: its gathers measured about 2x
+// slower than scalar loads on Zen 4), with groups of whole words (4 segments) or
 // one group per row.
 func (mx *CBMatrix) scalar() bool {
 	c := mx.c

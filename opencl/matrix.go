@@ -560,7 +560,9 @@ func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	if mw = mx.b.tiling(batch).mw; mw == 8 || mw == 16 {
 		return mw, few
 	}
-	if few && name != mx.k8m || name == mx.km && mx.kn == 0 && mx.b.q4tiles || name == mx.km && mx.kn != 0 && mx.geo.PCols*mx.kn/1024 >= bitsChunks16 {
+	q4Tiles := mx.kn == 0 && mx.b.q4tiles
+	bitsLong := mx.kn != 0 && mx.geo.PCols*mx.kn/1024 >= bitsChunks16
+	if few && name != mx.k8m || name == mx.km && (q4Tiles || bitsLong) {
 		return 16, few
 	}
 	return 8, few
