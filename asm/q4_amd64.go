@@ -2324,7 +2324,8 @@ func CbTableSplitV8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, 
 // byte unpacks produce; scales and acc use it), c is that row's code of
 // segment s, lo_i/hi_i the 256 low / high bytes of segment s's table at
 // tab + i*tabstride + s*512. Lookups of a group are summed in segment then
-// codebook order, in float32. The code words pf bytes ahead are prefetched.
+// codebook order, in float32. The code words pf bytes ahead of both tiles
+// are prefetched (prefetches never fault).
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4.
 //
@@ -2343,7 +2344,8 @@ func CbPsumB8x64M1Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 // byte unpacks produce; scales and acc use it), c is that row's code of
 // segment s, lo_i/hi_i the 256 low / high bytes of segment s's table at
 // tab + i*tabstride + s*512. Lookups of a group are summed in segment then
-// codebook order, in float32. The code words pf bytes ahead are prefetched.
+// codebook order, in float32. The code words pf bytes ahead of both tiles
+// are prefetched (prefetches never fault).
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4.
 //

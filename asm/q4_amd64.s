@@ -31489,9 +31489,12 @@ TEXT ·CbPsumB8x64M1Avx512(SB), NOSPLIT, $0-88
 
 CbPsumB8x64M1Avx512_period:
 	MOVQ          pf+80(FP), SI
+	MOVQ          tstride+8(FP), DI
 	LEAQ          (AX)(SI*1), SI
 	PREFETCHT0    (SI)
 	PREFETCHT0    64(SI)
+	PREFETCHT0    (SI)(DI*1)
+	PREFETCHT0    64(SI)(DI*1)
 	MOVQ          tstride+8(FP), SI
 	VMOVDQU32     (AX), Z13
 	VMOVDQU32     64(AX), Z14
@@ -31989,12 +31992,17 @@ TEXT ·CbPsumB8x64M2Avx512(SB), NOSPLIT, $0-88
 
 CbPsumB8x64M2Avx512_period:
 	MOVQ          pf+80(FP), R8
-	LEAQ          (AX)(R8*1), R9
-	PREFETCHT0    (R9)
-	PREFETCHT0    64(R9)
+	MOVQ          tstride+8(FP), R9
+	LEAQ          (AX)(R8*1), R10
+	PREFETCHT0    (R10)
+	PREFETCHT0    64(R10)
+	PREFETCHT0    (R10)(R9*1)
+	PREFETCHT0    64(R10)(R9*1)
 	LEAQ          (DX)(R8*1), R8
 	PREFETCHT0    (R8)
 	PREFETCHT0    64(R8)
+	PREFETCHT0    (R8)(R9*1)
+	PREFETCHT0    64(R8)(R9*1)
 	MOVQ          tstride+8(FP), R8
 	VMOVDQU32     (AX), Z13
 	VMOVDQU32     64(AX), Z14

@@ -673,7 +673,8 @@ func cbPsum64(m int) {
 		"byte unpacks produce; scales and acc use it), c is that row's code of",
 		"segment s, lo_i/hi_i the 256 low / high bytes of segment s's table at",
 		"tab + i*tabstride + s*512. Lookups of a group are summed in segment then",
-		"codebook order, in float32. The code words pf bytes ahead are prefetched.",
+		"codebook order, in float32. The code words pf bytes ahead of both tiles",
+		"are prefetched (prefetches never fault).",
 		"",
 		"Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4.",
 	)
@@ -703,11 +704,14 @@ func cbPsum64(m int) {
 	Label(name + "_period")
 	{
 		pf := param("pf")
+		ts := param("tstride")
 		for _, w := range wps {
 			a := GP64()
 			LEAQ(Mem{Base: w, Index: pf, Scale: 1}, a)
 			PREFETCHT0(Mem{Base: a})
 			PREFETCHT0(Mem{Base: a, Disp: 64})
+			PREFETCHT0(Mem{Base: a, Index: ts, Scale: 1})
+			PREFETCHT0(Mem{Base: a, Index: ts, Scale: 1, Disp: 64})
 		}
 	}
 	ts := param("tstride")
