@@ -269,10 +269,17 @@ func (mx *CBMatrix) flatTables(tab [][]float32) (*float32, int) {
 
 // cb64Budget bounds the byte-split tables of one column tile of the
 // 64-row kernel (all codebooks), so that they stay in L1 while every
-// 64-row block of the thread's chunk streams its codes past them. On the
-// Zen 4 VM, CB-m1v4b8g128 A32 4096x14336 (2 threads, DRAM) took 0.6x the
-// time with 16 KiB as with 256 KiB, and 32 KiB was in between.
-const cb64Budget = 16 << 10
+// 64-row block of the thread's chunk streams its codes past them; but a
+// chunk whose tables fit cb64Chunk (an L2 share) is one tile. Measured
+// with CB-m1v4b8g128 and CB-m2v8b8g128 A32 4096x14336 (DRAM-resident):
+// on the 2-core Zen 4 VM (chunks of 0.9 MB of tables) 16 KiB tiles took
+// 0.6x the time of 256 KiB ones, and 32 KiB was in between; on a 16-core
+// Xeon (chunks of 112 KiB) 16 KiB tiles took 1.1-1.2x the time of whole
+// chunks.
+const (
+	cb64Budget = 16 << 10
+	cb64Chunk  = 128 << 10
+)
 
 // cbRow64 is the row (within a 64-row block) of position p of the 64-row
 // kernel's accumulators and scales (the order its byte unpacks produce).
@@ -329,8 +336,12 @@ func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
 		}
 	}
 	nch := (nv + C - 1) / C
-	// Column tiles inside a chunk: tables within cb64Budget.
-	T := cbTile(C, spg, P, cb64Budget/(2*K*c.M))
+	// Column tiles inside a chunk: the whole chunk when its tables fit
+	// cb64Chunk, else tiles whose tables fit cb64Budget.
+	T := C
+	if C*2*K*c.M > cb64Chunk {
+		T = cbTile(C, spg, P, cb64Budget/(2*K*c.M))
+	}
 	wl := c.WL()
 	tile := c.M * wl * 128 // bytes per 32-row tile
 	fn := k.psum64[c.M]

@@ -47,7 +47,8 @@ func randomCodebook(t *testing.T, rng *rand.Rand, rows, cols, m, v, b, g int, fp
 func TestCodebookKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	type cfg struct{ m, v, b, g int }
-	cfgs := []cfg{{1, 4, 8, 128}, {2, 8, 8, 128}, {1, 4, 4, 4}, {2, 4, 6, 0}, {1, 8, 10, 64}, {1, 2, 12, 32}, {2, 2, 4, 256}, {1, 4, 8, 0}, {2, 4, 8, 64}}
+	// {2, 4, 8, 0}: the 64-row kernel's column tiles inside one whole-row group
+	cfgs := []cfg{{1, 4, 8, 128}, {2, 8, 8, 128}, {1, 4, 4, 4}, {2, 4, 6, 0}, {1, 8, 10, 64}, {1, 2, 12, 32}, {2, 2, 4, 256}, {1, 4, 8, 0}, {2, 4, 8, 64}, {2, 4, 8, 0}}
 	// 200 rows: 7 row tiles over 3 threads (the scalar kernel walks several
 	// per call)
 	shapes := [][2]int{{1, 1}, {33, 700}, {70, 2100}, {200, 520}}
