@@ -39,6 +39,12 @@
 // permuted to match the code pairs the magic yields, and the activations
 // are stored in the order a warp's fragment loads read them. A block of 8
 // warps takes 16 rows; the warps share out its groups or chunks.
+// Float32 activations of the same matrices run on the same kernels: the
+// host splits each vector into binary16 hi and lo parts (sigma*x = hi +
+// lo within 2^-22 of each value, sigma a power of two), both are
+// multiplied in one launch (slots 2v and 2v+1; up to 8 vectors per
+// launch), and y = (y_hi + y_lo)/sigma in float32; vectors holding NaN or
+// an infinity take the CUDA-core kernels, which propagate them.
 //
 // Other float kernels: one warp computes 4, 2 or 2 rows for batches of
 // 1, 2..4 and 5..16 (activations padded to 1, 4 or 16 vectors), each

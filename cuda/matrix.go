@@ -172,10 +172,77 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
+	if parts := mx.f32Parts(xp, batch); parts != nil {
+		return mx.mulParts(dst, parts)
+	}
 	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
 		_, err := putScratch(b, "x", xp, true)
 		return mx.floatKernel("f32", batch), nil, err
 	})
+}
+
+// f32Part is up to 8 float32 vectors (v0..v0+n-1) prepared for the
+// tensor-core kernels: each split into binary16 hi and lo vectors
+// (gpuhost.SplitHiLo, slots 2v and 2v+1 of the launch), so that
+// y_v = (y_hi + y_lo) * inv[v] in float32.
+type f32Part struct {
+	name  string
+	xr    []layout.FP16
+	xsum  []float32
+	inv   []float32
+	v0, n int
+}
+
+// f32Parts prepares float32 activations (xp: batch padded and gathered
+// vectors) for the tensor-core kernels, 8 vectors per launch: nil when
+// the matrix does not run on tensor cores or a vector holds NaN or an
+// infinity (the CUDA-core kernels propagate those as the reference does).
+func (mx *Matrix) f32Parts(xp []float32, batch int) []f32Part {
+	if !mx.useMMA() {
+		return nil
+	}
+	pc := mx.geo.PCols
+	var parts []f32Part
+	for v0 := 0; v0 < batch; v0 += 8 {
+		n := min(8, batch-v0)
+		nv := 8
+		if 2*n > 8 {
+			nv = 16
+		}
+		hl, inv, ok := gpuhost.SplitHiLo(xp[v0*pc:(v0+n)*pc], n, pc, nv)
+		if !ok {
+			return nil
+		}
+		name, xr, xsum, err := mx.mmaInputs(hl, 2*n, nv)
+		if err != nil {
+			return nil
+		}
+		parts = append(parts, f32Part{name, xr, xsum, inv, v0, n})
+	}
+	return parts
+}
+
+// mulParts runs f32Parts' launches and adds each vector's hi and lo
+// results into dst.
+func (mx *Matrix) mulParts(dst []float32, parts []f32Part) error {
+	rows := mx.geo.Rows
+	y := make([]float32, 16*rows)
+	for _, p := range parts {
+		yp := y[:2*p.n*rows]
+		if err := mx.run(yp, 2*p.n, func(b *Backend) (string, []any, error) {
+			return p.name, nil, b.putF16(p.xr, p.xsum, true)
+		}); err != nil {
+			return err
+		}
+		for v := 0; v < p.n; v++ {
+			hi, lo := yp[2*v*rows:(2*v+1)*rows], yp[(2*v+1)*rows:(2*v+2)*rows]
+			out := dst[(p.v0+v)*rows : (p.v0+v+1)*rows]
+			for r := range out {
+				out[r] = (hi[r] + lo[r]) * p.inv[v]
+			}
+		}
+	}
+	return nil
 }
 
 // MulF16 multiplies binary16 activations; the kernels widen them exactly
@@ -198,12 +265,17 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 // their block sums (when not nil) into "xsum" (CUDA thread), through
 // pinned staging when staged.
 func (b *Backend) putF16(xp []layout.FP16, xsum []float32, staged bool) error {
+	return b.putF16As("", xp, xsum, staged)
+}
+
+// putF16As is putF16 into the scratch buffers "x"+sfx and "xsum"+sfx.
+func (b *Backend) putF16As(sfx string, xp []layout.FP16, xsum []float32, staged bool) error {
 	if xsum != nil {
-		if _, err := putScratch(b, "xsum", xsum, staged); err != nil {
+		if _, err := putScratch(b, "xsum"+sfx, xsum, staged); err != nil {
 			return err
 		}
 	}
-	_, err := putScratch(b, "x", xp, staged)
+	_, err := putScratch(b, "x"+sfx, xp, staged)
 	return err
 }
 
@@ -245,7 +317,18 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 	if tile == "" {
 		return mx.floatKernel("f16", batch), xp, nil, nil
 	}
-	// xr: in the order a warp's fragment loads read them (gpuhost.MMAOrder)
+	return mx.mmaInputs(xp, batch, nv)
+}
+
+// mmaInputs returns the tensor-core kernel for nv (8 or 16) vector slots
+// and its activations: xp (nv padded and gathered vectors, the first batch
+// of them used) in the order a warp's fragment loads read them
+// (gpuhost.MMAOrder), with the Bits block sums.
+func (mx *Matrix) mmaInputs(xp []layout.FP16, batch, nv int) (string, []layout.FP16, []float32, error) {
+	pc, tile := mx.geo.PCols, "_mma_n8"
+	if nv == 16 {
+		tile = "_mma_n16"
+	}
 	n := 0
 	if mx.f == fmtBits {
 		n = mx.n
@@ -407,6 +490,12 @@ func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []a
 // launch runs one multiply's kernels (CUDA thread), the activations
 // already in the scratch buffers.
 func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
+	return mx.launchIn("", name, args, yb, batch)
+}
+
+// launchIn is launch with the float activations (and block sums) in the
+// scratch buffers "x"+sfx ("xsum"+sfx).
+func (mx *Matrix) launchIn(sfx, name string, args []any, yb *buffer, batch int) error {
 	b := mx.b
 	rows, pc, nb := int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch)
 	if args != nil { // A8
@@ -421,7 +510,7 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 		args = append(args, yb.ptr, rows, int64(mx.prows), pc, mx.lg, nb)
 		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
 	}
-	xb := b.scratch["x"]
+	xb := b.scratch["x"+sfx]
 	mma := strings.Contains(name, "_mma_")
 	_, rt := bucket(batch)
 	gx := ceilDiv(mx.geo.Rows, warps*rt)
@@ -452,7 +541,7 @@ func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
 	if mma && mx.f == fmtQ4 {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, yb.ptr, ws, rows, pc, nb, mode}
 	} else if mma {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, b.scratch["xsum"].ptr, yb.ptr, ws, rows, int64(mx.prows), pc, mx.lg, nb, mode}
+		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, b.scratch["xsum"+sfx].ptr, yb.ptr, ws, rows, int64(mx.prows), pc, mx.lg, nb, mode}
 	} else if mx.f == fmtQ4 {
 		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, yb.ptr, ws, rows, nb, mode}
 	} else {

@@ -160,12 +160,41 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 	var name string
 	var args func(m *Matrix) []any // A8: the kernel's leading arguments
 	var prep func(b *Backend) error
+	var multi func(m *Matrix) error // when set, the launches of one multiply
 	switch act {
 	case "A32":
 		name = m0.floatKernel("f32", batch)
 		prep = func(b *Backend) error {
 			_, err := putScratch(b, "x", x, false)
 			return err
+		}
+		// On tensor cores: the launches of MulF32's hi/lo parts, each
+		// with its own activation and result buffers.
+		if parts := m0.f32Parts(x[:batch*pc], batch); parts != nil {
+			var ybs []*buffer
+			prep = func(b *Backend) error {
+				ybs = ybs[:0]
+				for i, p := range parts {
+					sfx := fmt.Sprint(i)
+					if err := b.putF16As(sfx, p.xr, p.xsum, false); err != nil {
+						return err
+					}
+					yb, err := b.scratchBuf("y"+sfx, 4*int64(2*p.n*rows))
+					if err != nil {
+						return err
+					}
+					ybs = append(ybs, yb)
+				}
+				return nil
+			}
+			multi = func(m *Matrix) error {
+				for i, p := range parts {
+					if err := m.launchIn(fmt.Sprint(i), p.name, nil, ybs[i], 2*p.n); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 		}
 	case "A16":
 		h := make([]layout.FP16, batch*m0.geo.Cols)
@@ -213,6 +242,9 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 	}
 	bytes := m0.bytes + actBytes + 4*int64(batch*rows)
 	return timeRotating(mats, iters, bytes, prepY, func(m *Matrix) error {
+		if multi != nil {
+			return multi(m)
+		}
 		if args != nil {
 			return m.launch(name, args(m), yb, batch)
 		}
