@@ -2361,9 +2361,9 @@ func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab
 //
 // where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
 // and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
-// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups of
-// even and of odd segments are summed apart (segment then codebook order),
-// then added; scales advance 128 bytes per tile.
+// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups
+// are summed in word, then codebook, then segment order; scales advance 128
+// bytes per tile.
 //
 // Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
 // 2 tiles ahead are prefetched (prefetches never fault).
@@ -2380,9 +2380,9 @@ func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, 
 //
 // where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
 // and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
-// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups of
-// even and of odd segments are summed apart (segment then codebook order),
-// then added; scales advance 128 bytes per tile.
+// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups
+// are summed in word, then codebook, then segment order; scales advance 128
+// bytes per tile.
 //
 // Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
 // 2 tiles ahead are prefetched (prefetches never fault).

@@ -32362,14 +32362,6 @@ CbPsumScalarB8M1Avx2_pf0:
 	VXORPS     X5, X5, X5
 	VXORPS     X6, X6, X6
 	VXORPS     X7, X7, X7
-	VXORPS     X8, X8, X8
-	VXORPS     X9, X9, X9
-	VXORPS     X10, X10, X10
-	VXORPS     X11, X11, X11
-	VXORPS     X12, X12, X12
-	VXORPS     X13, X13, X13
-	VXORPS     X14, X14, X14
-	VXORPS     X15, X15, X15
 	MOVQ       wpg+56(FP), BX
 	MOVQ       nw+32(FP), SI
 
@@ -32380,16 +32372,42 @@ CbPsumScalarB8M1Avx2_h0_word:
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
+	VADDSS      1024(CX)(R8*4), X0, X0
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
 	VADDSS      2048(CX)(R8*4), X0, X0
 	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
+	VADDSS      3072(CX)(DI*4), X0, X0
 	MOVL        4(AX), DI
 	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X1, X1
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X2, X2
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X3, X3
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32397,12 +32415,25 @@ CbPsumScalarB8M1Avx2_h0_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
+	VADDSS      2048(CX)(R8*4), X3, X3
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        8(AX), DI
+	MOVL        16(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X4, X4
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X5, X5
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32410,12 +32441,25 @@ CbPsumScalarB8M1Avx2_h0_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
+	VADDSS      2048(CX)(R8*4), X5, X5
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        12(AX), DI
+	MOVL        24(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X6, X6
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X7, X7
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32423,114 +32467,46 @@ CbPsumScalarB8M1Avx2_h0_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
+	VADDSS      2048(CX)(R8*4), X7, X7
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X7, X7
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X8, X8
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X9, X9
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X8, X8
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X9, X9
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X10, X10
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X11, X11
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X10, X10
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X11, X11
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X12, X12
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X13, X13
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X12, X12
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X13, X13
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X14, X14
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X15, X15
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X14, X14
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	DECQ        BX
 	JNZ         CbPsumScalarB8M1Avx2_h0_nogroup
 	MOVQ        acc+80(FP), BX
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      (BX), X16
-	VFMADD231SS (DX), X0, X16
-	VMOVSS      X16, (BX)
+	VMOVSS      (BX), X8
+	VFMADD231SS (DX), X0, X8
+	VMOVSS      X8, (BX)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      4(BX), X16
-	VFMADD231SS 4(DX), X2, X16
-	VMOVSS      X16, 4(BX)
+	VMOVSS      4(BX), X8
+	VFMADD231SS 4(DX), X1, X8
+	VMOVSS      X8, 4(BX)
+	VXORPS      X1, X1, X1
+	VMOVSS      8(BX), X8
+	VFMADD231SS 8(DX), X2, X8
+	VMOVSS      X8, 8(BX)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      8(BX), X16
-	VFMADD231SS 8(DX), X4, X16
-	VMOVSS      X16, 8(BX)
+	VMOVSS      12(BX), X8
+	VFMADD231SS 12(DX), X3, X8
+	VMOVSS      X8, 12(BX)
+	VXORPS      X3, X3, X3
+	VMOVSS      16(BX), X8
+	VFMADD231SS 16(DX), X4, X8
+	VMOVSS      X8, 16(BX)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      12(BX), X16
-	VFMADD231SS 12(DX), X6, X16
-	VMOVSS      X16, 12(BX)
+	VMOVSS      20(BX), X8
+	VFMADD231SS 20(DX), X5, X8
+	VMOVSS      X8, 20(BX)
+	VXORPS      X5, X5, X5
+	VMOVSS      24(BX), X8
+	VFMADD231SS 24(DX), X6, X8
+	VMOVSS      X8, 24(BX)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      16(BX), X16
-	VFMADD231SS 16(DX), X8, X16
-	VMOVSS      X16, 16(BX)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      20(BX), X16
-	VFMADD231SS 20(DX), X10, X16
-	VMOVSS      X16, 20(BX)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      24(BX), X16
-	VFMADD231SS 24(DX), X12, X16
-	VMOVSS      X16, 24(BX)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      28(BX), X16
-	VFMADD231SS 28(DX), X14, X16
-	VMOVSS      X16, 28(BX)
-	VXORPS      X14, X14, X14
+	VMOVSS      28(BX), X8
+	VFMADD231SS 28(DX), X7, X8
+	VMOVSS      X8, 28(BX)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), BX
 	ADDQ        BX, DX
 	MOVQ        wpg+56(FP), BX
@@ -32551,14 +32527,6 @@ CbPsumScalarB8M1Avx2_h0_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	VXORPS X8, X8, X8
-	VXORPS X9, X9, X9
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
-	VXORPS X14, X14, X14
-	VXORPS X15, X15, X15
 	MOVQ   wpg+56(FP), BX
 	MOVQ   nw+32(FP), SI
 
@@ -32569,16 +32537,42 @@ CbPsumScalarB8M1Avx2_h8_word:
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
+	VADDSS      1024(CX)(R8*4), X0, X0
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
 	VADDSS      2048(CX)(R8*4), X0, X0
 	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
+	VADDSS      3072(CX)(DI*4), X0, X0
 	MOVL        4(AX), DI
 	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X1, X1
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X2, X2
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X3, X3
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32586,12 +32580,25 @@ CbPsumScalarB8M1Avx2_h8_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
+	VADDSS      2048(CX)(R8*4), X3, X3
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        8(AX), DI
+	MOVL        16(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X4, X4
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X5, X5
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32599,12 +32606,25 @@ CbPsumScalarB8M1Avx2_h8_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
+	VADDSS      2048(CX)(R8*4), X5, X5
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        12(AX), DI
+	MOVL        24(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X6, X6
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X7, X7
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32612,114 +32632,46 @@ CbPsumScalarB8M1Avx2_h8_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
+	VADDSS      2048(CX)(R8*4), X7, X7
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X7, X7
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X8, X8
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X9, X9
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X8, X8
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X9, X9
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X10, X10
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X11, X11
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X10, X10
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X11, X11
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X12, X12
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X13, X13
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X12, X12
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X13, X13
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X14, X14
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X15, X15
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X14, X14
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	DECQ        BX
 	JNZ         CbPsumScalarB8M1Avx2_h8_nogroup
 	MOVQ        acc+80(FP), BX
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      32(BX), X16
-	VFMADD231SS (DX), X0, X16
-	VMOVSS      X16, 32(BX)
+	VMOVSS      32(BX), X8
+	VFMADD231SS (DX), X0, X8
+	VMOVSS      X8, 32(BX)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      36(BX), X16
-	VFMADD231SS 4(DX), X2, X16
-	VMOVSS      X16, 36(BX)
+	VMOVSS      36(BX), X8
+	VFMADD231SS 4(DX), X1, X8
+	VMOVSS      X8, 36(BX)
+	VXORPS      X1, X1, X1
+	VMOVSS      40(BX), X8
+	VFMADD231SS 8(DX), X2, X8
+	VMOVSS      X8, 40(BX)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      40(BX), X16
-	VFMADD231SS 8(DX), X4, X16
-	VMOVSS      X16, 40(BX)
+	VMOVSS      44(BX), X8
+	VFMADD231SS 12(DX), X3, X8
+	VMOVSS      X8, 44(BX)
+	VXORPS      X3, X3, X3
+	VMOVSS      48(BX), X8
+	VFMADD231SS 16(DX), X4, X8
+	VMOVSS      X8, 48(BX)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      44(BX), X16
-	VFMADD231SS 12(DX), X6, X16
-	VMOVSS      X16, 44(BX)
+	VMOVSS      52(BX), X8
+	VFMADD231SS 20(DX), X5, X8
+	VMOVSS      X8, 52(BX)
+	VXORPS      X5, X5, X5
+	VMOVSS      56(BX), X8
+	VFMADD231SS 24(DX), X6, X8
+	VMOVSS      X8, 56(BX)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      48(BX), X16
-	VFMADD231SS 16(DX), X8, X16
-	VMOVSS      X16, 48(BX)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      52(BX), X16
-	VFMADD231SS 20(DX), X10, X16
-	VMOVSS      X16, 52(BX)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      56(BX), X16
-	VFMADD231SS 24(DX), X12, X16
-	VMOVSS      X16, 56(BX)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      60(BX), X16
-	VFMADD231SS 28(DX), X14, X16
-	VMOVSS      X16, 60(BX)
-	VXORPS      X14, X14, X14
+	VMOVSS      60(BX), X8
+	VFMADD231SS 28(DX), X7, X8
+	VMOVSS      X8, 60(BX)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), BX
 	ADDQ        BX, DX
 	MOVQ        wpg+56(FP), BX
@@ -32740,14 +32692,6 @@ CbPsumScalarB8M1Avx2_h8_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	VXORPS X8, X8, X8
-	VXORPS X9, X9, X9
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
-	VXORPS X14, X14, X14
-	VXORPS X15, X15, X15
 	MOVQ   wpg+56(FP), BX
 	MOVQ   nw+32(FP), SI
 
@@ -32758,16 +32702,42 @@ CbPsumScalarB8M1Avx2_h16_word:
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
+	VADDSS      1024(CX)(R8*4), X0, X0
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
 	VADDSS      2048(CX)(R8*4), X0, X0
 	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
+	VADDSS      3072(CX)(DI*4), X0, X0
 	MOVL        4(AX), DI
 	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X1, X1
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X2, X2
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X3, X3
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32775,12 +32745,25 @@ CbPsumScalarB8M1Avx2_h16_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
+	VADDSS      2048(CX)(R8*4), X3, X3
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        8(AX), DI
+	MOVL        16(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X4, X4
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X5, X5
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32788,12 +32771,25 @@ CbPsumScalarB8M1Avx2_h16_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
+	VADDSS      2048(CX)(R8*4), X5, X5
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        12(AX), DI
+	MOVL        24(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X6, X6
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X7, X7
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32801,114 +32797,46 @@ CbPsumScalarB8M1Avx2_h16_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
+	VADDSS      2048(CX)(R8*4), X7, X7
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X7, X7
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X8, X8
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X9, X9
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X8, X8
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X9, X9
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X10, X10
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X11, X11
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X10, X10
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X11, X11
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X12, X12
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X13, X13
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X12, X12
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X13, X13
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X14, X14
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X15, X15
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X14, X14
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	DECQ        BX
 	JNZ         CbPsumScalarB8M1Avx2_h16_nogroup
 	MOVQ        acc+80(FP), BX
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      64(BX), X16
-	VFMADD231SS (DX), X0, X16
-	VMOVSS      X16, 64(BX)
+	VMOVSS      64(BX), X8
+	VFMADD231SS (DX), X0, X8
+	VMOVSS      X8, 64(BX)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      68(BX), X16
-	VFMADD231SS 4(DX), X2, X16
-	VMOVSS      X16, 68(BX)
+	VMOVSS      68(BX), X8
+	VFMADD231SS 4(DX), X1, X8
+	VMOVSS      X8, 68(BX)
+	VXORPS      X1, X1, X1
+	VMOVSS      72(BX), X8
+	VFMADD231SS 8(DX), X2, X8
+	VMOVSS      X8, 72(BX)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      72(BX), X16
-	VFMADD231SS 8(DX), X4, X16
-	VMOVSS      X16, 72(BX)
+	VMOVSS      76(BX), X8
+	VFMADD231SS 12(DX), X3, X8
+	VMOVSS      X8, 76(BX)
+	VXORPS      X3, X3, X3
+	VMOVSS      80(BX), X8
+	VFMADD231SS 16(DX), X4, X8
+	VMOVSS      X8, 80(BX)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      76(BX), X16
-	VFMADD231SS 12(DX), X6, X16
-	VMOVSS      X16, 76(BX)
+	VMOVSS      84(BX), X8
+	VFMADD231SS 20(DX), X5, X8
+	VMOVSS      X8, 84(BX)
+	VXORPS      X5, X5, X5
+	VMOVSS      88(BX), X8
+	VFMADD231SS 24(DX), X6, X8
+	VMOVSS      X8, 88(BX)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      80(BX), X16
-	VFMADD231SS 16(DX), X8, X16
-	VMOVSS      X16, 80(BX)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      84(BX), X16
-	VFMADD231SS 20(DX), X10, X16
-	VMOVSS      X16, 84(BX)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      88(BX), X16
-	VFMADD231SS 24(DX), X12, X16
-	VMOVSS      X16, 88(BX)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      92(BX), X16
-	VFMADD231SS 28(DX), X14, X16
-	VMOVSS      X16, 92(BX)
-	VXORPS      X14, X14, X14
+	VMOVSS      92(BX), X8
+	VFMADD231SS 28(DX), X7, X8
+	VMOVSS      X8, 92(BX)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), BX
 	ADDQ        BX, DX
 	MOVQ        wpg+56(FP), BX
@@ -32929,14 +32857,6 @@ CbPsumScalarB8M1Avx2_h16_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	VXORPS X8, X8, X8
-	VXORPS X9, X9, X9
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
-	VXORPS X14, X14, X14
-	VXORPS X15, X15, X15
 	MOVQ   wpg+56(FP), BX
 	MOVQ   nw+32(FP), SI
 
@@ -32947,16 +32867,42 @@ CbPsumScalarB8M1Avx2_h24_word:
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
+	VADDSS      1024(CX)(R8*4), X0, X0
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
 	VADDSS      2048(CX)(R8*4), X0, X0
 	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
+	VADDSS      3072(CX)(DI*4), X0, X0
 	MOVL        4(AX), DI
 	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X1, X1
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X1, X1
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X1, X1
+	MOVL        8(AX), DI
+	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X2, X2
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X2, X2
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X2, X2
+	MOVL        12(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X3, X3
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32964,12 +32910,25 @@ CbPsumScalarB8M1Avx2_h24_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
+	VADDSS      2048(CX)(R8*4), X3, X3
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        8(AX), DI
+	MOVL        16(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X4, X4
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X4, X4
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X4, X4
+	MOVL        20(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X5, X5
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32977,12 +32936,25 @@ CbPsumScalarB8M1Avx2_h24_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
+	VADDSS      2048(CX)(R8*4), X5, X5
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        12(AX), DI
+	MOVL        24(AX), DI
 	MOVBLZX     DI, R8
 	VADDSS      (CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x08, R8
+	MOVBLZX     R8, R8
+	VADDSS      1024(CX)(R8*4), X6, X6
+	MOVL        DI, R8
+	SHRL        $0x10, R8
+	MOVBLZX     R8, R8
+	VADDSS      2048(CX)(R8*4), X6, X6
+	SHRL        $0x18, DI
+	VADDSS      3072(CX)(DI*4), X6, X6
+	MOVL        28(AX), DI
+	MOVBLZX     DI, R8
+	VADDSS      (CX)(R8*4), X7, X7
 	MOVL        DI, R8
 	SHRL        $0x08, R8
 	MOVBLZX     R8, R8
@@ -32990,114 +32962,46 @@ CbPsumScalarB8M1Avx2_h24_word:
 	MOVL        DI, R8
 	SHRL        $0x10, R8
 	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
+	VADDSS      2048(CX)(R8*4), X7, X7
 	SHRL        $0x18, DI
 	VADDSS      3072(CX)(DI*4), X7, X7
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X8, X8
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X9, X9
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X8, X8
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X9, X9
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X10, X10
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X11, X11
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X10, X10
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X11, X11
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X12, X12
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X13, X13
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X12, X12
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X13, X13
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X14, X14
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X15, X15
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X14, X14
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	DECQ        BX
 	JNZ         CbPsumScalarB8M1Avx2_h24_nogroup
 	MOVQ        acc+80(FP), BX
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      96(BX), X16
-	VFMADD231SS (DX), X0, X16
-	VMOVSS      X16, 96(BX)
+	VMOVSS      96(BX), X8
+	VFMADD231SS (DX), X0, X8
+	VMOVSS      X8, 96(BX)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      100(BX), X16
-	VFMADD231SS 4(DX), X2, X16
-	VMOVSS      X16, 100(BX)
+	VMOVSS      100(BX), X8
+	VFMADD231SS 4(DX), X1, X8
+	VMOVSS      X8, 100(BX)
+	VXORPS      X1, X1, X1
+	VMOVSS      104(BX), X8
+	VFMADD231SS 8(DX), X2, X8
+	VMOVSS      X8, 104(BX)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      104(BX), X16
-	VFMADD231SS 8(DX), X4, X16
-	VMOVSS      X16, 104(BX)
+	VMOVSS      108(BX), X8
+	VFMADD231SS 12(DX), X3, X8
+	VMOVSS      X8, 108(BX)
+	VXORPS      X3, X3, X3
+	VMOVSS      112(BX), X8
+	VFMADD231SS 16(DX), X4, X8
+	VMOVSS      X8, 112(BX)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      108(BX), X16
-	VFMADD231SS 12(DX), X6, X16
-	VMOVSS      X16, 108(BX)
+	VMOVSS      116(BX), X8
+	VFMADD231SS 20(DX), X5, X8
+	VMOVSS      X8, 116(BX)
+	VXORPS      X5, X5, X5
+	VMOVSS      120(BX), X8
+	VFMADD231SS 24(DX), X6, X8
+	VMOVSS      X8, 120(BX)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      112(BX), X16
-	VFMADD231SS 16(DX), X8, X16
-	VMOVSS      X16, 112(BX)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      116(BX), X16
-	VFMADD231SS 20(DX), X10, X16
-	VMOVSS      X16, 116(BX)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      120(BX), X16
-	VFMADD231SS 24(DX), X12, X16
-	VMOVSS      X16, 120(BX)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      124(BX), X16
-	VFMADD231SS 28(DX), X14, X16
-	VMOVSS      X16, 124(BX)
-	VXORPS      X14, X14, X14
+	VMOVSS      124(BX), X8
+	VFMADD231SS 28(DX), X7, X8
+	VMOVSS      X8, 124(BX)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), BX
 	ADDQ        BX, DX
 	MOVQ        wpg+56(FP), BX
@@ -33167,14 +33071,6 @@ CbPsumScalarB8M2Avx2_pf1:
 	VXORPS     X5, X5, X5
 	VXORPS     X6, X6, X6
 	VXORPS     X7, X7, X7
-	VXORPS     X8, X8, X8
-	VXORPS     X9, X9, X9
-	VXORPS     X10, X10, X10
-	VXORPS     X11, X11, X11
-	VXORPS     X12, X12, X12
-	VXORPS     X13, X13, X13
-	VXORPS     X14, X14, X14
-	VXORPS     X15, X15, X15
 	MOVQ       wpg+56(FP), DI
 	MOVQ       nw+32(FP), R8
 
@@ -33185,16 +33081,42 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
+	VADDSS      1024(CX)(R10*4), X0, X0
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
 	VADDSS      2048(CX)(R10*4), X0, X0
 	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
+	VADDSS      3072(CX)(R9*4), X0, X0
 	MOVL        4(AX), R9
 	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X1, X1
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X2, X2
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33202,12 +33124,25 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
+	VADDSS      2048(CX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        8(AX), R9
+	MOVL        16(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X4, X4
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33215,12 +33150,25 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
+	VADDSS      2048(CX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        12(AX), R9
+	MOVL        24(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X6, X6
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33228,64 +33176,25 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
+	VADDSS      2048(CX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X9, X9
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X11, X11
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X13, X13
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X15, X15
 	MOVL        (DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X0, X0
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X1, X1
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33293,12 +33202,25 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
+	VADDSS      2048(BX)(R10*4), X1, X1
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        4(DX), R9
+	MOVL        8(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X2, X2
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33306,12 +33228,25 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
+	VADDSS      2048(BX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        8(DX), R9
+	MOVL        16(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X4, X4
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33319,12 +33254,25 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
+	VADDSS      2048(BX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        12(DX), R9
+	MOVL        24(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X6, X6
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33332,61 +33280,9 @@ CbPsumScalarB8M2Avx2_h0_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
+	VADDSS      2048(BX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X7, X7
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X9, X9
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X11, X11
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X13, X13
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	ADDQ        $0x00000080, DX
@@ -33394,54 +33290,38 @@ CbPsumScalarB8M2Avx2_h0_word:
 	DECQ        DI
 	JNZ         CbPsumScalarB8M2Avx2_h0_nogroup
 	MOVQ        acc+80(FP), DI
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      (DI), X16
-	VFMADD231SS (SI), X0, X16
-	VMOVSS      X16, (DI)
+	VMOVSS      (DI), X8
+	VFMADD231SS (SI), X0, X8
+	VMOVSS      X8, (DI)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      4(DI), X16
-	VFMADD231SS 4(SI), X2, X16
-	VMOVSS      X16, 4(DI)
+	VMOVSS      4(DI), X8
+	VFMADD231SS 4(SI), X1, X8
+	VMOVSS      X8, 4(DI)
+	VXORPS      X1, X1, X1
+	VMOVSS      8(DI), X8
+	VFMADD231SS 8(SI), X2, X8
+	VMOVSS      X8, 8(DI)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      8(DI), X16
-	VFMADD231SS 8(SI), X4, X16
-	VMOVSS      X16, 8(DI)
+	VMOVSS      12(DI), X8
+	VFMADD231SS 12(SI), X3, X8
+	VMOVSS      X8, 12(DI)
+	VXORPS      X3, X3, X3
+	VMOVSS      16(DI), X8
+	VFMADD231SS 16(SI), X4, X8
+	VMOVSS      X8, 16(DI)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      12(DI), X16
-	VFMADD231SS 12(SI), X6, X16
-	VMOVSS      X16, 12(DI)
+	VMOVSS      20(DI), X8
+	VFMADD231SS 20(SI), X5, X8
+	VMOVSS      X8, 20(DI)
+	VXORPS      X5, X5, X5
+	VMOVSS      24(DI), X8
+	VFMADD231SS 24(SI), X6, X8
+	VMOVSS      X8, 24(DI)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      16(DI), X16
-	VFMADD231SS 16(SI), X8, X16
-	VMOVSS      X16, 16(DI)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      20(DI), X16
-	VFMADD231SS 20(SI), X10, X16
-	VMOVSS      X16, 20(DI)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      24(DI), X16
-	VFMADD231SS 24(SI), X12, X16
-	VMOVSS      X16, 24(DI)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      28(DI), X16
-	VFMADD231SS 28(SI), X14, X16
-	VMOVSS      X16, 28(DI)
-	VXORPS      X14, X14, X14
+	VMOVSS      28(DI), X8
+	VFMADD231SS 28(SI), X7, X8
+	VMOVSS      X8, 28(DI)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), DI
 	ADDQ        DI, SI
 	MOVQ        wpg+56(FP), DI
@@ -33467,14 +33347,6 @@ CbPsumScalarB8M2Avx2_h0_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	VXORPS X8, X8, X8
-	VXORPS X9, X9, X9
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
-	VXORPS X14, X14, X14
-	VXORPS X15, X15, X15
 	MOVQ   wpg+56(FP), DI
 	MOVQ   nw+32(FP), R8
 
@@ -33485,16 +33357,42 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
+	VADDSS      1024(CX)(R10*4), X0, X0
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
 	VADDSS      2048(CX)(R10*4), X0, X0
 	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
+	VADDSS      3072(CX)(R9*4), X0, X0
 	MOVL        4(AX), R9
 	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X1, X1
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X2, X2
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33502,12 +33400,25 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
+	VADDSS      2048(CX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        8(AX), R9
+	MOVL        16(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X4, X4
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33515,12 +33426,25 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
+	VADDSS      2048(CX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        12(AX), R9
+	MOVL        24(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X6, X6
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33528,64 +33452,25 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
+	VADDSS      2048(CX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X9, X9
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X11, X11
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X13, X13
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X15, X15
 	MOVL        (DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X0, X0
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X1, X1
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33593,12 +33478,25 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
+	VADDSS      2048(BX)(R10*4), X1, X1
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        4(DX), R9
+	MOVL        8(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X2, X2
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33606,12 +33504,25 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
+	VADDSS      2048(BX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        8(DX), R9
+	MOVL        16(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X4, X4
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33619,12 +33530,25 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
+	VADDSS      2048(BX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        12(DX), R9
+	MOVL        24(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X6, X6
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33632,61 +33556,9 @@ CbPsumScalarB8M2Avx2_h8_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
+	VADDSS      2048(BX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X7, X7
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X9, X9
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X11, X11
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X13, X13
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	ADDQ        $0x00000080, DX
@@ -33694,54 +33566,38 @@ CbPsumScalarB8M2Avx2_h8_word:
 	DECQ        DI
 	JNZ         CbPsumScalarB8M2Avx2_h8_nogroup
 	MOVQ        acc+80(FP), DI
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      32(DI), X16
-	VFMADD231SS (SI), X0, X16
-	VMOVSS      X16, 32(DI)
+	VMOVSS      32(DI), X8
+	VFMADD231SS (SI), X0, X8
+	VMOVSS      X8, 32(DI)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      36(DI), X16
-	VFMADD231SS 4(SI), X2, X16
-	VMOVSS      X16, 36(DI)
+	VMOVSS      36(DI), X8
+	VFMADD231SS 4(SI), X1, X8
+	VMOVSS      X8, 36(DI)
+	VXORPS      X1, X1, X1
+	VMOVSS      40(DI), X8
+	VFMADD231SS 8(SI), X2, X8
+	VMOVSS      X8, 40(DI)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      40(DI), X16
-	VFMADD231SS 8(SI), X4, X16
-	VMOVSS      X16, 40(DI)
+	VMOVSS      44(DI), X8
+	VFMADD231SS 12(SI), X3, X8
+	VMOVSS      X8, 44(DI)
+	VXORPS      X3, X3, X3
+	VMOVSS      48(DI), X8
+	VFMADD231SS 16(SI), X4, X8
+	VMOVSS      X8, 48(DI)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      44(DI), X16
-	VFMADD231SS 12(SI), X6, X16
-	VMOVSS      X16, 44(DI)
+	VMOVSS      52(DI), X8
+	VFMADD231SS 20(SI), X5, X8
+	VMOVSS      X8, 52(DI)
+	VXORPS      X5, X5, X5
+	VMOVSS      56(DI), X8
+	VFMADD231SS 24(SI), X6, X8
+	VMOVSS      X8, 56(DI)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      48(DI), X16
-	VFMADD231SS 16(SI), X8, X16
-	VMOVSS      X16, 48(DI)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      52(DI), X16
-	VFMADD231SS 20(SI), X10, X16
-	VMOVSS      X16, 52(DI)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      56(DI), X16
-	VFMADD231SS 24(SI), X12, X16
-	VMOVSS      X16, 56(DI)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      60(DI), X16
-	VFMADD231SS 28(SI), X14, X16
-	VMOVSS      X16, 60(DI)
-	VXORPS      X14, X14, X14
+	VMOVSS      60(DI), X8
+	VFMADD231SS 28(SI), X7, X8
+	VMOVSS      X8, 60(DI)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), DI
 	ADDQ        DI, SI
 	MOVQ        wpg+56(FP), DI
@@ -33767,14 +33623,6 @@ CbPsumScalarB8M2Avx2_h8_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	VXORPS X8, X8, X8
-	VXORPS X9, X9, X9
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
-	VXORPS X14, X14, X14
-	VXORPS X15, X15, X15
 	MOVQ   wpg+56(FP), DI
 	MOVQ   nw+32(FP), R8
 
@@ -33785,16 +33633,42 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
+	VADDSS      1024(CX)(R10*4), X0, X0
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
 	VADDSS      2048(CX)(R10*4), X0, X0
 	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
+	VADDSS      3072(CX)(R9*4), X0, X0
 	MOVL        4(AX), R9
 	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X1, X1
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X2, X2
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33802,12 +33676,25 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
+	VADDSS      2048(CX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        8(AX), R9
+	MOVL        16(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X4, X4
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33815,12 +33702,25 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
+	VADDSS      2048(CX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        12(AX), R9
+	MOVL        24(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X6, X6
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33828,64 +33728,25 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
+	VADDSS      2048(CX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X9, X9
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X11, X11
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X13, X13
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X15, X15
 	MOVL        (DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X0, X0
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X1, X1
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33893,12 +33754,25 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
+	VADDSS      2048(BX)(R10*4), X1, X1
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        4(DX), R9
+	MOVL        8(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X2, X2
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33906,12 +33780,25 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
+	VADDSS      2048(BX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        8(DX), R9
+	MOVL        16(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X4, X4
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33919,12 +33806,25 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
+	VADDSS      2048(BX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        12(DX), R9
+	MOVL        24(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X6, X6
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -33932,61 +33832,9 @@ CbPsumScalarB8M2Avx2_h16_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
+	VADDSS      2048(BX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X7, X7
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X9, X9
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X11, X11
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X13, X13
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	ADDQ        $0x00000080, DX
@@ -33994,54 +33842,38 @@ CbPsumScalarB8M2Avx2_h16_word:
 	DECQ        DI
 	JNZ         CbPsumScalarB8M2Avx2_h16_nogroup
 	MOVQ        acc+80(FP), DI
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      64(DI), X16
-	VFMADD231SS (SI), X0, X16
-	VMOVSS      X16, 64(DI)
+	VMOVSS      64(DI), X8
+	VFMADD231SS (SI), X0, X8
+	VMOVSS      X8, 64(DI)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      68(DI), X16
-	VFMADD231SS 4(SI), X2, X16
-	VMOVSS      X16, 68(DI)
+	VMOVSS      68(DI), X8
+	VFMADD231SS 4(SI), X1, X8
+	VMOVSS      X8, 68(DI)
+	VXORPS      X1, X1, X1
+	VMOVSS      72(DI), X8
+	VFMADD231SS 8(SI), X2, X8
+	VMOVSS      X8, 72(DI)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      72(DI), X16
-	VFMADD231SS 8(SI), X4, X16
-	VMOVSS      X16, 72(DI)
+	VMOVSS      76(DI), X8
+	VFMADD231SS 12(SI), X3, X8
+	VMOVSS      X8, 76(DI)
+	VXORPS      X3, X3, X3
+	VMOVSS      80(DI), X8
+	VFMADD231SS 16(SI), X4, X8
+	VMOVSS      X8, 80(DI)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      76(DI), X16
-	VFMADD231SS 12(SI), X6, X16
-	VMOVSS      X16, 76(DI)
+	VMOVSS      84(DI), X8
+	VFMADD231SS 20(SI), X5, X8
+	VMOVSS      X8, 84(DI)
+	VXORPS      X5, X5, X5
+	VMOVSS      88(DI), X8
+	VFMADD231SS 24(SI), X6, X8
+	VMOVSS      X8, 88(DI)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      80(DI), X16
-	VFMADD231SS 16(SI), X8, X16
-	VMOVSS      X16, 80(DI)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      84(DI), X16
-	VFMADD231SS 20(SI), X10, X16
-	VMOVSS      X16, 84(DI)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      88(DI), X16
-	VFMADD231SS 24(SI), X12, X16
-	VMOVSS      X16, 88(DI)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      92(DI), X16
-	VFMADD231SS 28(SI), X14, X16
-	VMOVSS      X16, 92(DI)
-	VXORPS      X14, X14, X14
+	VMOVSS      92(DI), X8
+	VFMADD231SS 28(SI), X7, X8
+	VMOVSS      X8, 92(DI)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), DI
 	ADDQ        DI, SI
 	MOVQ        wpg+56(FP), DI
@@ -34067,14 +33899,6 @@ CbPsumScalarB8M2Avx2_h16_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	VXORPS X8, X8, X8
-	VXORPS X9, X9, X9
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
-	VXORPS X14, X14, X14
-	VXORPS X15, X15, X15
 	MOVQ   wpg+56(FP), DI
 	MOVQ   nw+32(FP), R8
 
@@ -34085,16 +33909,42 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
+	VADDSS      1024(CX)(R10*4), X0, X0
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
 	VADDSS      2048(CX)(R10*4), X0, X0
 	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
+	VADDSS      3072(CX)(R9*4), X0, X0
 	MOVL        4(AX), R9
 	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X1, X1
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X1, X1
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X1, X1
+	MOVL        8(AX), R9
+	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X2, X2
+	MOVL        12(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34102,12 +33952,25 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
+	VADDSS      2048(CX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        8(AX), R9
+	MOVL        16(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X4, X4
+	MOVL        20(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34115,12 +33978,25 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
+	VADDSS      2048(CX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        12(AX), R9
+	MOVL        24(AX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(CX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(CX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(CX)(R9*4), X6, X6
+	MOVL        28(AX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (CX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34128,64 +34004,25 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
+	VADDSS      2048(CX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X9, X9
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X11, X11
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X13, X13
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X15, X15
 	MOVL        (DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X0, X0
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X0, X0
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X0, X0
+	MOVL        4(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X1, X1
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34193,12 +34030,25 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
+	VADDSS      2048(BX)(R10*4), X1, X1
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        4(DX), R9
+	MOVL        8(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X2, X2
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X2, X2
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X2, X2
+	MOVL        12(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X3, X3
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34206,12 +34056,25 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
+	VADDSS      2048(BX)(R10*4), X3, X3
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        8(DX), R9
+	MOVL        16(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X4, X4
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X4, X4
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X4, X4
+	MOVL        20(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X5, X5
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34219,12 +34082,25 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
+	VADDSS      2048(BX)(R10*4), X5, X5
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        12(DX), R9
+	MOVL        24(DX), R9
 	MOVBLZX     R9, R10
 	VADDSS      (BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x08, R10
+	MOVBLZX     R10, R10
+	VADDSS      1024(BX)(R10*4), X6, X6
+	MOVL        R9, R10
+	SHRL        $0x10, R10
+	MOVBLZX     R10, R10
+	VADDSS      2048(BX)(R10*4), X6, X6
+	SHRL        $0x18, R9
+	VADDSS      3072(BX)(R9*4), X6, X6
+	MOVL        28(DX), R9
+	MOVBLZX     R9, R10
+	VADDSS      (BX)(R10*4), X7, X7
 	MOVL        R9, R10
 	SHRL        $0x08, R10
 	MOVBLZX     R10, R10
@@ -34232,61 +34108,9 @@ CbPsumScalarB8M2Avx2_h24_word:
 	MOVL        R9, R10
 	SHRL        $0x10, R10
 	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
+	VADDSS      2048(BX)(R10*4), X7, X7
 	SHRL        $0x18, R9
 	VADDSS      3072(BX)(R9*4), X7, X7
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X8, X8
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X9, X9
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X8, X8
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X9, X9
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X10, X10
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X11, X11
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X10, X10
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X11, X11
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X12, X12
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X13, X13
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X12, X12
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X13, X13
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X14, X14
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X15, X15
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X14, X14
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X15, X15
 	ADDQ        $0x00000080, AX
 	ADDQ        $0x00001000, CX
 	ADDQ        $0x00000080, DX
@@ -34294,54 +34118,38 @@ CbPsumScalarB8M2Avx2_h24_word:
 	DECQ        DI
 	JNZ         CbPsumScalarB8M2Avx2_h24_nogroup
 	MOVQ        acc+80(FP), DI
-	VADDSS      X1, X0, X0
-	VXORPS      X1, X1, X1
-	VMOVSS      96(DI), X16
-	VFMADD231SS (SI), X0, X16
-	VMOVSS      X16, 96(DI)
+	VMOVSS      96(DI), X8
+	VFMADD231SS (SI), X0, X8
+	VMOVSS      X8, 96(DI)
 	VXORPS      X0, X0, X0
-	VADDSS      X3, X2, X2
-	VXORPS      X3, X3, X3
-	VMOVSS      100(DI), X16
-	VFMADD231SS 4(SI), X2, X16
-	VMOVSS      X16, 100(DI)
+	VMOVSS      100(DI), X8
+	VFMADD231SS 4(SI), X1, X8
+	VMOVSS      X8, 100(DI)
+	VXORPS      X1, X1, X1
+	VMOVSS      104(DI), X8
+	VFMADD231SS 8(SI), X2, X8
+	VMOVSS      X8, 104(DI)
 	VXORPS      X2, X2, X2
-	VADDSS      X5, X4, X4
-	VXORPS      X5, X5, X5
-	VMOVSS      104(DI), X16
-	VFMADD231SS 8(SI), X4, X16
-	VMOVSS      X16, 104(DI)
+	VMOVSS      108(DI), X8
+	VFMADD231SS 12(SI), X3, X8
+	VMOVSS      X8, 108(DI)
+	VXORPS      X3, X3, X3
+	VMOVSS      112(DI), X8
+	VFMADD231SS 16(SI), X4, X8
+	VMOVSS      X8, 112(DI)
 	VXORPS      X4, X4, X4
-	VADDSS      X7, X6, X6
-	VXORPS      X7, X7, X7
-	VMOVSS      108(DI), X16
-	VFMADD231SS 12(SI), X6, X16
-	VMOVSS      X16, 108(DI)
+	VMOVSS      116(DI), X8
+	VFMADD231SS 20(SI), X5, X8
+	VMOVSS      X8, 116(DI)
+	VXORPS      X5, X5, X5
+	VMOVSS      120(DI), X8
+	VFMADD231SS 24(SI), X6, X8
+	VMOVSS      X8, 120(DI)
 	VXORPS      X6, X6, X6
-	VADDSS      X9, X8, X8
-	VXORPS      X9, X9, X9
-	VMOVSS      112(DI), X16
-	VFMADD231SS 16(SI), X8, X16
-	VMOVSS      X16, 112(DI)
-	VXORPS      X8, X8, X8
-	VADDSS      X11, X10, X10
-	VXORPS      X11, X11, X11
-	VMOVSS      116(DI), X16
-	VFMADD231SS 20(SI), X10, X16
-	VMOVSS      X16, 116(DI)
-	VXORPS      X10, X10, X10
-	VADDSS      X13, X12, X12
-	VXORPS      X13, X13, X13
-	VMOVSS      120(DI), X16
-	VFMADD231SS 24(SI), X12, X16
-	VMOVSS      X16, 120(DI)
-	VXORPS      X12, X12, X12
-	VADDSS      X15, X14, X14
-	VXORPS      X15, X15, X15
-	VMOVSS      124(DI), X16
-	VFMADD231SS 28(SI), X14, X16
-	VMOVSS      X16, 124(DI)
-	VXORPS      X14, X14, X14
+	VMOVSS      124(DI), X8
+	VFMADD231SS 28(SI), X7, X8
+	VMOVSS      X8, 124(DI)
+	VXORPS      X7, X7, X7
 	MOVQ        sstride+72(FP), DI
 	ADDQ        DI, SI
 	MOVQ        wpg+56(FP), DI

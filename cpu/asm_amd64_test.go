@@ -8,6 +8,7 @@ import (
 	"github.com/qgemv/qgemv/asm"
 	"os"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -160,5 +161,47 @@ func TestRequiresCoverKernels(t *testing.T) {
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)
 		}
+	}
+}
+
+// evexOnly matches the registers only EVEX (AVX-512) instructions encode:
+// X16..X31, Y16..Y31, any Z register and the mask registers K1..K7.
+var evexOnly = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z([0-9]|[12][0-9]|3[01])|K[1-7])\b`)
+
+// TestNoEVEXWithoutAVX512 checks that kernels whose Requires line lacks
+// AVX512F use no register only EVEX encodes: the Go assembler silently
+// encodes VEX mnemonics on X16..X31 as EVEX, which faults on AVX2-only
+// CPUs, and avo does not add AVX512F to Requires for them.
+func TestNoEVEXWithoutAVX512(t *testing.T) {
+	req := requiresLines(t)
+	f, err := os.Open("../asm/q4_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fn string
+	bad := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "TEXT ·"); ok {
+			fn = rest[:strings.IndexByte(rest, '(')]
+			continue
+		}
+		if fn == "" || strings.HasPrefix(strings.TrimSpace(line), "//") || slices.Contains(req[fn], "AVX512F") {
+			continue
+		}
+		if m := evexOnly.FindString(line); m != "" && bad[fn] == "" {
+			bad[fn] = strings.TrimSpace(line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(req) == 0 {
+		t.Fatal("no kernels found")
+	}
+	for fn, line := range bad {
+		t.Errorf("%s (Requires %v) uses an EVEX-only register: %s", fn, req[fn], line)
 	}
 }

@@ -916,9 +916,10 @@ const cbPrefetchTiles = 2
 // run at a fraction of the load ports' rate on Zen 4 and, with the
 // gather-data-sampling mitigation, on Intel cores). Each code byte is
 // taken from its word with shifts and a zero extension and indexes a
-// float32 table entry that VADDSS adds to one of the row's two running
-// sums (even and odd segments); eight rows are in flight, so sixteen
-// independent sums hide the add latency. The tables of one column tile
+// float32 table entry that VADDSS adds to the row's running sum; eight
+// rows are in flight, so eight independent sums hide the add latency
+// (two sums per row, sixteen in all, needed X16..X31, which AVX2 cannot
+// encode). The tables of one column tile
 // are meant to stay in L1 while the kernel walks ntiles 32-row tiles of
 // codes, which lie tstride apart: the kernel prefetches them
 // cbPrefetchTiles tiles ahead (measured on Zen 4 with 64 tiles from
@@ -937,19 +938,20 @@ func cbPsumScalar(m int) {
 		"",
 		"where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)",
 		"and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride",
-		"(bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups of",
-		"even and of odd segments are summed apart (segment then codebook order),",
-		"then added; scales advance 128 bytes per tile.",
+		"(bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups",
+		"are summed in word, then codebook, then segment order; scales advance 128",
+		"bytes per tile.",
 		"",
 		"Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words",
 		fmt.Sprintf("%d tiles ahead are prefetched (prefetches never fault).", cbPrefetchTiles),
 	)
+	// Eight rows, one running sum each: eight independent add chains,
+	// and with the table pointers, codes and temporaries everything fits
+	// X0..X15 (VEX; X16..X31 would need AVX-512 encodings).
 	const rows = 8
 	gs := make([]VecVirtual, rows)
-	gs2 := make([]VecVirtual, rows)
 	for l := range gs {
 		gs[l] = XMM()
-		gs2[l] = XMM()
 	}
 	Label(name + "_tile")
 	{
@@ -990,9 +992,8 @@ func cbPsumScalar(m int) {
 		if h > 0 {
 			ADDQ(U32(4*h), sp)
 		}
-		for l, g := range gs {
+		for _, g := range gs {
 			VXORPS(g, g, g)
-			VXORPS(gs2[l], gs2[l], gs2[l])
 		}
 		cnt := param("wpg")
 		q := param("nw")
@@ -1016,11 +1017,7 @@ func cbPsumScalar(m int) {
 					case 3:
 						SHRL(U8(24), w)
 					}
-					g := gs[l]
-					if k%2 == 1 {
-						g = gs2[l]
-					}
-					VADDSS(Mem{Base: tps[i], Index: c.As64(), Scale: 4, Disp: 1024 * k}, g, g)
+					VADDSS(Mem{Base: tps[i], Index: c.As64(), Scale: 4, Disp: 1024 * k}, gs[l], gs[l])
 				}
 			}
 		}
@@ -1034,8 +1031,6 @@ func cbPsumScalar(m int) {
 		JNZ(LabelRef(skip))
 		ap := param("acc")
 		for l, g := range gs {
-			VADDSS(gs2[l], g, g)
-			VXORPS(gs2[l], gs2[l], gs2[l])
 			a := XMM()
 			VMOVSS(Mem{Base: ap, Disp: 4 * (h + l)}, a)
 			VFMADD231SS(Mem{Base: sp, Disp: 4 * l}, g, a)
