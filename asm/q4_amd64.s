@@ -18343,7 +18343,8 @@ Bits8A32S1Avx512_chunk:
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      64(DX), Z6, Z5
+	VMULPS           64(DX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
 	VFMADD231SS      (BX), X5, X2
@@ -18356,7 +18357,8 @@ Bits8A32S1Avx512_chunk:
 	VPSRLD           $0x10, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      192(DX), Z6, Z5
+	VMULPS           192(DX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
 	VFMADD231SS      (BX), X5, X2
@@ -18369,7 +18371,8 @@ Bits8A32S1Avx512_chunk:
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      320(DX), Z6, Z5
+	VMULPS           320(DX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
 	VFMADD231SS      (BX), X5, X2
@@ -18380,7 +18383,8 @@ Bits8A32S1Avx512_chunk:
 	VMULPS           384(DX), Z3, Z3
 	VPANDD           Z4, Z0, Z4
 	VCVTDQ2PS        Z4, Z4
-	VFMADD231PS      448(DX), Z4, Z3
+	VMULPS           448(DX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
 	VFMADD231PS.BCST (CX), Z3, Z1
 	VMOVSS           4(CX), X3
 	VFMADD231SS      (BX), X3, X2
@@ -18440,15 +18444,18 @@ Bits8A32S2Avx512_chunk:
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      64(DX), Z6, Z5
-	VPSRLD           $0x10, Z3, Z6
-	VPANDD           Z6, Z0, Z6
-	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      128(DX), Z6, Z5
-	VPSRLD           $0x10, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      192(DX), Z6, Z5
+	VMULPS           64(DX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPANDD           Z7, Z0, Z7
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           128(DX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VCVTDQ2PS        Z8, Z8
+	VMULPS           192(DX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
 	VFMADD231SS      (BX), X5, X2
@@ -18461,13 +18468,16 @@ Bits8A32S2Avx512_chunk:
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      320(DX), Z6, Z5
+	VMULPS           320(DX), Z6, Z6
 	VPANDD           Z3, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS      384(DX), Z3, Z5
-	VPANDD           Z4, Z0, Z3
-	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS      448(DX), Z3, Z5
+	VMULPS           384(DX), Z3, Z3
+	VPANDD           Z4, Z0, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           448(DX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X3
 	VFMADD231SS      (BX), X3, X2
@@ -18527,29 +18537,32 @@ Bits8A32S4Avx512_chunk:
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      64(DX), Z6, Z5
-	VPSRLD           $0x10, Z3, Z6
-	VPANDD           Z6, Z0, Z6
-	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      128(DX), Z6, Z5
-	VPSRLD           $0x10, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      192(DX), Z6, Z5
-	VPSRLD           $0x08, Z3, Z6
-	VPANDD           Z6, Z0, Z6
-	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      256(DX), Z6, Z5
-	VPSRLD           $0x08, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VCVTDQ2PS        Z6, Z6
-	VFMADD231PS      320(DX), Z6, Z5
+	VMULPS           64(DX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPANDD           Z7, Z0, Z7
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           128(DX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VCVTDQ2PS        Z8, Z8
+	VMULPS           192(DX), Z8, Z8
+	VPSRLD           $0x08, Z3, Z9
+	VPANDD           Z9, Z0, Z9
+	VCVTDQ2PS        Z9, Z9
+	VFMADD231PS      256(DX), Z9, Z5
+	VPSRLD           $0x08, Z4, Z9
+	VPANDD           Z9, Z0, Z9
+	VCVTDQ2PS        Z9, Z9
+	VFMADD231PS      320(DX), Z9, Z6
 	VPANDD           Z3, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS      384(DX), Z3, Z5
+	VFMADD231PS      384(DX), Z3, Z7
 	VPANDD           Z4, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS      448(DX), Z3, Z5
+	VFMADD231PS      448(DX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X3
 	VFMADD231SS      (BX), X3, X2
@@ -18610,7 +18623,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18623,7 +18637,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x18, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           192(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18636,7 +18651,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18649,7 +18665,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x10, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           448(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18662,7 +18679,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18675,7 +18693,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           704(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18688,7 +18707,8 @@ Bits4A32S1Avx512_chunk:
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18699,7 +18719,8 @@ Bits4A32S1Avx512_chunk:
 	VMULPS           896(DX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VFMADD231PS      960(DX), Z5, Z4
+	VMULPS           960(DX), Z5, Z5
+	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -18760,15 +18781,18 @@ Bits4A32S2Avx512_chunk:
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x18, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18781,15 +18805,18 @@ Bits4A32S2Avx512_chunk:
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           384(DX), Z8, Z8
+	VPSRLD           $0x10, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           448(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18802,15 +18829,18 @@ Bits4A32S2Avx512_chunk:
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x08, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18823,13 +18853,16 @@ Bits4A32S2Avx512_chunk:
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(DX), Z4, Z6
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(DX), Z4, Z6
+	VMULPS           896(DX), Z4, Z4
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VMULPS           960(DX), Z5, Z5
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -18890,31 +18923,34 @@ Bits4A32S4Avx512_chunk:
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x18, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -18927,29 +18963,32 @@ Bits4A32S4Avx512_chunk:
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x08, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(DX), Z4, Z6
+	VFMADD231PS      896(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(DX), Z4, Z6
+	VFMADD231PS      960(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -19010,61 +19049,64 @@ Bits4A32S8Avx512_chunk:
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x18, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x0c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x0c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(DX), Z4, Z6
+	VFMADD231PS      896(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(DX), Z4, Z6
+	VFMADD231PS      960(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -19125,7 +19167,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19138,7 +19181,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           192(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19151,7 +19195,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19164,7 +19209,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x18, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           448(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19177,7 +19223,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19190,7 +19237,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           704(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19203,7 +19251,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x12, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19216,7 +19265,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x10, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           960(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19229,7 +19279,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19242,7 +19293,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
+	VMULPS           1216(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19255,7 +19307,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x0a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
+	VMULPS           1344(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19268,7 +19321,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
+	VMULPS           1472(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19281,7 +19335,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
+	VMULPS           1600(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19294,7 +19349,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
+	VMULPS           1728(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19307,7 +19363,8 @@ Bits2A32S1Avx512_chunk:
 	VPSRLD           $0x02, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
+	VMULPS           1856(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19318,7 +19375,8 @@ Bits2A32S1Avx512_chunk:
 	VMULPS           1920(DX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VFMADD231PS      1984(DX), Z5, Z4
+	VMULPS           1984(DX), Z5, Z5
+	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -19379,15 +19437,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19400,15 +19461,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           384(DX), Z8, Z8
+	VPSRLD           $0x18, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           448(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19421,15 +19485,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x14, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x14, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19442,15 +19509,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x12, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           896(DX), Z8, Z8
+	VPSRLD           $0x10, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           960(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19463,15 +19533,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VPSRLD           $0x0c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1152(DX), Z8, Z8
+	VPSRLD           $0x0c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1216(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19484,15 +19557,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x0a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
+	VMULPS           1344(DX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1408(DX), Z8, Z8
+	VPSRLD           $0x08, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1472(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19505,15 +19581,18 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
+	VMULPS           1600(DX), Z7, Z7
+	VPSRLD           $0x04, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1664(DX), Z8, Z8
+	VPSRLD           $0x04, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1728(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19526,13 +19605,16 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x02, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
+	VMULPS           1856(DX), Z7, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z6
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z6
+	VMULPS           1920(DX), Z4, Z4
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VMULPS           1984(DX), Z5, Z5
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -19593,31 +19675,34 @@ Bits2A32S4Avx512_chunk:
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19630,31 +19715,34 @@ Bits2A32S4Avx512_chunk:
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x14, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x14, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VPSRLD           $0x12, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x12, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19667,31 +19755,34 @@ Bits2A32S4Avx512_chunk:
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VPSRLD           $0x0c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1152(DX), Z8, Z8
+	VPSRLD           $0x0c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1216(DX), Z9, Z9
+	VPSRLD           $0x0a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x0a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19704,29 +19795,32 @@ Bits2A32S4Avx512_chunk:
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
+	VMULPS           1600(DX), Z7, Z7
+	VPSRLD           $0x04, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1664(DX), Z8, Z8
+	VPSRLD           $0x04, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1728(DX), Z9, Z9
+	VPSRLD           $0x02, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x02, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z6
+	VFMADD231PS      1920(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS      1984(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -19787,63 +19881,66 @@ Bits2A32S8Avx512_chunk:
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x16, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x16, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x12, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x12, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -19856,61 +19953,64 @@ Bits2A32S8Avx512_chunk:
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1536(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VPSRLD           $0x0c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1152(DX), Z8, Z8
+	VPSRLD           $0x0c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1216(DX), Z9, Z9
+	VPSRLD           $0x0a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x0a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VPSRLD           $0x06, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1536(DX), Z10, Z6
+	VPSRLD           $0x06, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1600(DX), Z10, Z7
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1664(DX), Z10, Z8
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1728(DX), Z10, Z9
+	VPSRLD           $0x02, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x02, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z6
+	VFMADD231PS      1920(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS      1984(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -19971,125 +20071,128 @@ Bits2A32S16Avx512_chunk:
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1024(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1536(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x16, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x16, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x12, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x12, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VPSRLD           $0x0e, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1024(DX), Z10, Z6
+	VPSRLD           $0x0e, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1088(DX), Z10, Z7
+	VPSRLD           $0x0c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1152(DX), Z10, Z8
+	VPSRLD           $0x0c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1216(DX), Z10, Z9
+	VPSRLD           $0x0a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x0a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VPSRLD           $0x06, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1536(DX), Z10, Z6
+	VPSRLD           $0x06, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1600(DX), Z10, Z7
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1664(DX), Z10, Z8
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1728(DX), Z10, Z9
+	VPSRLD           $0x02, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x02, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z6
+	VFMADD231PS      1920(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z6
+	VFMADD231PS      1984(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -20150,7 +20253,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20163,7 +20267,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           192(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20176,7 +20281,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20189,7 +20295,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           448(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20202,7 +20309,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x1b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20215,7 +20323,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           704(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20228,7 +20337,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x19, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20241,7 +20351,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x18, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           960(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20254,7 +20365,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20267,7 +20379,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
+	VMULPS           1216(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20280,7 +20393,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x15, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
+	VMULPS           1344(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20293,7 +20407,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
+	VMULPS           1472(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20306,7 +20421,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x13, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
+	VMULPS           1600(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20319,7 +20435,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x12, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
+	VMULPS           1728(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20332,7 +20449,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
+	VMULPS           1856(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20345,7 +20463,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x10, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1984(DX), Z7, Z6
+	VMULPS           1984(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20358,7 +20477,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2112(DX), Z7, Z6
+	VMULPS           2112(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20371,7 +20491,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2240(DX), Z7, Z6
+	VMULPS           2240(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20384,7 +20505,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x0d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2368(DX), Z7, Z6
+	VMULPS           2368(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20397,7 +20519,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2496(DX), Z7, Z6
+	VMULPS           2496(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20410,7 +20533,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2624(DX), Z7, Z6
+	VMULPS           2624(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20423,7 +20547,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x0a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2752(DX), Z7, Z6
+	VMULPS           2752(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20436,7 +20561,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x09, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2880(DX), Z7, Z6
+	VMULPS           2880(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20449,7 +20575,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3008(DX), Z7, Z6
+	VMULPS           3008(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20462,7 +20589,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3136(DX), Z7, Z6
+	VMULPS           3136(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20475,7 +20603,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3264(DX), Z7, Z6
+	VMULPS           3264(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20488,7 +20617,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3392(DX), Z7, Z6
+	VMULPS           3392(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20501,7 +20631,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3520(DX), Z7, Z6
+	VMULPS           3520(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20514,7 +20645,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x03, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3648(DX), Z7, Z6
+	VMULPS           3648(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20527,7 +20659,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x02, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3776(DX), Z7, Z6
+	VMULPS           3776(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20540,7 +20673,8 @@ Bits1A32S1Avx512_chunk:
 	VPSRLD           $0x01, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3904(DX), Z7, Z6
+	VMULPS           3904(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20551,7 +20685,8 @@ Bits1A32S1Avx512_chunk:
 	VMULPS           3968(DX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VFMADD231PS      4032(DX), Z5, Z4
+	VMULPS           4032(DX), Z5, Z5
+	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -20612,15 +20747,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20633,15 +20771,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VPSRLD           $0x1c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           384(DX), Z8, Z8
+	VPSRLD           $0x1c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           448(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20654,15 +20795,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x1b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x1a, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x1a, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20675,15 +20819,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x19, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           896(DX), Z8, Z8
+	VPSRLD           $0x18, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           960(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20696,15 +20843,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VPSRLD           $0x16, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1152(DX), Z8, Z8
+	VPSRLD           $0x16, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1216(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20717,15 +20867,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x15, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
+	VMULPS           1344(DX), Z7, Z7
+	VPSRLD           $0x14, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1408(DX), Z8, Z8
+	VPSRLD           $0x14, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1472(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20738,15 +20891,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x13, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
+	VMULPS           1600(DX), Z7, Z7
+	VPSRLD           $0x12, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1664(DX), Z8, Z8
+	VPSRLD           $0x12, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1728(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20759,15 +20915,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1920(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1984(DX), Z7, Z6
+	VMULPS           1856(DX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1920(DX), Z8, Z8
+	VPSRLD           $0x10, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1984(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20780,15 +20939,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2112(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2176(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2240(DX), Z7, Z6
+	VMULPS           2112(DX), Z7, Z7
+	VPSRLD           $0x0e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2176(DX), Z8, Z8
+	VPSRLD           $0x0e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2240(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20801,15 +20963,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x0d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2368(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2432(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2496(DX), Z7, Z6
+	VMULPS           2368(DX), Z7, Z7
+	VPSRLD           $0x0c, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2432(DX), Z8, Z8
+	VPSRLD           $0x0c, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2496(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20822,15 +20987,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2624(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2688(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2752(DX), Z7, Z6
+	VMULPS           2624(DX), Z7, Z7
+	VPSRLD           $0x0a, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2688(DX), Z8, Z8
+	VPSRLD           $0x0a, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2752(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20843,15 +21011,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x09, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2880(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2944(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3008(DX), Z7, Z6
+	VMULPS           2880(DX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2944(DX), Z8, Z8
+	VPSRLD           $0x08, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3008(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20864,15 +21035,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3136(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3200(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3264(DX), Z7, Z6
+	VMULPS           3136(DX), Z7, Z7
+	VPSRLD           $0x06, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           3200(DX), Z8, Z8
+	VPSRLD           $0x06, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3264(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20885,15 +21059,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3392(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3456(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3520(DX), Z7, Z6
+	VMULPS           3392(DX), Z7, Z7
+	VPSRLD           $0x04, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           3456(DX), Z8, Z8
+	VPSRLD           $0x04, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3520(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20906,15 +21083,18 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x03, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3648(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3712(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3776(DX), Z7, Z6
+	VMULPS           3648(DX), Z7, Z7
+	VPSRLD           $0x02, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           3712(DX), Z8, Z8
+	VPSRLD           $0x02, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3776(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -20927,13 +21107,16 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x01, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3904(DX), Z7, Z6
+	VMULPS           3904(DX), Z7, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z6
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z6
+	VMULPS           3968(DX), Z4, Z4
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VMULPS           4032(DX), Z5, Z5
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -20994,31 +21177,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x1c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x1c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21031,31 +21217,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x1b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x19, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x19, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x1a, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x1a, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VPSRLD           $0x19, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x19, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21068,31 +21257,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x15, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x15, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VPSRLD           $0x16, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1152(DX), Z8, Z8
+	VPSRLD           $0x16, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1216(DX), Z9, Z9
+	VPSRLD           $0x15, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x15, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21105,31 +21297,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x13, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x11, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1920(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1984(DX), Z7, Z6
+	VMULPS           1600(DX), Z7, Z7
+	VPSRLD           $0x12, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1664(DX), Z8, Z8
+	VPSRLD           $0x12, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1728(DX), Z9, Z9
+	VPSRLD           $0x11, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x11, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1920(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1984(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21142,31 +21337,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2112(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2176(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2240(DX), Z7, Z6
-	VPSRLD           $0x0d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2304(DX), Z7, Z6
-	VPSRLD           $0x0d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2368(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2432(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2496(DX), Z7, Z6
+	VMULPS           2112(DX), Z7, Z7
+	VPSRLD           $0x0e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2176(DX), Z8, Z8
+	VPSRLD           $0x0e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2240(DX), Z9, Z9
+	VPSRLD           $0x0d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2304(DX), Z10, Z6
+	VPSRLD           $0x0d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2368(DX), Z10, Z7
+	VPSRLD           $0x0c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2432(DX), Z10, Z8
+	VPSRLD           $0x0c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2496(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21179,31 +21377,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2624(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2688(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2752(DX), Z7, Z6
-	VPSRLD           $0x09, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2816(DX), Z7, Z6
-	VPSRLD           $0x09, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2880(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2944(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3008(DX), Z7, Z6
+	VMULPS           2624(DX), Z7, Z7
+	VPSRLD           $0x0a, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2688(DX), Z8, Z8
+	VPSRLD           $0x0a, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2752(DX), Z9, Z9
+	VPSRLD           $0x09, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2816(DX), Z10, Z6
+	VPSRLD           $0x09, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2880(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2944(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3008(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21216,31 +21417,34 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3136(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3200(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3264(DX), Z7, Z6
-	VPSRLD           $0x05, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3328(DX), Z7, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3392(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3456(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3520(DX), Z7, Z6
+	VMULPS           3136(DX), Z7, Z7
+	VPSRLD           $0x06, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           3200(DX), Z8, Z8
+	VPSRLD           $0x06, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3264(DX), Z9, Z9
+	VPSRLD           $0x05, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3328(DX), Z10, Z6
+	VPSRLD           $0x05, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3392(DX), Z10, Z7
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3456(DX), Z10, Z8
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3520(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21253,29 +21457,32 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x03, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3648(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3712(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3776(DX), Z7, Z6
-	VPSRLD           $0x01, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3840(DX), Z7, Z6
-	VPSRLD           $0x01, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3904(DX), Z7, Z6
+	VMULPS           3648(DX), Z7, Z7
+	VPSRLD           $0x02, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           3712(DX), Z8, Z8
+	VPSRLD           $0x02, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3776(DX), Z9, Z9
+	VPSRLD           $0x01, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3840(DX), Z10, Z6
+	VPSRLD           $0x01, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3904(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z6
+	VFMADD231PS      3968(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS      4032(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -21336,63 +21543,66 @@ Bits1A32S8Avx512_chunk:
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x1b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x1b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x19, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x19, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x1c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x1c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x1b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x1b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x1a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x1a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x19, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x19, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21405,63 +21615,66 @@ Bits1A32S8Avx512_chunk:
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x15, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x15, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
-	VPSRLD           $0x13, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1536(DX), Z7, Z6
-	VPSRLD           $0x13, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x11, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1920(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1984(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VPSRLD           $0x16, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           1152(DX), Z8, Z8
+	VPSRLD           $0x16, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1216(DX), Z9, Z9
+	VPSRLD           $0x15, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x15, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VPSRLD           $0x13, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1536(DX), Z10, Z6
+	VPSRLD           $0x13, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1600(DX), Z10, Z7
+	VPSRLD           $0x12, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1664(DX), Z10, Z8
+	VPSRLD           $0x12, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1728(DX), Z10, Z9
+	VPSRLD           $0x11, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x11, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1920(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1984(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21474,63 +21687,66 @@ Bits1A32S8Avx512_chunk:
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2112(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2176(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2240(DX), Z7, Z6
-	VPSRLD           $0x0d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2304(DX), Z7, Z6
-	VPSRLD           $0x0d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2368(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2432(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2496(DX), Z7, Z6
-	VPSRLD           $0x0b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2560(DX), Z7, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2624(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2688(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2752(DX), Z7, Z6
-	VPSRLD           $0x09, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2816(DX), Z7, Z6
-	VPSRLD           $0x09, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2880(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2944(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3008(DX), Z7, Z6
+	VMULPS           2112(DX), Z7, Z7
+	VPSRLD           $0x0e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2176(DX), Z8, Z8
+	VPSRLD           $0x0e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2240(DX), Z9, Z9
+	VPSRLD           $0x0d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2304(DX), Z10, Z6
+	VPSRLD           $0x0d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2368(DX), Z10, Z7
+	VPSRLD           $0x0c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2432(DX), Z10, Z8
+	VPSRLD           $0x0c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2496(DX), Z10, Z9
+	VPSRLD           $0x0b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2560(DX), Z10, Z6
+	VPSRLD           $0x0b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2624(DX), Z10, Z7
+	VPSRLD           $0x0a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2688(DX), Z10, Z8
+	VPSRLD           $0x0a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2752(DX), Z10, Z9
+	VPSRLD           $0x09, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2816(DX), Z10, Z6
+	VPSRLD           $0x09, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2880(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2944(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3008(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21543,61 +21759,64 @@ Bits1A32S8Avx512_chunk:
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3136(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3200(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3264(DX), Z7, Z6
-	VPSRLD           $0x05, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3328(DX), Z7, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3392(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3456(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3520(DX), Z7, Z6
-	VPSRLD           $0x03, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3584(DX), Z7, Z6
-	VPSRLD           $0x03, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3648(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3712(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3776(DX), Z7, Z6
-	VPSRLD           $0x01, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3840(DX), Z7, Z6
-	VPSRLD           $0x01, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3904(DX), Z7, Z6
+	VMULPS           3136(DX), Z7, Z7
+	VPSRLD           $0x06, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           3200(DX), Z8, Z8
+	VPSRLD           $0x06, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3264(DX), Z9, Z9
+	VPSRLD           $0x05, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3328(DX), Z10, Z6
+	VPSRLD           $0x05, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3392(DX), Z10, Z7
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3456(DX), Z10, Z8
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3520(DX), Z10, Z9
+	VPSRLD           $0x03, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3584(DX), Z10, Z6
+	VPSRLD           $0x03, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3648(DX), Z10, Z7
+	VPSRLD           $0x02, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3712(DX), Z10, Z8
+	VPSRLD           $0x02, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3776(DX), Z10, Z9
+	VPSRLD           $0x01, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3840(DX), Z10, Z6
+	VPSRLD           $0x01, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3904(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z6
+	VFMADD231PS      3968(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS      4032(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -21658,127 +21877,130 @@ Bits1A32S16Avx512_chunk:
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x1b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x1b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x19, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x19, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
-	VPSRLD           $0x17, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1024(DX), Z7, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x15, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x15, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
-	VPSRLD           $0x13, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1536(DX), Z7, Z6
-	VPSRLD           $0x13, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x11, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1920(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1984(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x1c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x1c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x1b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x1b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x1a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x1a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x19, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x19, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VPSRLD           $0x17, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1024(DX), Z10, Z6
+	VPSRLD           $0x17, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1088(DX), Z10, Z7
+	VPSRLD           $0x16, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1152(DX), Z10, Z8
+	VPSRLD           $0x16, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1216(DX), Z10, Z9
+	VPSRLD           $0x15, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x15, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VPSRLD           $0x13, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1536(DX), Z10, Z6
+	VPSRLD           $0x13, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1600(DX), Z10, Z7
+	VPSRLD           $0x12, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1664(DX), Z10, Z8
+	VPSRLD           $0x12, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1728(DX), Z10, Z9
+	VPSRLD           $0x11, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x11, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1920(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1984(DX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -21791,125 +22013,128 @@ Bits1A32S16Avx512_chunk:
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2112(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2176(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2240(DX), Z7, Z6
-	VPSRLD           $0x0d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2304(DX), Z7, Z6
-	VPSRLD           $0x0d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2368(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2432(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2496(DX), Z7, Z6
-	VPSRLD           $0x0b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2560(DX), Z7, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2624(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2688(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2752(DX), Z7, Z6
-	VPSRLD           $0x09, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2816(DX), Z7, Z6
-	VPSRLD           $0x09, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2880(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2944(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3008(DX), Z7, Z6
-	VPSRLD           $0x07, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3072(DX), Z7, Z6
-	VPSRLD           $0x07, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3136(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3200(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3264(DX), Z7, Z6
-	VPSRLD           $0x05, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3328(DX), Z7, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3392(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3456(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3520(DX), Z7, Z6
-	VPSRLD           $0x03, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3584(DX), Z7, Z6
-	VPSRLD           $0x03, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3648(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3712(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3776(DX), Z7, Z6
-	VPSRLD           $0x01, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3840(DX), Z7, Z6
-	VPSRLD           $0x01, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3904(DX), Z7, Z6
+	VMULPS           2112(DX), Z7, Z7
+	VPSRLD           $0x0e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           2176(DX), Z8, Z8
+	VPSRLD           $0x0e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2240(DX), Z9, Z9
+	VPSRLD           $0x0d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2304(DX), Z10, Z6
+	VPSRLD           $0x0d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2368(DX), Z10, Z7
+	VPSRLD           $0x0c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2432(DX), Z10, Z8
+	VPSRLD           $0x0c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2496(DX), Z10, Z9
+	VPSRLD           $0x0b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2560(DX), Z10, Z6
+	VPSRLD           $0x0b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2624(DX), Z10, Z7
+	VPSRLD           $0x0a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2688(DX), Z10, Z8
+	VPSRLD           $0x0a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2752(DX), Z10, Z9
+	VPSRLD           $0x09, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2816(DX), Z10, Z6
+	VPSRLD           $0x09, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2880(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2944(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3008(DX), Z10, Z9
+	VPSRLD           $0x07, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3072(DX), Z10, Z6
+	VPSRLD           $0x07, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3136(DX), Z10, Z7
+	VPSRLD           $0x06, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3200(DX), Z10, Z8
+	VPSRLD           $0x06, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3264(DX), Z10, Z9
+	VPSRLD           $0x05, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3328(DX), Z10, Z6
+	VPSRLD           $0x05, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3392(DX), Z10, Z7
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3456(DX), Z10, Z8
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3520(DX), Z10, Z9
+	VPSRLD           $0x03, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3584(DX), Z10, Z6
+	VPSRLD           $0x03, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3648(DX), Z10, Z7
+	VPSRLD           $0x02, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3712(DX), Z10, Z8
+	VPSRLD           $0x02, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3776(DX), Z10, Z9
+	VPSRLD           $0x01, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3840(DX), Z10, Z6
+	VPSRLD           $0x01, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3904(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z6
+	VFMADD231PS      3968(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS      4032(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -21970,253 +22195,256 @@ Bits1A32S32Avx512_chunk:
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x1d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x1c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x1b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x1b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x19, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x19, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x18, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
-	VPSRLD           $0x17, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1024(DX), Z7, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
-	VPSRLD           $0x16, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1152(DX), Z7, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1216(DX), Z7, Z6
-	VPSRLD           $0x15, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1280(DX), Z7, Z6
-	VPSRLD           $0x15, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1344(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1408(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1472(DX), Z7, Z6
-	VPSRLD           $0x13, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1536(DX), Z7, Z6
-	VPSRLD           $0x13, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1600(DX), Z7, Z6
-	VPSRLD           $0x12, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1664(DX), Z7, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1728(DX), Z7, Z6
-	VPSRLD           $0x11, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1792(DX), Z7, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1856(DX), Z7, Z6
-	VPSRLD           $0x10, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1920(DX), Z7, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1984(DX), Z7, Z6
-	VPSRLD           $0x0f, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2048(DX), Z7, Z6
-	VPSRLD           $0x0f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2112(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2176(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2240(DX), Z7, Z6
-	VPSRLD           $0x0d, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2304(DX), Z7, Z6
-	VPSRLD           $0x0d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2368(DX), Z7, Z6
-	VPSRLD           $0x0c, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2432(DX), Z7, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2496(DX), Z7, Z6
-	VPSRLD           $0x0b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2560(DX), Z7, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2624(DX), Z7, Z6
-	VPSRLD           $0x0a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2688(DX), Z7, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2752(DX), Z7, Z6
-	VPSRLD           $0x09, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2816(DX), Z7, Z6
-	VPSRLD           $0x09, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2880(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      2944(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3008(DX), Z7, Z6
-	VPSRLD           $0x07, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3072(DX), Z7, Z6
-	VPSRLD           $0x07, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3136(DX), Z7, Z6
-	VPSRLD           $0x06, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3200(DX), Z7, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3264(DX), Z7, Z6
-	VPSRLD           $0x05, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3328(DX), Z7, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3392(DX), Z7, Z6
-	VPSRLD           $0x04, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3456(DX), Z7, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3520(DX), Z7, Z6
-	VPSRLD           $0x03, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3584(DX), Z7, Z6
-	VPSRLD           $0x03, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3648(DX), Z7, Z6
-	VPSRLD           $0x02, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3712(DX), Z7, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3776(DX), Z7, Z6
-	VPSRLD           $0x01, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3840(DX), Z7, Z6
-	VPSRLD           $0x01, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      3904(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x1d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x1d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x1c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x1c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x1b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x1b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x1a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x1a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x19, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x19, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x18, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x18, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VPSRLD           $0x17, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1024(DX), Z10, Z6
+	VPSRLD           $0x17, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1088(DX), Z10, Z7
+	VPSRLD           $0x16, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1152(DX), Z10, Z8
+	VPSRLD           $0x16, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1216(DX), Z10, Z9
+	VPSRLD           $0x15, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(DX), Z10, Z6
+	VPSRLD           $0x15, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1408(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1472(DX), Z10, Z9
+	VPSRLD           $0x13, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1536(DX), Z10, Z6
+	VPSRLD           $0x13, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1600(DX), Z10, Z7
+	VPSRLD           $0x12, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1664(DX), Z10, Z8
+	VPSRLD           $0x12, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1728(DX), Z10, Z9
+	VPSRLD           $0x11, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1792(DX), Z10, Z6
+	VPSRLD           $0x11, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1856(DX), Z10, Z7
+	VPSRLD           $0x10, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1920(DX), Z10, Z8
+	VPSRLD           $0x10, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1984(DX), Z10, Z9
+	VPSRLD           $0x0f, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2048(DX), Z10, Z6
+	VPSRLD           $0x0f, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2112(DX), Z10, Z7
+	VPSRLD           $0x0e, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2176(DX), Z10, Z8
+	VPSRLD           $0x0e, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2240(DX), Z10, Z9
+	VPSRLD           $0x0d, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2304(DX), Z10, Z6
+	VPSRLD           $0x0d, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2368(DX), Z10, Z7
+	VPSRLD           $0x0c, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2432(DX), Z10, Z8
+	VPSRLD           $0x0c, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2496(DX), Z10, Z9
+	VPSRLD           $0x0b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2560(DX), Z10, Z6
+	VPSRLD           $0x0b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2624(DX), Z10, Z7
+	VPSRLD           $0x0a, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2688(DX), Z10, Z8
+	VPSRLD           $0x0a, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2752(DX), Z10, Z9
+	VPSRLD           $0x09, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2816(DX), Z10, Z6
+	VPSRLD           $0x09, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2880(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      2944(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3008(DX), Z10, Z9
+	VPSRLD           $0x07, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3072(DX), Z10, Z6
+	VPSRLD           $0x07, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3136(DX), Z10, Z7
+	VPSRLD           $0x06, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3200(DX), Z10, Z8
+	VPSRLD           $0x06, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3264(DX), Z10, Z9
+	VPSRLD           $0x05, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3328(DX), Z10, Z6
+	VPSRLD           $0x05, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3392(DX), Z10, Z7
+	VPSRLD           $0x04, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3456(DX), Z10, Z8
+	VPSRLD           $0x04, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3520(DX), Z10, Z9
+	VPSRLD           $0x03, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3584(DX), Z10, Z6
+	VPSRLD           $0x03, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3648(DX), Z10, Z7
+	VPSRLD           $0x02, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3712(DX), Z10, Z8
+	VPSRLD           $0x02, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3776(DX), Z10, Z9
+	VPSRLD           $0x01, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3840(DX), Z10, Z6
+	VPSRLD           $0x01, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      3904(DX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z6
+	VFMADD231PS      3968(DX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z6
+	VFMADD231PS      4032(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -22277,7 +22505,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22290,7 +22519,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           192(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22303,7 +22533,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22316,7 +22547,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           448(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22329,7 +22561,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22342,7 +22575,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           704(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22355,7 +22589,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22368,7 +22603,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           960(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22381,7 +22617,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
+	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22394,7 +22631,8 @@ Bits3A32S1Avx512_chunk:
 	VPSRLD           $0x02, Z5, Z5
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VFMADD231PS      1216(DX), Z5, Z4
+	VMULPS           1216(DX), Z5, Z5
+	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -22455,15 +22693,18 @@ Bits3A32S2Avx512_chunk:
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1a, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1a, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22476,15 +22717,18 @@ Bits3A32S2Avx512_chunk:
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
+	VMULPS           320(DX), Z7, Z7
+	VPSRLD           $0x14, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           384(DX), Z8, Z8
+	VPSRLD           $0x14, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           448(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22497,15 +22741,18 @@ Bits3A32S2Avx512_chunk:
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
+	VMULPS           576(DX), Z7, Z7
+	VPSRLD           $0x0e, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           640(DX), Z8, Z8
+	VPSRLD           $0x0e, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           704(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22518,15 +22765,18 @@ Bits3A32S2Avx512_chunk:
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
+	VMULPS           832(DX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           896(DX), Z8, Z8
+	VPSRLD           $0x08, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           960(DX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
 	VFMADD231SS      (BX), X6, X3
@@ -22539,15 +22789,18 @@ Bits3A32S2Avx512_chunk:
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
+	VMULPS           1088(DX), Z7, Z7
 	VPSRLD           $0x02, Z4, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1152(DX), Z4, Z6
-	VPSRLD           $0x02, Z5, Z4
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1216(DX), Z4, Z6
+	VMULPS           1152(DX), Z4, Z4
+	VPSRLD           $0x02, Z5, Z5
+	VPANDD           Z5, Z0, Z5
+	VPERMPS          Z1, Z5, Z5
+	VMULPS           1216(DX), Z5, Z5
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -22608,79 +22861,82 @@ Bits3A32S10Avx512_chunk:
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      64(DX), Z7, Z6
-	VPSRLD           $0x1a, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      128(DX), Z7, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      192(DX), Z7, Z6
-	VPSRLD           $0x17, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      256(DX), Z7, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      320(DX), Z7, Z6
-	VPSRLD           $0x14, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      384(DX), Z7, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      448(DX), Z7, Z6
-	VPSRLD           $0x11, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      512(DX), Z7, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      576(DX), Z7, Z6
-	VPSRLD           $0x0e, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      640(DX), Z7, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      704(DX), Z7, Z6
-	VPSRLD           $0x0b, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      768(DX), Z7, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      832(DX), Z7, Z6
-	VPSRLD           $0x08, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      896(DX), Z7, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      960(DX), Z7, Z6
-	VPSRLD           $0x05, Z4, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1024(DX), Z7, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VFMADD231PS      1088(DX), Z7, Z6
+	VMULPS           64(DX), Z7, Z7
+	VPSRLD           $0x1a, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VPERMPS          Z1, Z8, Z8
+	VMULPS           128(DX), Z8, Z8
+	VPSRLD           $0x1a, Z5, Z9
+	VPANDD           Z9, Z0, Z9
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           192(DX), Z9, Z9
+	VPSRLD           $0x17, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(DX), Z10, Z6
+	VPSRLD           $0x17, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(DX), Z10, Z7
+	VPSRLD           $0x14, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      384(DX), Z10, Z8
+	VPSRLD           $0x14, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      448(DX), Z10, Z9
+	VPSRLD           $0x11, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(DX), Z10, Z6
+	VPSRLD           $0x11, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(DX), Z10, Z7
+	VPSRLD           $0x0e, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      640(DX), Z10, Z8
+	VPSRLD           $0x0e, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      704(DX), Z10, Z9
+	VPSRLD           $0x0b, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(DX), Z10, Z6
+	VPSRLD           $0x0b, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(DX), Z10, Z7
+	VPSRLD           $0x08, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      896(DX), Z10, Z8
+	VPSRLD           $0x08, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      960(DX), Z10, Z9
+	VPSRLD           $0x05, Z4, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1024(DX), Z10, Z6
+	VPSRLD           $0x05, Z5, Z10
+	VPANDD           Z10, Z0, Z10
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1088(DX), Z10, Z7
 	VPSRLD           $0x02, Z4, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1152(DX), Z4, Z6
+	VFMADD231PS      1152(DX), Z4, Z8
 	VPSRLD           $0x02, Z5, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1216(DX), Z4, Z6
+	VFMADD231PS      1216(DX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
 	VFMADD231SS      (BX), X4, X3
@@ -22744,18 +23000,20 @@ Sparse12A32S1Avx512_chunk:
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
-	VMOVAPS           Z7, Z7
-	VPSRLD            $0x18, Z5, Z8
-	VPANDD            Z8, Z1, Z8
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x18, Z5, Z7
+	VPANDD            Z7, Z1, Z7
 	VMOVUPS           64(DX), Z9
-	VPTESTMD          Z2, Z8, K1
+	VPTESTMD          Z2, Z7, K1
 	VBLENDMPS         64(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z7, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z6, Z3
-	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	VFNMADD231PS.BCST 4(CX), Z8, Z3
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x10, Z4, Z6
 	VPANDD            Z6, Z1, Z6
@@ -22765,18 +23023,20 @@ Sparse12A32S1Avx512_chunk:
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
-	VMOVAPS           Z7, Z7
-	VPSRLD            $0x10, Z5, Z8
-	VPANDD            Z8, Z1, Z8
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x10, Z5, Z7
+	VPANDD            Z7, Z1, Z7
 	VMOVUPS           192(DX), Z9
-	VPTESTMD          Z2, Z8, K1
+	VPTESTMD          Z2, Z7, K1
 	VBLENDMPS         192(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z7, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z6, Z3
-	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	VFNMADD231PS.BCST 4(CX), Z8, Z3
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x08, Z4, Z6
 	VPANDD            Z6, Z1, Z6
@@ -22786,18 +23046,20 @@ Sparse12A32S1Avx512_chunk:
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
-	VMOVAPS           Z7, Z7
-	VPSRLD            $0x08, Z5, Z8
-	VPANDD            Z8, Z1, Z8
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x08, Z5, Z7
+	VPANDD            Z7, Z1, Z7
 	VMOVUPS           320(DX), Z9
-	VPTESTMD          Z2, Z8, K1
+	VPTESTMD          Z2, Z7, K1
 	VBLENDMPS         320(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z7, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z6, Z3
-	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	VFNMADD231PS.BCST 4(CX), Z8, Z3
 	ADDQ              $0x00000008, CX
 	VPANDD            Z4, Z1, Z4
 	VMOVUPS           384(DX), Z6
@@ -22813,8 +23075,10 @@ Sparse12A32S1Avx512_chunk:
 	VBLENDMPS         448(BX), Z7, K1, Z7
 	VPANDD            Z5, Z0, Z5
 	VCVTDQ2PS         Z5, Z5
-	VFMADD231PS       Z7, Z5, Z4
+	VMULPS            Z7, Z5, Z5
+	VMOVAPS           Z7, Z7
 	VADDPS            Z7, Z6, Z6
+	VADDPS            Z5, Z4, Z4
 	VFMADD231PS.BCST  (CX), Z4, Z3
 	VFNMADD231PS.BCST 4(CX), Z6, Z3
 	ADDQ              $0x00000008, CX
@@ -22876,16 +23140,16 @@ Sparse12A32S2Avx512_chunk:
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
-	VMOVAPS           Z7, Z7
-	VPSRLD            $0x18, Z5, Z8
-	VPANDD            Z8, Z1, Z8
-	VMOVUPS           64(DX), Z9
-	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         64(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VMOVAPS           Z7, Z10
+	VPSRLD            $0x18, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           64(DX), Z8
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         64(BX), Z8, K1, Z8
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z8, Z7, Z7
+	VMOVAPS           Z8, Z11
 	VPSRLD            $0x10, Z4, Z8
 	VPANDD            Z8, Z1, Z8
 	VMOVUPS           128(DX), Z9
@@ -22893,19 +23157,25 @@ Sparse12A32S2Avx512_chunk:
 	VBLENDMPS         128(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
-	VPSRLD            $0x10, Z5, Z8
-	VPANDD            Z8, Z1, Z8
-	VMOVUPS           192(DX), Z9
-	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         192(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VMULPS            Z9, Z8, Z8
+	VMOVAPS           Z9, Z12
+	VPSRLD            $0x10, Z5, Z9
+	VPANDD            Z9, Z1, Z9
+	VMOVUPS           192(DX), Z13
+	VPTESTMD          Z2, Z9, K1
+	VBLENDMPS         192(BX), Z13, K1, Z13
+	VPANDD            Z9, Z0, Z9
+	VCVTDQ2PS         Z9, Z9
+	VMULPS            Z13, Z9, Z9
+	VMOVAPS           Z13, Z13
+	VADDPS            Z11, Z10, Z10
+	VADDPS            Z13, Z12, Z12
+	VADDPS            Z12, Z10, Z10
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z8, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z6, Z3
-	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	VFNMADD231PS.BCST 4(CX), Z10, Z3
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x08, Z4, Z6
 	VPANDD            Z6, Z1, Z6
@@ -22915,34 +23185,40 @@ Sparse12A32S2Avx512_chunk:
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
-	VMOVAPS           Z7, Z7
-	VPSRLD            $0x08, Z5, Z8
-	VPANDD            Z8, Z1, Z8
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x08, Z5, Z7
+	VPANDD            Z7, Z1, Z7
 	VMOVUPS           320(DX), Z9
-	VPTESTMD          Z2, Z8, K1
+	VPTESTMD          Z2, Z7, K1
 	VBLENDMPS         320(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
 	VPANDD            Z4, Z1, Z4
-	VMOVUPS           384(DX), Z8
+	VMOVUPS           384(DX), Z10
 	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         384(BX), Z8, K1, Z8
+	VBLENDMPS         384(BX), Z10, K1, Z10
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VFMADD231PS       Z8, Z4, Z6
-	VADDPS            Z8, Z7, Z7
-	VPANDD            Z5, Z1, Z4
-	VMOVUPS           448(DX), Z5
-	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         448(BX), Z5, K1, Z5
-	VPANDD            Z4, Z0, Z4
-	VCVTDQ2PS         Z4, Z4
-	VFMADD231PS       Z5, Z4, Z6
-	VADDPS            Z5, Z7, Z7
+	VMULPS            Z10, Z4, Z4
+	VMOVAPS           Z10, Z10
+	VPANDD            Z5, Z1, Z5
+	VMOVUPS           448(DX), Z11
+	VPTESTMD          Z2, Z5, K1
+	VBLENDMPS         448(BX), Z11, K1, Z11
+	VPANDD            Z5, Z0, Z5
+	VCVTDQ2PS         Z5, Z5
+	VMULPS            Z11, Z5, Z5
+	VMOVAPS           Z11, Z11
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z11, Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z4, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z6, Z3
-	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	VFNMADD231PS.BCST 4(CX), Z8, Z3
 	ADDQ              $0x00000008, CX
 	ADDQ              $0x00000080, SI
 	ADDQ              $0x00000200, DX
@@ -23002,16 +23278,16 @@ Sparse12A32S4Avx512_chunk:
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
-	VMOVAPS           Z7, Z7
-	VPSRLD            $0x18, Z5, Z8
-	VPANDD            Z8, Z1, Z8
-	VMOVUPS           64(DX), Z9
-	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         64(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VMOVAPS           Z7, Z10
+	VPSRLD            $0x18, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           64(DX), Z8
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         64(BX), Z8, K1, Z8
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z8, Z7, Z7
+	VMOVAPS           Z8, Z11
 	VPSRLD            $0x10, Z4, Z8
 	VPANDD            Z8, Z1, Z8
 	VMOVUPS           128(DX), Z9
@@ -23019,53 +23295,59 @@ Sparse12A32S4Avx512_chunk:
 	VBLENDMPS         128(BX), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
-	VPSRLD            $0x10, Z5, Z8
-	VPANDD            Z8, Z1, Z8
-	VMOVUPS           192(DX), Z9
-	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         192(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
-	VPSRLD            $0x08, Z4, Z8
-	VPANDD            Z8, Z1, Z8
-	VMOVUPS           256(DX), Z9
-	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         256(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
-	VPSRLD            $0x08, Z5, Z8
-	VPANDD            Z8, Z1, Z8
-	VMOVUPS           320(DX), Z9
-	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         320(BX), Z9, K1, Z9
-	VPANDD            Z8, Z0, Z8
-	VCVTDQ2PS         Z8, Z8
-	VFMADD231PS       Z9, Z8, Z6
-	VADDPS            Z9, Z7, Z7
+	VMULPS            Z9, Z8, Z8
+	VMOVAPS           Z9, Z12
+	VPSRLD            $0x10, Z5, Z9
+	VPANDD            Z9, Z1, Z9
+	VMOVUPS           192(DX), Z13
+	VPTESTMD          Z2, Z9, K1
+	VBLENDMPS         192(BX), Z13, K1, Z13
+	VPANDD            Z9, Z0, Z9
+	VCVTDQ2PS         Z9, Z9
+	VMULPS            Z13, Z9, Z9
+	VMOVAPS           Z13, Z13
+	VPSRLD            $0x08, Z4, Z14
+	VPANDD            Z14, Z1, Z14
+	VMOVUPS           256(DX), Z15
+	VPTESTMD          Z2, Z14, K1
+	VBLENDMPS         256(BX), Z15, K1, Z15
+	VPANDD            Z14, Z0, Z14
+	VCVTDQ2PS         Z14, Z14
+	VFMADD231PS       Z15, Z14, Z6
+	VADDPS            Z15, Z10, Z10
+	VPSRLD            $0x08, Z5, Z14
+	VPANDD            Z14, Z1, Z14
+	VMOVUPS           320(DX), Z15
+	VPTESTMD          Z2, Z14, K1
+	VBLENDMPS         320(BX), Z15, K1, Z15
+	VPANDD            Z14, Z0, Z14
+	VCVTDQ2PS         Z14, Z14
+	VFMADD231PS       Z15, Z14, Z7
+	VADDPS            Z15, Z11, Z11
 	VPANDD            Z4, Z1, Z4
-	VMOVUPS           384(DX), Z8
+	VMOVUPS           384(DX), Z14
 	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         384(BX), Z8, K1, Z8
+	VBLENDMPS         384(BX), Z14, K1, Z14
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VFMADD231PS       Z8, Z4, Z6
-	VADDPS            Z8, Z7, Z7
+	VFMADD231PS       Z14, Z4, Z8
+	VADDPS            Z14, Z12, Z12
 	VPANDD            Z5, Z1, Z4
 	VMOVUPS           448(DX), Z5
 	VPTESTMD          Z2, Z4, K1
 	VBLENDMPS         448(BX), Z5, K1, Z5
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
-	VFMADD231PS       Z5, Z4, Z6
-	VADDPS            Z5, Z7, Z7
+	VFMADD231PS       Z5, Z4, Z9
+	VADDPS            Z5, Z13, Z13
+	VADDPS            Z11, Z10, Z10
+	VADDPS            Z13, Z12, Z12
+	VADDPS            Z12, Z10, Z10
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z8, Z6, Z6
 	VFMADD231PS.BCST  (CX), Z6, Z3
-	VFNMADD231PS.BCST 4(CX), Z7, Z3
+	VFNMADD231PS.BCST 4(CX), Z10, Z3
 	ADDQ              $0x00000008, CX
 	ADDQ              $0x00000080, SI
 	ADDQ              $0x00000200, DX
@@ -23124,15 +23406,18 @@ Bits8A32S1Avx2_chunk:
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23146,15 +23431,18 @@ Bits8A32S1Avx2_chunk:
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       160(DX), Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(DX), Y9, Y9
+	VPSRLD       $0x10, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23168,15 +23456,18 @@ Bits8A32S1Avx2_chunk:
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23188,13 +23479,16 @@ Bits8A32S1Avx2_chunk:
 	VMULPS       384(DX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  416(DX), Y4, Y3
-	VPAND        Y5, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  448(DX), Y4, Y3
-	VPAND        Y6, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  480(DX), Y4, Y3
+	VMULPS       416(DX), Y4, Y4
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       448(DX), Y5, Y5
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       480(DX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
@@ -23256,31 +23550,34 @@ Bits8A32S2Avx2_chunk:
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23294,27 +23591,30 @@ Bits8A32S2Avx2_chunk:
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  384(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  416(DX), Y3, Y7
+	VFMADD231PS  416(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  448(DX), Y3, Y7
+	VFMADD231PS  448(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  480(DX), Y3, Y7
+	VFMADD231PS  480(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -23376,59 +23676,62 @@ Bits8A32S4Avx2_chunk:
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  384(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  416(DX), Y3, Y7
+	VFMADD231PS  416(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  448(DX), Y3, Y7
+	VFMADD231PS  448(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  480(DX), Y3, Y7
+	VFMADD231PS  480(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -23490,15 +23793,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23512,15 +23818,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       160(DX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(DX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23534,15 +23843,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23556,15 +23868,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       416(DX), Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       448(DX), Y9, Y9
+	VPSRLD       $0x10, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       480(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23578,15 +23893,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23600,15 +23918,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       672(DX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       704(DX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       736(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23622,15 +23943,18 @@ Bits4A32S1Avx2_chunk:
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x04, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x04, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23642,13 +23966,16 @@ Bits4A32S1Avx2_chunk:
 	VMULPS       896(DX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  928(DX), Y4, Y3
-	VPAND        Y5, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  960(DX), Y4, Y3
-	VPAND        Y6, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  992(DX), Y4, Y3
+	VMULPS       928(DX), Y4, Y4
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       960(DX), Y5, Y5
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       992(DX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
@@ -23710,31 +24037,34 @@ Bits4A32S2Avx2_chunk:
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23748,31 +24078,34 @@ Bits4A32S2Avx2_chunk:
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23786,31 +24119,34 @@ Bits4A32S2Avx2_chunk:
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23824,27 +24160,30 @@ Bits4A32S2Avx2_chunk:
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x04, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x04, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  896(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  928(DX), Y3, Y7
+	VFMADD231PS  928(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  960(DX), Y3, Y7
+	VFMADD231PS  960(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  992(DX), Y3, Y7
+	VFMADD231PS  992(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -23906,63 +24245,66 @@ Bits4A32S4Avx2_chunk:
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -23976,59 +24318,62 @@ Bits4A32S4Avx2_chunk:
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  896(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  928(DX), Y3, Y7
+	VFMADD231PS  928(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  960(DX), Y3, Y7
+	VFMADD231PS  960(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  992(DX), Y3, Y7
+	VFMADD231PS  992(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -24090,123 +24435,126 @@ Bits4A32S8Avx2_chunk:
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  896(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  928(DX), Y3, Y7
+	VFMADD231PS  928(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  960(DX), Y3, Y7
+	VFMADD231PS  960(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  992(DX), Y3, Y7
+	VFMADD231PS  992(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -24268,15 +24616,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24290,15 +24641,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       160(DX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(DX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24312,15 +24666,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x1a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x1a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24334,15 +24691,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       416(DX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       448(DX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       480(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24356,15 +24716,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x16, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x16, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24378,15 +24741,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       672(DX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       704(DX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       736(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24400,15 +24766,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x12, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x12, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x12, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24422,15 +24791,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       928(DX), Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       960(DX), Y9, Y9
+	VPSRLD       $0x10, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       992(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24444,15 +24816,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24466,15 +24841,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
+	VMULPS       1184(DX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1216(DX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1248(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24488,15 +24866,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x0a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
+	VMULPS       1312(DX), Y8, Y8
+	VPSRLD       $0x0a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1344(DX), Y9, Y9
+	VPSRLD       $0x0a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1376(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24510,15 +24891,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
+	VMULPS       1440(DX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1472(DX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1504(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24532,15 +24916,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
+	VMULPS       1568(DX), Y8, Y8
+	VPSRLD       $0x06, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1600(DX), Y9, Y9
+	VPSRLD       $0x06, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1632(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24554,15 +24941,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
+	VMULPS       1696(DX), Y8, Y8
+	VPSRLD       $0x04, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1728(DX), Y9, Y9
+	VPSRLD       $0x04, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1760(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24576,15 +24966,18 @@ Bits2A32S1Avx2_chunk:
 	VPSRLD       $0x02, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
+	VMULPS       1824(DX), Y8, Y8
+	VPSRLD       $0x02, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1856(DX), Y9, Y9
+	VPSRLD       $0x02, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1888(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24596,13 +24989,16 @@ Bits2A32S1Avx2_chunk:
 	VMULPS       1920(DX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  1952(DX), Y4, Y3
-	VPAND        Y5, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  1984(DX), Y4, Y3
-	VPAND        Y6, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  2016(DX), Y4, Y3
+	VMULPS       1952(DX), Y4, Y4
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       1984(DX), Y5, Y5
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       2016(DX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
@@ -24664,31 +25060,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24702,31 +25101,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x1a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x1a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24740,31 +25142,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x16, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x16, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24778,31 +25183,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x12, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x12, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x12, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24816,31 +25224,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24854,31 +25265,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x0a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
+	VMULPS       1312(DX), Y8, Y8
+	VPSRLD       $0x0a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1344(DX), Y9, Y9
+	VPSRLD       $0x0a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1376(DX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24892,31 +25306,34 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
+	VMULPS       1568(DX), Y8, Y8
+	VPSRLD       $0x06, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1600(DX), Y9, Y9
+	VPSRLD       $0x06, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1632(DX), Y10, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -24930,27 +25347,30 @@ Bits2A32S2Avx2_chunk:
 	VPSRLD       $0x02, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
+	VMULPS       1824(DX), Y8, Y8
+	VPSRLD       $0x02, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1856(DX), Y9, Y9
+	VPSRLD       $0x02, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1888(DX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  1920(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y7
+	VFMADD231PS  1952(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y7
+	VFMADD231PS  1984(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y7
+	VFMADD231PS  2016(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -25012,63 +25432,66 @@ Bits2A32S4Avx2_chunk:
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -25082,63 +25505,66 @@ Bits2A32S4Avx2_chunk:
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x16, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x16, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -25152,63 +25578,66 @@ Bits2A32S4Avx2_chunk:
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -25222,59 +25651,62 @@ Bits2A32S4Avx2_chunk:
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
+	VMULPS       1568(DX), Y8, Y8
+	VPSRLD       $0x06, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1600(DX), Y9, Y9
+	VPSRLD       $0x06, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1632(DX), Y10, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  1920(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y7
+	VFMADD231PS  1952(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y7
+	VFMADD231PS  1984(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y7
+	VFMADD231PS  2016(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -25336,127 +25768,130 @@ Bits2A32S8Avx2_chunk:
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -25470,123 +25905,126 @@ Bits2A32S8Avx2_chunk:
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1536(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1536(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1568(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1600(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1632(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  1920(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y7
+	VFMADD231PS  1952(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y7
+	VFMADD231PS  1984(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y7
+	VFMADD231PS  2016(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -25648,251 +26086,254 @@ Bits2A32S16Avx2_chunk:
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1024(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1536(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1024(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1056(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1088(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1120(DX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1536(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1568(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1600(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1632(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  1920(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y7
+	VFMADD231PS  1952(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y7
+	VFMADD231PS  1984(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y7
+	VFMADD231PS  2016(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -25954,15 +26395,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -25976,15 +26420,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       160(DX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(DX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -25998,15 +26445,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26020,15 +26470,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       416(DX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       448(DX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       480(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26042,15 +26495,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x1b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x1b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x1b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x1b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x1b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26064,15 +26520,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       672(DX), Y8, Y8
+	VPSRLD       $0x1a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       704(DX), Y9, Y9
+	VPSRLD       $0x1a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       736(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26086,15 +26545,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x19, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x19, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x19, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x19, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x19, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26108,15 +26570,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       928(DX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       960(DX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       992(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26130,15 +26595,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26152,15 +26620,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
+	VMULPS       1184(DX), Y8, Y8
+	VPSRLD       $0x16, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1216(DX), Y9, Y9
+	VPSRLD       $0x16, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1248(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26174,15 +26645,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x15, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x15, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x15, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
+	VMULPS       1312(DX), Y8, Y8
+	VPSRLD       $0x15, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1344(DX), Y9, Y9
+	VPSRLD       $0x15, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1376(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26196,15 +26670,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
+	VMULPS       1440(DX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1472(DX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1504(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26218,15 +26695,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x13, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x13, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x13, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
+	VMULPS       1568(DX), Y8, Y8
+	VPSRLD       $0x13, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1600(DX), Y9, Y9
+	VPSRLD       $0x13, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1632(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26240,15 +26720,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x12, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
+	VMULPS       1696(DX), Y8, Y8
+	VPSRLD       $0x12, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1728(DX), Y9, Y9
+	VPSRLD       $0x12, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1760(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26262,15 +26745,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
+	VMULPS       1824(DX), Y8, Y8
+	VPSRLD       $0x11, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1856(DX), Y9, Y9
+	VPSRLD       $0x11, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1888(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26284,15 +26770,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1952(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1984(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2016(DX), Y8, Y7
+	VMULPS       1952(DX), Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1984(DX), Y9, Y9
+	VPSRLD       $0x10, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2016(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26306,15 +26795,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2080(DX), Y8, Y7
-	VPSRLD       $0x0f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2112(DX), Y8, Y7
-	VPSRLD       $0x0f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2144(DX), Y8, Y7
+	VMULPS       2080(DX), Y8, Y8
+	VPSRLD       $0x0f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2112(DX), Y9, Y9
+	VPSRLD       $0x0f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2144(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26328,15 +26820,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2208(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2240(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2272(DX), Y8, Y7
+	VMULPS       2208(DX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2240(DX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2272(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26350,15 +26845,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x0d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2336(DX), Y8, Y7
-	VPSRLD       $0x0d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2368(DX), Y8, Y7
-	VPSRLD       $0x0d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2400(DX), Y8, Y7
+	VMULPS       2336(DX), Y8, Y8
+	VPSRLD       $0x0d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2368(DX), Y9, Y9
+	VPSRLD       $0x0d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2400(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26372,15 +26870,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2464(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2496(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2528(DX), Y8, Y7
+	VMULPS       2464(DX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2496(DX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2528(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26394,15 +26895,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2592(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2624(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2656(DX), Y8, Y7
+	VMULPS       2592(DX), Y8, Y8
+	VPSRLD       $0x0b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2624(DX), Y9, Y9
+	VPSRLD       $0x0b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2656(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26416,15 +26920,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x0a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2720(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2752(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2784(DX), Y8, Y7
+	VMULPS       2720(DX), Y8, Y8
+	VPSRLD       $0x0a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2752(DX), Y9, Y9
+	VPSRLD       $0x0a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2784(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26438,15 +26945,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x09, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2848(DX), Y8, Y7
-	VPSRLD       $0x09, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2880(DX), Y8, Y7
-	VPSRLD       $0x09, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2912(DX), Y8, Y7
+	VMULPS       2848(DX), Y8, Y8
+	VPSRLD       $0x09, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2880(DX), Y9, Y9
+	VPSRLD       $0x09, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2912(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26460,15 +26970,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2976(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3008(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3040(DX), Y8, Y7
+	VMULPS       2976(DX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3008(DX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3040(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26482,15 +26995,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3104(DX), Y8, Y7
-	VPSRLD       $0x07, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3136(DX), Y8, Y7
-	VPSRLD       $0x07, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3168(DX), Y8, Y7
+	VMULPS       3104(DX), Y8, Y8
+	VPSRLD       $0x07, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3136(DX), Y9, Y9
+	VPSRLD       $0x07, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3168(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26504,15 +27020,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3232(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3264(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3296(DX), Y8, Y7
+	VMULPS       3232(DX), Y8, Y8
+	VPSRLD       $0x06, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3264(DX), Y9, Y9
+	VPSRLD       $0x06, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3296(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26526,15 +27045,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3360(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3392(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3424(DX), Y8, Y7
+	VMULPS       3360(DX), Y8, Y8
+	VPSRLD       $0x05, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3392(DX), Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3424(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26548,15 +27070,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3488(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3520(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3552(DX), Y8, Y7
+	VMULPS       3488(DX), Y8, Y8
+	VPSRLD       $0x04, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3520(DX), Y9, Y9
+	VPSRLD       $0x04, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3552(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26570,15 +27095,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x03, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3616(DX), Y8, Y7
-	VPSRLD       $0x03, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3648(DX), Y8, Y7
-	VPSRLD       $0x03, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3680(DX), Y8, Y7
+	VMULPS       3616(DX), Y8, Y8
+	VPSRLD       $0x03, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3648(DX), Y9, Y9
+	VPSRLD       $0x03, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3680(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26592,15 +27120,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x02, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3744(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3776(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3808(DX), Y8, Y7
+	VMULPS       3744(DX), Y8, Y8
+	VPSRLD       $0x02, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3776(DX), Y9, Y9
+	VPSRLD       $0x02, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3808(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26614,15 +27145,18 @@ Bits1A32S1Avx2_chunk:
 	VPSRLD       $0x01, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3872(DX), Y8, Y7
-	VPSRLD       $0x01, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3904(DX), Y8, Y7
-	VPSRLD       $0x01, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3936(DX), Y8, Y7
+	VMULPS       3872(DX), Y8, Y8
+	VPSRLD       $0x01, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3904(DX), Y9, Y9
+	VPSRLD       $0x01, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3936(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26634,13 +27168,16 @@ Bits1A32S1Avx2_chunk:
 	VMULPS       3968(DX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  4000(DX), Y4, Y3
-	VPAND        Y5, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  4032(DX), Y4, Y3
-	VPAND        Y6, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  4064(DX), Y4, Y3
+	VMULPS       4000(DX), Y4, Y4
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       4032(DX), Y5, Y5
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       4064(DX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
@@ -26702,31 +27239,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26740,31 +27280,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26778,31 +27321,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x1b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x1b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x1b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x1b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x1b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26816,31 +27362,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x19, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x19, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x19, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x19, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x19, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26854,31 +27403,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26892,31 +27444,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x15, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x15, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x15, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
+	VMULPS       1312(DX), Y8, Y8
+	VPSRLD       $0x15, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1344(DX), Y9, Y9
+	VPSRLD       $0x15, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1376(DX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26930,31 +27485,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x13, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x13, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x13, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
+	VMULPS       1568(DX), Y8, Y8
+	VPSRLD       $0x13, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1600(DX), Y9, Y9
+	VPSRLD       $0x13, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1632(DX), Y10, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -26968,31 +27526,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1920(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1952(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1984(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2016(DX), Y8, Y7
+	VMULPS       1824(DX), Y8, Y8
+	VPSRLD       $0x11, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1856(DX), Y9, Y9
+	VPSRLD       $0x11, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1888(DX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1920(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1952(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1984(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2016(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27006,31 +27567,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2080(DX), Y8, Y7
-	VPSRLD       $0x0f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2112(DX), Y8, Y7
-	VPSRLD       $0x0f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2144(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2176(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2208(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2240(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2272(DX), Y8, Y7
+	VMULPS       2080(DX), Y8, Y8
+	VPSRLD       $0x0f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2112(DX), Y9, Y9
+	VPSRLD       $0x0f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2144(DX), Y10, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2176(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2208(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2240(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2272(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27044,31 +27608,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x0d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2336(DX), Y8, Y7
-	VPSRLD       $0x0d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2368(DX), Y8, Y7
-	VPSRLD       $0x0d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2400(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2432(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2464(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2496(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2528(DX), Y8, Y7
+	VMULPS       2336(DX), Y8, Y8
+	VPSRLD       $0x0d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2368(DX), Y9, Y9
+	VPSRLD       $0x0d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2400(DX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2432(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2464(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2496(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2528(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27082,31 +27649,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2592(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2624(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2656(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2688(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2720(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2752(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2784(DX), Y8, Y7
+	VMULPS       2592(DX), Y8, Y8
+	VPSRLD       $0x0b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2624(DX), Y9, Y9
+	VPSRLD       $0x0b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2656(DX), Y10, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2688(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2720(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2752(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2784(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27120,31 +27690,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x09, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2848(DX), Y8, Y7
-	VPSRLD       $0x09, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2880(DX), Y8, Y7
-	VPSRLD       $0x09, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2912(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2944(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2976(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3008(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3040(DX), Y8, Y7
+	VMULPS       2848(DX), Y8, Y8
+	VPSRLD       $0x09, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2880(DX), Y9, Y9
+	VPSRLD       $0x09, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2912(DX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2944(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2976(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3008(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3040(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27158,31 +27731,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3104(DX), Y8, Y7
-	VPSRLD       $0x07, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3136(DX), Y8, Y7
-	VPSRLD       $0x07, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3168(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3200(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3232(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3264(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3296(DX), Y8, Y7
+	VMULPS       3104(DX), Y8, Y8
+	VPSRLD       $0x07, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3136(DX), Y9, Y9
+	VPSRLD       $0x07, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3168(DX), Y10, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3200(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3232(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3264(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3296(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27196,31 +27772,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3360(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3392(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3424(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3456(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3488(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3520(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3552(DX), Y8, Y7
+	VMULPS       3360(DX), Y8, Y8
+	VPSRLD       $0x05, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3392(DX), Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3424(DX), Y10, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3456(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3488(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3520(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3552(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27234,31 +27813,34 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x03, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3616(DX), Y8, Y7
-	VPSRLD       $0x03, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3648(DX), Y8, Y7
-	VPSRLD       $0x03, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3680(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3712(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3744(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3776(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3808(DX), Y8, Y7
+	VMULPS       3616(DX), Y8, Y8
+	VPSRLD       $0x03, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3648(DX), Y9, Y9
+	VPSRLD       $0x03, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3680(DX), Y10, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3712(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3744(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3776(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3808(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27272,27 +27854,30 @@ Bits1A32S2Avx2_chunk:
 	VPSRLD       $0x01, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3872(DX), Y8, Y7
-	VPSRLD       $0x01, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3904(DX), Y8, Y7
-	VPSRLD       $0x01, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3936(DX), Y8, Y7
+	VMULPS       3872(DX), Y8, Y8
+	VPSRLD       $0x01, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3904(DX), Y9, Y9
+	VPSRLD       $0x01, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3936(DX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  3968(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y7
+	VFMADD231PS  4000(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y7
+	VFMADD231PS  4032(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y7
+	VFMADD231PS  4064(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -27354,63 +27939,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27424,63 +28012,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x1b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x1b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x1b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x19, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x19, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x19, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x19, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x1b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x1b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x19, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x19, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x19, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x19, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27494,63 +28085,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x15, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x15, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x15, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x15, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x15, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x15, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x15, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x15, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27564,63 +28158,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x13, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x13, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x13, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x11, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1920(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1952(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1984(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2016(DX), Y8, Y7
+	VMULPS       1568(DX), Y8, Y8
+	VPSRLD       $0x13, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1600(DX), Y9, Y9
+	VPSRLD       $0x13, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1632(DX), Y10, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x11, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x11, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x11, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x11, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1920(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1952(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1984(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2016(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27634,63 +28231,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2080(DX), Y8, Y7
-	VPSRLD       $0x0f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2112(DX), Y8, Y7
-	VPSRLD       $0x0f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2144(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2176(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2208(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2240(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2272(DX), Y8, Y7
-	VPSRLD       $0x0d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2304(DX), Y8, Y7
-	VPSRLD       $0x0d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2336(DX), Y8, Y7
-	VPSRLD       $0x0d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2368(DX), Y8, Y7
-	VPSRLD       $0x0d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2400(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2432(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2464(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2496(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2528(DX), Y8, Y7
+	VMULPS       2080(DX), Y8, Y8
+	VPSRLD       $0x0f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2112(DX), Y9, Y9
+	VPSRLD       $0x0f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2144(DX), Y10, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2176(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2208(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2240(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2272(DX), Y11, Y10
+	VPSRLD       $0x0d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2304(DX), Y11, Y7
+	VPSRLD       $0x0d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2336(DX), Y11, Y8
+	VPSRLD       $0x0d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2368(DX), Y11, Y9
+	VPSRLD       $0x0d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2400(DX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2432(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2464(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2496(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2528(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27704,63 +28304,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2592(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2624(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2656(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2688(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2720(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2752(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2784(DX), Y8, Y7
-	VPSRLD       $0x09, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2816(DX), Y8, Y7
-	VPSRLD       $0x09, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2848(DX), Y8, Y7
-	VPSRLD       $0x09, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2880(DX), Y8, Y7
-	VPSRLD       $0x09, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2912(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2944(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2976(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3008(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3040(DX), Y8, Y7
+	VMULPS       2592(DX), Y8, Y8
+	VPSRLD       $0x0b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2624(DX), Y9, Y9
+	VPSRLD       $0x0b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2656(DX), Y10, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2688(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2720(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2752(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2784(DX), Y11, Y10
+	VPSRLD       $0x09, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2816(DX), Y11, Y7
+	VPSRLD       $0x09, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2848(DX), Y11, Y8
+	VPSRLD       $0x09, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2880(DX), Y11, Y9
+	VPSRLD       $0x09, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2912(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2944(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2976(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3008(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3040(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27774,63 +28377,66 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3104(DX), Y8, Y7
-	VPSRLD       $0x07, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3136(DX), Y8, Y7
-	VPSRLD       $0x07, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3168(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3200(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3232(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3264(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3296(DX), Y8, Y7
-	VPSRLD       $0x05, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3328(DX), Y8, Y7
-	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3360(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3392(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3424(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3456(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3488(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3520(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3552(DX), Y8, Y7
+	VMULPS       3104(DX), Y8, Y8
+	VPSRLD       $0x07, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3136(DX), Y9, Y9
+	VPSRLD       $0x07, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3168(DX), Y10, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3200(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3232(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3264(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3296(DX), Y11, Y10
+	VPSRLD       $0x05, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3328(DX), Y11, Y7
+	VPSRLD       $0x05, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3360(DX), Y11, Y8
+	VPSRLD       $0x05, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3392(DX), Y11, Y9
+	VPSRLD       $0x05, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3424(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3456(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3488(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3520(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3552(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -27844,59 +28450,62 @@ Bits1A32S4Avx2_chunk:
 	VPSRLD       $0x03, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3616(DX), Y8, Y7
-	VPSRLD       $0x03, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3648(DX), Y8, Y7
-	VPSRLD       $0x03, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3680(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3712(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3744(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3776(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3808(DX), Y8, Y7
-	VPSRLD       $0x01, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3840(DX), Y8, Y7
-	VPSRLD       $0x01, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3872(DX), Y8, Y7
-	VPSRLD       $0x01, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3904(DX), Y8, Y7
-	VPSRLD       $0x01, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3936(DX), Y8, Y7
+	VMULPS       3616(DX), Y8, Y8
+	VPSRLD       $0x03, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3648(DX), Y9, Y9
+	VPSRLD       $0x03, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3680(DX), Y10, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3712(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3744(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3776(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3808(DX), Y11, Y10
+	VPSRLD       $0x01, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3840(DX), Y11, Y7
+	VPSRLD       $0x01, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3872(DX), Y11, Y8
+	VPSRLD       $0x01, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3904(DX), Y11, Y9
+	VPSRLD       $0x01, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3936(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  3968(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y7
+	VFMADD231PS  4000(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y7
+	VFMADD231PS  4032(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y7
+	VFMADD231PS  4064(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -27958,127 +28567,130 @@ Bits1A32S8Avx2_chunk:
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x1b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x1b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x1b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x1b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x19, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x19, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x19, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x19, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x1b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x1b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x1b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x1b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x19, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x19, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x19, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x19, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -28092,127 +28704,130 @@ Bits1A32S8Avx2_chunk:
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x15, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x15, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x15, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x15, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
-	VPSRLD       $0x13, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1536(DX), Y8, Y7
-	VPSRLD       $0x13, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x13, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x13, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x11, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1920(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1952(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1984(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2016(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x15, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x15, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x15, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x15, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VPSRLD       $0x13, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1536(DX), Y11, Y7
+	VPSRLD       $0x13, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1568(DX), Y11, Y8
+	VPSRLD       $0x13, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1600(DX), Y11, Y9
+	VPSRLD       $0x13, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1632(DX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x11, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x11, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x11, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x11, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1920(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1952(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1984(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2016(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -28226,127 +28841,130 @@ Bits1A32S8Avx2_chunk:
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2080(DX), Y8, Y7
-	VPSRLD       $0x0f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2112(DX), Y8, Y7
-	VPSRLD       $0x0f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2144(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2176(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2208(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2240(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2272(DX), Y8, Y7
-	VPSRLD       $0x0d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2304(DX), Y8, Y7
-	VPSRLD       $0x0d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2336(DX), Y8, Y7
-	VPSRLD       $0x0d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2368(DX), Y8, Y7
-	VPSRLD       $0x0d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2400(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2432(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2464(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2496(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2528(DX), Y8, Y7
-	VPSRLD       $0x0b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2560(DX), Y8, Y7
-	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2592(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2624(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2656(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2688(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2720(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2752(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2784(DX), Y8, Y7
-	VPSRLD       $0x09, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2816(DX), Y8, Y7
-	VPSRLD       $0x09, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2848(DX), Y8, Y7
-	VPSRLD       $0x09, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2880(DX), Y8, Y7
-	VPSRLD       $0x09, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2912(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2944(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2976(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3008(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3040(DX), Y8, Y7
+	VMULPS       2080(DX), Y8, Y8
+	VPSRLD       $0x0f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2112(DX), Y9, Y9
+	VPSRLD       $0x0f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2144(DX), Y10, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2176(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2208(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2240(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2272(DX), Y11, Y10
+	VPSRLD       $0x0d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2304(DX), Y11, Y7
+	VPSRLD       $0x0d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2336(DX), Y11, Y8
+	VPSRLD       $0x0d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2368(DX), Y11, Y9
+	VPSRLD       $0x0d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2400(DX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2432(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2464(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2496(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2528(DX), Y11, Y10
+	VPSRLD       $0x0b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2560(DX), Y11, Y7
+	VPSRLD       $0x0b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2592(DX), Y11, Y8
+	VPSRLD       $0x0b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2624(DX), Y11, Y9
+	VPSRLD       $0x0b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2656(DX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2688(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2720(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2752(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2784(DX), Y11, Y10
+	VPSRLD       $0x09, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2816(DX), Y11, Y7
+	VPSRLD       $0x09, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2848(DX), Y11, Y8
+	VPSRLD       $0x09, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2880(DX), Y11, Y9
+	VPSRLD       $0x09, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2912(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2944(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2976(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3008(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3040(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -28360,123 +28978,126 @@ Bits1A32S8Avx2_chunk:
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3104(DX), Y8, Y7
-	VPSRLD       $0x07, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3136(DX), Y8, Y7
-	VPSRLD       $0x07, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3168(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3200(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3232(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3264(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3296(DX), Y8, Y7
-	VPSRLD       $0x05, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3328(DX), Y8, Y7
-	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3360(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3392(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3424(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3456(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3488(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3520(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3552(DX), Y8, Y7
-	VPSRLD       $0x03, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3584(DX), Y8, Y7
-	VPSRLD       $0x03, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3616(DX), Y8, Y7
-	VPSRLD       $0x03, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3648(DX), Y8, Y7
-	VPSRLD       $0x03, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3680(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3712(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3744(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3776(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3808(DX), Y8, Y7
-	VPSRLD       $0x01, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3840(DX), Y8, Y7
-	VPSRLD       $0x01, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3872(DX), Y8, Y7
-	VPSRLD       $0x01, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3904(DX), Y8, Y7
-	VPSRLD       $0x01, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3936(DX), Y8, Y7
+	VMULPS       3104(DX), Y8, Y8
+	VPSRLD       $0x07, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       3136(DX), Y9, Y9
+	VPSRLD       $0x07, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       3168(DX), Y10, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3200(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3232(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3264(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3296(DX), Y11, Y10
+	VPSRLD       $0x05, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3328(DX), Y11, Y7
+	VPSRLD       $0x05, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3360(DX), Y11, Y8
+	VPSRLD       $0x05, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3392(DX), Y11, Y9
+	VPSRLD       $0x05, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3424(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3456(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3488(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3520(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3552(DX), Y11, Y10
+	VPSRLD       $0x03, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3584(DX), Y11, Y7
+	VPSRLD       $0x03, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3616(DX), Y11, Y8
+	VPSRLD       $0x03, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3648(DX), Y11, Y9
+	VPSRLD       $0x03, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3680(DX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3712(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3744(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3776(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3808(DX), Y11, Y10
+	VPSRLD       $0x01, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3840(DX), Y11, Y7
+	VPSRLD       $0x01, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3872(DX), Y11, Y8
+	VPSRLD       $0x01, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3904(DX), Y11, Y9
+	VPSRLD       $0x01, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3936(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  3968(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y7
+	VFMADD231PS  4000(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y7
+	VFMADD231PS  4032(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y7
+	VFMADD231PS  4064(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -28538,255 +29159,258 @@ Bits1A32S16Avx2_chunk:
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x1b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x1b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x1b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x1b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x19, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x19, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x19, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x19, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
-	VPSRLD       $0x17, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1024(DX), Y8, Y7
-	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x15, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x15, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x15, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x15, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
-	VPSRLD       $0x13, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1536(DX), Y8, Y7
-	VPSRLD       $0x13, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x13, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x13, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x11, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1920(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1952(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1984(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2016(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x1b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x1b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x1b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x1b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x19, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x19, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x19, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x19, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VPSRLD       $0x17, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1024(DX), Y11, Y7
+	VPSRLD       $0x17, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1056(DX), Y11, Y8
+	VPSRLD       $0x17, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1088(DX), Y11, Y9
+	VPSRLD       $0x17, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1120(DX), Y11, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x15, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x15, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x15, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x15, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VPSRLD       $0x13, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1536(DX), Y11, Y7
+	VPSRLD       $0x13, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1568(DX), Y11, Y8
+	VPSRLD       $0x13, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1600(DX), Y11, Y9
+	VPSRLD       $0x13, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1632(DX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x11, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x11, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x11, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x11, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1920(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1952(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1984(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2016(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -28800,251 +29424,254 @@ Bits1A32S16Avx2_chunk:
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2080(DX), Y8, Y7
-	VPSRLD       $0x0f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2112(DX), Y8, Y7
-	VPSRLD       $0x0f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2144(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2176(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2208(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2240(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2272(DX), Y8, Y7
-	VPSRLD       $0x0d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2304(DX), Y8, Y7
-	VPSRLD       $0x0d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2336(DX), Y8, Y7
-	VPSRLD       $0x0d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2368(DX), Y8, Y7
-	VPSRLD       $0x0d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2400(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2432(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2464(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2496(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2528(DX), Y8, Y7
-	VPSRLD       $0x0b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2560(DX), Y8, Y7
-	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2592(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2624(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2656(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2688(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2720(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2752(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2784(DX), Y8, Y7
-	VPSRLD       $0x09, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2816(DX), Y8, Y7
-	VPSRLD       $0x09, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2848(DX), Y8, Y7
-	VPSRLD       $0x09, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2880(DX), Y8, Y7
-	VPSRLD       $0x09, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2912(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2944(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2976(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3008(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3040(DX), Y8, Y7
-	VPSRLD       $0x07, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3072(DX), Y8, Y7
-	VPSRLD       $0x07, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3104(DX), Y8, Y7
-	VPSRLD       $0x07, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3136(DX), Y8, Y7
-	VPSRLD       $0x07, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3168(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3200(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3232(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3264(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3296(DX), Y8, Y7
-	VPSRLD       $0x05, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3328(DX), Y8, Y7
-	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3360(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3392(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3424(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3456(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3488(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3520(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3552(DX), Y8, Y7
-	VPSRLD       $0x03, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3584(DX), Y8, Y7
-	VPSRLD       $0x03, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3616(DX), Y8, Y7
-	VPSRLD       $0x03, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3648(DX), Y8, Y7
-	VPSRLD       $0x03, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3680(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3712(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3744(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3776(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3808(DX), Y8, Y7
-	VPSRLD       $0x01, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3840(DX), Y8, Y7
-	VPSRLD       $0x01, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3872(DX), Y8, Y7
-	VPSRLD       $0x01, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3904(DX), Y8, Y7
-	VPSRLD       $0x01, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3936(DX), Y8, Y7
+	VMULPS       2080(DX), Y8, Y8
+	VPSRLD       $0x0f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       2112(DX), Y9, Y9
+	VPSRLD       $0x0f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       2144(DX), Y10, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2176(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2208(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2240(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2272(DX), Y11, Y10
+	VPSRLD       $0x0d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2304(DX), Y11, Y7
+	VPSRLD       $0x0d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2336(DX), Y11, Y8
+	VPSRLD       $0x0d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2368(DX), Y11, Y9
+	VPSRLD       $0x0d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2400(DX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2432(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2464(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2496(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2528(DX), Y11, Y10
+	VPSRLD       $0x0b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2560(DX), Y11, Y7
+	VPSRLD       $0x0b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2592(DX), Y11, Y8
+	VPSRLD       $0x0b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2624(DX), Y11, Y9
+	VPSRLD       $0x0b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2656(DX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2688(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2720(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2752(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2784(DX), Y11, Y10
+	VPSRLD       $0x09, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2816(DX), Y11, Y7
+	VPSRLD       $0x09, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2848(DX), Y11, Y8
+	VPSRLD       $0x09, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2880(DX), Y11, Y9
+	VPSRLD       $0x09, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2912(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2944(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2976(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3008(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3040(DX), Y11, Y10
+	VPSRLD       $0x07, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3072(DX), Y11, Y7
+	VPSRLD       $0x07, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3104(DX), Y11, Y8
+	VPSRLD       $0x07, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3136(DX), Y11, Y9
+	VPSRLD       $0x07, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3168(DX), Y11, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3200(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3232(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3264(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3296(DX), Y11, Y10
+	VPSRLD       $0x05, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3328(DX), Y11, Y7
+	VPSRLD       $0x05, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3360(DX), Y11, Y8
+	VPSRLD       $0x05, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3392(DX), Y11, Y9
+	VPSRLD       $0x05, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3424(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3456(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3488(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3520(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3552(DX), Y11, Y10
+	VPSRLD       $0x03, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3584(DX), Y11, Y7
+	VPSRLD       $0x03, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3616(DX), Y11, Y8
+	VPSRLD       $0x03, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3648(DX), Y11, Y9
+	VPSRLD       $0x03, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3680(DX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3712(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3744(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3776(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3808(DX), Y11, Y10
+	VPSRLD       $0x01, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3840(DX), Y11, Y7
+	VPSRLD       $0x01, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3872(DX), Y11, Y8
+	VPSRLD       $0x01, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3904(DX), Y11, Y9
+	VPSRLD       $0x01, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3936(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  3968(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y7
+	VFMADD231PS  4000(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y7
+	VFMADD231PS  4032(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y7
+	VFMADD231PS  4064(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -29106,507 +29733,510 @@ Bits1A32S32Avx2_chunk:
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x1d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x1c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x1c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x1c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x1b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x1b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x1b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x1b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x19, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x19, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x19, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x19, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x18, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x18, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x18, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
-	VPSRLD       $0x17, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1024(DX), Y8, Y7
-	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
-	VPSRLD       $0x16, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1152(DX), Y8, Y7
-	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1184(DX), Y8, Y7
-	VPSRLD       $0x16, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1216(DX), Y8, Y7
-	VPSRLD       $0x16, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1248(DX), Y8, Y7
-	VPSRLD       $0x15, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1280(DX), Y8, Y7
-	VPSRLD       $0x15, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1312(DX), Y8, Y7
-	VPSRLD       $0x15, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1344(DX), Y8, Y7
-	VPSRLD       $0x15, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1376(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1408(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1440(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1472(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1504(DX), Y8, Y7
-	VPSRLD       $0x13, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1536(DX), Y8, Y7
-	VPSRLD       $0x13, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1568(DX), Y8, Y7
-	VPSRLD       $0x13, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1600(DX), Y8, Y7
-	VPSRLD       $0x13, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1632(DX), Y8, Y7
-	VPSRLD       $0x12, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1664(DX), Y8, Y7
-	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1696(DX), Y8, Y7
-	VPSRLD       $0x12, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1728(DX), Y8, Y7
-	VPSRLD       $0x12, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1760(DX), Y8, Y7
-	VPSRLD       $0x11, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1792(DX), Y8, Y7
-	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1824(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1856(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1888(DX), Y8, Y7
-	VPSRLD       $0x10, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1920(DX), Y8, Y7
-	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1952(DX), Y8, Y7
-	VPSRLD       $0x10, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1984(DX), Y8, Y7
-	VPSRLD       $0x10, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2016(DX), Y8, Y7
-	VPSRLD       $0x0f, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2048(DX), Y8, Y7
-	VPSRLD       $0x0f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2080(DX), Y8, Y7
-	VPSRLD       $0x0f, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2112(DX), Y8, Y7
-	VPSRLD       $0x0f, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2144(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2176(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2208(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2240(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2272(DX), Y8, Y7
-	VPSRLD       $0x0d, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2304(DX), Y8, Y7
-	VPSRLD       $0x0d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2336(DX), Y8, Y7
-	VPSRLD       $0x0d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2368(DX), Y8, Y7
-	VPSRLD       $0x0d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2400(DX), Y8, Y7
-	VPSRLD       $0x0c, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2432(DX), Y8, Y7
-	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2464(DX), Y8, Y7
-	VPSRLD       $0x0c, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2496(DX), Y8, Y7
-	VPSRLD       $0x0c, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2528(DX), Y8, Y7
-	VPSRLD       $0x0b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2560(DX), Y8, Y7
-	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2592(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2624(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2656(DX), Y8, Y7
-	VPSRLD       $0x0a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2688(DX), Y8, Y7
-	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2720(DX), Y8, Y7
-	VPSRLD       $0x0a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2752(DX), Y8, Y7
-	VPSRLD       $0x0a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2784(DX), Y8, Y7
-	VPSRLD       $0x09, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2816(DX), Y8, Y7
-	VPSRLD       $0x09, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2848(DX), Y8, Y7
-	VPSRLD       $0x09, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2880(DX), Y8, Y7
-	VPSRLD       $0x09, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2912(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2944(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  2976(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3008(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3040(DX), Y8, Y7
-	VPSRLD       $0x07, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3072(DX), Y8, Y7
-	VPSRLD       $0x07, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3104(DX), Y8, Y7
-	VPSRLD       $0x07, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3136(DX), Y8, Y7
-	VPSRLD       $0x07, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3168(DX), Y8, Y7
-	VPSRLD       $0x06, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3200(DX), Y8, Y7
-	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3232(DX), Y8, Y7
-	VPSRLD       $0x06, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3264(DX), Y8, Y7
-	VPSRLD       $0x06, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3296(DX), Y8, Y7
-	VPSRLD       $0x05, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3328(DX), Y8, Y7
-	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3360(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3392(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3424(DX), Y8, Y7
-	VPSRLD       $0x04, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3456(DX), Y8, Y7
-	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3488(DX), Y8, Y7
-	VPSRLD       $0x04, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3520(DX), Y8, Y7
-	VPSRLD       $0x04, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3552(DX), Y8, Y7
-	VPSRLD       $0x03, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3584(DX), Y8, Y7
-	VPSRLD       $0x03, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3616(DX), Y8, Y7
-	VPSRLD       $0x03, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3648(DX), Y8, Y7
-	VPSRLD       $0x03, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3680(DX), Y8, Y7
-	VPSRLD       $0x02, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3712(DX), Y8, Y7
-	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3744(DX), Y8, Y7
-	VPSRLD       $0x02, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3776(DX), Y8, Y7
-	VPSRLD       $0x02, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3808(DX), Y8, Y7
-	VPSRLD       $0x01, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3840(DX), Y8, Y7
-	VPSRLD       $0x01, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3872(DX), Y8, Y7
-	VPSRLD       $0x01, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3904(DX), Y8, Y7
-	VPSRLD       $0x01, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  3936(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1f, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1f, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x1d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x1d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x1d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x1d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x1b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x1b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x1b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x1b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x19, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x19, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x19, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x19, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VPSRLD       $0x17, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1024(DX), Y11, Y7
+	VPSRLD       $0x17, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1056(DX), Y11, Y8
+	VPSRLD       $0x17, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1088(DX), Y11, Y9
+	VPSRLD       $0x17, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1120(DX), Y11, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1152(DX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1184(DX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1216(DX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1248(DX), Y11, Y10
+	VPSRLD       $0x15, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1280(DX), Y11, Y7
+	VPSRLD       $0x15, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1312(DX), Y11, Y8
+	VPSRLD       $0x15, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1344(DX), Y11, Y9
+	VPSRLD       $0x15, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1376(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1408(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1440(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1472(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1504(DX), Y11, Y10
+	VPSRLD       $0x13, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1536(DX), Y11, Y7
+	VPSRLD       $0x13, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1568(DX), Y11, Y8
+	VPSRLD       $0x13, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1600(DX), Y11, Y9
+	VPSRLD       $0x13, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1632(DX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1664(DX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1696(DX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1728(DX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1760(DX), Y11, Y10
+	VPSRLD       $0x11, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1792(DX), Y11, Y7
+	VPSRLD       $0x11, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1824(DX), Y11, Y8
+	VPSRLD       $0x11, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1856(DX), Y11, Y9
+	VPSRLD       $0x11, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1888(DX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1920(DX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1952(DX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1984(DX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2016(DX), Y11, Y10
+	VPSRLD       $0x0f, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2048(DX), Y11, Y7
+	VPSRLD       $0x0f, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2080(DX), Y11, Y8
+	VPSRLD       $0x0f, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2112(DX), Y11, Y9
+	VPSRLD       $0x0f, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2144(DX), Y11, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2176(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2208(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2240(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2272(DX), Y11, Y10
+	VPSRLD       $0x0d, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2304(DX), Y11, Y7
+	VPSRLD       $0x0d, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2336(DX), Y11, Y8
+	VPSRLD       $0x0d, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2368(DX), Y11, Y9
+	VPSRLD       $0x0d, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2400(DX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2432(DX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2464(DX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2496(DX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2528(DX), Y11, Y10
+	VPSRLD       $0x0b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2560(DX), Y11, Y7
+	VPSRLD       $0x0b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2592(DX), Y11, Y8
+	VPSRLD       $0x0b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2624(DX), Y11, Y9
+	VPSRLD       $0x0b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2656(DX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2688(DX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2720(DX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2752(DX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2784(DX), Y11, Y10
+	VPSRLD       $0x09, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2816(DX), Y11, Y7
+	VPSRLD       $0x09, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2848(DX), Y11, Y8
+	VPSRLD       $0x09, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2880(DX), Y11, Y9
+	VPSRLD       $0x09, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2912(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2944(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  2976(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3008(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3040(DX), Y11, Y10
+	VPSRLD       $0x07, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3072(DX), Y11, Y7
+	VPSRLD       $0x07, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3104(DX), Y11, Y8
+	VPSRLD       $0x07, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3136(DX), Y11, Y9
+	VPSRLD       $0x07, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3168(DX), Y11, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3200(DX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3232(DX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3264(DX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3296(DX), Y11, Y10
+	VPSRLD       $0x05, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3328(DX), Y11, Y7
+	VPSRLD       $0x05, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3360(DX), Y11, Y8
+	VPSRLD       $0x05, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3392(DX), Y11, Y9
+	VPSRLD       $0x05, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3424(DX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3456(DX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3488(DX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3520(DX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3552(DX), Y11, Y10
+	VPSRLD       $0x03, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3584(DX), Y11, Y7
+	VPSRLD       $0x03, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3616(DX), Y11, Y8
+	VPSRLD       $0x03, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3648(DX), Y11, Y9
+	VPSRLD       $0x03, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3680(DX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3712(DX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3744(DX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3776(DX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3808(DX), Y11, Y10
+	VPSRLD       $0x01, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3840(DX), Y11, Y7
+	VPSRLD       $0x01, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3872(DX), Y11, Y8
+	VPSRLD       $0x01, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3904(DX), Y11, Y9
+	VPSRLD       $0x01, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  3936(DX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  3968(DX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y7
+	VFMADD231PS  4000(DX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y7
+	VFMADD231PS  4032(DX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y7
+	VFMADD231PS  4064(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -29668,15 +30298,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29690,15 +30323,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       160(DX), Y8, Y8
+	VPSRLD       $0x1a, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(DX), Y9, Y9
+	VPSRLD       $0x1a, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29712,15 +30348,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29734,15 +30373,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       416(DX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       448(DX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       480(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29756,15 +30398,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x11, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x11, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29778,15 +30423,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       672(DX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       704(DX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       736(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29800,15 +30448,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x0b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x0b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29822,15 +30473,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       928(DX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       960(DX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       992(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29844,15 +30498,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x05, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29866,15 +30523,18 @@ Bits3A32S1Avx2_chunk:
 	VPSRLD       $0x02, Y4, Y4
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  1184(DX), Y4, Y3
-	VPSRLD       $0x02, Y5, Y4
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  1216(DX), Y4, Y3
-	VPSRLD       $0x02, Y6, Y4
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  1248(DX), Y4, Y3
+	VMULPS       1184(DX), Y4, Y4
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       1216(DX), Y5, Y5
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       1248(DX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
@@ -29936,31 +30596,34 @@ Bits3A32S2Avx2_chunk:
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -29974,31 +30637,34 @@ Bits3A32S2Avx2_chunk:
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
+	VMULPS       288(DX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(DX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(DX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -30012,31 +30678,34 @@ Bits3A32S2Avx2_chunk:
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
+	VMULPS       544(DX), Y8, Y8
+	VPSRLD       $0x11, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(DX), Y9, Y9
+	VPSRLD       $0x11, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(DX), Y10, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -30050,31 +30719,34 @@ Bits3A32S2Avx2_chunk:
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
+	VMULPS       800(DX), Y8, Y8
+	VPSRLD       $0x0b, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(DX), Y9, Y9
+	VPSRLD       $0x0b, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(DX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
@@ -30088,15 +30760,15 @@ Bits3A32S2Avx2_chunk:
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
+	VMULPS       1056(DX), Y8, Y8
+	VPSRLD       $0x05, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       1088(DX), Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       1120(DX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
@@ -30104,15 +30776,18 @@ Bits3A32S2Avx2_chunk:
 	VPSRLD       $0x02, Y4, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1184(DX), Y3, Y7
+	VFMADD231PS  1184(DX), Y3, Y8
 	VPSRLD       $0x02, Y5, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1216(DX), Y3, Y7
+	VFMADD231PS  1216(DX), Y3, Y9
 	VPSRLD       $0x02, Y6, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1248(DX), Y3, Y7
+	VFMADD231PS  1248(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -30174,143 +30849,143 @@ Bits3A32S10Avx2_chunk:
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  32(DX), Y8, Y7
-	VPSRLD       $0x1d, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  64(DX), Y8, Y7
-	VPSRLD       $0x1d, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  96(DX), Y8, Y7
-	VPSRLD       $0x1a, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  128(DX), Y8, Y7
-	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  160(DX), Y8, Y7
-	VPSRLD       $0x1a, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  192(DX), Y8, Y7
-	VPSRLD       $0x1a, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  224(DX), Y8, Y7
-	VPSRLD       $0x17, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  256(DX), Y8, Y7
-	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  288(DX), Y8, Y7
-	VPSRLD       $0x17, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  320(DX), Y8, Y7
-	VPSRLD       $0x17, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  352(DX), Y8, Y7
-	VPSRLD       $0x14, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  384(DX), Y8, Y7
-	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  416(DX), Y8, Y7
-	VPSRLD       $0x14, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  448(DX), Y8, Y7
-	VPSRLD       $0x14, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  480(DX), Y8, Y7
-	VPSRLD       $0x11, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  512(DX), Y8, Y7
-	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  544(DX), Y8, Y7
-	VPSRLD       $0x11, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  576(DX), Y8, Y7
-	VPSRLD       $0x11, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  608(DX), Y8, Y7
-	VPSRLD       $0x0e, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  640(DX), Y8, Y7
-	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  672(DX), Y8, Y7
-	VPSRLD       $0x0e, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  704(DX), Y8, Y7
-	VPSRLD       $0x0e, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  736(DX), Y8, Y7
-	VPSRLD       $0x0b, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  768(DX), Y8, Y7
-	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  800(DX), Y8, Y7
-	VPSRLD       $0x0b, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  832(DX), Y8, Y7
-	VPSRLD       $0x0b, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  864(DX), Y8, Y7
-	VPSRLD       $0x08, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  896(DX), Y8, Y7
-	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  928(DX), Y8, Y7
-	VPSRLD       $0x08, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  960(DX), Y8, Y7
-	VPSRLD       $0x08, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  992(DX), Y8, Y7
-	VPSRLD       $0x05, Y3, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1024(DX), Y8, Y7
-	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1056(DX), Y8, Y7
-	VPSRLD       $0x05, Y5, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1088(DX), Y8, Y7
-	VPSRLD       $0x05, Y6, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  1120(DX), Y8, Y7
+	VMULPS       32(DX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(DX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(DX), Y10, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(DX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(DX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(DX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(DX), Y11, Y10
+	VPSRLD       $0x17, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(DX), Y11, Y7
+	VPSRLD       $0x17, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(DX), Y11, Y8
+	VPSRLD       $0x17, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(DX), Y11, Y9
+	VPSRLD       $0x17, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(DX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(DX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(DX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(DX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(DX), Y11, Y10
+	VPSRLD       $0x11, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(DX), Y11, Y7
+	VPSRLD       $0x11, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(DX), Y11, Y8
+	VPSRLD       $0x11, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(DX), Y11, Y9
+	VPSRLD       $0x11, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(DX), Y11, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(DX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(DX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(DX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(DX), Y11, Y10
+	VPSRLD       $0x0b, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(DX), Y11, Y7
+	VPSRLD       $0x0b, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(DX), Y11, Y8
+	VPSRLD       $0x0b, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(DX), Y11, Y9
+	VPSRLD       $0x0b, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(DX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  896(DX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  928(DX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  960(DX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  992(DX), Y11, Y10
+	VPSRLD       $0x05, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1024(DX), Y11, Y7
+	VPSRLD       $0x05, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1056(DX), Y11, Y8
+	VPSRLD       $0x05, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1088(DX), Y11, Y9
+	VPSRLD       $0x05, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  1120(DX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
@@ -30318,15 +30993,18 @@ Bits3A32S10Avx2_chunk:
 	VPSRLD       $0x02, Y4, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1184(DX), Y3, Y7
+	VFMADD231PS  1184(DX), Y3, Y8
 	VPSRLD       $0x02, Y5, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1216(DX), Y3, Y7
+	VFMADD231PS  1216(DX), Y3, Y9
 	VPSRLD       $0x02, Y6, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1248(DX), Y3, Y7
+	VFMADD231PS  1248(DX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
@@ -30391,38 +31069,40 @@ Sparse12A32S1Avx2_chunk:
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
-	VMOVAPS      Y8, Y8
-	VPSRLD       $0x18, Y4, Y9
-	VPAND        Y9, Y1, Y9
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y1, Y8
 	VMOVUPS      32(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
+	VPSLLD       $0x18, Y8, Y11
 	VBLENDVPS    Y11, 32(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      64(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 64(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x18, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      96(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 96(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VBROADCASTSS (CX), Y9
-	VFMADD231PS  Y7, Y9, Y2
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      64(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 64(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      96(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 96(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y2
 	VBROADCASTSS 4(CX), Y7
-	VFNMADD231PS Y8, Y7, Y2
+	VFNMADD231PS Y9, Y7, Y2
 	ADDQ         $0x00000008, CX
 	VPSRLD       $0x10, Y3, Y7
 	VPAND        Y7, Y1, Y7
@@ -30432,38 +31112,40 @@ Sparse12A32S1Avx2_chunk:
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
-	VMOVAPS      Y8, Y8
-	VPSRLD       $0x10, Y4, Y9
-	VPAND        Y9, Y1, Y9
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y1, Y8
 	VMOVUPS      160(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
+	VPSLLD       $0x18, Y8, Y11
 	VBLENDVPS    Y11, 160(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      192(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 192(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      224(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 224(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VBROADCASTSS (CX), Y9
-	VFMADD231PS  Y7, Y9, Y2
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      192(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 192(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      224(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 224(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y2
 	VBROADCASTSS 4(CX), Y7
-	VFNMADD231PS Y8, Y7, Y2
+	VFNMADD231PS Y9, Y7, Y2
 	ADDQ         $0x00000008, CX
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y1, Y7
@@ -30473,38 +31155,40 @@ Sparse12A32S1Avx2_chunk:
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
-	VMOVAPS      Y8, Y8
-	VPSRLD       $0x08, Y4, Y9
-	VPAND        Y9, Y1, Y9
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y1, Y8
 	VMOVUPS      288(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
+	VPSLLD       $0x18, Y8, Y11
 	VBLENDVPS    Y11, 288(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      320(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 320(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      352(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 352(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VBROADCASTSS (CX), Y9
-	VFMADD231PS  Y7, Y9, Y2
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      320(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 320(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      352(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 352(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y2
 	VBROADCASTSS 4(CX), Y7
-	VFNMADD231PS Y8, Y7, Y2
+	VFNMADD231PS Y9, Y7, Y2
 	ADDQ         $0x00000008, CX
 	VPAND        Y3, Y1, Y3
 	VMOVUPS      384(DX), Y7
@@ -30520,24 +31204,26 @@ Sparse12A32S1Avx2_chunk:
 	VBLENDVPS    Y9, 416(BX), Y8, Y8
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y8, Y4, Y3
+	VMULPS       Y8, Y4, Y4
+	VMOVAPS      Y8, Y8
+	VPAND        Y5, Y1, Y5
+	VMOVUPS      448(DX), Y9
+	VPSLLD       $0x18, Y5, Y10
+	VBLENDVPS    Y10, 448(BX), Y9, Y9
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y9, Y5, Y3
+	VADDPS       Y9, Y7, Y7
+	VPAND        Y6, Y1, Y5
+	VMOVUPS      480(DX), Y6
+	VPSLLD       $0x18, Y5, Y9
+	VBLENDVPS    Y9, 480(BX), Y6, Y6
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y6, Y5, Y4
+	VADDPS       Y6, Y8, Y8
 	VADDPS       Y8, Y7, Y7
-	VPAND        Y5, Y1, Y4
-	VMOVUPS      448(DX), Y5
-	VPSLLD       $0x18, Y4, Y8
-	VBLENDVPS    Y8, 448(BX), Y5, Y5
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y5, Y4, Y3
-	VADDPS       Y5, Y7, Y7
-	VPAND        Y6, Y1, Y4
-	VMOVUPS      480(DX), Y5
-	VPSLLD       $0x18, Y4, Y6
-	VBLENDVPS    Y6, 480(BX), Y5, Y5
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y5, Y4, Y3
-	VADDPS       Y5, Y7, Y7
+	VADDPS       Y4, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y2
 	VBROADCASTSS 4(CX), Y3
@@ -30601,74 +31287,76 @@ Sparse12A32S2Avx2_chunk:
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
-	VMOVAPS      Y8, Y8
-	VPSRLD       $0x18, Y4, Y9
-	VPAND        Y9, Y1, Y9
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y1, Y8
 	VMOVUPS      32(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
+	VPSLLD       $0x18, Y8, Y11
 	VBLENDVPS    Y11, 32(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      64(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 64(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x18, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      96(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 96(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y3, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      128(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 128(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y4, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      160(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 160(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      192(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 192(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      224(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 224(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VBROADCASTSS (CX), Y9
-	VFMADD231PS  Y7, Y9, Y2
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      64(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 64(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      96(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 96(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      128(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 128(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      160(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 160(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      192(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 192(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      224(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 224(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (CX), Y8
+	VFMADD231PS  Y7, Y8, Y2
 	VBROADCASTSS 4(CX), Y7
-	VFNMADD231PS Y8, Y7, Y2
+	VFNMADD231PS Y9, Y7, Y2
 	ADDQ         $0x00000008, CX
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y1, Y7
@@ -30678,50 +31366,50 @@ Sparse12A32S2Avx2_chunk:
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
-	VMOVAPS      Y8, Y8
-	VPSRLD       $0x08, Y4, Y9
-	VPAND        Y9, Y1, Y9
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y1, Y8
 	VMOVUPS      288(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
+	VPSLLD       $0x18, Y8, Y11
 	VBLENDVPS    Y11, 288(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      320(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 320(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      352(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 352(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      320(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 320(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      352(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 352(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
 	VPAND        Y3, Y1, Y3
-	VMOVUPS      384(DX), Y9
-	VPSLLD       $0x18, Y3, Y10
-	VBLENDVPS    Y10, 384(BX), Y9, Y9
+	VMOVUPS      384(DX), Y11
+	VPSLLD       $0x18, Y3, Y12
+	VBLENDVPS    Y12, 384(BX), Y11, Y11
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y9, Y3, Y7
-	VADDPS       Y9, Y8, Y8
+	VFMADD231PS  Y11, Y3, Y7
+	VADDPS       Y11, Y9, Y9
 	VPAND        Y4, Y1, Y3
 	VMOVUPS      416(DX), Y4
-	VPSLLD       $0x18, Y3, Y9
-	VBLENDVPS    Y9, 416(BX), Y4, Y4
+	VPSLLD       $0x18, Y3, Y11
+	VBLENDVPS    Y11, 416(BX), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y4, Y3, Y7
-	VADDPS       Y4, Y8, Y8
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
 	VPAND        Y5, Y1, Y3
 	VMOVUPS      448(DX), Y4
 	VPSLLD       $0x18, Y3, Y5
@@ -30729,19 +31417,21 @@ Sparse12A32S2Avx2_chunk:
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y7
-	VADDPS       Y4, Y8, Y8
+	VADDPS       Y4, Y9, Y9
 	VPAND        Y6, Y1, Y3
 	VMOVUPS      480(DX), Y4
 	VPSLLD       $0x18, Y3, Y5
 	VBLENDVPS    Y5, 480(BX), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y4, Y3, Y7
-	VADDPS       Y4, Y8, Y8
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y2
 	VBROADCASTSS 4(CX), Y3
-	VFNMADD231PS Y8, Y3, Y2
+	VFNMADD231PS Y9, Y3, Y2
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000080, SI
 	ADDQ         $0x00000200, DX
@@ -30801,122 +31491,122 @@ Sparse12A32S4Avx2_chunk:
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
-	VMOVAPS      Y8, Y8
-	VPSRLD       $0x18, Y4, Y9
-	VPAND        Y9, Y1, Y9
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y1, Y8
 	VMOVUPS      32(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
+	VPSLLD       $0x18, Y8, Y11
 	VBLENDVPS    Y11, 32(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      64(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 64(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x18, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      96(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 96(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y3, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      128(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 128(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y4, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      160(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 160(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      192(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 192(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x10, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      224(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 224(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y3, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      256(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 256(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y4, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      288(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 288(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y5, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      320(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 320(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
-	VPSRLD       $0x08, Y6, Y9
-	VPAND        Y9, Y1, Y9
-	VMOVUPS      352(DX), Y10
-	VPSLLD       $0x18, Y9, Y11
-	VBLENDVPS    Y11, 352(BX), Y10, Y10
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y10, Y9, Y7
-	VADDPS       Y10, Y8, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      64(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 64(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      96(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 96(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      128(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 128(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      160(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 160(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      192(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 192(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      224(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 224(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      256(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 256(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      288(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 288(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      320(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 320(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      352(DX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 352(BX), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
 	VPAND        Y3, Y1, Y3
-	VMOVUPS      384(DX), Y9
-	VPSLLD       $0x18, Y3, Y10
-	VBLENDVPS    Y10, 384(BX), Y9, Y9
+	VMOVUPS      384(DX), Y11
+	VPSLLD       $0x18, Y3, Y12
+	VBLENDVPS    Y12, 384(BX), Y11, Y11
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y9, Y3, Y7
-	VADDPS       Y9, Y8, Y8
+	VFMADD231PS  Y11, Y3, Y7
+	VADDPS       Y11, Y9, Y9
 	VPAND        Y4, Y1, Y3
 	VMOVUPS      416(DX), Y4
-	VPSLLD       $0x18, Y3, Y9
-	VBLENDVPS    Y9, 416(BX), Y4, Y4
+	VPSLLD       $0x18, Y3, Y11
+	VBLENDVPS    Y11, 416(BX), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y4, Y3, Y7
-	VADDPS       Y4, Y8, Y8
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
 	VPAND        Y5, Y1, Y3
 	VMOVUPS      448(DX), Y4
 	VPSLLD       $0x18, Y3, Y5
@@ -30924,19 +31614,21 @@ Sparse12A32S4Avx2_chunk:
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y7
-	VADDPS       Y4, Y8, Y8
+	VADDPS       Y4, Y9, Y9
 	VPAND        Y6, Y1, Y3
 	VMOVUPS      480(DX), Y4
 	VPSLLD       $0x18, Y3, Y5
 	VBLENDVPS    Y5, 480(BX), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y4, Y3, Y7
-	VADDPS       Y4, Y8, Y8
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y2
 	VBROADCASTSS 4(CX), Y3
-	VFNMADD231PS Y8, Y3, Y2
+	VFNMADD231PS Y9, Y3, Y2
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000080, SI
 	ADDQ         $0x00000200, DX

@@ -1515,7 +1515,7 @@ func bitsA32(n, seg int, f fvec) {
 		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
 	}
 	for s0 := 0; s0 < step; s0 += seg {
-		dot := f.reg()
+		dots := newChains(f, seg*parts, chainsMax)
 		for i := s0; i < s0+seg; i++ {
 			for h := 0; h < parts; h++ {
 				c := f.reg()
@@ -1531,14 +1531,14 @@ func bitsA32(n, seg int, f fvec) {
 					VCVTDQ2PS(c, c)
 				}
 				xm := Mem{Base: xk, Disp: (i*32 + W*h) * 4}
-				if i == s0 && h == 0 {
-					VMULPS(xm, c, dot)
+				if d, first := dots.next(); first {
+					VMULPS(xm, c, d)
 				} else {
-					VFMADD231PS(xm, c, dot)
+					VFMADD231PS(xm, c, d)
 				}
 			}
 		}
-		f.fmaScale(Mem{Base: mp}, dot, acc)
+		f.fmaScale(Mem{Base: mp}, dots.sum(), acc)
 		sz := XMM()
 		VMOVSS(Mem{Base: mp, Disp: 4}, sz)
 		VFMADD231SS(Mem{Base: xs}, sz, corr)
@@ -1599,7 +1599,9 @@ func sparseA32(seg int, f fvec) {
 		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
 	}
 	for s0 := 0; s0 < 4; s0 += seg {
-		dot, sx := f.reg(), f.reg()
+		// AVX2 has 16 registers (VEX cannot encode Y16..Y31): two chains each
+		dn := map[bool]int{true: chainsMax, false: 2}[f.avx512]
+		dots, sxs := newChains(f, seg*parts, dn), newChains(f, seg*parts, dn)
 		for i := s0; i < s0+seg; i++ {
 			for h := 0; h < parts; h++ {
 				c := f.reg()
@@ -1623,16 +1625,20 @@ func sparseA32(seg int, f fvec) {
 				}
 				f.and(c, m7f, c)
 				VCVTDQ2PS(c, c)
-				if i == s0 && h == 0 {
-					VMULPS(x, c, dot)
+				if d, first := dots.next(); first {
+					VMULPS(x, c, d)
+				} else {
+					VFMADD231PS(x, c, d)
+				}
+				if sx, first := sxs.next(); first {
 					VMOVAPS(x, sx)
 				} else {
-					VFMADD231PS(x, c, dot)
 					VADDPS(x, sx, sx)
 				}
 			}
 		}
-		f.fmaScale(Mem{Base: mp}, dot, acc)
+		sx := sxs.sum()
+		f.fmaScale(Mem{Base: mp}, dots.sum(), acc)
 		if f.avx512 {
 			VFNMADD231PS_BCST(Mem{Base: mp, Disp: 4}, sx, acc)
 		} else {
@@ -1648,6 +1654,52 @@ func sparseA32(seg int, f fvec) {
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
 	rowEnd(name, acc, nil, wp, f)
+}
+
+// chains spreads a sum of n terms over up to k (at most chainsMax)
+// independent accumulators, added pairwise at the end: the one-row float kernels had
+// been bound by the latency of one accumulator's FMA chain (4 cycles per
+// 16 or 8 weights), not by throughput.
+type chains struct {
+	regs []VecVirtual
+	i    int
+}
+
+// chainsMax is the most accumulators a chain spreads over.
+const chainsMax = 4
+
+func newChains(f fvec, n, k int) *chains {
+	c := &chains{}
+	for i := 0; i < min(n, k, chainsMax); i++ {
+		c.regs = append(c.regs, f.reg())
+	}
+	return c
+}
+
+// next returns the accumulator of the next term, and whether it is that
+// accumulator's first (to be written, not added to).
+func (c *chains) next() (VecVirtual, bool) {
+	r := c.regs[c.i%len(c.regs)]
+	c.i++
+	return r, c.i <= len(c.regs)
+}
+
+// sum adds the accumulators pairwise and returns the register holding the
+// total.
+func (c *chains) sum() VecVirtual {
+	rs := c.regs
+	for len(rs) > 1 {
+		var next []VecVirtual
+		for j := 0; j+1 < len(rs); j += 2 {
+			VADDPS(rs[j+1], rs[j], rs[j])
+			next = append(next, rs[j])
+		}
+		if len(rs)%2 == 1 {
+			next = append(next, rs[len(rs)-1])
+		}
+		rs = next
+	}
+	return rs[0]
 }
 
 // rowEnd ends a one-row-at-a-time float kernel's row: it stores the
