@@ -226,7 +226,7 @@ func (mx *Matrix) f32Parts(xp []float32, batch int) []f32Part {
 // results into dst.
 func (mx *Matrix) mulParts(dst []float32, parts []f32Part) error {
 	rows := mx.geo.Rows
-	y := make([]float32, 16*rows)
+	y := make([]float32, 2*parts[0].n*rows) // the first part is the largest
 	for _, p := range parts {
 		yp := y[:2*p.n*rows]
 		if err := mx.run(yp, 2*p.n, func(b *Backend) (string, []any, error) {
