@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"runtime"
 	"sort"
 	"strconv"
@@ -83,10 +84,19 @@ func describe(i int) (Device, error) {
 // ptxFor returns the embedded PTX modules (one per CUDA source) of the
 // highest compute capability not above the device's (PTX is forward
 // compatible), and that capability.
+//
+// With $QGEMV_CUDA_PTX set to a directory, the modules come from its
+// <source>_sm_<cc>.ptx files instead (kernel development: variants of the
+// CUDA sources compiled elsewhere, timed without rebuilding the binary).
 func ptxFor(major, minor int) (map[string]string, int, error) {
+	src, what := fs.FS(ptxFS), "embedded in this binary"
 	names, err := fs.Glob(ptxFS, "ptx/*_sm_*.ptx")
+	if dir := os.Getenv(EnvPTX); dir != "" {
+		src, what = os.DirFS(dir), "in $"+EnvPTX+" ("+dir+")"
+		names, err = fs.Glob(src, "*_sm_*.ptx")
+	}
 	if err != nil || len(names) == 0 {
-		return nil, 0, errors.New("cuda: no PTX embedded in this binary")
+		return nil, 0, fmt.Errorf("cuda: no PTX %s", what)
 	}
 	byArch := map[int][]string{}
 	for _, n := range names {
@@ -108,11 +118,11 @@ func ptxFor(major, minor int) (map[string]string, int, error) {
 		}
 		mods := map[string]string{}
 		for _, n := range byArch[a] {
-			b, err := ptxFS.ReadFile(n)
+			b, err := fs.ReadFile(src, n)
 			if err != nil {
 				return nil, 0, err
 			}
-			mods[strings.TrimSuffix(strings.TrimPrefix(n, "ptx/"), fmt.Sprintf("_sm_%d.ptx", a))] = string(b)
+			mods[strings.TrimSuffix(path.Base(n), fmt.Sprintf("_sm_%d.ptx", a))] = string(b)
 		}
 		return mods, a, nil
 	}
@@ -143,10 +153,13 @@ type Options struct {
 	Mode SplitMode
 }
 
-// EnvSplit and EnvSplitMode name the SplitK environment overrides.
+// EnvSplit and EnvSplitMode name the SplitK environment overrides;
+// EnvPTX names a directory of PTX modules loaded instead of the embedded
+// ones (kernel development).
 const (
 	EnvSplit     = "QGEMV_CUDA_SPLITK"
 	EnvSplitMode = "QGEMV_CUDA_SPLITK_MODE"
+	EnvPTX       = "QGEMV_CUDA_PTX"
 )
 
 // Backend is an open CUDA device: a context, the loaded kernels and the

@@ -469,6 +469,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, 4) q4g128_mma_n16(const
 // fragment load): for chunk k, word jj, block q, vector v < 8*NT and lane
 // column t, the uint2 at (((k*8 + jj)*GPC + q)*8*NT + v)*4 + t holds the
 // four columns of the k-step's two pairs in word 8t+jj.
+// The blocks' scales, offsets and activation sums come from metaLoad.
 #if __CUDA_ARCH__ >= 800
 template <int N>
 __device__ __forceinline__ void bitsPairs(uint32_t w, int q, uint32_t &pa, uint32_t &pb) {
@@ -489,7 +490,73 @@ __device__ __forceinline__ void bitsPairs(uint32_t w, int q, uint32_t &pa, uint3
 }
 #endif
 
-template <int N, int NT>
+// bitsMeta loads block blk's scale and offset of rows r0 and r1 and the
+// activation sums of the lane's fragment columns (each lane its own).
+template <int NT>
+__device__ __forceinline__ void bitsMeta(const float *S, const float *M, const float *xsum, i64 blk, i64 lg, i64 prows, i64 nblk, i64 r0, i64 r1, int t, i64 nb, float (&ms)[2], float (&mm)[2], float (&mx)[NT][2]) {
+	i64 gi = ((blk * 128) >> lg) * prows;
+	ms[0] = __ldg(S + gi + r0);
+	mm[0] = __ldg(M + gi + r0);
+	ms[1] = __ldg(S + gi + r1);
+	mm[1] = __ldg(M + gi + r1);
+#pragma unroll
+	for (int n = 0; n < NT; n++) {
+		i64 v0 = n * 8 + 2 * t;
+		mx[n][0] = v0 < nb ? __ldg(xsum + v0 * nblk + blk) : 0;
+		mx[n][1] = v0 + 1 < nb ? __ldg(xsum + (v0 + 1) * nblk + blk) : 0;
+	}
+}
+
+// Early metadata: a chunk's scales and offsets of the block's 16 rows
+// (16*GPC values each) and the activation sums of its 8*NT fragment
+// columns (8*NT*GPC) are loaded once per warp, one value per lane, in
+// the same breath as the weights (value i in register i/32 of lane
+// i%32), and each lane takes its own with shuffles after the products.
+// Loaded after the products instead, they cost a second memory latency
+// per chunk; loaded per lane before them, too many registers.
+template <int GPC, int NT>
+struct metaLanes {
+	static const int S0 = 0, M0 = 16 * GPC, X0 = 32 * GPC, NV = 32 * GPC + 8 * NT * GPC, MV = (NV + 31) / 32;
+};
+
+// metaLoad loads chunk k's metadata into the lanes' mv (rows rb..rb+15).
+template <int GPC, int NT>
+__device__ __forceinline__ void metaLoad(float (&mv)[metaLanes<GPC, NT>::MV], const float *S, const float *M, const float *xsum, i64 k, i64 lg, i64 prows, i64 nblk, i64 rb, i64 nb) {
+	typedef metaLanes<GPC, NT> L;
+	int lane = threadIdx.x & 31;
+#pragma unroll
+	for (int i = 0; i < L::MV; i++) {
+		int idx = i * 32 + lane;
+		float v = 0;
+		if (idx < L::X0) {
+			int j = idx < L::M0 ? idx : idx - L::M0, q = j >> 4;
+			i64 gi = (((k * GPC + q) * 128) >> lg) * prows + rb + (j & 15);
+			v = __ldg((idx < L::M0 ? S : M) + gi);
+		} else if (idx < L::NV) {
+			int j = idx - L::X0, q = j / (8 * NT), vv = j % (8 * NT);
+			if (vv < nb) v = __ldg(xsum + vv * nblk + k * GPC + q);
+		}
+		mv[i] = v;
+	}
+}
+
+// metaTake gives lane (g, t) its block-q values from mv (metaLoad).
+template <int GPC, int NT>
+__device__ __forceinline__ void metaTake(const float (&mv)[metaLanes<GPC, NT>::MV], int q, int g, int t, float (&ms)[2], float (&mm)[2], float (&mx)[NT][2]) {
+	typedef metaLanes<GPC, NT> L;
+	const int is = L::S0 + q * 16, im = L::M0 + q * 16, ix = L::X0 + q * 8 * NT;
+	ms[0] = __shfl_sync(FULL, mv[is / 32], is % 32 + g);
+	ms[1] = __shfl_sync(FULL, mv[is / 32], is % 32 + g + 8);
+	mm[0] = __shfl_sync(FULL, mv[im / 32], im % 32 + g);
+	mm[1] = __shfl_sync(FULL, mv[im / 32], im % 32 + g + 8);
+#pragma unroll
+	for (int n = 0; n < NT; n++) {
+		mx[n][0] = __shfl_sync(FULL, mv[(ix + n * 8) / 32], (ix + n * 8) % 32 + 2 * t);
+		mx[n][1] = __shfl_sync(FULL, mv[(ix + n * 8) / 32], (ix + n * 8) % 32 + 2 * t + 1);
+	}
+}
+
+template <int N, int NT, bool EARLY>
 __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) {
 #if __CUDA_ARCH__ >= 800
 	const int E = 32 * (32 / N), GPC = E / 128;
@@ -531,6 +598,9 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 				for (int n = 0; n < NT; n++)
 #pragma unroll
 					for (int e = 0; e < 4; e++) c[q][n][e] = 0;
+			float ms[GPC][2], mm[GPC][2], mx[GPC][NT][2];
+			float mv[metaLanes<GPC, NT>::MV];
+			if (EARLY) metaLoad<GPC, NT>(mv, S, M, xsum, k, lg, prows, nblk, (i64)blockIdx.x * 16, nb);
 			const uint2 *xk = xr + k * 8 * GPC * (8 * NT) * 4 + g * 4 + t;
 #pragma unroll
 			for (int jj = 0; jj < 8; jj++) {
@@ -551,16 +621,16 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 			}
 #pragma unroll
 			for (int q = 0; q < GPC; q++) {
-				i64 blk = k * GPC + q, gi = ((blk * 128) >> lg) * prows;
-				float s0 = __ldg(S + gi + r0), m0 = __ldg(M + gi + r0), s1 = __ldg(S + gi + r1), m1 = __ldg(M + gi + r1);
+				if (EARLY)
+					metaTake<GPC, NT>(mv, q, g, t, ms[q], mm[q], mx[q]);
+				else
+					bitsMeta<NT>(S, M, xsum, k * GPC + q, lg, prows, nblk, r0, r1, t, nb, ms[q], mm[q], mx[q]);
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
-					i64 v0 = n * 8 + 2 * t;
-					float x0 = v0 < nb ? __ldg(xsum + v0 * nblk + blk) : 0, x1 = v0 + 1 < nb ? __ldg(xsum + (v0 + 1) * nblk + blk) : 0;
-					acc[n][0] += fmaf(s0, c[q][n][0], -m0 * x0);
-					acc[n][1] += fmaf(s0, c[q][n][1], -m0 * x1);
-					acc[n][2] += fmaf(s1, c[q][n][2], -m1 * x0);
-					acc[n][3] += fmaf(s1, c[q][n][3], -m1 * x1);
+					acc[n][0] += fmaf(ms[q][0], c[q][n][0], -mm[q][0] * mx[q][n][0]);
+					acc[n][1] += fmaf(ms[q][0], c[q][n][1], -mm[q][0] * mx[q][n][1]);
+					acc[n][2] += fmaf(ms[q][1], c[q][n][2], -mm[q][1] * mx[q][n][0]);
+					acc[n][3] += fmaf(ms[q][1], c[q][n][3], -mm[q][1] * mx[q][n][1]);
 				}
 			}
 		}
@@ -579,12 +649,22 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 #define MINB16_8 , 4
 #define MINB16_4
 #define MINB16_2
+// EARLY16_<n>: whether bits<n>_mma_n16 loads its metadata early (see
+// metaLanes; the 8-vector kernels always do). On an H200, A16, early
+// metadata took the 8-vector Bits4 kernel from 17.0-20.0 to 14.2-15.7 us
+// on the three shapes and Bits2 from 15.1-16.4 to 13.5-15.7; at batch 16
+// Bits8 from 26.4-27.3 to 23.9-24.6 and Bits4 from 23.8-29.4 to
+// 18.8-23.1, while Bits2 went from 19.6-23.7 to 26.0-29.3 (more
+// registers) and keeps the late loads.
+#define EARLY16_8 true
+#define EARLY16_4 true
+#define EARLY16_2 false
 #define BITSMMA(N)                                                                                                                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_mma_n8(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) {  \
-		bitsmma<N, 1>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
+		bitsmma<N, 1, true>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
 	}                                                                                                                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__(32 * WARPS MINB16_##N) bits##N##_mma_n16(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) { \
-		bitsmma<N, 2>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
+		bitsmma<N, 2, EARLY16_##N>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
 	}
 BITSMMA(8)
 BITSMMA(4)
