@@ -574,9 +574,11 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 #pragma unroll
 		for (int e = 0; e < 4; e++) acc[n][e] = 0;
 	// UNR chunks in flight (2*UNR loads of 16 bytes per lane and row): two
-	// for the 16-vector kernel, one for the 8-vector kernel, where the
-	// extra registers cost more occupancy than the loads gain (measured).
-	const int UNR = NT;
+	// for the 16-vector Bits8 and Bits2 kernels, one for the others, where
+	// the extra registers cost more occupancy than the loads gain. On an
+	// H200 (A16 batch 16) one took Bits4 from 19.0-23.2 to 18.2-22.3 us on
+	// the three shapes, and Bits2 from 19.5-23.6 to 30.6-33.6.
+	const int UNR = NT == 2 && N != 4 ? 2 : 1;
 	for (i64 kb = k0 + wp; kb < k1; kb += UNR * WARPS) {
 		uint4 wa[UNR][2], wb[UNR][2];
 #pragma unroll
