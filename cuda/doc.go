@@ -38,7 +38,10 @@
 // per 128-column block in float32. The K order inside a block is
 // permuted to match the code pairs the magic yields, and the activations
 // are stored in the order a warp's fragment loads read them. A block of 8
-// warps takes 16 rows; the warps share out its groups or chunks.
+// warps takes 16 rows; the warps share out its groups or chunks. The
+// Bits kernels load each chunk's scales, offsets and activation sums
+// with its weights, one value per lane, and shuffle them to the lanes
+// that need them after the products.
 // Float32 activations of the same matrices run on the same kernels: the
 // host splits each vector into binary16 hi and lo parts (sigma*x = hi +
 // lo within 2^-22 of each value, sigma a power of two), both are
@@ -64,4 +67,8 @@
 // bits selecting even or odd activations byte by byte), then
 // f = s*xs, term = f*isum and acc = acc + term in float32, unfused, in
 // block order. The exact order is why int8 multiplies are not split.
+//
+// For kernel development, QGEMV_CUDA_PTX names a directory whose
+// <source>_sm_<cc>.ptx files are loaded instead of the embedded PTX, so
+// variants of the .cu sources can be timed without rebuilding a binary.
 package cuda
