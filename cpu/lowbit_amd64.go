@@ -461,6 +461,40 @@ type bitsA32 struct {
 	seg, nseg, chunks int
 	meta              []float32
 	kern              bitsA32Func
+	// tc is the chunks per column tile (a32TileBytes of activations);
+	// with more than one tile, meta is tile-major: tile t's pairs for
+	// every row (its segments only) start at 2*rows*(t*tc*(step/seg)).
+	tc int
+}
+
+// a32TileBytes bounds the float32 activations one call of the one-row
+// float kernels reads: they stay in L1 while every row of the thread's
+// range streams its weights past them. Reading a whole 14336-column row's
+// activations (57 KB) per row took them from L2 for every weight:
+// measured on the 2-core Zen 5 VM, Bits4G128 A32 4096x14336 (2 threads)
+// ran 1.85 ms with whole rows, and 1.04 ms with the activation loads
+// replaced by a register (an ablation).
+const a32TileBytes = 16 << 10
+
+// a32TileChunks returns the chunks (of chunkCols columns) per column
+// tile: whole ones, at least one.
+func a32TileChunks(chunkCols int) int { return max(1, a32TileBytes/(4*chunkCols)) }
+
+// tileMajor reorders row-major (s, s*z) pairs (nseg per row, sp per
+// chunk) into tile-major order for tiles of tc chunks.
+func tileMajor(meta []float32, rows, nseg, sp, tc int) []float32 {
+	if tc*sp >= nseg {
+		return meta // one tile: row-major already
+	}
+	out := make([]float32, len(meta))
+	o := 0
+	for j0 := 0; j0 < nseg; j0 += tc * sp {
+		n := min(tc*sp, nseg-j0)
+		for r := 0; r < rows; r++ {
+			o += copy(out[o:], meta[2*(r*nseg+j0):2*(r*nseg+j0+n)])
+		}
+	}
+	return out
 }
 
 func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
@@ -477,6 +511,8 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
 	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
+	a.tc = min(a.chunks, a32TileChunks(layout.BitsChunk(b.N)))
+	a.meta = tileMajor(a.meta, b.Rows, a.nseg, step/seg, a.tc)
 	return a
 }
 
@@ -524,12 +560,36 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 		}
 	}
 	stride := 4 * b.WordsPerRow()
+	sp, cc := step/a.seg, layout.BitsChunk(b.N)
 	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
-		w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()]))
+		part := make([]float32, r1-r0)
 		for v := 0; v < batch; v++ {
-			a.kern(w, stride, &a.meta[2*r0*a.nseg], &xp[v*pc], &xsum[v*a.nseg], &dst[v*mx.rows+r0], r1-r0, a.chunks)
+			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
+				w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()+k0*32]))
+				a.kern(w, stride, &a.meta[2*(mx.rows*k0+r0*nc)*sp], &xp[v*pc+k0*cc], &xsum[v*a.nseg+k0*sp], out, r1-r0, nc)
+			})
 		}
 	})
+}
+
+// tiledCall runs a one-row float kernel over one vector's rows in column
+// tiles of tc chunks: call(k0, nc, out) computes chunks k0..k0+nc-1 of
+// every row into out. The first tile stores into dst, later ones into
+// part, added to dst in tile order. The metadata of tile-major order
+// (tileMajor) for the tile starting at chunk k0 with nc chunks, row r
+// of rows, sp segments per chunk, is at 2*(rows*k0 + r*nc)*sp.
+func tiledCall(dst []float32, chunks, tc int, part []float32, call func(k0, nc int, out *float32)) {
+	for k0 := 0; k0 < chunks; k0 += tc {
+		nc := min(tc, chunks-k0)
+		if k0 == 0 {
+			call(0, nc, &dst[0])
+			continue
+		}
+		call(k0, nc, &part[0])
+		for i, p := range part {
+			dst[i] += p
+		}
+	}
 }
 
 type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
@@ -538,8 +598,9 @@ type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *f
 // per row and segment (seg planes = seg*64 columns), derived at load.
 type sparseA32 struct {
 	seg, nseg, chunks int
-	meta              []float32
+	meta              []float32 // tile-major for tiles of tc chunks (see bitsA32)
 	kern              sparseA32Func
+	tc                int
 }
 
 func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
@@ -554,6 +615,8 @@ func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 	}
 	a := &sparseA32{seg: seg, nseg: m.PCols / (64 * seg), chunks: m.PCols / 256, kern: kern}
 	a.meta = segmentMeta(m.Rows, a.nseg, 64*seg, m.G, m.Affine)
+	a.tc = min(a.chunks, a32TileChunks(256))
+	a.meta = tileMajor(a.meta, m.Rows, a.nseg, 4/seg, a.tc)
 	return a
 }
 
@@ -566,10 +629,14 @@ func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
 		xe[i], xo[i] = xp[2*i], xp[2*i+1] // pc is even: pairs never straddle vectors
 	}
 	stride := 4 * m.WordsPerRow()
+	sp := 4 / a.seg // segments per 256-column chunk
 	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
-		w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()]))
+		part := make([]float32, r1-r0)
 		for v := 0; v < batch; v++ {
-			a.kern(w, stride, &a.meta[2*r0*a.nseg], &xe[v*pc/2], &xo[v*pc/2], &dst[v*mx.rows+r0], r1-r0, a.chunks)
+			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
+				w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()+k0*32]))
+				a.kern(w, stride, &a.meta[2*(mx.rows*k0+r0*nc)*sp], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
+			})
 		}
 	})
 }

@@ -59,7 +59,9 @@ func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool, isa IS
 // and batch sizes, with guard bands.
 func TestLowBitKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	shapes := [][2]int{{1, 1}, {17, 300}, {70, 2100}}
+	// 9000 columns: the float kernels' column tiles (a32TileBytes), the
+	// last one partial.
+	shapes := [][2]int{{1, 1}, {17, 300}, {70, 2100}, {20, 9000}}
 	if testing.Short() {
 		shapes = shapes[1:2]
 	}
