@@ -228,8 +228,8 @@ func (mx *CBMatrix) scalar() bool {
 
 // cbScalarBudget bounds the float32 Psumbook bytes of one column tile of
 // the scalar kernel (all codebooks), so that they stay in L1 (32-48 KiB)
-// beside the codes streaming through it. Measured on the 2-core Zen 4 VM
-// (32 KiB L1), A32 4096x14336, alternating binaries: CB-m1v4b8g128
+// beside the codes streaming through it. Measured on the 2-core VM on a
+// Zen 5 host (48 KiB L1), A32 4096x14336, alternating binaries: CB-m1v4b8g128
 // 1.54-1.64 ms with 32 KiB, 1.65-1.67 with 16, 1.86-1.89 with 64 and
 // 1.93-2.02 with 8; CB-m2v8b8g128 1.71-1.72, 1.81-2.02, 1.88-1.91 and
 // 2.20-2.22 (each tile re-walks the thread's rows, so smaller tiles read
