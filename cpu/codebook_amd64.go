@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -227,14 +228,24 @@ func (mx *CBMatrix) scalar() bool {
 }
 
 // cbScalarBudget bounds the float32 Psumbook bytes of one column tile of
-// the scalar kernel (all codebooks), so that they stay in L1 (32-48 KiB)
-// beside the codes streaming through it. Measured on the 2-core VM on a
-// Zen 5 host (48 KiB L1), A32 4096x14336, alternating binaries: CB-m1v4b8g128
+// the scalar kernel (all codebooks), so that they stay in L1 beside the
+// codes streaming through it: the largest power of two at most 2/3 of the
+// L1 data cache (32 KiB of a 48 KiB L1, 16 KiB of a 32 KiB one; 16 KiB
+// when cpuid does not say). Measured on the 2-core VM on a Zen 5 host
+// (48 KiB L1), A32 4096x14336, alternating binaries: CB-m1v4b8g128
 // 1.54-1.64 ms with 32 KiB, 1.65-1.67 with 16, 1.86-1.89 with 64 and
 // 1.93-2.02 with 8; CB-m2v8b8g128 1.71-1.72, 1.81-2.02, 1.88-1.91 and
 // 2.20-2.22 (each tile re-walks the thread's rows, so smaller tiles read
-// the codes in shorter runs).
-const cbScalarBudget = 32 << 10
+// the codes in shorter runs). 16 KiB had been measured on Zen 4 (32 KiB).
+var cbScalarBudget = scalarBudget(cpuid.CPU.Cache.L1D)
+
+func scalarBudget(l1 int) int {
+	b := 16 << 10
+	for b*2 <= l1*2/3 {
+		b *= 2
+	}
+	return b
+}
 
 // mulScalar runs the scalar-lookup kernel: threads take contiguous ranges
 // of 32-row tiles and walk the columns in tiles whose tables fit
