@@ -562,11 +562,11 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 	stride := 4 * b.WordsPerRow()
 	sp, cc := step/a.seg, layout.BitsChunk(b.N)
 	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
-		part := make([]float32, r1-r0)
+		part := tilePart(r1-r0, a.chunks, a.tc)
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
 				w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()+k0*32]))
-				a.kern(w, stride, &a.meta[2*(mx.rows*k0+r0*nc)*sp], &xp[v*pc+k0*cc], &xsum[v*a.nseg+k0*sp], out, r1-r0, nc)
+				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, sp)], &xp[v*pc+k0*cc], &xsum[v*a.nseg+k0*sp], out, r1-r0, nc)
 			})
 		}
 	})
@@ -575,9 +575,7 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 // tiledCall runs a one-row float kernel over one vector's rows in column
 // tiles of tc chunks: call(k0, nc, out) computes chunks k0..k0+nc-1 of
 // every row into out. The first tile stores into dst, later ones into
-// part, added to dst in tile order. The metadata of tile-major order
-// (tileMajor) for the tile starting at chunk k0 with nc chunks, row r
-// of rows, sp segments per chunk, is at 2*(rows*k0 + r*nc)*sp.
+// part (tilePart), added to dst in tile order.
 func tiledCall(dst []float32, chunks, tc int, part []float32, call func(k0, nc int, out *float32)) {
 	for k0 := 0; k0 < chunks; k0 += tc {
 		nc := min(tc, chunks-k0)
@@ -591,6 +589,20 @@ func tiledCall(dst []float32, chunks, tc int, part []float32, call func(k0, nc i
 		}
 	}
 }
+
+// tilePart returns tiledCall's buffer for the partial sums of n rows:
+// nil when the chunks are one tile.
+func tilePart(n, chunks, tc int) []float32 {
+	if tc >= chunks {
+		return nil
+	}
+	return make([]float32, n)
+}
+
+// tileMeta is the index in tile-major metadata (tileMajor; rows rows, sp
+// segments per chunk) of row r's first pair in the tile of nc chunks
+// starting at chunk k0.
+func tileMeta(rows, r, k0, nc, sp int) int { return 2 * (rows*k0 + r*nc) * sp }
 
 type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
@@ -631,11 +643,11 @@ func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
 	stride := 4 * m.WordsPerRow()
 	sp := 4 / a.seg // segments per 256-column chunk
 	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
-		part := make([]float32, r1-r0)
+		part := tilePart(r1-r0, a.chunks, a.tc)
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
 				w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()+k0*32]))
-				a.kern(w, stride, &a.meta[2*(mx.rows*k0+r0*nc)*sp], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
+				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, sp)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
 			})
 		}
 	})
