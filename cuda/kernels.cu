@@ -469,7 +469,8 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS, 4) q4g128_mma_n16(const
 // fragment load): for chunk k, word jj, block q, vector v < 8*NT and lane
 // column t, the uint2 at (((k*8 + jj)*GPC + q)*8*NT + v)*4 + t holds the
 // four columns of the k-step's two pairs in word 8t+jj.
-// The blocks' scales, offsets and activation sums come from metaLoad.
+// The blocks' scales, offsets and activation sums come from metaLoad
+// (early, with the weights) or bitsMeta (after the products).
 #if __CUDA_ARCH__ >= 800
 template <int N>
 __device__ __forceinline__ void bitsPairs(uint32_t w, int q, uint32_t &pa, uint32_t &pb) {

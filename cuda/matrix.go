@@ -246,8 +246,8 @@ func (mx *Matrix) mulParts(dst []float32, parts []f32Part) error {
 }
 
 // MulF16 multiplies binary16 activations; the kernels widen them exactly
-// (or, for Q4G128 on sm_80 and later, multiply them exactly on tensor
-// cores with float32 accumulation).
+// (or, for Q4G128 and Bits 8/4/2 with groups of at least 128 on sm_80 and
+// later, multiply them exactly on tensor cores with float32 accumulation).
 func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
@@ -303,18 +303,19 @@ func (mx *Matrix) useMMA() bool {
 func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, []float32, error) {
 	pc, cols := mx.geo.PCols, mx.geo.Cols
 	nb, _ := bucket(batch)
-	nv, tile := nb, ""
-	if mx.useMMA() {
-		nv, tile = 8, "_mma_n8"
+	mma := mx.useMMA()
+	nv := nb
+	if mma {
+		nv = 8
 		if batch > 8 {
-			nv, tile = 16, "_mma_n16"
+			nv = 16
 		}
 	}
 	xp := make([]layout.FP16, nv*pc)
 	if err := gpuhost.Pad(xp[:batch*pc], x, batch, cols, pc, mx.perm); err != nil {
 		return "", nil, nil, err
 	}
-	if tile == "" {
+	if !mma {
 		return mx.floatKernel("f16", batch), xp, nil, nil
 	}
 	return mx.mmaInputs(xp, batch, nv)
