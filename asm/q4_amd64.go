@@ -12,7 +12,7 @@ package asm
 //		for u := 0; u < 1; u++ { // sub-tile of 16 rows
 //			for k := 0; k < 16; k++ {
 //				row, vec := st*16+u*16+k/1, k%1
-//				out[(st*1+u)*16+k] = dot(row, vec)
+//				out[(st*1+u)*16+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -26,6 +26,12 @@ package asm
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
 //	L of each used; the group's block is 128*1 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
@@ -42,7 +48,7 @@ func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act
 //		for u := 0; u < 2; u++ { // sub-tile of 8 rows
 //			for k := 0; k < 16; k++ {
 //				row, vec := st*16+u*8+k/2, k%2
-//				out[(st*2+u)*16+k] = dot(row, vec)
+//				out[(st*2+u)*16+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -56,6 +62,12 @@ func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
 //	L of each used; the group's block is 128*2 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
@@ -72,7 +84,7 @@ func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act
 //		for u := 0; u < 4; u++ { // sub-tile of 4 rows
 //			for k := 0; k < 16; k++ {
 //				row, vec := st*16+u*4+k/4, k%4
-//				out[(st*4+u)*16+k] = dot(row, vec)
+//				out[(st*4+u)*16+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -86,6 +98,12 @@ func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
 //	L of each used; the group's block is 128*4 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
@@ -102,7 +120,7 @@ func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act
 //		for u := 0; u < 8; u++ { // sub-tile of 2 rows
 //			for k := 0; k < 16; k++ {
 //				row, vec := st*16+u*2+k/8, k%8
-//				out[(st*8+u)*16+k] = dot(row, vec)
+//				out[(st*8+u)*16+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -116,6 +134,12 @@ func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
 //	L of each used; the group's block is 128*8 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
@@ -132,7 +156,7 @@ func Q4A8Avx512VnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act
 //		for u := 0; u < 16; u++ { // sub-tile of 1 rows
 //			for k := 0; k < 16; k++ {
 //				row, vec := st*16+u*1+k/16, k%16
-//				out[(st*16+u)*16+k] = dot(row, vec)
+//				out[(st*16+u)*16+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -146,6 +170,12 @@ func Q4A8Avx512VnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%16)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%16),
 //	L of each used; the group's block is 128*16 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
@@ -162,7 +192,7 @@ func Q4A8Avx512VnniM16(w *byte, stride int, sc *float32, z *byte, groups int, ac
 //		for u := 0; u < 1; u++ { // sub-tile of 8 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] = dot(row, vec)
+//				out[(st*1+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -176,6 +206,12 @@ func Q4A8Avx512VnniM16(w *byte, stride int, sc *float32, z *byte, groups int, ac
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%1, L used); the group's block is
 //	512*1 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -192,7 +228,7 @@ func Q4A32Avx512M1(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 2; u++ { // sub-tile of 4 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] = dot(row, vec)
+//				out[(st*2+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -206,6 +242,12 @@ func Q4A32Avx512M1(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%2, L used); the group's block is
 //	512*2 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -222,7 +264,7 @@ func Q4A32Avx512M2(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 4; u++ { // sub-tile of 2 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] = dot(row, vec)
+//				out[(st*4+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -236,6 +278,12 @@ func Q4A32Avx512M2(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%4, L used); the group's block is
 //	512*4 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -252,7 +300,7 @@ func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 8; u++ { // sub-tile of 1 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] = dot(row, vec)
+//				out[(st*8+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -266,6 +314,12 @@ func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%8, L used); the group's block is
 //	512*8 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -282,7 +336,7 @@ func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 1; u++ { // sub-tile of 8 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] = dot(row, vec)
+//				out[(st*1+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -296,6 +350,12 @@ func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
 //	L of each used; the group's block is 128*1 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -312,7 +372,7 @@ func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 1; u++ { // sub-tile of 8 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] = dot(row, vec)
+//				out[(st*1+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -326,6 +386,12 @@ func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
 //	L of each used; the group's block is 128*1 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -342,7 +408,7 @@ func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //		for u := 0; u < 2; u++ { // sub-tile of 4 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] = dot(row, vec)
+//				out[(st*2+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -356,6 +422,12 @@ func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
 //	L of each used; the group's block is 128*2 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -372,7 +444,7 @@ func Q4A8AvxVnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 2; u++ { // sub-tile of 4 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] = dot(row, vec)
+//				out[(st*2+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -386,6 +458,12 @@ func Q4A8AvxVnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
 //	L of each used; the group's block is 128*2 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -402,7 +480,7 @@ func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //		for u := 0; u < 4; u++ { // sub-tile of 2 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] = dot(row, vec)
+//				out[(st*4+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -416,6 +494,12 @@ func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
 //	L of each used; the group's block is 128*4 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -432,7 +516,7 @@ func Q4A8AvxVnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 4; u++ { // sub-tile of 2 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] = dot(row, vec)
+//				out[(st*4+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -446,6 +530,12 @@ func Q4A8AvxVnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
 //	L of each used; the group's block is 128*4 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -462,7 +552,7 @@ func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //		for u := 0; u < 8; u++ { // sub-tile of 1 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] = dot(row, vec)
+//				out[(st*8+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -476,6 +566,12 @@ func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
 //	L of each used; the group's block is 128*8 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -492,7 +588,7 @@ func Q4A8AvxVnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //		for u := 0; u < 8; u++ { // sub-tile of 1 rows
 //			for k := 0; k < 8; k++ {
 //				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] = dot(row, vec)
+//				out[(st*8+u)*8+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -506,6 +602,12 @@ func Q4A8AvxVnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
 //	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
 //	L of each used; the group's block is 128*8 + 128 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 8, groups >= 1, and every pointer covers what
@@ -522,7 +624,7 @@ func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //		for u := 0; u < 1; u++ { // sub-tile of 4 rows
 //			for k := 0; k < 4; k++ {
 //				row, vec := st*4+u*4+k/1, k%1
-//				out[(st*1+u)*4+k] = dot(row, vec)
+//				out[(st*1+u)*4+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -536,6 +638,12 @@ func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%1, L used); the group's block is
 //	512*1 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 4, groups >= 1, and every pointer covers what
@@ -552,7 +660,7 @@ func Q4A32Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byt
 //		for u := 0; u < 2; u++ { // sub-tile of 2 rows
 //			for k := 0; k < 4; k++ {
 //				row, vec := st*4+u*2+k/2, k%2
-//				out[(st*2+u)*4+k] = dot(row, vec)
+//				out[(st*2+u)*4+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -566,6 +674,12 @@ func Q4A32Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byt
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%2, L used); the group's block is
 //	512*2 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 4, groups >= 1, and every pointer covers what
@@ -582,7 +696,7 @@ func Q4A32Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byt
 //		for u := 0; u < 4; u++ { // sub-tile of 1 rows
 //			for k := 0; k < 4; k++ {
 //				row, vec := st*4+u*1+k/4, k%4
-//				out[(st*4+u)*4+k] = dot(row, vec)
+//				out[(st*4+u)*4+k] += dot(row, vec)
 //			}
 //		}
 //	}
@@ -596,6 +710,12 @@ func Q4A32Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byt
 //	then the 64 odd-column ones), then 16 float32 lane sums (the group's
 //	sum of activations of vector k%4, L used); the group's block is
 //	512*4 + 64 bytes
+//
+// The kernel adds to out, so a caller can split the groups into column
+// tiles (w, sc, z and act advanced to the tile's first group) and call it
+// once per tile on the same out: the W4A8 kernels add each group's scaled
+// dot to the running sum loaded from out, in group order, so the tiled
+// result is the untiled one bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 4, groups >= 1, and every pointer covers what

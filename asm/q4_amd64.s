@@ -119,7 +119,8 @@ Q4A8Avx512VnniM1_sub:
 	MOVQ      groups+32(FP), DI
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
-	VPXORD    Z3, Z3, Z3
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
 	MOVQ      stride+8(FP), R10
 	SHLQ      $0x04, R10
 	ADDQ      CX, R10
@@ -364,7 +365,8 @@ Q4A8Avx512VnniM2_sub:
 	MOVQ      groups+32(FP), DI
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
-	VPXORD    Z3, Z3, Z3
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
 	MOVQ      stride+8(FP), R10
 	SHLQ      $0x04, R10
 	ADDQ      CX, R10
@@ -577,7 +579,8 @@ Q4A8Avx512VnniM4_sub:
 	MOVQ      groups+32(FP), DI
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
-	VPXORD    Z3, Z3, Z3
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
 	MOVQ      stride+8(FP), R10
 	SHLQ      $0x04, R10
 	ADDQ      CX, R10
@@ -777,7 +780,8 @@ Q4A8Avx512VnniM8_sub:
 	MOVQ      groups+32(FP), DI
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R9
-	VPXORD    Z3, Z3, Z3
+	MOVQ      out+56(FP), R9
+	VMOVUPS   (R9), Z3
 	MOVQ      stride+8(FP), R9
 	SHLQ      $0x04, R9
 	ADDQ      CX, R9
@@ -960,7 +964,8 @@ Q4A8Avx512VnniM16_sub:
 	MOVQ      groups+32(FP), DI
 	MOVQ      stride+8(FP), R8
 	LEAQ      (R8)(R8*2), R8
-	VPXORD    Z3, Z3, Z3
+	MOVQ      out+56(FP), R8
+	VMOVUPS   (R8), Z3
 	MOVQ      stride+8(FP), R8
 	SHLQ      $0x04, R8
 	ADDQ      CX, R8
@@ -1429,6 +1434,8 @@ Q4A32Avx512M1_group:
 	VADDPS           Y2, Y12, Y12
 	VSUBPS           Y3, Y12, Y12
 	MOVQ             out+56(FP), CX
+	VADDPS           (CX), Y12, Y12
+	MOVQ             out+56(FP), CX
 	VMOVUPS          Y12, (CX)
 	MOVQ             out+56(FP), CX
 	ADDQ             $0x00000020, CX
@@ -1719,6 +1726,8 @@ Q4A32Avx512M2_group:
 	VADDPS           Y2, Y12, Y12
 	VSUBPS           Y3, Y12, Y12
 	MOVQ             out+56(FP), CX
+	VADDPS           (CX), Y12, Y12
+	MOVQ             out+56(FP), CX
 	VMOVUPS          Y12, (CX)
 	MOVQ             out+56(FP), CX
 	ADDQ             $0x00000020, CX
@@ -1955,6 +1964,8 @@ Q4A32Avx512M4_group:
 	VADDPS           Y2, Y12, Y12
 	VSUBPS           Y3, Y12, Y12
 	MOVQ             out+56(FP), CX
+	VADDPS           (CX), Y12, Y12
+	MOVQ             out+56(FP), CX
 	VMOVUPS          Y12, (CX)
 	MOVQ             out+56(FP), CX
 	ADDQ             $0x00000020, CX
@@ -2171,6 +2182,8 @@ Q4A32Avx512M8_group:
 	VADDPS           Y2, Y12, Y12
 	VSUBPS           Y3, Y12, Y12
 	MOVQ             out+56(FP), CX
+	VADDPS           (CX), Y12, Y12
+	MOVQ             out+56(FP), CX
 	VMOVUPS          Y12, (CX)
 	MOVQ             out+56(FP), CX
 	ADDQ             $0x00000020, CX
@@ -2223,7 +2236,8 @@ Q4A8AvxVnniM1_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y13, Y13, Y13
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y13
 	MOVQ    stride+8(FP), R9
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
@@ -2478,7 +2492,8 @@ Q4A8Avx2M1_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y3, Y3, Y3
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y3
 	MOVQ    stride+8(FP), R9
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
@@ -2762,7 +2777,8 @@ Q4A8AvxVnniM2_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y13, Y13, Y13
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y13
 	MOVQ    stride+8(FP), R9
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
@@ -2977,7 +2993,8 @@ Q4A8Avx2M2_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y3, Y3, Y3
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y3
 	MOVQ    stride+8(FP), R9
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
@@ -3221,7 +3238,8 @@ Q4A8AvxVnniM4_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y13, Y13, Y13
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y13
 	MOVQ    stride+8(FP), R9
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
@@ -3416,7 +3434,8 @@ Q4A8Avx2M4_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y3, Y3, Y3
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y3
 	MOVQ    stride+8(FP), R9
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
@@ -3639,7 +3658,8 @@ Q4A8AvxVnniM8_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y13, Y13, Y13
+	MOVQ    out+56(FP), R8
+	VMOVUPS (R8), Y13
 	MOVQ    stride+8(FP), R8
 	SHLQ    $0x03, R8
 	ADDQ    CX, R8
@@ -3823,7 +3843,8 @@ Q4A8Avx2M8_sub:
 	MOVQ    act+40(FP), SI
 	MOVQ    groups+32(FP), DI
 	MOVQ    stride+8(FP), R8
-	VPXOR   Y3, Y3, Y3
+	MOVQ    out+56(FP), R8
+	VMOVUPS (R8), Y3
 	MOVQ    stride+8(FP), R8
 	SHLQ    $0x03, R8
 	ADDQ    CX, R8
@@ -4324,6 +4345,8 @@ Q4A32Avx2M1_group:
 	VADDPS       X1, X3, X1
 	VSUBPS       X2, X1, X1
 	MOVQ         out+56(FP), CX
+	VADDPS       (CX), X1, X1
+	MOVQ         out+56(FP), CX
 	VMOVUPS      X1, (CX)
 	MOVQ         out+56(FP), CX
 	ADDQ         $0x00000010, CX
@@ -4579,6 +4602,8 @@ Q4A32Avx2M2_group:
 	VADDPS       X1, X3, X1
 	VSUBPS       X2, X1, X1
 	MOVQ         out+56(FP), CX
+	VADDPS       (CX), X1, X1
+	MOVQ         out+56(FP), CX
 	VMOVUPS      X1, (CX)
 	MOVQ         out+56(FP), CX
 	ADDQ         $0x00000010, CX
@@ -4789,6 +4814,8 @@ Q4A32Avx2M4_group:
 	VEXTRACTF128 $0x01, Y3, X1
 	VADDPS       X1, X3, X1
 	VSUBPS       X2, X1, X1
+	MOVQ         out+56(FP), CX
+	VADDPS       (CX), X1, X1
 	MOVQ         out+56(FP), CX
 	VMOVUPS      X1, (CX)
 	MOVQ         out+56(FP), CX

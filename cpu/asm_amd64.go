@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/klauspost/cpuid/v2"
+
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -25,13 +27,14 @@ type kernelFunc func(w *byte, stride int, sc *float32, z *byte, groups int, act 
 // family is one ISA's kernels for one activation type, by batch width M.
 type family struct {
 	lanes int                // result lanes per sub-tile (L)
+	tileM int                // smallest M run in column tiles (0: never)
 	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
 	maxM  int
 	idx   map[int][]int32 // permutation tables by M
 }
 
-func newFamily(lanes int, kernels ...kernelFunc) *family {
-	f := &family{lanes: lanes, byM: map[int]kernelFunc{}, idx: map[int][]int32{}}
+func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
+	f := &family{lanes: lanes, tileM: tileM, byM: map[int]kernelFunc{}, idx: map[int][]int32{}}
 	for i, k := range kernels {
 		m := 1 << i
 		f.byM[m] = k
@@ -48,12 +51,22 @@ func newFamily(lanes int, kernels ...kernelFunc) *family {
 	return f
 }
 
+// The column-tile thresholds (tileM) were measured on the 2-core VM on a
+// Zen 5 host (48 KiB L1, so 32 KiB tiles), 4096x14336, ms per multiply
+// untiled / tiled: AVX-512 W4A8 b8 2.06-2.14 / 2.24-2.30 and b16 7.4-7.5 /
+// 2.85-2.95; AVX-VNNI W4A8 b4 1.19-1.20 / 1.60-1.67 and b8 3.5-3.6 /
+// 2.08-2.10; AVX2 W4A8 b8 3.1-3.2 / 3.0-3.2 (left untiled: no gain);
+// AVX-512 W4A32 b2 1.18-1.24 / 1.30-1.36, b4 2.36-2.38 / 1.77-1.79 and
+// b8 8.8 / 2.78; AVX2 W4A32 b2 1.74-1.77 / 1.96-2.08 and b4 5.6-5.9 /
+// 2.82-2.92. Batch 1 keeps whole rows: column tiles cut the weight rows
+// into short runs the next-tile prefetch no longer covers (AVX-512 W4A32
+// 1.18-1.21 ms untiled, 1.57-1.61 with 32 KiB tiles).
 var (
-	a8Avx512 = newFamily(16, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniM8, asm.Q4A8Avx512VnniM16)
-	a8AvxVnn = newFamily(8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
-	a8Avx2   = newFamily(8, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
-	a32Av512 = newFamily(8, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
-	a32Avx2  = newFamily(4, asm.Q4A32Avx2M1, asm.Q4A32Avx2M2, asm.Q4A32Avx2M4)
+	a8Avx512 = newFamily(16, 16, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniM8, asm.Q4A8Avx512VnniM16)
+	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
+	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
+	a32Av512 = newFamily(8, 4, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
+	a32Avx2  = newFamily(4, 4, asm.Q4A32Avx2M1, asm.Q4A32Avx2M2, asm.Q4A32Avx2M4)
 )
 
 func init() {
@@ -242,6 +255,17 @@ var tilePool = sync.Pool{New: func() any { return new([16 * 128]float32) }}
 // the chunks' passes.
 var rowChunk = 32
 
+// colTileBytes bounds the activations one kernel call reads in a column
+// tile. Batched kernels that take their activations from memory re-read a
+// group's activations for every row, so for runs of tileM vectors or more
+// the groups are split into column tiles whose activations stay in L1
+// while all the call's rows pass over them (the kernels add to their
+// output, so each tile continues the sums of the one before). The budget
+// is the Psumbook kernel's (l1Budget): on the Zen 5 host, AVX-512 W4A32
+// b16 took 5.9-6.2 ms with 32 KiB tiles, 6.4 with 24, 6.8-7.9 with 16 and
+// 7.5-7.6 with 8 (W4A8 b16: 2.93-2.95, 3.0-3.1, 2.87-2.90 and 3.04-3.05).
+var colTileBytes = l1Budget(cpuid.CPU.Cache.L1D)
+
 // run computes rows [r0, r1) (r0 a multiple of 16) for every vector: act
 // holds n chunks of chunkBytes each; per vector chunk the kernel writes
 // sub-tile results that are scattered into dst.
@@ -252,6 +276,11 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 	L := f.lanes
 	stride := m.PCols / 2
 	groups := m.Groups()
+	groupBytes := chunkBytes / groups
+	tile := groups
+	if f.tileM > 0 && mpad >= f.tileM && chunkBytes > colTileBytes {
+		tile = max(1, colTileBytes/groupBytes)
+	}
 	out := tilePool.Get().(*[16 * 128]float32)
 	defer tilePool.Put(out)
 	step := 128
@@ -264,17 +293,23 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 		rows := b - a
 		nst := (rows + L - 1) / L
 		mi := m.MetaIndex(a, 0)
-		w := &m.Weights[a*stride]
-		sc := &m.Scales[mi]
-		z := &m.Zeros[mi/2]
 		for c := 0; c < n; c++ {
-			ap := (*byte)(unsafe.Add(act, c*chunkBytes))
+			ap := unsafe.Add(act, c*chunkBytes)
+			// The kernels add to their output.
+			res := out[:nst*mpad*L]
 			direct := n == 1 && mpad == 1 && rows%L == 0
 			if direct {
-				kern(w, stride, sc, z, groups, ap, idx, &dst[a], nst)
+				res = dst[a:b]
+			}
+			clear(res)
+			for g0 := 0; g0 < groups; g0 += tile {
+				g1 := min(groups, g0+tile)
+				kern(&m.Weights[a*stride+64*g0], stride, &m.Scales[mi+128*g0], &m.Zeros[mi/2+64*g0], g1-g0,
+					(*byte)(unsafe.Add(ap, g0*groupBytes)), idx, &res[0], nst)
+			}
+			if direct {
 				continue
 			}
-			kern(w, stride, sc, z, groups, ap, idx, &out[0], nst)
 			r := L / mpad
 			for t := 0; t < nst*mpad; t++ {
 				for k := 0; k < L; k++ {

@@ -4,8 +4,10 @@ package cpu
 
 import (
 	"bufio"
+	"fmt"
 	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/asm"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"regexp"
@@ -203,5 +205,31 @@ func TestNoEVEXWithoutAVX512(t *testing.T) {
 	}
 	for fn, line := range bad {
 		t.Errorf("%s (Requires %v) uses an EVEX-only register: %s", fn, req[fn], line)
+	}
+}
+
+// TestColumnTiles forces the smallest column tiles (one group per kernel
+// call) so that every batched kernel continues sums across calls: A8
+// results stay bit-exact, A32 within the bound.
+func TestColumnTiles(t *testing.T) {
+	defer func(b int) { colTileBytes = b }(colTileBytes)
+	colTileBytes = 1
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, shape := range [][2]int{{129, 300}, {40, 1000}} {
+			mx, err := be.Load(randMatrix(t, rng, shape[0], shape[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, batch := range allBatches {
+				name := fmt.Sprintf("%s/%dx%d/b%d/tiles", isa, shape[0], shape[1], batch)
+				checkA32(t, name, mx, rng, batch)
+				checkA8(t, name, mx, rng, batch)
+			}
+		}
 	}
 }

@@ -237,9 +237,11 @@ func (mx *CBMatrix) scalar() bool {
 // 1.93-2.02 with 8; CB-m2v8b8g128 1.71-1.72, 1.81-2.02, 1.88-1.91 and
 // 2.20-2.22 (each tile re-walks the thread's rows, so smaller tiles read
 // the codes in shorter runs). 16 KiB had been measured on Zen 4 (32 KiB).
-var cbScalarBudget = scalarBudget(cpuid.CPU.Cache.L1D)
+var cbScalarBudget = l1Budget(cpuid.CPU.Cache.L1D)
 
-func scalarBudget(l1 int) int {
+// l1Budget returns the largest power of two at least 16 KiB and at most
+// 2/3 of an L1 data cache of l1 bytes (0 when cpuid does not say).
+func l1Budget(l1 int) int {
 	b := 16 << 10
 	for b*2 <= l1*2/3 {
 		b *= 2

@@ -282,7 +282,7 @@ func kernelDoc(name, what string, lanes, m int, actLayout string) {
 		"\t\tfor u := 0; u < " + fmt.Sprint(m) + "; u++ { // sub-tile of " + fmt.Sprint(r) + " rows",
 		"\t\t\tfor k := 0; k < " + fmt.Sprint(lanes) + "; k++ {",
 		"\t\t\t\trow, vec := st*" + fmt.Sprint(lanes) + "+u*" + fmt.Sprint(r) + "+k/" + fmt.Sprint(m) + ", k%" + fmt.Sprint(m),
-		"\t\t\t\tout[(st*" + fmt.Sprint(m) + "+u)*" + fmt.Sprint(lanes) + "+k] = dot(row, vec)",
+		"\t\t\t\tout[(st*" + fmt.Sprint(m) + "+u)*" + fmt.Sprint(lanes) + "+k] += dot(row, vec)",
 		"\t\t\t}",
 		"\t\t}",
 		"\t}",
@@ -294,6 +294,12 @@ func kernelDoc(name, what string, lanes, m int, actLayout string) {
 	}
 	lines = append(lines, strings.Split(strings.ReplaceAll(actLayout, "M", fmt.Sprint(m)), "\n")...)
 	lines = append(lines,
+		"",
+		"The kernel adds to out, so a caller can split the groups into column",
+		"tiles (w, sc, z and act advanced to the tile's first group) and call it",
+		"once per tile on the same out: the W4A8 kernels add each group's scaled",
+		"dot to the running sum loaded from out, in group order, so the tiled",
+		"result is the untiled one bit for bit.",
 		"",
 		"Preconditions: all rows lie inside one 128-row block of the matrix, the",
 		"first row is a multiple of "+fmt.Sprint(lanes)+", groups >= 1, and every pointer covers what",
@@ -465,7 +471,7 @@ func a8AVX512(m int) {
 		stride3 := GP64()
 		LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
 		accF := ZMM()
-		VPXORD(accF, accF, accF)
+		VMOVUPS(Mem{Base: param("out")}, accF) // continue the caller's sums
 		pf := nextTile(wp, L)
 
 		Label(name + "_group")
@@ -637,7 +643,7 @@ func a8YMM(m int, mode a8Mode) {
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
 		stride := param("stride")
 		accF := YMM()
-		VPXOR(accF, accF, accF)
+		VMOVUPS(Mem{Base: param("out")}, accF) // continue the caller's sums
 		pf := nextTile(wp, L)
 
 		Label(name + "_group")
@@ -859,6 +865,7 @@ func a32(m int, avx512 bool) {
 			res = reduce4Y(acc)
 		}
 		VSUBPS(corr, res, res)
+		VADDPS(Mem{Base: param("out")}, res, res)
 		VMOVUPS(res, Mem{Base: param("out")})
 	})
 }
