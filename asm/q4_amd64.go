@@ -148,41 +148,40 @@ func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act
 //go:noescape
 func Q4A8Avx512VnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx512VnniM16 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM) for nst super tiles of 16 rows of a
-// Q4G128 matrix and a batch of 16 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
+// Q4A8Avx512VnniT16 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,
+// rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and
+// a batch of 16 vectors. It is the assembly form of this Go loop (see
+// cpu.a8Generic for the reference):
 //
 //	for st := 0; st < nst; st++ {
-//		for u := 0; u < 16; u++ { // sub-tile of 1 rows
-//			for k := 0; k < 16; k++ {
-//				row, vec := st*16+u*1+k/16, k%16
-//				out[(st*16+u)*16+k] += dot(row, vec)
+//		for v := 0; v < 16; v++ {
+//			for i := 0; i < 16; i++ {
+//				out[(st*16+v)*16+i] += dot(st*16+i, v)
 //			}
 //		}
 //	}
 //
 // with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 16 permutation vectors of 16 int32 (vector u, lane k holds
-// u*1+k/16), and act the activations prepared per group as:
+// points from z (block-contiguous: group g of a row is 128 scales further)
+// and act the activations prepared per group as:
 //
-//	for each group: 16 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%16)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%16),
-//	L of each used; the group's block is 128*16 + 128 bytes
+//	for each group: 16 blocks of 128 int8 (the 64 even-column activations,
+//	then the 64 odd-column ones), then 16 float32 scales (xs of vector k)
+//	and 16 int32 sums (the sum of the group's 128 int8 of vector k); the
+//	group's block is 2176 bytes
 //
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
+// Note the vector-major out, unlike the M-vector kernels. idx is unused.
+// Each group's scaled dot is added, in group order, to the running sum
+// loaded from out, exactly as the M-vector kernels do: a caller can split
+// the groups into column tiles (w, sc, z and act advanced to the tile's
+// first group) and call it once per tile on the same out, bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
 // the loop reads or writes.
 //
 //go:noescape
-func Q4A8Avx512VnniM16(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx512VnniT16(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A32Avx512M1 computes W4A32 dot products with AVX-512F and FMA for nst super tiles of 8 rows of a
 // Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
@@ -2368,6 +2367,36 @@ func StreamReadAvx512(b []uint64) uint64
 //
 //go:noescape
 func StreamReadAvx2(b []uint64) uint64
+
+// QuantizeA8Avx512 quantizes groups of 128 float32 at x to int8 at q with one scale
+// per group at scales, with AVX-512F, exactly as layout.QuantizeA8 does:
+//
+//	amax := max |x[i]| over the group
+//	scales[g] = amax / 127
+//	q[i] = round-half-even(x[i] * (127 / amax)), clamped to [-127, 127]
+//
+// (all zero when amax is 0). It stops at the first group it leaves to the
+// caller and returns that group's index, or -1 after all groups: a group
+// holding NaN or Inf, or one whose amax is below 2^-100, where 127/amax
+// could overflow and the Go code's NaN and Inf semantics would apply.
+//
+//go:noescape
+func QuantizeA8Avx512(x *float32, groups int, q *int8, scales *float32) int
+
+// QuantizeA8Avx2 quantizes groups of 128 float32 at x to int8 at q with one scale
+// per group at scales, with AVX2, exactly as layout.QuantizeA8 does:
+//
+//	amax := max |x[i]| over the group
+//	scales[g] = amax / 127
+//	q[i] = round-half-even(x[i] * (127 / amax)), clamped to [-127, 127]
+//
+// (all zero when amax is 0). It stops at the first group it leaves to the
+// caller and returns that group's index, or -1 after all groups: a group
+// holding NaN or Inf, or one whose amax is below 2^-100, where 127/amax
+// could overflow and the Go code's NaN and Inf semantics would apply.
+//
+//go:noescape
+func QuantizeA8Avx2(x *float32, groups int, q *int8, scales *float32) int
 
 // CbTableF16V2Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
 // out[s*k+q] = binary16(inv * sum_{e<2} ct[e*k+q] * x[s*2+e]) (ct: the

@@ -28,6 +28,7 @@ type kernelFunc func(w *byte, stride int, sc *float32, z *byte, groups int, act 
 type family struct {
 	lanes int                // result lanes per sub-tile (L)
 	tileM int                // smallest M run in column tiles (0: never)
+	rowsM int                // M whose kernel has rows in the lanes (0: none)
 	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
 	maxM  int
 	idx   map[int][]int32 // permutation tables by M
@@ -53,8 +54,10 @@ func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
 
 // The column-tile thresholds (tileM) were measured on the 2-core VM on a
 // Zen 5 host (48 KiB L1, so 32 KiB tiles), 4096x14336, ms per multiply
-// untiled / tiled: AVX-512 W4A8 b8 2.06-2.14 / 2.24-2.30 and b16 7.4-7.5 /
-// 2.85-2.95; AVX-VNNI W4A8 b4 1.19-1.20 / 1.60-1.67 and b8 3.5-3.6 /
+// untiled / tiled: AVX-512 W4A8 b8 2.06-2.14 / 2.24-2.30 (b16, whose
+// Q4A8Avx512VnniT16 reads each group's activations once per 16 rows, 3.45-3.54
+// / 3.50-3.80; the column-major 16-vector kernel it replaced took 7.4-7.5 /
+// 2.85-2.95); AVX-VNNI W4A8 b4 1.19-1.20 / 1.60-1.67 and b8 3.5-3.6 /
 // 2.08-2.10; AVX2 W4A8 b8 3.1-3.2 / 3.0-3.2 (left untiled: no gain);
 // AVX-512 W4A32 b2 1.18-1.24 / 1.30-1.36, b4 2.36-2.38 / 1.77-1.79 and
 // b8 8.8 / 2.78; AVX2 W4A32 b2 1.74-1.77 / 1.96-2.08 and b4 5.6-5.9 /
@@ -62,12 +65,14 @@ func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
 // into short runs the next-tile prefetch no longer covers (AVX-512 W4A32
 // 1.18-1.21 ms untiled, 1.57-1.61 with 32 KiB tiles).
 var (
-	a8Avx512 = newFamily(16, 16, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniM8, asm.Q4A8Avx512VnniM16)
+	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniM8, asm.Q4A8Avx512VnniT16)
 	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
 	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
 	a32Av512 = newFamily(8, 4, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
 	a32Avx2  = newFamily(4, 4, asm.Q4A32Avx2M1, asm.Q4A32Avx2M2, asm.Q4A32Avx2M4)
 )
+
+func init() { a8Avx512.rowsM = 16 } // Q4A8Avx512VnniT16: vector-major out
 
 func init() {
 	type def struct {
@@ -308,6 +313,20 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 					(*byte)(unsafe.Add(ap, g0*groupBytes)), idx, &res[0], nst)
 			}
 			if direct {
+				continue
+			}
+			if mpad == f.rowsM { // per super tile, out[v*L+i] = row i, vector v
+				for t := 0; t < nst*mpad; t++ {
+					v := t % mpad
+					if v >= per || c*per+v >= batch {
+						continue
+					}
+					o := out[t*L : t*L+L]
+					d := dst[(c*per+v)*m.Rows:]
+					for k, row := 0, a+t/mpad*L; k < L && row < b; k, row = k+1, row+1 {
+						d[row] = o[k]
+					}
+				}
 				continue
 			}
 			r := L / mpad

@@ -92,6 +92,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check(string(s.isa), funcName(k), s.requires)
 		}
 	}
+	for _, q := range quantizers {
+		check("quantizer", funcName(q.fn), q.requires)
+	}
 	for _, s := range streamReaders {
 		check("streamRead", funcName(s.fn), s.requires)
 	}

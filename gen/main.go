@@ -57,9 +57,10 @@ func main() {
 	}
 
 	ConstraintExpr("!noasm,!purego")
-	for _, m := range []int{1, 2, 4, 8, 16} {
+	for _, m := range []int{1, 2, 4, 8} {
 		a8AVX512(m)
 	}
+	a8T16AVX512()
 	for _, m := range []int{1, 2, 4, 8} {
 		a32(m, true)
 	}
@@ -108,6 +109,8 @@ func main() {
 		}
 	}
 	streamRead()
+	quantA8(true)
+	quantA8(false)
 	for _, v := range []int{2, 4, 8} {
 		cbTableF16(v)
 		cbTableSplit(v)

@@ -1,0 +1,96 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// TestQuantizers checks every assembly quantizer this CPU runs against
+// layout.QuantizeA8, byte for byte and error for error: random groups at
+// many magnitudes, zero groups, groups whose amax is subnormal or tiny,
+// halfway points, NaN and Inf anywhere, and partial last groups.
+func TestQuantizers(t *testing.T) {
+	defer func(q func(x *float32, groups int, q *int8, scales *float32) int) { quantAsm = q }(quantAsm)
+	rng := rand.New(rand.NewPCG(5, 6))
+	inputs := func() [][]float32 {
+		var out [][]float32
+		for _, n := range []int{1, 127, 128, 129, 300, 1024, 1000} {
+			for _, mag := range []float64{1, 1e-3, 1e30, 1e-30, 1e-38, 1e-42, 0} {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64() * mag)
+				}
+				out = append(out, x)
+			}
+		}
+		// Halfway points: amax 127 makes inv 1, so x = k + 0.5 rounds to even.
+		x := make([]float32, 256)
+		for i := range x {
+			x[i] = float32(i%254) - 126.5
+		}
+		x[0], x[200] = 127, -127
+		out = append(out, x)
+		// One extreme group among ordinary ones.
+		for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-40, math.SmallestNonzeroFloat32} {
+			for _, at := range []int{0, 77, 128 + 5, 511, 640} {
+				x := make([]float32, 600)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				if at < len(x) {
+					x[at] = v
+				}
+				if v == 1e-40 || v == math.SmallestNonzeroFloat32 { // a whole tiny group
+					for i := 128; i < 256; i++ {
+						x[i] = v * float32(i%3-1)
+					}
+				}
+				out = append(out, x)
+			}
+		}
+		return out
+	}()
+	for _, q := range quantizers {
+		if !hasAll(q.requires) {
+			continue
+		}
+		quantAsm = q.fn
+		name := funcName(q.fn)
+		for i, x := range inputs {
+			for _, extra := range []int{0, 128} { // x shorter than dst: zeros past it
+				ng := (len(x)+127)/128 + extra/128
+				want, got := make([]int8, 128*ng), make([]int8, 128*ng)
+				ws, gs := make([]float32, ng), make([]float32, ng)
+				for k := range got {
+					got[k] = 99
+				}
+				werr := layout.QuantizeA8(want, ws, x)
+				gerr := quantizeGroups(got, gs, x)
+				if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+					t.Fatalf("%s input %d: error %v, want %v", name, i, gerr, werr)
+				}
+				if werr != nil {
+					continue
+				}
+				if !slices.Equal(got, want) {
+					k := 0
+					for got[k] == want[k] {
+						k++
+					}
+					t.Fatalf("%s input %d: q[%d] = %d, want %d (x %v, scale %v)", name, i, k, got[k], want[k], x[min(k, len(x)-1)], ws[k/128])
+				}
+				for k := range ws {
+					if math.Float32bits(ws[k]) != math.Float32bits(gs[k]) {
+						t.Fatalf("%s input %d: scale %d = %v, want %v", name, i, k, gs[k], ws[k])
+					}
+				}
+			}
+		}
+	}
+}

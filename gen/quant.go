@@ -1,0 +1,184 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// quantA8 emits QuantizeA8Avx512 (zmm) or QuantizeA8Avx2 (ymm): the int8
+// activation quantizer of layout.QuantizeA8 over whole groups of 128.
+//
+// The absolute values' bit patterns are compared as unsigned integers
+// (for non-negative floats the orders agree), so one integer maximum gives
+// the group's amax and flags NaN and Inf (patterns above MaxFloat32).
+func quantA8(avx512 bool) {
+	name, isa, W := "QuantizeA8Avx2", "AVX2", 8
+	vec := func() VecVirtual { return YMM() }
+	if avx512 {
+		name, isa, W = "QuantizeA8Avx512", "AVX-512F", 16
+		vec = func() VecVirtual { return ZMM() }
+	}
+	n := 128 / W
+	and := func(a, b, c Op) { VPAND(a, b, c) }
+	zero := func(a, b, c Op) { VPXOR(a, b, c) }
+	store := func(a, b Op) { VMOVDQU(a, b) }
+	if avx512 {
+		and = func(a, b, c Op) { VPANDD(a, b, c) }
+		zero = func(a, b, c Op) { VPXORD(a, b, c) }
+		store = func(a, b Op) { VMOVDQU32(a, b) }
+	}
+	TEXT(name, NOSPLIT, "func(x *float32, groups int, q *int8, scales *float32) int")
+	Pragma("noescape")
+	Doc(
+		name+" quantizes groups of 128 float32 at x to int8 at q with one scale",
+		"per group at scales, with "+isa+", exactly as layout.QuantizeA8 does:",
+		"",
+		"\tamax := max |x[i]| over the group",
+		"\tscales[g] = amax / 127",
+		"\tq[i] = round-half-even(x[i] * (127 / amax)), clamped to [-127, 127]",
+		"",
+		"(all zero when amax is 0). It stops at the first group it leaves to the",
+		"caller and returns that group's index, or -1 after all groups: a group",
+		"holding NaN or Inf, or one whose amax is below 2^-100, where 127/amax",
+		"could overflow and the Go code's NaN and Inf semantics would apply.",
+	)
+	xp, g, qp, sp := param("x"), param("groups"), param("q"), param("scales")
+	bcast := func(v uint32) VecVirtual {
+		t, r := GP32(), vec()
+		MOVL(U32(v), t)
+		VMOVD(t, r.AsX())
+		VPBROADCASTD(r.AsX(), r)
+		return r
+	}
+	abs := bcast(0x7fffffff)
+	lo, hi := bcast(0xffffff81), bcast(127) // -127, 127
+	c127 := XMM()
+	{
+		t := GP32()
+		MOVL(U32(0x42fe0000), t) // 127.0
+		VMOVD(t, c127)
+	}
+	i := GP64()
+	XORQ(i, i)
+	CMPQ(g, U8(0))
+	JE(LabelRef(name + "_done"))
+
+	Label(name + "_group")
+	// Integer max of the |x| bit patterns, pairwise, then across lanes.
+	// Four running maxima keep the YMM form within 16 registers.
+	m := make([]VecVirtual, 4)
+	for k := 0; k < n; k++ {
+		if k < 4 {
+			m[k] = vec()
+			and(Mem{Base: xp, Disp: 4 * W * k}, abs, m[k])
+			continue
+		}
+		t := vec()
+		and(Mem{Base: xp, Disp: 4 * W * k}, abs, t)
+		VPMAXUD(t, m[k%4], m[k%4])
+	}
+	for len(m) > 1 {
+		for k := 0; k < len(m)/2; k++ {
+			VPMAXUD(m[2*k+1], m[2*k], m[k])
+		}
+		m = m[:len(m)/2]
+	}
+	a := XMM()
+	if avx512 {
+		t := YMM()
+		VEXTRACTI64X4(U8(1), m[0], t)
+		VPMAXUD(t, m[0].AsY(), t)
+		VEXTRACTI128(U8(1), t, a)
+		VPMAXUD(t.AsX(), a, a)
+	} else {
+		VEXTRACTI128(U8(1), m[0], a)
+		VPMAXUD(m[0].AsX(), a, a)
+	}
+	t := XMM()
+	VPSHUFD(U8(0x4e), a, t)
+	VPMAXUD(t, a, a)
+	VPSHUFD(U8(0xb1), a, t)
+	VPMAXUD(t, a, a)
+	bits := GP32()
+	VMOVD(a, bits)
+	TESTL(bits, bits)
+	JE(LabelRef(name + "_zero"))
+	CMPL(bits, U32(0x7f7fffff)) // NaN or Inf
+	JA(LabelRef(name + "_out"))
+	CMPL(bits, U32(27<<23)) // below 2^-100
+	JB(LabelRef(name + "_out"))
+
+	s := XMM()
+	VDIVSS(c127, a, s) // amax / 127
+	VMOVSS(s, Mem{Base: sp, Index: i, Scale: 4})
+	inv := XMM()
+	VDIVSS(a, c127, inv) // 127 / amax
+	invv := vec()
+	VBROADCASTSS(inv, invv)
+	var perm VecVirtual
+	if !avx512 {
+		perm = vec()
+		VMOVDQU(quantPerm(), perm)
+	}
+	for k0 := 0; k0 < n; k0 += 4 {
+		xs := make([]VecVirtual, 4)
+		for j := range xs {
+			xs[j] = vec()
+			VMULPS(Mem{Base: xp, Disp: 4 * W * (k0 + j)}, invv, xs[j]) // x * (127/amax)
+			VCVTPS2DQ(xs[j], xs[j])                                   // round half to even (MXCSR default)
+			VPMAXSD(lo, xs[j], xs[j])
+			VPMINSD(hi, xs[j], xs[j])
+		}
+		if avx512 {
+			for j := range xs {
+				VPMOVDB(xs[j], Mem{Base: qp, Disp: 16 * (k0 + j)})
+			}
+			continue
+		}
+		// Narrow to bytes (the values already lie in [-127, 127]):
+		// VPACKSSDW and VPACKSSWB interleave the 128-bit lanes, VPERMD
+		// restores the order.
+		VPACKSSDW(xs[1], xs[0], xs[0])
+		VPACKSSDW(xs[3], xs[2], xs[2])
+		VPACKSSWB(xs[2], xs[0], xs[0])
+		VPERMD(xs[0], perm, xs[0])
+		VMOVDQU(xs[0], Mem{Base: qp, Disp: 8 * k0})
+	}
+	Label(name + "_next")
+	ADDQ(U32(512), xp)
+	SUBQ(I8(-128), qp)
+	INCQ(i)
+	CMPQ(i, g)
+	JB(LabelRef(name + "_group"))
+	Label(name + "_done")
+	MOVQ(I64(-1), i)
+	Label(name + "_out")
+	Store(i, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+
+	Label(name + "_zero")
+	z := vec()
+	zero(z, z, z)
+	VMOVSS(z.AsX(), Mem{Base: sp, Index: i, Scale: 4})
+	for k := 0; k < 128/(4*W); k++ {
+		store(z, Mem{Base: qp, Disp: 4 * W * k})
+	}
+	JMP(LabelRef(name + "_next"))
+}
+
+var quantPermMem *Mem
+
+// quantPerm is the VPERMD order that undoes the lane interleaving of two
+// VPACKSSDW and a VPACKSSWB on YMM: dwords 0 4 1 5 2 6 3 7.
+func quantPerm() Mem {
+	if quantPermMem == nil {
+		m := GLOBL("quantPerm", RODATA|NOPTR)
+		for k, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+			DATA(4*k, U32(v))
+		}
+		quantPermMem = &m
+	}
+	return *quantPermMem
+}
