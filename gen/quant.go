@@ -126,7 +126,7 @@ func quantA8(avx512 bool) {
 		for j := range xs {
 			xs[j] = vec()
 			VMULPS(Mem{Base: xp, Disp: 4 * W * (k0 + j)}, invv, xs[j]) // x * (127/amax)
-			VCVTPS2DQ(xs[j], xs[j])                                   // round half to even (MXCSR default)
+			VCVTPS2DQ(xs[j], xs[j])                                    // round half to even (MXCSR default)
 			VPMAXSD(lo, xs[j], xs[j])
 			VPMINSD(hi, xs[j], xs[j])
 		}
