@@ -112,41 +112,40 @@ func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act
 //go:noescape
 func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx512VnniM8 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM) for nst super tiles of 16 rows of a
-// Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
+// Q4A8Avx512VnniT8 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,
+// rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and
+// a batch of 8 vectors. It is the assembly form of this Go loop (see
+// cpu.a8Generic for the reference):
 //
 //	for st := 0; st < nst; st++ {
-//		for u := 0; u < 8; u++ { // sub-tile of 2 rows
-//			for k := 0; k < 16; k++ {
-//				row, vec := st*16+u*2+k/8, k%8
-//				out[(st*8+u)*16+k] += dot(row, vec)
+//		for v := 0; v < 8; v++ {
+//			for i := 0; i < 16; i++ {
+//				out[(st*8+v)*16+i] += dot(st*16+i, v)
 //			}
 //		}
 //	}
 //
 // with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 8 permutation vectors of 16 int32 (vector u, lane k holds
-// u*2+k/8), and act the activations prepared per group as:
+// points from z (block-contiguous: group g of a row is 128 scales further)
+// and act the activations prepared per group as:
 //
-//	for each group: 8 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
-//	L of each used; the group's block is 128*8 + 128 bytes
+//	for each group: 8 blocks of 128 int8 (the 64 even-column activations,
+//	then the 64 odd-column ones), then 16 float32 scales (xs of vector k%8)
+//	and 16 int32 sums (the sum of the group's 128 int8 of vector k%8); the
+//	group's block is 1152 bytes
 //
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
+// Note the vector-major out, unlike the M-vector kernels. idx is unused.
+// Each group's scaled dot is added, in group order, to the running sum
+// loaded from out, exactly as the M-vector kernels do: a caller can split
+// the groups into column tiles (w, sc, z and act advanced to the tile's
+// first group) and call it once per tile on the same out, bit for bit.
 //
 // Preconditions: all rows lie inside one 128-row block of the matrix, the
 // first row is a multiple of 16, groups >= 1, and every pointer covers what
 // the loop reads or writes.
 //
 //go:noescape
-func Q4A8Avx512VnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx512VnniT8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8Avx512VnniT16 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,
 // rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and
@@ -166,8 +165,8 @@ func Q4A8Avx512VnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act
 // and act the activations prepared per group as:
 //
 //	for each group: 16 blocks of 128 int8 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 scales (xs of vector k)
-//	and 16 int32 sums (the sum of the group's 128 int8 of vector k); the
+//	then the 64 odd-column ones), then 16 float32 scales (xs of vector k%16)
+//	and 16 int32 sums (the sum of the group's 128 int8 of vector k%16); the
 //	group's block is 2176 bytes
 //
 // Note the vector-major out, unlike the M-vector kernels. idx is unused.

@@ -1,34 +1,36 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// a8T16AVX512 emits Q4A8Avx512VnniT16, the 16-vector W4A8 kernel with rows
-// in the lanes. The M-vector kernels keep columns in the lanes, so every
+// a8TAVX512 emits Q4A8Avx512VnniT<M>, the M-vector (8 or 16) W4A8 kernel
+// with rows in the lanes. The M-vector kernels keep columns in the lanes, so every
 // (row, vector, group) dot ends in a horizontal sum: with 16 vectors one
 // row's group costs 32 VPDPBUSD and a 16-accumulator reduction tree. Here
 // the 16 rows' nibbles are transposed instead (a 16x16 dword transpose,
 // 64 shuffles for the even and 64 for the odd columns, shared by all 16
 // vectors) and each VPDPBUSD multiplies four columns of 16 rows by one
 // vector's four activations, broadcast from memory: no reduction at all.
-func a8T16AVX512() {
-	const L, M = 16, 16
-	name := "Q4A8Avx512VnniT16"
+func a8TAVX512(M int) {
+	const L = 16
+	name := fmt.Sprintf("Q4A8Avx512VnniT%d", M)
 	TEXT(name, 0, kernelSig) // not NOSPLIT: the 2 KiB scratch frame
 	Pragma("noescape")
 	Doc(
 		name+" computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,",
 		"rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and",
-		"a batch of 16 vectors. It is the assembly form of this Go loop (see",
+		fmt.Sprintf("a batch of %d vectors. It is the assembly form of this Go loop (see", M),
 		"cpu.a8Generic for the reference):",
 		"",
 		"\tfor st := 0; st < nst; st++ {",
-		"\t\tfor v := 0; v < 16; v++ {",
+		fmt.Sprintf("\t\tfor v := 0; v < %d; v++ {", M),
 		"\t\t\tfor i := 0; i < 16; i++ {",
-		"\t\t\t\tout[(st*16+v)*16+i] += dot(st*16+i, v)",
+		fmt.Sprintf("\t\t\t\tout[(st*%d+v)*16+i] += dot(st*16+i, v)", M),
 		"\t\t\t}",
 		"\t\t}",
 		"\t}",
@@ -37,10 +39,10 @@ func a8T16AVX512() {
 		"points from z (block-contiguous: group g of a row is 128 scales further)",
 		"and act the activations prepared per group as:",
 		"",
-		"\tfor each group: 16 blocks of 128 int8 (the 64 even-column activations,",
-		"\tthen the 64 odd-column ones), then 16 float32 scales (xs of vector k)",
-		"\tand 16 int32 sums (the sum of the group's 128 int8 of vector k); the",
-		"\tgroup's block is 2176 bytes",
+		fmt.Sprintf("\tfor each group: %d blocks of 128 int8 (the 64 even-column activations,", M),
+		fmt.Sprintf("\tthen the 64 odd-column ones), then 16 float32 scales (xs of vector k%%%d)", M),
+		fmt.Sprintf("\tand 16 int32 sums (the sum of the group's 128 int8 of vector k%%%d); the", M),
+		fmt.Sprintf("\tgroup's block is %d bytes", 128*M+128),
 		"",
 		"Note the vector-major out, unlike the M-vector kernels. idx is unused.",
 		"Each group's scaled dot is added, in group order, to the running sum",
