@@ -1366,6 +1366,9 @@ Q4A8Avx512VnniT8_group:
 	ADDQ           $0x00000480, BX
 	DECQ           SI
 	JNZ            Q4A8Avx512VnniT8_group
+	MOVQ           out+56(FP), AX
+	ADDQ           $0x00000200, AX
+	MOVQ           AX, out+56(FP)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x04, AX
 	MOVQ           w+0(FP), CX
@@ -1377,9 +1380,6 @@ Q4A8Avx512VnniT8_group:
 	MOVQ           z+24(FP), AX
 	ADDQ           $0x00000008, AX
 	MOVQ           AX, z+24(FP)
-	MOVQ           out+56(FP), AX
-	ADDQ           $0x00000200, AX
-	MOVQ           AX, out+56(FP)
 	MOVQ           nst+64(FP), AX
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)
@@ -2323,6 +2323,9 @@ Q4A8Avx512VnniT16_group:
 	ADDQ           $0x00000880, BX
 	DECQ           SI
 	JNZ            Q4A8Avx512VnniT16_group
+	MOVQ           out+56(FP), AX
+	ADDQ           $0x00000400, AX
+	MOVQ           AX, out+56(FP)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x04, AX
 	MOVQ           w+0(FP), CX
@@ -2334,9 +2337,6 @@ Q4A8Avx512VnniT16_group:
 	MOVQ           z+24(FP), AX
 	ADDQ           $0x00000008, AX
 	MOVQ           AX, z+24(FP)
-	MOVQ           out+56(FP), AX
-	ADDQ           $0x00000400, AX
-	MOVQ           AX, out+56(FP)
 	MOVQ           nst+64(FP), AX
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)

@@ -186,8 +186,13 @@ func tileLoops(name string, lanes, m int, sub func(u GPVirtual)) {
 	INCQ(u)
 	CMPQ(u, U32(m))
 	JB(LabelRef(name + "_sub"))
+	nextSuperTile(name, lanes)
+}
 
-	// Next super tile: lanes rows down; their scales and zeros follow.
+// nextSuperTile ends a Q4G128 kernel's super-tile loop (label name+"_st"):
+// w moves lanes rows down, sc and zp to those rows' scales and zeros, and
+// the kernel returns after nst super tiles.
+func nextSuperTile(name string, lanes int) {
 	t := param("stride")
 	SHLQ(U8(log2(lanes)), t)
 	bump("w", t)

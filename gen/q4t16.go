@@ -141,19 +141,8 @@ func a8TAVX512(M int) {
 	DECQ(g)
 	JNZ(LabelRef(name + "_group"))
 
-	// Next super tile: 16 rows down, their scales and zeros follow.
-	t := param("stride")
-	SHLQ(U8(log2(L)), t)
-	bump("w", t)
-	bump("sc", U32(4*L))
-	bump("z", U32(L/2))
 	bump("out", U32(4*L*M))
-	n := param("nst")
-	DECQ(n)
-	Store(n, Param("nst"))
-	JNZ(LabelRef(name + "_st"))
-	VZEROUPPER()
-	RET()
+	nextSuperTile(name, L)
 }
 
 // transpose16 transposes 16 ZMM registers of 16 dwords: dword i of result
