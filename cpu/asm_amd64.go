@@ -28,7 +28,7 @@ type kernelFunc func(w *byte, stride int, sc *float32, z *byte, groups int, act 
 type family struct {
 	lanes int                // result lanes per sub-tile (L)
 	tileM int                // smallest M run in column tiles (0: never)
-	rowsM int                // M whose kernel has rows in the lanes (0: none)
+	rowsM int                // smallest M whose kernel has rows in the lanes (0: none)
 	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
 	maxM  int
 	idx   map[int][]int32 // permutation tables by M
