@@ -33019,14 +33019,11 @@ TEXT ·QuantizeA8Avx512(SB), NOSPLIT, $0-40
 	MOVQ         q+16(FP), DX
 	MOVQ         scales+24(FP), BX
 	MOVL         $0x7fffffff, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Z0
+	VPBROADCASTD SI, Z0
 	MOVL         $0xffffff81, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Z1
+	VPBROADCASTD SI, Z1
 	MOVL         $0x0000007f, SI
-	VMOVD        SI, X2
-	VPBROADCASTD X2, Z2
+	VPBROADCASTD SI, Z2
 	MOVL         $0x42fe0000, SI
 	VMOVD        SI, X3
 	XORQ         SI, SI
@@ -33127,8 +33124,8 @@ QuantizeA8Avx512_out:
 QuantizeA8Avx512_zero:
 	VPXORD    Z9, Z9, Z9
 	VMOVSS    X9, (BX)(SI*4)
-	VMOVDQU32 Z9, (DX)
-	VMOVDQU32 Z9, 64(DX)
+	VMOVDQU64 Z9, (DX)
+	VMOVDQU64 Z9, 64(DX)
 	JMP       QuantizeA8Avx512_next
 
 // func QuantizeA8Avx2(x *float32, groups int, q *int8, scales *float32) int

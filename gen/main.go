@@ -1458,6 +1458,13 @@ func (f fvec) load(m Mem, dst VecVirtual) {
 		VMOVDQU(m, dst)
 	}
 }
+func (f fvec) store(v VecVirtual, m Mem) {
+	if f.avx512 {
+		VMOVDQU64(v, m)
+	} else {
+		VMOVDQU(v, m)
+	}
+}
 
 // broadcast returns a vector with v in every 32-bit lane.
 func (f fvec) broadcast(v uint32) VecVirtual {

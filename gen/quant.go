@@ -13,21 +13,10 @@ import (
 // (for non-negative floats the orders agree), so one integer maximum gives
 // the group's amax and flags NaN and Inf (patterns above MaxFloat32).
 func quantA8(avx512 bool) {
-	name, isa, W := "QuantizeA8Avx2", "AVX2", 8
-	vec := func() VecVirtual { return YMM() }
-	if avx512 {
-		name, isa, W = "QuantizeA8Avx512", "AVX-512F", 16
-		vec = func() VecVirtual { return ZMM() }
-	}
+	f := fvec{avx512}
+	name, W := "QuantizeA8"+f.suffix(), f.lanes()
+	isa := map[bool]string{true: "AVX-512F", false: "AVX2"}[avx512]
 	n := 128 / W
-	and := func(a, b, c Op) { VPAND(a, b, c) }
-	zero := func(a, b, c Op) { VPXOR(a, b, c) }
-	store := func(a, b Op) { VMOVDQU(a, b) }
-	if avx512 {
-		and = func(a, b, c Op) { VPANDD(a, b, c) }
-		zero = func(a, b, c Op) { VPXORD(a, b, c) }
-		store = func(a, b Op) { VMOVDQU32(a, b) }
-	}
 	TEXT(name, NOSPLIT, "func(x *float32, groups int, q *int8, scales *float32) int")
 	Pragma("noescape")
 	Doc(
@@ -44,15 +33,8 @@ func quantA8(avx512 bool) {
 		"could overflow and the Go code's NaN and Inf semantics would apply.",
 	)
 	xp, g, qp, sp := param("x"), param("groups"), param("q"), param("scales")
-	bcast := func(v uint32) VecVirtual {
-		t, r := GP32(), vec()
-		MOVL(U32(v), t)
-		VMOVD(t, r.AsX())
-		VPBROADCASTD(r.AsX(), r)
-		return r
-	}
-	abs := bcast(0x7fffffff)
-	lo, hi := bcast(0xffffff81), bcast(127) // -127, 127
+	abs := f.broadcast(0x7fffffff)
+	lo, hi := f.broadcast(0xffffff81), f.broadcast(127) // -127, 127
 	c127 := XMM()
 	{
 		t := GP32()
@@ -70,12 +52,12 @@ func quantA8(avx512 bool) {
 	m := make([]VecVirtual, 4)
 	for k := 0; k < n; k++ {
 		if k < 4 {
-			m[k] = vec()
-			and(Mem{Base: xp, Disp: 4 * W * k}, abs, m[k])
+			m[k] = f.reg()
+			f.and(Mem{Base: xp, Disp: 4 * W * k}, abs, m[k])
 			continue
 		}
-		t := vec()
-		and(Mem{Base: xp, Disp: 4 * W * k}, abs, t)
+		t := f.reg()
+		f.and(Mem{Base: xp, Disp: 4 * W * k}, abs, t)
 		VPMAXUD(t, m[k%4], m[k%4])
 	}
 	for len(m) > 1 {
@@ -114,17 +96,17 @@ func quantA8(avx512 bool) {
 	VMOVSS(s, Mem{Base: sp, Index: i, Scale: 4})
 	inv := XMM()
 	VDIVSS(a, c127, inv) // 127 / amax
-	invv := vec()
+	invv := f.reg()
 	VBROADCASTSS(inv, invv)
 	var perm VecVirtual
 	if !avx512 {
-		perm = vec()
+		perm = f.reg()
 		VMOVDQU(quantPerm(), perm)
 	}
 	for k0 := 0; k0 < n; k0 += 4 {
 		xs := make([]VecVirtual, 4)
 		for j := range xs {
-			xs[j] = vec()
+			xs[j] = f.reg()
 			VMULPS(Mem{Base: xp, Disp: 4 * W * (k0 + j)}, invv, xs[j]) // x * (127/amax)
 			VCVTPS2DQ(xs[j], xs[j])                                    // round half to even (MXCSR default)
 			VPMAXSD(lo, xs[j], xs[j])
@@ -159,11 +141,11 @@ func quantA8(avx512 bool) {
 	RET()
 
 	Label(name + "_zero")
-	z := vec()
-	zero(z, z, z)
+	z := f.reg()
+	f.zero(z)
 	VMOVSS(z.AsX(), Mem{Base: sp, Index: i, Scale: 4})
 	for k := 0; k < 128/(4*W); k++ {
-		store(z, Mem{Base: qp, Disp: 4 * W * k})
+		f.store(z, Mem{Base: qp, Disp: 4 * W * k})
 	}
 	JMP(LabelRef(name + "_next"))
 }
