@@ -2617,9 +2617,9 @@ Q4A32Avx512M1_group:
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      512(SI), Y12, Y3
 	ADDQ             $0x00000200, R10
+	ADDQ             $0x00000200, R9
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
-	ADDQ             $0x00000200, R9
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000240, SI
 	DECQ             DI
@@ -2909,9 +2909,9 @@ Q4A32Avx512M2_group:
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      1024(SI), Y12, Y3
 	ADDQ             $0x00000100, R10
+	ADDQ             $0x00000200, R9
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
-	ADDQ             $0x00000200, R9
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000440, SI
 	DECQ             DI
@@ -3147,9 +3147,9 @@ Q4A32Avx512M4_group:
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      2048(SI), Y12, Y3
 	ADDQ             $0x00000080, R10
+	ADDQ             $0x00000200, R9
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
-	ADDQ             $0x00000200, R9
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00000840, SI
 	DECQ             DI
@@ -3365,9 +3365,9 @@ Q4A32Avx512M8_group:
 	VMULPS           Y13, Y12, Y12
 	VFMADD231PS      4096(SI), Y12, Y3
 	ADDQ             $0x00000040, R9
+	ADDQ             $0x00000200, R8
 	ADDQ             $0x00000040, CX
 	ADDQ             $0x00000200, DX
-	ADDQ             $0x00000200, R8
 	ADDQ             $0x00000040, BX
 	ADDQ             $0x00001040, SI
 	DECQ             DI
@@ -5554,9 +5554,9 @@ Q4A32Avx2M1_group:
 	VMULPS       X8, X7, X7
 	VFMADD231PS  512(SI), X7, X2
 	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000200, R9
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000200, DX
-	ADDQ         $0x00000200, R9
 	ADDQ         $0x00000040, BX
 	ADDQ         $0x00000240, SI
 	DECQ         DI
@@ -5811,9 +5811,9 @@ Q4A32Avx2M2_group:
 	VMULPS       X8, X7, X7
 	VFMADD231PS  1024(SI), X7, X2
 	ADDQ         $0x00000080, R10
+	ADDQ         $0x00000200, R9
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000200, DX
-	ADDQ         $0x00000200, R9
 	ADDQ         $0x00000040, BX
 	ADDQ         $0x00000440, SI
 	DECQ         DI
@@ -6024,9 +6024,9 @@ Q4A32Avx2M4_group:
 	VMULPS       X8, X7, X7
 	VFMADD231PS  2048(SI), X7, X2
 	ADDQ         $0x00000040, R9
+	ADDQ         $0x00000200, R8
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000200, DX
-	ADDQ         $0x00000200, R8
 	ADDQ         $0x00000040, BX
 	ADDQ         $0x00000840, SI
 	DECQ         DI

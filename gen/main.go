@@ -228,6 +228,18 @@ func subTilePtrs(u GPVirtual, r int) (wp, scp, zp, ap, g GPVirtual) {
 	return wp, param("sc"), param("z"), param("act"), param("groups")
 }
 
+// nextGroup ends a Q4G128 kernel's group loop (label name+"_group"): the
+// weights, scales and zeros move on one 128-column group, the activations
+// actBlock bytes, and the loop repeats while the group count g lasts.
+func nextGroup(name string, wp, scp, zp, ap, g GPVirtual, actBlock int) {
+	ADDQ(U32(64), wp)
+	ADDQ(U32(512), scp)
+	ADDQ(U32(64), zp)
+	ADDQ(U32(actBlock), ap)
+	DECQ(g)
+	JNZ(LabelRef(name + "_group"))
+}
+
 // nextTile returns a pointer to the sub-tile's rows in the next super tile
 // (wp + lanes*stride). Those rows are one contiguous block, so prefetching
 // it 64 bytes per weight line processed (PREFETCHT1, into L2) turns the
@@ -525,12 +537,7 @@ func a8AVX512(m int) {
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() }, true)
 
 		ADDQ(U32(64*r), pf)
-		ADDQ(U32(64), wp)
-		ADDQ(U32(512), scp)
-		ADDQ(U32(64), zp)
-		ADDQ(U32(128*m+128), ap)
-		DECQ(g)
-		JNZ(LabelRef(name + "_group"))
+		nextGroup(name, wp, scp, zp, ap, g, 128*m+128)
 		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
@@ -714,12 +721,7 @@ func a8YMM(m int, mode a8Mode) {
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() }, false)
 
 		ADDQ(U32(64*r), pf)
-		ADDQ(U32(64), wp)
-		ADDQ(U32(512), scp)
-		ADDQ(U32(64), zp)
-		ADDQ(U32(128*m+128), ap)
-		DECQ(g)
-		JNZ(LabelRef(name + "_group"))
+		nextGroup(name, wp, scp, zp, ap, g, 128*m+128)
 		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
@@ -852,13 +854,8 @@ func a32(m int, avx512 bool) {
 		VFMADD231PS(Mem{Base: ap, Disp: 512 * m}, zl, corr)
 
 		ADDQ(U32(64*r), pf)
-		ADDQ(U32(64), wp)
-		ADDQ(U32(512), scp)
 		ADDQ(U32(512), scr)
-		ADDQ(U32(64), zp)
-		ADDQ(U32(512*m+64), ap)
-		DECQ(g)
-		JNZ(LabelRef(name + "_group"))
+		nextGroup(name, wp, scp, zp, ap, g, 512*m+64)
 
 		var res Register
 		if avx512 {

@@ -134,12 +134,7 @@ func a8TAVX512(M int) {
 		VMOVUPS(f, Mem{Base: op, Disp: 64 * v})
 	}
 
-	ADDQ(U32(64), wp)
-	ADDQ(U32(512), scp)
-	ADDQ(U32(64), zp)
-	ADDQ(U32(128*M+128), ap)
-	DECQ(g)
-	JNZ(LabelRef(name + "_group"))
+	nextGroup(name, wp, scp, zp, ap, g, 128*M+128)
 
 	bump("out", U32(4*L*M))
 	nextSuperTile(name, L)
