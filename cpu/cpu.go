@@ -404,7 +404,7 @@ func (b *Backend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
 	}
 	return b.parallelFor(len(xs), groupGrain*4, func(g0, g1 int) error {
 		lo, hi := min(len(x), g0*128), min(len(x), g1*128)
-		if err := quantizeGroups(xq[g0*128:g1*128], xs[g0:g1], x[lo:hi]); err != nil {
+		if err := QuantizeA8(xq[g0*128:g1*128], xs[g0:g1], x[lo:hi]); err != nil {
 			return fmt.Errorf("cpu: inputs from %d: %w", lo, err)
 		}
 		return nil

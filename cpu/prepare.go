@@ -83,7 +83,7 @@ func quantizeA8(c *call, x []float32, g0, g1 int) error {
 	pc, cols, g := m.PCols, m.Cols, m.Groups()
 	for b := 0; b < c.batch; b++ {
 		lo, hi := min(cols, g0*128), min(cols, g1*128)
-		err := quantizeGroups(c.xq[b*pc+g0*128:b*pc+g1*128], c.xs[b*g+g0:b*g+g1], x[b*cols+lo:b*cols+hi])
+		err := QuantizeA8(c.xq[b*pc+g0*128:b*pc+g1*128], c.xs[b*g+g0:b*g+g1], x[b*cols+lo:b*cols+hi])
 		if err != nil {
 			return fmt.Errorf("cpu: vector %d, from input %d: %w", b, lo, err)
 		}

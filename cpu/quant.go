@@ -7,11 +7,13 @@ import "github.com/qgemv/qgemv/layout"
 // leaves to Go (NaN or Inf, or an amax below 2^-100), or -1.
 var quantAsm func(x *float32, groups int, q *int8, scales *float32) int
 
-// quantizeGroups is layout.QuantizeA8, same bytes and same errors, with the
-// assembly quantizer (when there is one) for the groups x covers fully.
+// QuantizeA8 is layout.QuantizeA8, same bytes and same errors, with the
+// assembly quantizer (when the CPU has one) for the groups x covers fully;
+// one goroutine (Backend.QuantizeA8 splits the groups across the team).
+// The GPU backends quantize their A8 activations on the host with it.
 // On the 2-core Zen 5 VM the Go layout.QuantizeA8 takes about 6.5 ns per
 // input: 1.5 ms of a 16-vector 4096x14336 multiply on one thread.
-func quantizeGroups(dst []int8, scales []float32, x []float32) error {
+func QuantizeA8(dst []int8, scales []float32, x []float32) error {
 	if quantAsm == nil || len(dst)%128 != 0 || len(scales) != len(dst)/128 || len(x) > len(dst) {
 		return layout.QuantizeA8(dst, scales, x)
 	}

@@ -71,7 +71,7 @@ func TestQuantizers(t *testing.T) {
 					got[k] = 99
 				}
 				werr := layout.QuantizeA8(want, ws, x)
-				gerr := quantizeGroups(got, gs, x)
+				gerr := QuantizeA8(got, gs, x)
 				if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
 					t.Fatalf("%s input %d: error %v, want %v", name, i, gerr, werr)
 				}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/cuda"
 	"github.com/qgemv/qgemv/layout"
 	"gorgonia.org/cu"
@@ -80,7 +81,8 @@ func (c cuBackend) Load(m layout.Matrix) (Matrix, error) {
 	return mx, nil
 }
 
-// QuantizeA8 quantizes on the host (layout.QuantizeA8; same bytes).
+// QuantizeA8 quantizes on the host (cpu.QuantizeA8: layout.QuantizeA8's
+// bytes, with the CPU's assembly quantizer).
 func (c cuBackend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
-	return layout.QuantizeA8(xq, xs, x)
+	return cpu.QuantizeA8(xq, xs, x)
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -96,7 +97,8 @@ func (g Geometry) CheckI8(prefix string, ndst int, xq []int8, xs []float32, batc
 }
 
 // QuantizeBatch quantizes batch vectors of cols float32 activations
-// (x, batch*cols values) with layout.QuantizeA8, vector b into
+// (x, batch*cols values) with cpu.QuantizeA8 (layout.QuantizeA8's bytes,
+// with the CPU's assembly quantizer), vector b into
 // xq[b*pcols:(b+1)*pcols] and xs[b*pcols/128:(b+1)*pcols/128], the
 // padding quantized as zeros. The bytes are exactly layout.QuantizeA8's.
 // A non-finite activation is an error naming the vector and the input.
@@ -110,7 +112,7 @@ func QuantizeBatch(xq []int8, xs []float32, x []float32, batch, cols, pcols int)
 	}
 	ng := pcols / layout.GroupSize
 	for b := 0; b < batch; b++ {
-		if err := layout.QuantizeA8(xq[b*pcols:(b+1)*pcols], xs[b*ng:(b+1)*ng], x[b*cols:(b+1)*cols]); err != nil {
+		if err := cpu.QuantizeA8(xq[b*pcols:(b+1)*pcols], xs[b*ng:(b+1)*ng], x[b*cols:(b+1)*cols]); err != nil {
 			return fmt.Errorf("gpuhost: vector %d: %w", b, err)
 		}
 	}
