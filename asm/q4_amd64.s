@@ -19578,77 +19578,79 @@ TEXT ·Bits8A32S1Avx512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits8A32S1Avx512_row:
 	VPXORD Z1, Z1, Z1
 	VPXORD X2, X2, X2
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits8A32S1Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z3
-	VMOVDQU64        64(SI), Z4
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
 	VPSRLD           $0x18, Z3, Z5
 	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
-	VMULPS           (DX), Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VMULPS           64(DX), Z6, Z6
+	VMULPS           64(BX), Z6, Z6
 	VADDPS           Z6, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
-	VFMADD231SS      (BX), X5, X2
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z3, Z5
 	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
-	VMULPS           128(DX), Z5, Z5
+	VMULPS           128(BX), Z5, Z5
 	VPSRLD           $0x10, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VMULPS           192(DX), Z6, Z6
+	VMULPS           192(BX), Z6, Z6
 	VADDPS           Z6, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
-	VFMADD231SS      (BX), X5, X2
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z3, Z5
 	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
-	VMULPS           256(DX), Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VMULPS           320(DX), Z6, Z6
+	VMULPS           320(BX), Z6, Z6
 	VADDPS           Z6, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
-	VFMADD231SS      (BX), X5, X2
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPANDD           Z3, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VMULPS           384(DX), Z3, Z3
+	VMULPS           384(BX), Z3, Z3
 	VPANDD           Z4, Z0, Z4
 	VCVTDQ2PS        Z4, Z4
-	VMULPS           448(DX), Z4, Z4
+	VMULPS           448(BX), Z4, Z4
 	VADDPS           Z4, Z3, Z3
 	VFMADD231PS.BCST (CX), Z3, Z1
 	VMOVSS           4(CX), X3
-	VFMADD231SS      (BX), X3, X2
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000200, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000200, BX
+	DECQ             R8
 	JNZ              Bits8A32S1Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z1, Y3
 	VADDPS           Y3, Y1, Y3
@@ -19659,15 +19661,15 @@ Bits8A32S1Avx512_chunk:
 	VPERMILPS        $0xb1, X4, X3
 	VADDPS           X3, X4, X4
 	VSUBSS           X2, X4, X4
-	MOVQ             out+40(FP), DX
-	VMOVSS           X4, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits8A32S1Avx512_row
 	VZEROUPPER
 	RET
@@ -19679,69 +19681,71 @@ TEXT ·Bits8A32S2Avx512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits8A32S2Avx512_row:
 	VPXORD Z1, Z1, Z1
 	VPXORD X2, X2, X2
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits8A32S2Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z3
-	VMOVDQU64        64(SI), Z4
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
 	VPSRLD           $0x18, Z3, Z5
 	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
-	VMULPS           (DX), Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VMULPS           64(DX), Z6, Z6
+	VMULPS           64(BX), Z6, Z6
 	VPSRLD           $0x10, Z3, Z7
 	VPANDD           Z7, Z0, Z7
 	VCVTDQ2PS        Z7, Z7
-	VMULPS           128(DX), Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VCVTDQ2PS        Z8, Z8
-	VMULPS           192(DX), Z8, Z8
+	VMULPS           192(BX), Z8, Z8
 	VADDPS           Z6, Z5, Z5
 	VADDPS           Z8, Z7, Z7
 	VADDPS           Z7, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X5
-	VFMADD231SS      (BX), X5, X2
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z3, Z5
 	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
-	VMULPS           256(DX), Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VMULPS           320(DX), Z6, Z6
+	VMULPS           320(BX), Z6, Z6
 	VPANDD           Z3, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VMULPS           384(DX), Z3, Z3
+	VMULPS           384(BX), Z3, Z3
 	VPANDD           Z4, Z0, Z4
 	VCVTDQ2PS        Z4, Z4
-	VMULPS           448(DX), Z4, Z4
+	VMULPS           448(BX), Z4, Z4
 	VADDPS           Z6, Z5, Z5
 	VADDPS           Z4, Z3, Z3
 	VADDPS           Z3, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X3
-	VFMADD231SS      (BX), X3, X2
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000200, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000200, BX
+	DECQ             R8
 	JNZ              Bits8A32S2Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z1, Y3
 	VADDPS           Y3, Y1, Y3
@@ -19752,15 +19756,15 @@ Bits8A32S2Avx512_chunk:
 	VPERMILPS        $0xb1, X4, X3
 	VADDPS           X3, X4, X4
 	VSUBSS           X2, X4, X4
-	MOVQ             out+40(FP), DX
-	VMOVSS           X4, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits8A32S2Avx512_row
 	VZEROUPPER
 	RET
@@ -19772,61 +19776,63 @@ TEXT ·Bits8A32S4Avx512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits8A32S4Avx512_row:
 	VPXORD Z1, Z1, Z1
 	VPXORD X2, X2, X2
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits8A32S4Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z3
-	VMOVDQU64        64(SI), Z4
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
 	VPSRLD           $0x18, Z3, Z5
 	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
-	VMULPS           (DX), Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
-	VMULPS           64(DX), Z6, Z6
+	VMULPS           64(BX), Z6, Z6
 	VPSRLD           $0x10, Z3, Z7
 	VPANDD           Z7, Z0, Z7
 	VCVTDQ2PS        Z7, Z7
-	VMULPS           128(DX), Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VCVTDQ2PS        Z8, Z8
-	VMULPS           192(DX), Z8, Z8
+	VMULPS           192(BX), Z8, Z8
 	VPSRLD           $0x08, Z3, Z9
 	VPANDD           Z9, Z0, Z9
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS      256(DX), Z9, Z5
+	VFMADD231PS      256(BX), Z9, Z5
 	VPSRLD           $0x08, Z4, Z9
 	VPANDD           Z9, Z0, Z9
 	VCVTDQ2PS        Z9, Z9
-	VFMADD231PS      320(DX), Z9, Z6
+	VFMADD231PS      320(BX), Z9, Z6
 	VPANDD           Z3, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS      384(DX), Z3, Z7
+	VFMADD231PS      384(BX), Z3, Z7
 	VPANDD           Z4, Z0, Z3
 	VCVTDQ2PS        Z3, Z3
-	VFMADD231PS      448(DX), Z3, Z8
+	VFMADD231PS      448(BX), Z3, Z8
 	VADDPS           Z6, Z5, Z5
 	VADDPS           Z8, Z7, Z7
 	VADDPS           Z7, Z5, Z5
 	VFMADD231PS.BCST (CX), Z5, Z1
 	VMOVSS           4(CX), X3
-	VFMADD231SS      (BX), X3, X2
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000200, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000200, BX
+	DECQ             R8
 	JNZ              Bits8A32S4Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z1, Y3
 	VADDPS           Y3, Y1, Y3
@@ -19837,15 +19843,15 @@ Bits8A32S4Avx512_chunk:
 	VPERMILPS        $0xb1, X4, X3
 	VADDPS           X3, X4, X4
 	VSUBSS           X2, X4, X4
-	MOVQ             out+40(FP), DX
-	VMOVSS           X4, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits8A32S4Avx512_row
 	VZEROUPPER
 	RET
@@ -19858,133 +19864,135 @@ TEXT ·Bits4A32S1Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S1Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits4A32S1Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(DX), Z6, Z6
+	VMULPS           128(BX), Z6, Z6
 	VPSRLD           $0x18, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(DX), Z7, Z7
+	VMULPS           192(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(DX), Z6, Z6
+	VMULPS           384(BX), Z6, Z6
 	VPSRLD           $0x10, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(DX), Z7, Z7
+	VMULPS           448(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(DX), Z6, Z6
+	VMULPS           640(BX), Z6, Z6
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(DX), Z7, Z7
+	VMULPS           704(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           896(DX), Z4, Z4
+	VMULPS           896(BX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           960(DX), Z5, Z5
+	VMULPS           960(BX), Z5, Z5
 	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000400, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
 	JNZ              Bits4A32S1Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -19995,15 +20003,15 @@ Bits4A32S1Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits4A32S1Avx512_row
 	VZEROUPPER
 	RET
@@ -20016,117 +20024,119 @@ TEXT ·Bits4A32S2Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S2Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits4A32S2Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x18, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(DX), Z8, Z8
+	VMULPS           384(BX), Z8, Z8
 	VPSRLD           $0x10, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(DX), Z9, Z9
+	VMULPS           448(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x08, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           896(DX), Z4, Z4
+	VMULPS           896(BX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           960(DX), Z5, Z5
+	VMULPS           960(BX), Z5, Z5
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z5, Z4, Z4
 	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000400, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
 	JNZ              Bits4A32S2Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -20137,15 +20147,15 @@ Bits4A32S2Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits4A32S2Avx512_row
 	VZEROUPPER
 	RET
@@ -20158,101 +20168,103 @@ TEXT ·Bits4A32S4Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S4Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits4A32S4Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x18, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x08, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(DX), Z4, Z8
+	VFMADD231PS      896(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(DX), Z4, Z9
+	VFMADD231PS      960(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000400, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
 	JNZ              Bits4A32S4Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -20263,15 +20275,15 @@ Bits4A32S4Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits4A32S4Avx512_row
 	VZEROUPPER
 	RET
@@ -20284,93 +20296,95 @@ TEXT ·Bits4A32S8Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S8Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits4A32S8Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x18, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x0c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x0c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(DX), Z4, Z8
+	VFMADD231PS      896(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(DX), Z4, Z9
+	VFMADD231PS      960(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000400, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
 	JNZ              Bits4A32S8Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -20381,15 +20395,15 @@ Bits4A32S8Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits4A32S8Avx512_row
 	VZEROUPPER
 	RET
@@ -20402,245 +20416,247 @@ TEXT ·Bits2A32S1Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S1Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits2A32S1Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(DX), Z6, Z6
+	VMULPS           128(BX), Z6, Z6
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(DX), Z7, Z7
+	VMULPS           192(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(DX), Z6, Z6
+	VMULPS           384(BX), Z6, Z6
 	VPSRLD           $0x18, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(DX), Z7, Z7
+	VMULPS           448(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x16, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(DX), Z6, Z6
+	VMULPS           640(BX), Z6, Z6
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(DX), Z7, Z7
+	VMULPS           704(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x12, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x12, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           896(DX), Z6, Z6
+	VMULPS           896(BX), Z6, Z6
 	VPSRLD           $0x10, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           960(DX), Z7, Z7
+	VMULPS           960(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1152(DX), Z6, Z6
+	VMULPS           1152(BX), Z6, Z6
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1216(DX), Z7, Z7
+	VMULPS           1216(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(DX), Z6, Z6
+	VMULPS           1280(BX), Z6, Z6
 	VPSRLD           $0x0a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(DX), Z7, Z7
+	VMULPS           1344(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1408(DX), Z6, Z6
+	VMULPS           1408(BX), Z6, Z6
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1472(DX), Z7, Z7
+	VMULPS           1472(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x06, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(DX), Z6, Z6
+	VMULPS           1536(BX), Z6, Z6
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(DX), Z7, Z7
+	VMULPS           1600(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1664(DX), Z6, Z6
+	VMULPS           1664(BX), Z6, Z6
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1728(DX), Z7, Z7
+	VMULPS           1728(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x02, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(DX), Z6, Z6
+	VMULPS           1792(BX), Z6, Z6
 	VPSRLD           $0x02, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(DX), Z7, Z7
+	VMULPS           1856(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           1920(DX), Z4, Z4
+	VMULPS           1920(BX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           1984(DX), Z5, Z5
+	VMULPS           1984(BX), Z5, Z5
 	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000800, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
 	JNZ              Bits2A32S1Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -20651,15 +20667,15 @@ Bits2A32S1Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits2A32S1Avx512_row
 	VZEROUPPER
 	RET
@@ -20672,213 +20688,215 @@ TEXT ·Bits2A32S2Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S2Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits2A32S2Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(DX), Z8, Z8
+	VMULPS           384(BX), Z8, Z8
 	VPSRLD           $0x18, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(DX), Z9, Z9
+	VMULPS           448(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x16, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x14, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x12, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x12, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           896(DX), Z8, Z8
+	VMULPS           896(BX), Z8, Z8
 	VPSRLD           $0x10, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           960(DX), Z9, Z9
+	VMULPS           960(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(DX), Z8, Z8
+	VMULPS           1152(BX), Z8, Z8
 	VPSRLD           $0x0c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(DX), Z9, Z9
+	VMULPS           1216(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(DX), Z6, Z6
+	VMULPS           1280(BX), Z6, Z6
 	VPSRLD           $0x0a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(DX), Z7, Z7
+	VMULPS           1344(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1408(DX), Z8, Z8
+	VMULPS           1408(BX), Z8, Z8
 	VPSRLD           $0x08, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1472(DX), Z9, Z9
+	VMULPS           1472(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x06, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(DX), Z6, Z6
+	VMULPS           1536(BX), Z6, Z6
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(DX), Z7, Z7
+	VMULPS           1600(BX), Z7, Z7
 	VPSRLD           $0x04, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(DX), Z8, Z8
+	VMULPS           1664(BX), Z8, Z8
 	VPSRLD           $0x04, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(DX), Z9, Z9
+	VMULPS           1728(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x02, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(DX), Z6, Z6
+	VMULPS           1792(BX), Z6, Z6
 	VPSRLD           $0x02, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(DX), Z7, Z7
+	VMULPS           1856(BX), Z7, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           1920(DX), Z4, Z4
+	VMULPS           1920(BX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           1984(DX), Z5, Z5
+	VMULPS           1984(BX), Z5, Z5
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z5, Z4, Z4
 	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000800, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
 	JNZ              Bits2A32S2Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -20889,15 +20907,15 @@ Bits2A32S2Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits2A32S2Avx512_row
 	VZEROUPPER
 	RET
@@ -20910,181 +20928,183 @@ TEXT ·Bits2A32S4Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S4Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits2A32S4Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x16, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x14, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VPSRLD           $0x12, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x12, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(DX), Z8, Z8
+	VMULPS           1152(BX), Z8, Z8
 	VPSRLD           $0x0c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(DX), Z9, Z9
+	VMULPS           1216(BX), Z9, Z9
 	VPSRLD           $0x0a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x0a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x06, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(DX), Z6, Z6
+	VMULPS           1536(BX), Z6, Z6
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(DX), Z7, Z7
+	VMULPS           1600(BX), Z7, Z7
 	VPSRLD           $0x04, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(DX), Z8, Z8
+	VMULPS           1664(BX), Z8, Z8
 	VPSRLD           $0x04, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(DX), Z9, Z9
+	VMULPS           1728(BX), Z9, Z9
 	VPSRLD           $0x02, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x02, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z8
+	VFMADD231PS      1920(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z9
+	VFMADD231PS      1984(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000800, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
 	JNZ              Bits2A32S4Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -21095,15 +21115,15 @@ Bits2A32S4Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits2A32S4Avx512_row
 	VZEROUPPER
 	RET
@@ -21116,165 +21136,167 @@ TEXT ·Bits2A32S8Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S8Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits2A32S8Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x16, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x16, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x12, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x12, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(DX), Z8, Z8
+	VMULPS           1152(BX), Z8, Z8
 	VPSRLD           $0x0c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(DX), Z9, Z9
+	VMULPS           1216(BX), Z9, Z9
 	VPSRLD           $0x0a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x0a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VPSRLD           $0x06, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(DX), Z10, Z6
+	VFMADD231PS      1536(BX), Z10, Z6
 	VPSRLD           $0x06, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(DX), Z10, Z7
+	VFMADD231PS      1600(BX), Z10, Z7
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(DX), Z10, Z8
+	VFMADD231PS      1664(BX), Z10, Z8
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(DX), Z10, Z9
+	VFMADD231PS      1728(BX), Z10, Z9
 	VPSRLD           $0x02, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x02, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z8
+	VFMADD231PS      1920(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z9
+	VFMADD231PS      1984(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000800, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
 	JNZ              Bits2A32S8Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -21285,15 +21307,15 @@ Bits2A32S8Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits2A32S8Avx512_row
 	VZEROUPPER
 	RET
@@ -21306,157 +21328,159 @@ TEXT ·Bits2A32S16Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S16Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits2A32S16Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x16, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x16, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x12, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x12, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VPSRLD           $0x0e, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(DX), Z10, Z6
+	VFMADD231PS      1024(BX), Z10, Z6
 	VPSRLD           $0x0e, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(DX), Z10, Z7
+	VFMADD231PS      1088(BX), Z10, Z7
 	VPSRLD           $0x0c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1152(DX), Z10, Z8
+	VFMADD231PS      1152(BX), Z10, Z8
 	VPSRLD           $0x0c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1216(DX), Z10, Z9
+	VFMADD231PS      1216(BX), Z10, Z9
 	VPSRLD           $0x0a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x0a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VPSRLD           $0x06, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(DX), Z10, Z6
+	VFMADD231PS      1536(BX), Z10, Z6
 	VPSRLD           $0x06, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(DX), Z10, Z7
+	VFMADD231PS      1600(BX), Z10, Z7
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(DX), Z10, Z8
+	VFMADD231PS      1664(BX), Z10, Z8
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(DX), Z10, Z9
+	VFMADD231PS      1728(BX), Z10, Z9
 	VPSRLD           $0x02, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x02, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(DX), Z4, Z8
+	VFMADD231PS      1920(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(DX), Z4, Z9
+	VFMADD231PS      1984(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000800, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
 	JNZ              Bits2A32S16Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -21467,15 +21491,15 @@ Bits2A32S16Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits2A32S16Avx512_row
 	VZEROUPPER
 	RET
@@ -21488,469 +21512,471 @@ TEXT ·Bits1A32S1Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S1Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits1A32S1Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(DX), Z6, Z6
+	VMULPS           128(BX), Z6, Z6
 	VPSRLD           $0x1e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(DX), Z7, Z7
+	VMULPS           192(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(DX), Z6, Z6
+	VMULPS           384(BX), Z6, Z6
 	VPSRLD           $0x1c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(DX), Z7, Z7
+	VMULPS           448(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x1b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(DX), Z6, Z6
+	VMULPS           640(BX), Z6, Z6
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(DX), Z7, Z7
+	VMULPS           704(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x19, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x19, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x18, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           896(DX), Z6, Z6
+	VMULPS           896(BX), Z6, Z6
 	VPSRLD           $0x18, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           960(DX), Z7, Z7
+	VMULPS           960(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x17, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x16, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1152(DX), Z6, Z6
+	VMULPS           1152(BX), Z6, Z6
 	VPSRLD           $0x16, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1216(DX), Z7, Z7
+	VMULPS           1216(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x15, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(DX), Z6, Z6
+	VMULPS           1280(BX), Z6, Z6
 	VPSRLD           $0x15, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(DX), Z7, Z7
+	VMULPS           1344(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1408(DX), Z6, Z6
+	VMULPS           1408(BX), Z6, Z6
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1472(DX), Z7, Z7
+	VMULPS           1472(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x13, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(DX), Z6, Z6
+	VMULPS           1536(BX), Z6, Z6
 	VPSRLD           $0x13, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(DX), Z7, Z7
+	VMULPS           1600(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x12, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1664(DX), Z6, Z6
+	VMULPS           1664(BX), Z6, Z6
 	VPSRLD           $0x12, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1728(DX), Z7, Z7
+	VMULPS           1728(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x11, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(DX), Z6, Z6
+	VMULPS           1792(BX), Z6, Z6
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(DX), Z7, Z7
+	VMULPS           1856(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1920(DX), Z6, Z6
+	VMULPS           1920(BX), Z6, Z6
 	VPSRLD           $0x10, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1984(DX), Z7, Z7
+	VMULPS           1984(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(DX), Z6, Z6
+	VMULPS           2048(BX), Z6, Z6
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(DX), Z7, Z7
+	VMULPS           2112(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2176(DX), Z6, Z6
+	VMULPS           2176(BX), Z6, Z6
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2240(DX), Z7, Z7
+	VMULPS           2240(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2304(DX), Z6, Z6
+	VMULPS           2304(BX), Z6, Z6
 	VPSRLD           $0x0d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2368(DX), Z7, Z7
+	VMULPS           2368(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2432(DX), Z6, Z6
+	VMULPS           2432(BX), Z6, Z6
 	VPSRLD           $0x0c, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2496(DX), Z7, Z7
+	VMULPS           2496(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2560(DX), Z6, Z6
+	VMULPS           2560(BX), Z6, Z6
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2624(DX), Z7, Z7
+	VMULPS           2624(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2688(DX), Z6, Z6
+	VMULPS           2688(BX), Z6, Z6
 	VPSRLD           $0x0a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2752(DX), Z7, Z7
+	VMULPS           2752(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x09, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2816(DX), Z6, Z6
+	VMULPS           2816(BX), Z6, Z6
 	VPSRLD           $0x09, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2880(DX), Z7, Z7
+	VMULPS           2880(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2944(DX), Z6, Z6
+	VMULPS           2944(BX), Z6, Z6
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3008(DX), Z7, Z7
+	VMULPS           3008(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x07, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(DX), Z6, Z6
+	VMULPS           3072(BX), Z6, Z6
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(DX), Z7, Z7
+	VMULPS           3136(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x06, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3200(DX), Z6, Z6
+	VMULPS           3200(BX), Z6, Z6
 	VPSRLD           $0x06, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3264(DX), Z7, Z7
+	VMULPS           3264(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x05, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3328(DX), Z6, Z6
+	VMULPS           3328(BX), Z6, Z6
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3392(DX), Z7, Z7
+	VMULPS           3392(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3456(DX), Z6, Z6
+	VMULPS           3456(BX), Z6, Z6
 	VPSRLD           $0x04, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3520(DX), Z7, Z7
+	VMULPS           3520(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x03, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3584(DX), Z6, Z6
+	VMULPS           3584(BX), Z6, Z6
 	VPSRLD           $0x03, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3648(DX), Z7, Z7
+	VMULPS           3648(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x02, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3712(DX), Z6, Z6
+	VMULPS           3712(BX), Z6, Z6
 	VPSRLD           $0x02, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3776(DX), Z7, Z7
+	VMULPS           3776(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x01, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3840(DX), Z6, Z6
+	VMULPS           3840(BX), Z6, Z6
 	VPSRLD           $0x01, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3904(DX), Z7, Z7
+	VMULPS           3904(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           3968(DX), Z4, Z4
+	VMULPS           3968(BX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           4032(DX), Z5, Z5
+	VMULPS           4032(BX), Z5, Z5
 	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00001000, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
 	JNZ              Bits1A32S1Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -21961,15 +21987,15 @@ Bits1A32S1Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits1A32S1Avx512_row
 	VZEROUPPER
 	RET
@@ -21982,405 +22008,407 @@ TEXT ·Bits1A32S2Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S2Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits1A32S2Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(DX), Z8, Z8
+	VMULPS           384(BX), Z8, Z8
 	VPSRLD           $0x1c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(DX), Z9, Z9
+	VMULPS           448(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x1b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x1a, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x19, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x19, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           896(DX), Z8, Z8
+	VMULPS           896(BX), Z8, Z8
 	VPSRLD           $0x18, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           960(DX), Z9, Z9
+	VMULPS           960(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x17, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x16, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(DX), Z8, Z8
+	VMULPS           1152(BX), Z8, Z8
 	VPSRLD           $0x16, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(DX), Z9, Z9
+	VMULPS           1216(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x15, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(DX), Z6, Z6
+	VMULPS           1280(BX), Z6, Z6
 	VPSRLD           $0x15, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(DX), Z7, Z7
+	VMULPS           1344(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1408(DX), Z8, Z8
+	VMULPS           1408(BX), Z8, Z8
 	VPSRLD           $0x14, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1472(DX), Z9, Z9
+	VMULPS           1472(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x13, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(DX), Z6, Z6
+	VMULPS           1536(BX), Z6, Z6
 	VPSRLD           $0x13, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(DX), Z7, Z7
+	VMULPS           1600(BX), Z7, Z7
 	VPSRLD           $0x12, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(DX), Z8, Z8
+	VMULPS           1664(BX), Z8, Z8
 	VPSRLD           $0x12, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(DX), Z9, Z9
+	VMULPS           1728(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x11, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(DX), Z6, Z6
+	VMULPS           1792(BX), Z6, Z6
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(DX), Z7, Z7
+	VMULPS           1856(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1920(DX), Z8, Z8
+	VMULPS           1920(BX), Z8, Z8
 	VPSRLD           $0x10, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1984(DX), Z9, Z9
+	VMULPS           1984(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(DX), Z6, Z6
+	VMULPS           2048(BX), Z6, Z6
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(DX), Z7, Z7
+	VMULPS           2112(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(DX), Z8, Z8
+	VMULPS           2176(BX), Z8, Z8
 	VPSRLD           $0x0e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(DX), Z9, Z9
+	VMULPS           2240(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2304(DX), Z6, Z6
+	VMULPS           2304(BX), Z6, Z6
 	VPSRLD           $0x0d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2368(DX), Z7, Z7
+	VMULPS           2368(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2432(DX), Z8, Z8
+	VMULPS           2432(BX), Z8, Z8
 	VPSRLD           $0x0c, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2496(DX), Z9, Z9
+	VMULPS           2496(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2560(DX), Z6, Z6
+	VMULPS           2560(BX), Z6, Z6
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2624(DX), Z7, Z7
+	VMULPS           2624(BX), Z7, Z7
 	VPSRLD           $0x0a, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2688(DX), Z8, Z8
+	VMULPS           2688(BX), Z8, Z8
 	VPSRLD           $0x0a, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2752(DX), Z9, Z9
+	VMULPS           2752(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x09, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2816(DX), Z6, Z6
+	VMULPS           2816(BX), Z6, Z6
 	VPSRLD           $0x09, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2880(DX), Z7, Z7
+	VMULPS           2880(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2944(DX), Z8, Z8
+	VMULPS           2944(BX), Z8, Z8
 	VPSRLD           $0x08, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3008(DX), Z9, Z9
+	VMULPS           3008(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x07, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(DX), Z6, Z6
+	VMULPS           3072(BX), Z6, Z6
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(DX), Z7, Z7
+	VMULPS           3136(BX), Z7, Z7
 	VPSRLD           $0x06, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           3200(DX), Z8, Z8
+	VMULPS           3200(BX), Z8, Z8
 	VPSRLD           $0x06, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3264(DX), Z9, Z9
+	VMULPS           3264(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x05, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3328(DX), Z6, Z6
+	VMULPS           3328(BX), Z6, Z6
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3392(DX), Z7, Z7
+	VMULPS           3392(BX), Z7, Z7
 	VPSRLD           $0x04, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           3456(DX), Z8, Z8
+	VMULPS           3456(BX), Z8, Z8
 	VPSRLD           $0x04, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3520(DX), Z9, Z9
+	VMULPS           3520(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x03, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3584(DX), Z6, Z6
+	VMULPS           3584(BX), Z6, Z6
 	VPSRLD           $0x03, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3648(DX), Z7, Z7
+	VMULPS           3648(BX), Z7, Z7
 	VPSRLD           $0x02, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           3712(DX), Z8, Z8
+	VMULPS           3712(BX), Z8, Z8
 	VPSRLD           $0x02, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3776(DX), Z9, Z9
+	VMULPS           3776(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x01, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3840(DX), Z6, Z6
+	VMULPS           3840(BX), Z6, Z6
 	VPSRLD           $0x01, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3904(DX), Z7, Z7
+	VMULPS           3904(BX), Z7, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           3968(DX), Z4, Z4
+	VMULPS           3968(BX), Z4, Z4
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           4032(DX), Z5, Z5
+	VMULPS           4032(BX), Z5, Z5
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z5, Z4, Z4
 	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00001000, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
 	JNZ              Bits1A32S2Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -22391,15 +22419,15 @@ Bits1A32S2Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits1A32S2Avx512_row
 	VZEROUPPER
 	RET
@@ -22412,341 +22440,343 @@ TEXT ·Bits1A32S4Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S4Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits1A32S4Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x1c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x1c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x1b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x1a, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VPSRLD           $0x19, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x19, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x17, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x16, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(DX), Z8, Z8
+	VMULPS           1152(BX), Z8, Z8
 	VPSRLD           $0x16, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(DX), Z9, Z9
+	VMULPS           1216(BX), Z9, Z9
 	VPSRLD           $0x15, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x15, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x13, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(DX), Z6, Z6
+	VMULPS           1536(BX), Z6, Z6
 	VPSRLD           $0x13, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(DX), Z7, Z7
+	VMULPS           1600(BX), Z7, Z7
 	VPSRLD           $0x12, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(DX), Z8, Z8
+	VMULPS           1664(BX), Z8, Z8
 	VPSRLD           $0x12, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(DX), Z9, Z9
+	VMULPS           1728(BX), Z9, Z9
 	VPSRLD           $0x11, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x11, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(DX), Z10, Z8
+	VFMADD231PS      1920(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(DX), Z10, Z9
+	VFMADD231PS      1984(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(DX), Z6, Z6
+	VMULPS           2048(BX), Z6, Z6
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(DX), Z7, Z7
+	VMULPS           2112(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(DX), Z8, Z8
+	VMULPS           2176(BX), Z8, Z8
 	VPSRLD           $0x0e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(DX), Z9, Z9
+	VMULPS           2240(BX), Z9, Z9
 	VPSRLD           $0x0d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(DX), Z10, Z6
+	VFMADD231PS      2304(BX), Z10, Z6
 	VPSRLD           $0x0d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(DX), Z10, Z7
+	VFMADD231PS      2368(BX), Z10, Z7
 	VPSRLD           $0x0c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(DX), Z10, Z8
+	VFMADD231PS      2432(BX), Z10, Z8
 	VPSRLD           $0x0c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(DX), Z10, Z9
+	VFMADD231PS      2496(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2560(DX), Z6, Z6
+	VMULPS           2560(BX), Z6, Z6
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2624(DX), Z7, Z7
+	VMULPS           2624(BX), Z7, Z7
 	VPSRLD           $0x0a, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2688(DX), Z8, Z8
+	VMULPS           2688(BX), Z8, Z8
 	VPSRLD           $0x0a, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2752(DX), Z9, Z9
+	VMULPS           2752(BX), Z9, Z9
 	VPSRLD           $0x09, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(DX), Z10, Z6
+	VFMADD231PS      2816(BX), Z10, Z6
 	VPSRLD           $0x09, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(DX), Z10, Z7
+	VFMADD231PS      2880(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(DX), Z10, Z8
+	VFMADD231PS      2944(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(DX), Z10, Z9
+	VFMADD231PS      3008(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x07, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(DX), Z6, Z6
+	VMULPS           3072(BX), Z6, Z6
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(DX), Z7, Z7
+	VMULPS           3136(BX), Z7, Z7
 	VPSRLD           $0x06, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           3200(DX), Z8, Z8
+	VMULPS           3200(BX), Z8, Z8
 	VPSRLD           $0x06, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3264(DX), Z9, Z9
+	VMULPS           3264(BX), Z9, Z9
 	VPSRLD           $0x05, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(DX), Z10, Z6
+	VFMADD231PS      3328(BX), Z10, Z6
 	VPSRLD           $0x05, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(DX), Z10, Z7
+	VFMADD231PS      3392(BX), Z10, Z7
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(DX), Z10, Z8
+	VFMADD231PS      3456(BX), Z10, Z8
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(DX), Z10, Z9
+	VFMADD231PS      3520(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x03, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3584(DX), Z6, Z6
+	VMULPS           3584(BX), Z6, Z6
 	VPSRLD           $0x03, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3648(DX), Z7, Z7
+	VMULPS           3648(BX), Z7, Z7
 	VPSRLD           $0x02, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           3712(DX), Z8, Z8
+	VMULPS           3712(BX), Z8, Z8
 	VPSRLD           $0x02, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3776(DX), Z9, Z9
+	VMULPS           3776(BX), Z9, Z9
 	VPSRLD           $0x01, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(DX), Z10, Z6
+	VFMADD231PS      3840(BX), Z10, Z6
 	VPSRLD           $0x01, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(DX), Z10, Z7
+	VFMADD231PS      3904(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z8
+	VFMADD231PS      3968(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z9
+	VFMADD231PS      4032(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00001000, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
 	JNZ              Bits1A32S4Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -22757,15 +22787,15 @@ Bits1A32S4Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits1A32S4Avx512_row
 	VZEROUPPER
 	RET
@@ -22778,309 +22808,311 @@ TEXT ·Bits1A32S8Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S8Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits1A32S8Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x1c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x1c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x1b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x1b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x1a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x1a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x19, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x19, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x17, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x16, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(DX), Z8, Z8
+	VMULPS           1152(BX), Z8, Z8
 	VPSRLD           $0x16, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(DX), Z9, Z9
+	VMULPS           1216(BX), Z9, Z9
 	VPSRLD           $0x15, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x15, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VPSRLD           $0x13, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(DX), Z10, Z6
+	VFMADD231PS      1536(BX), Z10, Z6
 	VPSRLD           $0x13, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(DX), Z10, Z7
+	VFMADD231PS      1600(BX), Z10, Z7
 	VPSRLD           $0x12, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(DX), Z10, Z8
+	VFMADD231PS      1664(BX), Z10, Z8
 	VPSRLD           $0x12, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(DX), Z10, Z9
+	VFMADD231PS      1728(BX), Z10, Z9
 	VPSRLD           $0x11, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x11, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(DX), Z10, Z8
+	VFMADD231PS      1920(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(DX), Z10, Z9
+	VFMADD231PS      1984(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(DX), Z6, Z6
+	VMULPS           2048(BX), Z6, Z6
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(DX), Z7, Z7
+	VMULPS           2112(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(DX), Z8, Z8
+	VMULPS           2176(BX), Z8, Z8
 	VPSRLD           $0x0e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(DX), Z9, Z9
+	VMULPS           2240(BX), Z9, Z9
 	VPSRLD           $0x0d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(DX), Z10, Z6
+	VFMADD231PS      2304(BX), Z10, Z6
 	VPSRLD           $0x0d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(DX), Z10, Z7
+	VFMADD231PS      2368(BX), Z10, Z7
 	VPSRLD           $0x0c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(DX), Z10, Z8
+	VFMADD231PS      2432(BX), Z10, Z8
 	VPSRLD           $0x0c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(DX), Z10, Z9
+	VFMADD231PS      2496(BX), Z10, Z9
 	VPSRLD           $0x0b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2560(DX), Z10, Z6
+	VFMADD231PS      2560(BX), Z10, Z6
 	VPSRLD           $0x0b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2624(DX), Z10, Z7
+	VFMADD231PS      2624(BX), Z10, Z7
 	VPSRLD           $0x0a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2688(DX), Z10, Z8
+	VFMADD231PS      2688(BX), Z10, Z8
 	VPSRLD           $0x0a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2752(DX), Z10, Z9
+	VFMADD231PS      2752(BX), Z10, Z9
 	VPSRLD           $0x09, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(DX), Z10, Z6
+	VFMADD231PS      2816(BX), Z10, Z6
 	VPSRLD           $0x09, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(DX), Z10, Z7
+	VFMADD231PS      2880(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(DX), Z10, Z8
+	VFMADD231PS      2944(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(DX), Z10, Z9
+	VFMADD231PS      3008(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x07, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(DX), Z6, Z6
+	VMULPS           3072(BX), Z6, Z6
 	VPSRLD           $0x07, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(DX), Z7, Z7
+	VMULPS           3136(BX), Z7, Z7
 	VPSRLD           $0x06, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           3200(DX), Z8, Z8
+	VMULPS           3200(BX), Z8, Z8
 	VPSRLD           $0x06, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           3264(DX), Z9, Z9
+	VMULPS           3264(BX), Z9, Z9
 	VPSRLD           $0x05, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(DX), Z10, Z6
+	VFMADD231PS      3328(BX), Z10, Z6
 	VPSRLD           $0x05, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(DX), Z10, Z7
+	VFMADD231PS      3392(BX), Z10, Z7
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(DX), Z10, Z8
+	VFMADD231PS      3456(BX), Z10, Z8
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(DX), Z10, Z9
+	VFMADD231PS      3520(BX), Z10, Z9
 	VPSRLD           $0x03, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3584(DX), Z10, Z6
+	VFMADD231PS      3584(BX), Z10, Z6
 	VPSRLD           $0x03, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3648(DX), Z10, Z7
+	VFMADD231PS      3648(BX), Z10, Z7
 	VPSRLD           $0x02, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3712(DX), Z10, Z8
+	VFMADD231PS      3712(BX), Z10, Z8
 	VPSRLD           $0x02, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3776(DX), Z10, Z9
+	VFMADD231PS      3776(BX), Z10, Z9
 	VPSRLD           $0x01, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(DX), Z10, Z6
+	VFMADD231PS      3840(BX), Z10, Z6
 	VPSRLD           $0x01, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(DX), Z10, Z7
+	VFMADD231PS      3904(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z8
+	VFMADD231PS      3968(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z9
+	VFMADD231PS      4032(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00001000, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
 	JNZ              Bits1A32S8Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -23091,15 +23123,15 @@ Bits1A32S8Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits1A32S8Avx512_row
 	VZEROUPPER
 	RET
@@ -23112,293 +23144,295 @@ TEXT ·Bits1A32S16Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S16Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits1A32S16Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x1c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x1c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x1b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x1b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x1a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x1a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x19, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x19, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VPSRLD           $0x17, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(DX), Z10, Z6
+	VFMADD231PS      1024(BX), Z10, Z6
 	VPSRLD           $0x17, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(DX), Z10, Z7
+	VFMADD231PS      1088(BX), Z10, Z7
 	VPSRLD           $0x16, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1152(DX), Z10, Z8
+	VFMADD231PS      1152(BX), Z10, Z8
 	VPSRLD           $0x16, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1216(DX), Z10, Z9
+	VFMADD231PS      1216(BX), Z10, Z9
 	VPSRLD           $0x15, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x15, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VPSRLD           $0x13, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(DX), Z10, Z6
+	VFMADD231PS      1536(BX), Z10, Z6
 	VPSRLD           $0x13, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(DX), Z10, Z7
+	VFMADD231PS      1600(BX), Z10, Z7
 	VPSRLD           $0x12, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(DX), Z10, Z8
+	VFMADD231PS      1664(BX), Z10, Z8
 	VPSRLD           $0x12, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(DX), Z10, Z9
+	VFMADD231PS      1728(BX), Z10, Z9
 	VPSRLD           $0x11, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x11, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(DX), Z10, Z8
+	VFMADD231PS      1920(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(DX), Z10, Z9
+	VFMADD231PS      1984(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(DX), Z6, Z6
+	VMULPS           2048(BX), Z6, Z6
 	VPSRLD           $0x0f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(DX), Z7, Z7
+	VMULPS           2112(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(DX), Z8, Z8
+	VMULPS           2176(BX), Z8, Z8
 	VPSRLD           $0x0e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(DX), Z9, Z9
+	VMULPS           2240(BX), Z9, Z9
 	VPSRLD           $0x0d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(DX), Z10, Z6
+	VFMADD231PS      2304(BX), Z10, Z6
 	VPSRLD           $0x0d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(DX), Z10, Z7
+	VFMADD231PS      2368(BX), Z10, Z7
 	VPSRLD           $0x0c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(DX), Z10, Z8
+	VFMADD231PS      2432(BX), Z10, Z8
 	VPSRLD           $0x0c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(DX), Z10, Z9
+	VFMADD231PS      2496(BX), Z10, Z9
 	VPSRLD           $0x0b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2560(DX), Z10, Z6
+	VFMADD231PS      2560(BX), Z10, Z6
 	VPSRLD           $0x0b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2624(DX), Z10, Z7
+	VFMADD231PS      2624(BX), Z10, Z7
 	VPSRLD           $0x0a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2688(DX), Z10, Z8
+	VFMADD231PS      2688(BX), Z10, Z8
 	VPSRLD           $0x0a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2752(DX), Z10, Z9
+	VFMADD231PS      2752(BX), Z10, Z9
 	VPSRLD           $0x09, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(DX), Z10, Z6
+	VFMADD231PS      2816(BX), Z10, Z6
 	VPSRLD           $0x09, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(DX), Z10, Z7
+	VFMADD231PS      2880(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(DX), Z10, Z8
+	VFMADD231PS      2944(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(DX), Z10, Z9
+	VFMADD231PS      3008(BX), Z10, Z9
 	VPSRLD           $0x07, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3072(DX), Z10, Z6
+	VFMADD231PS      3072(BX), Z10, Z6
 	VPSRLD           $0x07, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3136(DX), Z10, Z7
+	VFMADD231PS      3136(BX), Z10, Z7
 	VPSRLD           $0x06, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3200(DX), Z10, Z8
+	VFMADD231PS      3200(BX), Z10, Z8
 	VPSRLD           $0x06, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3264(DX), Z10, Z9
+	VFMADD231PS      3264(BX), Z10, Z9
 	VPSRLD           $0x05, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(DX), Z10, Z6
+	VFMADD231PS      3328(BX), Z10, Z6
 	VPSRLD           $0x05, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(DX), Z10, Z7
+	VFMADD231PS      3392(BX), Z10, Z7
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(DX), Z10, Z8
+	VFMADD231PS      3456(BX), Z10, Z8
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(DX), Z10, Z9
+	VFMADD231PS      3520(BX), Z10, Z9
 	VPSRLD           $0x03, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3584(DX), Z10, Z6
+	VFMADD231PS      3584(BX), Z10, Z6
 	VPSRLD           $0x03, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3648(DX), Z10, Z7
+	VFMADD231PS      3648(BX), Z10, Z7
 	VPSRLD           $0x02, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3712(DX), Z10, Z8
+	VFMADD231PS      3712(BX), Z10, Z8
 	VPSRLD           $0x02, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3776(DX), Z10, Z9
+	VFMADD231PS      3776(BX), Z10, Z9
 	VPSRLD           $0x01, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(DX), Z10, Z6
+	VFMADD231PS      3840(BX), Z10, Z6
 	VPSRLD           $0x01, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(DX), Z10, Z7
+	VFMADD231PS      3904(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z8
+	VFMADD231PS      3968(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z9
+	VFMADD231PS      4032(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00001000, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
 	JNZ              Bits1A32S16Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -23409,15 +23443,15 @@ Bits1A32S16Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits1A32S16Avx512_row
 	VZEROUPPER
 	RET
@@ -23430,285 +23464,287 @@ TEXT ·Bits1A32S32Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S32Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits1A32S32Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1f, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1f, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x1d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x1d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x1c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x1c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x1b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x1b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x1a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x1a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x19, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x19, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x18, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x18, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VPSRLD           $0x17, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(DX), Z10, Z6
+	VFMADD231PS      1024(BX), Z10, Z6
 	VPSRLD           $0x17, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(DX), Z10, Z7
+	VFMADD231PS      1088(BX), Z10, Z7
 	VPSRLD           $0x16, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1152(DX), Z10, Z8
+	VFMADD231PS      1152(BX), Z10, Z8
 	VPSRLD           $0x16, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1216(DX), Z10, Z9
+	VFMADD231PS      1216(BX), Z10, Z9
 	VPSRLD           $0x15, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(DX), Z10, Z6
+	VFMADD231PS      1280(BX), Z10, Z6
 	VPSRLD           $0x15, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(DX), Z10, Z7
+	VFMADD231PS      1344(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(DX), Z10, Z8
+	VFMADD231PS      1408(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(DX), Z10, Z9
+	VFMADD231PS      1472(BX), Z10, Z9
 	VPSRLD           $0x13, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(DX), Z10, Z6
+	VFMADD231PS      1536(BX), Z10, Z6
 	VPSRLD           $0x13, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(DX), Z10, Z7
+	VFMADD231PS      1600(BX), Z10, Z7
 	VPSRLD           $0x12, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(DX), Z10, Z8
+	VFMADD231PS      1664(BX), Z10, Z8
 	VPSRLD           $0x12, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(DX), Z10, Z9
+	VFMADD231PS      1728(BX), Z10, Z9
 	VPSRLD           $0x11, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(DX), Z10, Z6
+	VFMADD231PS      1792(BX), Z10, Z6
 	VPSRLD           $0x11, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(DX), Z10, Z7
+	VFMADD231PS      1856(BX), Z10, Z7
 	VPSRLD           $0x10, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(DX), Z10, Z8
+	VFMADD231PS      1920(BX), Z10, Z8
 	VPSRLD           $0x10, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(DX), Z10, Z9
+	VFMADD231PS      1984(BX), Z10, Z9
 	VPSRLD           $0x0f, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2048(DX), Z10, Z6
+	VFMADD231PS      2048(BX), Z10, Z6
 	VPSRLD           $0x0f, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2112(DX), Z10, Z7
+	VFMADD231PS      2112(BX), Z10, Z7
 	VPSRLD           $0x0e, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2176(DX), Z10, Z8
+	VFMADD231PS      2176(BX), Z10, Z8
 	VPSRLD           $0x0e, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2240(DX), Z10, Z9
+	VFMADD231PS      2240(BX), Z10, Z9
 	VPSRLD           $0x0d, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(DX), Z10, Z6
+	VFMADD231PS      2304(BX), Z10, Z6
 	VPSRLD           $0x0d, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(DX), Z10, Z7
+	VFMADD231PS      2368(BX), Z10, Z7
 	VPSRLD           $0x0c, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(DX), Z10, Z8
+	VFMADD231PS      2432(BX), Z10, Z8
 	VPSRLD           $0x0c, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(DX), Z10, Z9
+	VFMADD231PS      2496(BX), Z10, Z9
 	VPSRLD           $0x0b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2560(DX), Z10, Z6
+	VFMADD231PS      2560(BX), Z10, Z6
 	VPSRLD           $0x0b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2624(DX), Z10, Z7
+	VFMADD231PS      2624(BX), Z10, Z7
 	VPSRLD           $0x0a, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2688(DX), Z10, Z8
+	VFMADD231PS      2688(BX), Z10, Z8
 	VPSRLD           $0x0a, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2752(DX), Z10, Z9
+	VFMADD231PS      2752(BX), Z10, Z9
 	VPSRLD           $0x09, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(DX), Z10, Z6
+	VFMADD231PS      2816(BX), Z10, Z6
 	VPSRLD           $0x09, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(DX), Z10, Z7
+	VFMADD231PS      2880(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(DX), Z10, Z8
+	VFMADD231PS      2944(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(DX), Z10, Z9
+	VFMADD231PS      3008(BX), Z10, Z9
 	VPSRLD           $0x07, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3072(DX), Z10, Z6
+	VFMADD231PS      3072(BX), Z10, Z6
 	VPSRLD           $0x07, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3136(DX), Z10, Z7
+	VFMADD231PS      3136(BX), Z10, Z7
 	VPSRLD           $0x06, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3200(DX), Z10, Z8
+	VFMADD231PS      3200(BX), Z10, Z8
 	VPSRLD           $0x06, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3264(DX), Z10, Z9
+	VFMADD231PS      3264(BX), Z10, Z9
 	VPSRLD           $0x05, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(DX), Z10, Z6
+	VFMADD231PS      3328(BX), Z10, Z6
 	VPSRLD           $0x05, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(DX), Z10, Z7
+	VFMADD231PS      3392(BX), Z10, Z7
 	VPSRLD           $0x04, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(DX), Z10, Z8
+	VFMADD231PS      3456(BX), Z10, Z8
 	VPSRLD           $0x04, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(DX), Z10, Z9
+	VFMADD231PS      3520(BX), Z10, Z9
 	VPSRLD           $0x03, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3584(DX), Z10, Z6
+	VFMADD231PS      3584(BX), Z10, Z6
 	VPSRLD           $0x03, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3648(DX), Z10, Z7
+	VFMADD231PS      3648(BX), Z10, Z7
 	VPSRLD           $0x02, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3712(DX), Z10, Z8
+	VFMADD231PS      3712(BX), Z10, Z8
 	VPSRLD           $0x02, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3776(DX), Z10, Z9
+	VFMADD231PS      3776(BX), Z10, Z9
 	VPSRLD           $0x01, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(DX), Z10, Z6
+	VFMADD231PS      3840(BX), Z10, Z6
 	VPSRLD           $0x01, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(DX), Z10, Z7
+	VFMADD231PS      3904(BX), Z10, Z7
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(DX), Z4, Z8
+	VFMADD231PS      3968(BX), Z4, Z8
 	VPANDD           Z5, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(DX), Z4, Z9
+	VFMADD231PS      4032(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00001000, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
 	JNZ              Bits1A32S32Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -23719,15 +23755,15 @@ Bits1A32S32Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits1A32S32Avx512_row
 	VZEROUPPER
 	RET
@@ -23740,163 +23776,165 @@ TEXT ·Bits3A32S1Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S1Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits3A32S1Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1a, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(DX), Z6, Z6
+	VMULPS           128(BX), Z6, Z6
 	VPSRLD           $0x1a, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(DX), Z7, Z7
+	VMULPS           192(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x17, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(DX), Z6, Z6
+	VMULPS           384(BX), Z6, Z6
 	VPSRLD           $0x14, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(DX), Z7, Z7
+	VMULPS           448(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x11, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(DX), Z6, Z6
+	VMULPS           640(BX), Z6, Z6
 	VPSRLD           $0x0e, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(DX), Z7, Z7
+	VMULPS           704(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           896(DX), Z6, Z6
+	VMULPS           896(BX), Z6, Z6
 	VPSRLD           $0x08, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           960(DX), Z7, Z7
+	VMULPS           960(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x05, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VADDPS           Z7, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x02, Z4, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           1152(DX), Z4, Z4
+	VMULPS           1152(BX), Z4, Z4
 	VPSRLD           $0x02, Z5, Z5
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           1216(DX), Z5, Z5
+	VMULPS           1216(BX), Z5, Z5
 	VADDPS           Z5, Z4, Z4
 	VFMADD231PS.BCST (CX), Z4, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000500, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000500, BX
+	DECQ             R8
 	JNZ              Bits3A32S1Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -23907,15 +23945,15 @@ Bits3A32S1Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits3A32S1Avx512_row
 	VZEROUPPER
 	RET
@@ -23928,143 +23966,145 @@ TEXT ·Bits3A32S2Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S2Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits3A32S2Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1a, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x17, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(DX), Z6, Z6
+	VMULPS           256(BX), Z6, Z6
 	VPSRLD           $0x17, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(DX), Z7, Z7
+	VMULPS           320(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(DX), Z8, Z8
+	VMULPS           384(BX), Z8, Z8
 	VPSRLD           $0x14, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(DX), Z9, Z9
+	VMULPS           448(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x11, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(DX), Z6, Z6
+	VMULPS           512(BX), Z6, Z6
 	VPSRLD           $0x11, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(DX), Z7, Z7
+	VMULPS           576(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(DX), Z8, Z8
+	VMULPS           640(BX), Z8, Z8
 	VPSRLD           $0x0e, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(DX), Z9, Z9
+	VMULPS           704(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0b, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(DX), Z6, Z6
+	VMULPS           768(BX), Z6, Z6
 	VPSRLD           $0x0b, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(DX), Z7, Z7
+	VMULPS           832(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           896(DX), Z8, Z8
+	VMULPS           896(BX), Z8, Z8
 	VPSRLD           $0x08, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           960(DX), Z9, Z9
+	VMULPS           960(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (BX), X6, X3
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
+	ADDQ             $0x00000004, SI
 	VPSRLD           $0x05, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(DX), Z6, Z6
+	VMULPS           1024(BX), Z6, Z6
 	VPSRLD           $0x05, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(DX), Z7, Z7
+	VMULPS           1088(BX), Z7, Z7
 	VPSRLD           $0x02, Z4, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VMULPS           1152(DX), Z4, Z4
+	VMULPS           1152(BX), Z4, Z4
 	VPSRLD           $0x02, Z5, Z5
 	VPANDD           Z5, Z0, Z5
 	VPERMPS          Z1, Z5, Z5
-	VMULPS           1216(DX), Z5, Z5
+	VMULPS           1216(BX), Z5, Z5
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z5, Z4, Z4
 	VADDPS           Z4, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000500, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000500, BX
+	DECQ             R8
 	JNZ              Bits3A32S2Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -24075,15 +24115,15 @@ Bits3A32S2Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits3A32S2Avx512_row
 	VZEROUPPER
 	RET
@@ -24096,111 +24136,113 @@ TEXT ·Bits3A32S10Avx512(SB), NOSPLIT, $0-64
 	VMOVUPS      nibbleFloats<>+0(SB), Z1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S10Avx512_row:
 	VPXORD Z2, Z2, Z2
 	VPXORD X3, X3, X3
-	MOVQ   x+24(FP), DX
-	MOVQ   xsum+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Bits3A32S10Avx512_chunk:
-	PREFETCHT1       1024(SI)
-	PREFETCHT1       1088(SI)
-	VMOVDQU64        (SI), Z4
-	VMOVDQU64        64(SI), Z5
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
 	VPSRLD           $0x1d, Z4, Z6
 	VPANDD           Z6, Z0, Z6
 	VPERMPS          Z1, Z6, Z6
-	VMULPS           (DX), Z6, Z6
+	VMULPS           (BX), Z6, Z6
 	VPSRLD           $0x1d, Z5, Z7
 	VPANDD           Z7, Z0, Z7
 	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(DX), Z7, Z7
+	VMULPS           64(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
 	VPANDD           Z8, Z0, Z8
 	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(DX), Z8, Z8
+	VMULPS           128(BX), Z8, Z8
 	VPSRLD           $0x1a, Z5, Z9
 	VPANDD           Z9, Z0, Z9
 	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(DX), Z9, Z9
+	VMULPS           192(BX), Z9, Z9
 	VPSRLD           $0x17, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(DX), Z10, Z6
+	VFMADD231PS      256(BX), Z10, Z6
 	VPSRLD           $0x17, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(DX), Z10, Z7
+	VFMADD231PS      320(BX), Z10, Z7
 	VPSRLD           $0x14, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(DX), Z10, Z8
+	VFMADD231PS      384(BX), Z10, Z8
 	VPSRLD           $0x14, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(DX), Z10, Z9
+	VFMADD231PS      448(BX), Z10, Z9
 	VPSRLD           $0x11, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(DX), Z10, Z6
+	VFMADD231PS      512(BX), Z10, Z6
 	VPSRLD           $0x11, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(DX), Z10, Z7
+	VFMADD231PS      576(BX), Z10, Z7
 	VPSRLD           $0x0e, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(DX), Z10, Z8
+	VFMADD231PS      640(BX), Z10, Z8
 	VPSRLD           $0x0e, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(DX), Z10, Z9
+	VFMADD231PS      704(BX), Z10, Z9
 	VPSRLD           $0x0b, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(DX), Z10, Z6
+	VFMADD231PS      768(BX), Z10, Z6
 	VPSRLD           $0x0b, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(DX), Z10, Z7
+	VFMADD231PS      832(BX), Z10, Z7
 	VPSRLD           $0x08, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(DX), Z10, Z8
+	VFMADD231PS      896(BX), Z10, Z8
 	VPSRLD           $0x08, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(DX), Z10, Z9
+	VFMADD231PS      960(BX), Z10, Z9
 	VPSRLD           $0x05, Z4, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(DX), Z10, Z6
+	VFMADD231PS      1024(BX), Z10, Z6
 	VPSRLD           $0x05, Z5, Z10
 	VPANDD           Z10, Z0, Z10
 	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(DX), Z10, Z7
+	VFMADD231PS      1088(BX), Z10, Z7
 	VPSRLD           $0x02, Z4, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1152(DX), Z4, Z8
+	VFMADD231PS      1152(BX), Z4, Z8
 	VPSRLD           $0x02, Z5, Z4
 	VPANDD           Z4, Z0, Z4
 	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1216(DX), Z4, Z9
+	VFMADD231PS      1216(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
 	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (BX), X4, X3
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
-	ADDQ             $0x00000004, BX
-	ADDQ             $0x00000080, SI
-	ADDQ             $0x00000500, DX
-	DECQ             DI
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000500, BX
+	DECQ             R8
 	JNZ              Bits3A32S10Avx512_chunk
 	VEXTRACTF64X4    $0x01, Z2, Y4
 	VADDPS           Y4, Y2, Y4
@@ -24211,15 +24253,15 @@ Bits3A32S10Avx512_chunk:
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
 	VSUBSS           X3, X5, X5
-	MOVQ             out+40(FP), DX
-	VMOVSS           X5, (DX)
-	ADDQ             $0x00000004, DX
-	MOVQ             DX, out+40(FP)
-	MOVQ             stride+8(FP), DX
-	ADDQ             DX, AX
-	MOVQ             rows+48(FP), DX
-	DECQ             DX
-	MOVQ             DX, rows+48(FP)
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
 	JNZ              Bits3A32S10Avx512_row
 	VZEROUPPER
 	RET
@@ -24235,33 +24277,35 @@ TEXT ·Sparse12A32S1Avx512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z2
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Sparse12A32S1Avx512_row:
 	VPXORD Z3, Z3, Z3
-	MOVQ   xe+24(FP), DX
-	MOVQ   xo+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   xe+24(FP), BX
+	MOVQ   xo+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Sparse12A32S1Avx512_chunk:
-	PREFETCHT1        1024(SI)
-	PREFETCHT1        1088(SI)
-	VMOVDQU64         (SI), Z4
-	VMOVDQU64         64(SI), Z5
+	PREFETCHT1        (DI)(DX*1)
+	PREFETCHT1        64(DI)(DX*1)
+	VMOVDQU64         (DI), Z4
+	VMOVDQU64         64(DI), Z5
 	VPSRLD            $0x18, Z4, Z6
 	VPANDD            Z6, Z1, Z6
-	VMOVUPS           (DX), Z7
+	VMOVUPS           (BX), Z7
 	VPTESTMD          Z2, Z6, K1
-	VBLENDMPS         (BX), Z7, K1, Z7
+	VBLENDMPS         (SI), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z8
 	VPSRLD            $0x18, Z5, Z7
 	VPANDD            Z7, Z1, Z7
-	VMOVUPS           64(DX), Z9
+	VMOVUPS           64(BX), Z9
 	VPTESTMD          Z2, Z7, K1
-	VBLENDMPS         64(BX), Z9, K1, Z9
+	VBLENDMPS         64(SI), Z9, K1, Z9
 	VPANDD            Z7, Z0, Z7
 	VCVTDQ2PS         Z7, Z7
 	VMULPS            Z9, Z7, Z7
@@ -24273,18 +24317,18 @@ Sparse12A32S1Avx512_chunk:
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x10, Z4, Z6
 	VPANDD            Z6, Z1, Z6
-	VMOVUPS           128(DX), Z7
+	VMOVUPS           128(BX), Z7
 	VPTESTMD          Z2, Z6, K1
-	VBLENDMPS         128(BX), Z7, K1, Z7
+	VBLENDMPS         128(SI), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z8
 	VPSRLD            $0x10, Z5, Z7
 	VPANDD            Z7, Z1, Z7
-	VMOVUPS           192(DX), Z9
+	VMOVUPS           192(BX), Z9
 	VPTESTMD          Z2, Z7, K1
-	VBLENDMPS         192(BX), Z9, K1, Z9
+	VBLENDMPS         192(SI), Z9, K1, Z9
 	VPANDD            Z7, Z0, Z7
 	VCVTDQ2PS         Z7, Z7
 	VMULPS            Z9, Z7, Z7
@@ -24296,18 +24340,18 @@ Sparse12A32S1Avx512_chunk:
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x08, Z4, Z6
 	VPANDD            Z6, Z1, Z6
-	VMOVUPS           256(DX), Z7
+	VMOVUPS           256(BX), Z7
 	VPTESTMD          Z2, Z6, K1
-	VBLENDMPS         256(BX), Z7, K1, Z7
+	VBLENDMPS         256(SI), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z8
 	VPSRLD            $0x08, Z5, Z7
 	VPANDD            Z7, Z1, Z7
-	VMOVUPS           320(DX), Z9
+	VMOVUPS           320(BX), Z9
 	VPTESTMD          Z2, Z7, K1
-	VBLENDMPS         320(BX), Z9, K1, Z9
+	VBLENDMPS         320(SI), Z9, K1, Z9
 	VPANDD            Z7, Z0, Z7
 	VCVTDQ2PS         Z7, Z7
 	VMULPS            Z9, Z7, Z7
@@ -24318,17 +24362,17 @@ Sparse12A32S1Avx512_chunk:
 	VFNMADD231PS.BCST 4(CX), Z8, Z3
 	ADDQ              $0x00000008, CX
 	VPANDD            Z4, Z1, Z4
-	VMOVUPS           384(DX), Z6
+	VMOVUPS           384(BX), Z6
 	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         384(BX), Z6, K1, Z6
+	VBLENDMPS         384(SI), Z6, K1, Z6
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
 	VMULPS            Z6, Z4, Z4
 	VMOVAPS           Z6, Z6
 	VPANDD            Z5, Z1, Z5
-	VMOVUPS           448(DX), Z7
+	VMOVUPS           448(BX), Z7
 	VPTESTMD          Z2, Z5, K1
-	VBLENDMPS         448(BX), Z7, K1, Z7
+	VBLENDMPS         448(SI), Z7, K1, Z7
 	VPANDD            Z5, Z0, Z5
 	VCVTDQ2PS         Z5, Z5
 	VMULPS            Z7, Z5, Z5
@@ -24338,10 +24382,10 @@ Sparse12A32S1Avx512_chunk:
 	VFMADD231PS.BCST  (CX), Z4, Z3
 	VFNMADD231PS.BCST 4(CX), Z6, Z3
 	ADDQ              $0x00000008, CX
-	ADDQ              $0x00000080, SI
-	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000080, DI
 	ADDQ              $0x00000200, BX
-	DECQ              DI
+	ADDQ              $0x00000200, SI
+	DECQ              R8
 	JNZ               Sparse12A32S1Avx512_chunk
 	VEXTRACTF64X4     $0x01, Z3, Y4
 	VADDPS            Y4, Y3, Y4
@@ -24351,15 +24395,15 @@ Sparse12A32S1Avx512_chunk:
 	VADDPS            X4, X5, X5
 	VPERMILPS         $0xb1, X5, X4
 	VADDPS            X4, X5, X5
-	MOVQ              out+40(FP), DX
-	VMOVSS            X5, (DX)
-	ADDQ              $0x00000004, DX
-	MOVQ              DX, out+40(FP)
-	MOVQ              stride+8(FP), DX
-	ADDQ              DX, AX
-	MOVQ              rows+48(FP), DX
-	DECQ              DX
-	MOVQ              DX, rows+48(FP)
+	MOVQ              out+40(FP), BX
+	VMOVSS            X5, (BX)
+	ADDQ              $0x00000004, BX
+	MOVQ              BX, out+40(FP)
+	MOVQ              stride+8(FP), BX
+	ADDQ              BX, AX
+	MOVQ              rows+48(FP), BX
+	DECQ              BX
+	MOVQ              BX, rows+48(FP)
 	JNZ               Sparse12A32S1Avx512_row
 	VZEROUPPER
 	RET
@@ -24375,51 +24419,53 @@ TEXT ·Sparse12A32S2Avx512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z2
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Sparse12A32S2Avx512_row:
 	VPXORD Z3, Z3, Z3
-	MOVQ   xe+24(FP), DX
-	MOVQ   xo+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   xe+24(FP), BX
+	MOVQ   xo+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Sparse12A32S2Avx512_chunk:
-	PREFETCHT1        1024(SI)
-	PREFETCHT1        1088(SI)
-	VMOVDQU64         (SI), Z4
-	VMOVDQU64         64(SI), Z5
+	PREFETCHT1        (DI)(DX*1)
+	PREFETCHT1        64(DI)(DX*1)
+	VMOVDQU64         (DI), Z4
+	VMOVDQU64         64(DI), Z5
 	VPSRLD            $0x18, Z4, Z6
 	VPANDD            Z6, Z1, Z6
-	VMOVUPS           (DX), Z7
+	VMOVUPS           (BX), Z7
 	VPTESTMD          Z2, Z6, K1
-	VBLENDMPS         (BX), Z7, K1, Z7
+	VBLENDMPS         (SI), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z10
 	VPSRLD            $0x18, Z5, Z7
 	VPANDD            Z7, Z1, Z7
-	VMOVUPS           64(DX), Z8
+	VMOVUPS           64(BX), Z8
 	VPTESTMD          Z2, Z7, K1
-	VBLENDMPS         64(BX), Z8, K1, Z8
+	VBLENDMPS         64(SI), Z8, K1, Z8
 	VPANDD            Z7, Z0, Z7
 	VCVTDQ2PS         Z7, Z7
 	VMULPS            Z8, Z7, Z7
 	VMOVAPS           Z8, Z11
 	VPSRLD            $0x10, Z4, Z8
 	VPANDD            Z8, Z1, Z8
-	VMOVUPS           128(DX), Z9
+	VMOVUPS           128(BX), Z9
 	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         128(BX), Z9, K1, Z9
+	VBLENDMPS         128(SI), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
 	VMULPS            Z9, Z8, Z8
 	VMOVAPS           Z9, Z12
 	VPSRLD            $0x10, Z5, Z9
 	VPANDD            Z9, Z1, Z9
-	VMOVUPS           192(DX), Z13
+	VMOVUPS           192(BX), Z13
 	VPTESTMD          Z2, Z9, K1
-	VBLENDMPS         192(BX), Z13, K1, Z13
+	VBLENDMPS         192(SI), Z13, K1, Z13
 	VPANDD            Z9, Z0, Z9
 	VCVTDQ2PS         Z9, Z9
 	VMULPS            Z13, Z9, Z9
@@ -24435,34 +24481,34 @@ Sparse12A32S2Avx512_chunk:
 	ADDQ              $0x00000008, CX
 	VPSRLD            $0x08, Z4, Z6
 	VPANDD            Z6, Z1, Z6
-	VMOVUPS           256(DX), Z7
+	VMOVUPS           256(BX), Z7
 	VPTESTMD          Z2, Z6, K1
-	VBLENDMPS         256(BX), Z7, K1, Z7
+	VBLENDMPS         256(SI), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z8
 	VPSRLD            $0x08, Z5, Z7
 	VPANDD            Z7, Z1, Z7
-	VMOVUPS           320(DX), Z9
+	VMOVUPS           320(BX), Z9
 	VPTESTMD          Z2, Z7, K1
-	VBLENDMPS         320(BX), Z9, K1, Z9
+	VBLENDMPS         320(SI), Z9, K1, Z9
 	VPANDD            Z7, Z0, Z7
 	VCVTDQ2PS         Z7, Z7
 	VMULPS            Z9, Z7, Z7
 	VMOVAPS           Z9, Z9
 	VPANDD            Z4, Z1, Z4
-	VMOVUPS           384(DX), Z10
+	VMOVUPS           384(BX), Z10
 	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         384(BX), Z10, K1, Z10
+	VBLENDMPS         384(SI), Z10, K1, Z10
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
 	VMULPS            Z10, Z4, Z4
 	VMOVAPS           Z10, Z10
 	VPANDD            Z5, Z1, Z5
-	VMOVUPS           448(DX), Z11
+	VMOVUPS           448(BX), Z11
 	VPTESTMD          Z2, Z5, K1
-	VBLENDMPS         448(BX), Z11, K1, Z11
+	VBLENDMPS         448(SI), Z11, K1, Z11
 	VPANDD            Z5, Z0, Z5
 	VCVTDQ2PS         Z5, Z5
 	VMULPS            Z11, Z5, Z5
@@ -24476,10 +24522,10 @@ Sparse12A32S2Avx512_chunk:
 	VFMADD231PS.BCST  (CX), Z6, Z3
 	VFNMADD231PS.BCST 4(CX), Z8, Z3
 	ADDQ              $0x00000008, CX
-	ADDQ              $0x00000080, SI
-	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000080, DI
 	ADDQ              $0x00000200, BX
-	DECQ              DI
+	ADDQ              $0x00000200, SI
+	DECQ              R8
 	JNZ               Sparse12A32S2Avx512_chunk
 	VEXTRACTF64X4     $0x01, Z3, Y4
 	VADDPS            Y4, Y3, Y4
@@ -24489,15 +24535,15 @@ Sparse12A32S2Avx512_chunk:
 	VADDPS            X4, X5, X5
 	VPERMILPS         $0xb1, X5, X4
 	VADDPS            X4, X5, X5
-	MOVQ              out+40(FP), DX
-	VMOVSS            X5, (DX)
-	ADDQ              $0x00000004, DX
-	MOVQ              DX, out+40(FP)
-	MOVQ              stride+8(FP), DX
-	ADDQ              DX, AX
-	MOVQ              rows+48(FP), DX
-	DECQ              DX
-	MOVQ              DX, rows+48(FP)
+	MOVQ              out+40(FP), BX
+	VMOVSS            X5, (BX)
+	ADDQ              $0x00000004, BX
+	MOVQ              BX, out+40(FP)
+	MOVQ              stride+8(FP), BX
+	ADDQ              BX, AX
+	MOVQ              rows+48(FP), BX
+	DECQ              BX
+	MOVQ              BX, rows+48(FP)
 	JNZ               Sparse12A32S2Avx512_row
 	VZEROUPPER
 	RET
@@ -24513,85 +24559,87 @@ TEXT ·Sparse12A32S4Avx512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z2
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Sparse12A32S4Avx512_row:
 	VPXORD Z3, Z3, Z3
-	MOVQ   xe+24(FP), DX
-	MOVQ   xo+32(FP), BX
-	MOVQ   AX, SI
-	MOVQ   chunks+56(FP), DI
+	MOVQ   xe+24(FP), BX
+	MOVQ   xo+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
 
 Sparse12A32S4Avx512_chunk:
-	PREFETCHT1        1024(SI)
-	PREFETCHT1        1088(SI)
-	VMOVDQU64         (SI), Z4
-	VMOVDQU64         64(SI), Z5
+	PREFETCHT1        (DI)(DX*1)
+	PREFETCHT1        64(DI)(DX*1)
+	VMOVDQU64         (DI), Z4
+	VMOVDQU64         64(DI), Z5
 	VPSRLD            $0x18, Z4, Z6
 	VPANDD            Z6, Z1, Z6
-	VMOVUPS           (DX), Z7
+	VMOVUPS           (BX), Z7
 	VPTESTMD          Z2, Z6, K1
-	VBLENDMPS         (BX), Z7, K1, Z7
+	VBLENDMPS         (SI), Z7, K1, Z7
 	VPANDD            Z6, Z0, Z6
 	VCVTDQ2PS         Z6, Z6
 	VMULPS            Z7, Z6, Z6
 	VMOVAPS           Z7, Z10
 	VPSRLD            $0x18, Z5, Z7
 	VPANDD            Z7, Z1, Z7
-	VMOVUPS           64(DX), Z8
+	VMOVUPS           64(BX), Z8
 	VPTESTMD          Z2, Z7, K1
-	VBLENDMPS         64(BX), Z8, K1, Z8
+	VBLENDMPS         64(SI), Z8, K1, Z8
 	VPANDD            Z7, Z0, Z7
 	VCVTDQ2PS         Z7, Z7
 	VMULPS            Z8, Z7, Z7
 	VMOVAPS           Z8, Z11
 	VPSRLD            $0x10, Z4, Z8
 	VPANDD            Z8, Z1, Z8
-	VMOVUPS           128(DX), Z9
+	VMOVUPS           128(BX), Z9
 	VPTESTMD          Z2, Z8, K1
-	VBLENDMPS         128(BX), Z9, K1, Z9
+	VBLENDMPS         128(SI), Z9, K1, Z9
 	VPANDD            Z8, Z0, Z8
 	VCVTDQ2PS         Z8, Z8
 	VMULPS            Z9, Z8, Z8
 	VMOVAPS           Z9, Z12
 	VPSRLD            $0x10, Z5, Z9
 	VPANDD            Z9, Z1, Z9
-	VMOVUPS           192(DX), Z13
+	VMOVUPS           192(BX), Z13
 	VPTESTMD          Z2, Z9, K1
-	VBLENDMPS         192(BX), Z13, K1, Z13
+	VBLENDMPS         192(SI), Z13, K1, Z13
 	VPANDD            Z9, Z0, Z9
 	VCVTDQ2PS         Z9, Z9
 	VMULPS            Z13, Z9, Z9
 	VMOVAPS           Z13, Z13
 	VPSRLD            $0x08, Z4, Z14
 	VPANDD            Z14, Z1, Z14
-	VMOVUPS           256(DX), Z15
+	VMOVUPS           256(BX), Z15
 	VPTESTMD          Z2, Z14, K1
-	VBLENDMPS         256(BX), Z15, K1, Z15
+	VBLENDMPS         256(SI), Z15, K1, Z15
 	VPANDD            Z14, Z0, Z14
 	VCVTDQ2PS         Z14, Z14
 	VFMADD231PS       Z15, Z14, Z6
 	VADDPS            Z15, Z10, Z10
 	VPSRLD            $0x08, Z5, Z14
 	VPANDD            Z14, Z1, Z14
-	VMOVUPS           320(DX), Z15
+	VMOVUPS           320(BX), Z15
 	VPTESTMD          Z2, Z14, K1
-	VBLENDMPS         320(BX), Z15, K1, Z15
+	VBLENDMPS         320(SI), Z15, K1, Z15
 	VPANDD            Z14, Z0, Z14
 	VCVTDQ2PS         Z14, Z14
 	VFMADD231PS       Z15, Z14, Z7
 	VADDPS            Z15, Z11, Z11
 	VPANDD            Z4, Z1, Z4
-	VMOVUPS           384(DX), Z14
+	VMOVUPS           384(BX), Z14
 	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         384(BX), Z14, K1, Z14
+	VBLENDMPS         384(SI), Z14, K1, Z14
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
 	VFMADD231PS       Z14, Z4, Z8
 	VADDPS            Z14, Z12, Z12
 	VPANDD            Z5, Z1, Z4
-	VMOVUPS           448(DX), Z5
+	VMOVUPS           448(BX), Z5
 	VPTESTMD          Z2, Z4, K1
-	VBLENDMPS         448(BX), Z5, K1, Z5
+	VBLENDMPS         448(SI), Z5, K1, Z5
 	VPANDD            Z4, Z0, Z4
 	VCVTDQ2PS         Z4, Z4
 	VFMADD231PS       Z5, Z4, Z9
@@ -24605,10 +24653,10 @@ Sparse12A32S4Avx512_chunk:
 	VFMADD231PS.BCST  (CX), Z6, Z3
 	VFNMADD231PS.BCST 4(CX), Z10, Z3
 	ADDQ              $0x00000008, CX
-	ADDQ              $0x00000080, SI
-	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000080, DI
 	ADDQ              $0x00000200, BX
-	DECQ              DI
+	ADDQ              $0x00000200, SI
+	DECQ              R8
 	JNZ               Sparse12A32S4Avx512_chunk
 	VEXTRACTF64X4     $0x01, Z3, Y4
 	VADDPS            Y4, Y3, Y4
@@ -24618,15 +24666,15 @@ Sparse12A32S4Avx512_chunk:
 	VADDPS            X4, X5, X5
 	VPERMILPS         $0xb1, X5, X4
 	VADDPS            X4, X5, X5
-	MOVQ              out+40(FP), DX
-	VMOVSS            X5, (DX)
-	ADDQ              $0x00000004, DX
-	MOVQ              DX, out+40(FP)
-	MOVQ              stride+8(FP), DX
-	ADDQ              DX, AX
-	MOVQ              rows+48(FP), DX
-	DECQ              DX
-	MOVQ              DX, rows+48(FP)
+	MOVQ              out+40(FP), BX
+	VMOVSS            X5, (BX)
+	ADDQ              $0x00000004, BX
+	MOVQ              BX, out+40(FP)
+	MOVQ              stride+8(FP), BX
+	ADDQ              BX, AX
+	MOVQ              rows+48(FP), BX
+	DECQ              BX
+	MOVQ              BX, rows+48(FP)
 	JNZ               Sparse12A32S4Avx512_row
 	VZEROUPPER
 	RET
@@ -24639,121 +24687,123 @@ TEXT ·Bits8A32S1Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits8A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits8A32S1Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x10, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       128(DX), Y7, Y7
+	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       160(DX), Y8, Y8
+	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x10, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       192(DX), Y9, Y9
+	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x10, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       224(DX), Y10, Y10
+	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VMULPS       384(DX), Y3, Y3
+	VMULPS       384(BX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       416(DX), Y4, Y4
+	VMULPS       416(BX), Y4, Y4
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       448(DX), Y5, Y5
+	VMULPS       448(BX), Y5, Y5
 	VPAND        Y6, Y0, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       480(DX), Y6, Y6
+	VMULPS       480(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
 	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000200, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	DECQ         R8
 	JNZ          Bits8A32S1Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -24762,15 +24812,15 @@ Bits8A32S1Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits8A32S1Avx2_row
 	VZEROUPPER
 	RET
@@ -24783,103 +24833,105 @@ TEXT ·Bits8A32S2Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits8A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits8A32S2Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  384(DX), Y3, Y7
+	VFMADD231PS  384(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  416(DX), Y3, Y8
+	VFMADD231PS  416(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  448(DX), Y3, Y9
+	VFMADD231PS  448(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  480(DX), Y3, Y10
+	VFMADD231PS  480(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000200, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	DECQ         R8
 	JNZ          Bits8A32S2Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -24888,15 +24940,15 @@ Bits8A32S2Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits8A32S2Avx2_row
 	VZEROUPPER
 	RET
@@ -24909,94 +24961,96 @@ TEXT ·Bits8A32S4Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits8A32S4Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits8A32S4Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  384(DX), Y3, Y7
+	VFMADD231PS  384(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  416(DX), Y3, Y8
+	VFMADD231PS  416(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  448(DX), Y3, Y9
+	VFMADD231PS  448(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  480(DX), Y3, Y10
+	VFMADD231PS  480(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000200, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	DECQ         R8
 	JNZ          Bits8A32S4Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -25005,15 +25059,15 @@ Bits8A32S4Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits8A32S4Avx2_row
 	VZEROUPPER
 	RET
@@ -25026,221 +25080,223 @@ TEXT ·Bits4A32S1Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits4A32S1Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       128(DX), Y7, Y7
+	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       160(DX), Y8, Y8
+	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       192(DX), Y9, Y9
+	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       224(DX), Y10, Y10
+	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x10, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       384(DX), Y7, Y7
+	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       416(DX), Y8, Y8
+	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x10, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       448(DX), Y9, Y9
+	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x10, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       480(DX), Y10, Y10
+	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       640(DX), Y7, Y7
+	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       672(DX), Y8, Y8
+	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       704(DX), Y9, Y9
+	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       736(DX), Y10, Y10
+	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x04, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x04, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x04, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VMULPS       896(DX), Y3, Y3
+	VMULPS       896(BX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       928(DX), Y4, Y4
+	VMULPS       928(BX), Y4, Y4
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       960(DX), Y5, Y5
+	VMULPS       960(BX), Y5, Y5
 	VPAND        Y6, Y0, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       992(DX), Y6, Y6
+	VMULPS       992(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
 	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000400, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
 	JNZ          Bits4A32S1Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -25249,15 +25305,15 @@ Bits4A32S1Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits4A32S1Avx2_row
 	VZEROUPPER
 	RET
@@ -25270,185 +25326,187 @@ TEXT ·Bits4A32S2Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits4A32S2Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x04, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x04, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x04, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  896(DX), Y3, Y7
+	VFMADD231PS  896(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  928(DX), Y3, Y8
+	VFMADD231PS  928(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  960(DX), Y3, Y9
+	VFMADD231PS  960(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  992(DX), Y3, Y10
+	VFMADD231PS  992(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000400, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
 	JNZ          Bits4A32S2Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -25457,15 +25515,15 @@ Bits4A32S2Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits4A32S2Avx2_row
 	VZEROUPPER
 	RET
@@ -25478,167 +25536,169 @@ TEXT ·Bits4A32S4Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S4Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits4A32S4Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  896(DX), Y3, Y7
+	VFMADD231PS  896(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  928(DX), Y3, Y8
+	VFMADD231PS  928(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  960(DX), Y3, Y9
+	VFMADD231PS  960(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  992(DX), Y3, Y10
+	VFMADD231PS  992(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000400, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
 	JNZ          Bits4A32S4Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -25647,15 +25707,15 @@ Bits4A32S4Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits4A32S4Avx2_row
 	VZEROUPPER
 	RET
@@ -25668,158 +25728,160 @@ TEXT ·Bits4A32S8Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S8Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits4A32S8Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  896(DX), Y3, Y7
+	VFMADD231PS  896(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  928(DX), Y3, Y8
+	VFMADD231PS  928(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  960(DX), Y3, Y9
+	VFMADD231PS  960(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  992(DX), Y3, Y10
+	VFMADD231PS  992(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000400, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
 	JNZ          Bits4A32S8Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -25828,15 +25890,15 @@ Bits4A32S8Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits4A32S8Avx2_row
 	VZEROUPPER
 	RET
@@ -25849,421 +25911,423 @@ TEXT ·Bits2A32S1Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits2A32S1Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       128(DX), Y7, Y7
+	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       160(DX), Y8, Y8
+	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       192(DX), Y9, Y9
+	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       224(DX), Y10, Y10
+	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       384(DX), Y7, Y7
+	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       416(DX), Y8, Y8
+	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       448(DX), Y9, Y9
+	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       480(DX), Y10, Y10
+	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       640(DX), Y7, Y7
+	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       672(DX), Y8, Y8
+	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       704(DX), Y9, Y9
+	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       736(DX), Y10, Y10
+	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x12, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x12, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x12, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x12, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x10, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       896(DX), Y7, Y7
+	VMULPS       896(BX), Y7, Y7
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       928(DX), Y8, Y8
+	VMULPS       928(BX), Y8, Y8
 	VPSRLD       $0x10, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       960(DX), Y9, Y9
+	VMULPS       960(BX), Y9, Y9
 	VPSRLD       $0x10, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       992(DX), Y10, Y10
+	VMULPS       992(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1152(DX), Y7, Y7
+	VMULPS       1152(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1184(DX), Y8, Y8
+	VMULPS       1184(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1216(DX), Y9, Y9
+	VMULPS       1216(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1248(DX), Y10, Y10
+	VMULPS       1248(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1280(DX), Y7, Y7
+	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x0a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1312(DX), Y8, Y8
+	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x0a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1344(DX), Y9, Y9
+	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x0a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1376(DX), Y10, Y10
+	VMULPS       1376(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1408(DX), Y7, Y7
+	VMULPS       1408(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1440(DX), Y8, Y8
+	VMULPS       1440(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1472(DX), Y9, Y9
+	VMULPS       1472(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1504(DX), Y10, Y10
+	VMULPS       1504(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1536(DX), Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1568(DX), Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1600(DX), Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1632(DX), Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x04, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1664(DX), Y7, Y7
+	VMULPS       1664(BX), Y7, Y7
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1696(DX), Y8, Y8
+	VMULPS       1696(BX), Y8, Y8
 	VPSRLD       $0x04, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1728(DX), Y9, Y9
+	VMULPS       1728(BX), Y9, Y9
 	VPSRLD       $0x04, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1760(DX), Y10, Y10
+	VMULPS       1760(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1792(DX), Y7, Y7
+	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x02, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1824(DX), Y8, Y8
+	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x02, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1856(DX), Y9, Y9
+	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x02, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1888(DX), Y10, Y10
+	VMULPS       1888(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VMULPS       1920(DX), Y3, Y3
+	VMULPS       1920(BX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       1952(DX), Y4, Y4
+	VMULPS       1952(BX), Y4, Y4
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       1984(DX), Y5, Y5
+	VMULPS       1984(BX), Y5, Y5
 	VPAND        Y6, Y0, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       2016(DX), Y6, Y6
+	VMULPS       2016(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
 	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000800, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
 	JNZ          Bits2A32S1Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -26272,15 +26336,15 @@ Bits2A32S1Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits2A32S1Avx2_row
 	VZEROUPPER
 	RET
@@ -26293,349 +26357,351 @@ TEXT ·Bits2A32S2Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits2A32S2Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x12, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x12, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x12, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x12, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1280(DX), Y7, Y7
+	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x0a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1312(DX), Y8, Y8
+	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x0a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1344(DX), Y9, Y9
+	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x0a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1376(DX), Y10, Y10
+	VMULPS       1376(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1536(DX), Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1568(DX), Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1600(DX), Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1632(DX), Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1792(DX), Y7, Y7
+	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x02, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1824(DX), Y8, Y8
+	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x02, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1856(DX), Y9, Y9
+	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x02, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1888(DX), Y10, Y10
+	VMULPS       1888(BX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1920(DX), Y3, Y7
+	VFMADD231PS  1920(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y8
+	VFMADD231PS  1952(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y9
+	VFMADD231PS  1984(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y10
+	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000800, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
 	JNZ          Bits2A32S2Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -26644,15 +26710,15 @@ Bits2A32S2Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits2A32S2Avx2_row
 	VZEROUPPER
 	RET
@@ -26665,313 +26731,315 @@ TEXT ·Bits2A32S4Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S4Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits2A32S4Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1536(DX), Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1568(DX), Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1600(DX), Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1632(DX), Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1920(DX), Y3, Y7
+	VFMADD231PS  1920(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y8
+	VFMADD231PS  1952(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y9
+	VFMADD231PS  1984(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y10
+	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000800, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
 	JNZ          Bits2A32S4Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -26980,15 +27048,15 @@ Bits2A32S4Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits2A32S4Avx2_row
 	VZEROUPPER
 	RET
@@ -27001,295 +27069,297 @@ TEXT ·Bits2A32S8Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S8Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits2A32S8Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1536(DX), Y11, Y7
+	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1568(DX), Y11, Y8
+	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1600(DX), Y11, Y9
+	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1632(DX), Y11, Y10
+	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1920(DX), Y3, Y7
+	VFMADD231PS  1920(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y8
+	VFMADD231PS  1952(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y9
+	VFMADD231PS  1984(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y10
+	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000800, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
 	JNZ          Bits2A32S8Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -27298,15 +27368,15 @@ Bits2A32S8Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits2A32S8Avx2_row
 	VZEROUPPER
 	RET
@@ -27319,286 +27389,288 @@ TEXT ·Bits2A32S16Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S16Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits2A32S16Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1024(DX), Y11, Y7
+	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1056(DX), Y11, Y8
+	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1088(DX), Y11, Y9
+	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1120(DX), Y11, Y10
+	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1536(DX), Y11, Y7
+	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1568(DX), Y11, Y8
+	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1600(DX), Y11, Y9
+	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1632(DX), Y11, Y10
+	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1920(DX), Y3, Y7
+	VFMADD231PS  1920(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1952(DX), Y3, Y8
+	VFMADD231PS  1952(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1984(DX), Y3, Y9
+	VFMADD231PS  1984(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  2016(DX), Y3, Y10
+	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000800, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
 	JNZ          Bits2A32S16Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -27607,15 +27679,15 @@ Bits2A32S16Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits2A32S16Avx2_row
 	VZEROUPPER
 	RET
@@ -27628,821 +27700,823 @@ TEXT ·Bits1A32S1Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits1A32S1Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       128(DX), Y7, Y7
+	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       160(DX), Y8, Y8
+	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       192(DX), Y9, Y9
+	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       224(DX), Y10, Y10
+	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       384(DX), Y7, Y7
+	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       416(DX), Y8, Y8
+	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       448(DX), Y9, Y9
+	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       480(DX), Y10, Y10
+	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x1b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x1b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x1b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       640(DX), Y7, Y7
+	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       672(DX), Y8, Y8
+	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       704(DX), Y9, Y9
+	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       736(DX), Y10, Y10
+	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x19, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x19, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x19, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x19, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       896(DX), Y7, Y7
+	VMULPS       896(BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       928(DX), Y8, Y8
+	VMULPS       928(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       960(DX), Y9, Y9
+	VMULPS       960(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       992(DX), Y10, Y10
+	VMULPS       992(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1152(DX), Y7, Y7
+	VMULPS       1152(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1184(DX), Y8, Y8
+	VMULPS       1184(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1216(DX), Y9, Y9
+	VMULPS       1216(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1248(DX), Y10, Y10
+	VMULPS       1248(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x15, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1280(DX), Y7, Y7
+	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x15, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1312(DX), Y8, Y8
+	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x15, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1344(DX), Y9, Y9
+	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x15, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1376(DX), Y10, Y10
+	VMULPS       1376(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1408(DX), Y7, Y7
+	VMULPS       1408(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1440(DX), Y8, Y8
+	VMULPS       1440(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1472(DX), Y9, Y9
+	VMULPS       1472(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1504(DX), Y10, Y10
+	VMULPS       1504(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x13, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1536(DX), Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x13, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1568(DX), Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x13, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1600(DX), Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x13, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1632(DX), Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x12, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1664(DX), Y7, Y7
+	VMULPS       1664(BX), Y7, Y7
 	VPSRLD       $0x12, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1696(DX), Y8, Y8
+	VMULPS       1696(BX), Y8, Y8
 	VPSRLD       $0x12, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1728(DX), Y9, Y9
+	VMULPS       1728(BX), Y9, Y9
 	VPSRLD       $0x12, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1760(DX), Y10, Y10
+	VMULPS       1760(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1792(DX), Y7, Y7
+	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1824(DX), Y8, Y8
+	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1856(DX), Y9, Y9
+	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1888(DX), Y10, Y10
+	VMULPS       1888(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x10, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1920(DX), Y7, Y7
+	VMULPS       1920(BX), Y7, Y7
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1952(DX), Y8, Y8
+	VMULPS       1952(BX), Y8, Y8
 	VPSRLD       $0x10, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1984(DX), Y9, Y9
+	VMULPS       1984(BX), Y9, Y9
 	VPSRLD       $0x10, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2016(DX), Y10, Y10
+	VMULPS       2016(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2048(DX), Y7, Y7
+	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2080(DX), Y8, Y8
+	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2112(DX), Y9, Y9
+	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2144(DX), Y10, Y10
+	VMULPS       2144(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2176(DX), Y7, Y7
+	VMULPS       2176(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2208(DX), Y8, Y8
+	VMULPS       2208(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2240(DX), Y9, Y9
+	VMULPS       2240(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2272(DX), Y10, Y10
+	VMULPS       2272(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2304(DX), Y7, Y7
+	VMULPS       2304(BX), Y7, Y7
 	VPSRLD       $0x0d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2336(DX), Y8, Y8
+	VMULPS       2336(BX), Y8, Y8
 	VPSRLD       $0x0d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2368(DX), Y9, Y9
+	VMULPS       2368(BX), Y9, Y9
 	VPSRLD       $0x0d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2400(DX), Y10, Y10
+	VMULPS       2400(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2432(DX), Y7, Y7
+	VMULPS       2432(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2464(DX), Y8, Y8
+	VMULPS       2464(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2496(DX), Y9, Y9
+	VMULPS       2496(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2528(DX), Y10, Y10
+	VMULPS       2528(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2560(DX), Y7, Y7
+	VMULPS       2560(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2592(DX), Y8, Y8
+	VMULPS       2592(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2624(DX), Y9, Y9
+	VMULPS       2624(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2656(DX), Y10, Y10
+	VMULPS       2656(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2688(DX), Y7, Y7
+	VMULPS       2688(BX), Y7, Y7
 	VPSRLD       $0x0a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2720(DX), Y8, Y8
+	VMULPS       2720(BX), Y8, Y8
 	VPSRLD       $0x0a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2752(DX), Y9, Y9
+	VMULPS       2752(BX), Y9, Y9
 	VPSRLD       $0x0a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2784(DX), Y10, Y10
+	VMULPS       2784(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x09, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2816(DX), Y7, Y7
+	VMULPS       2816(BX), Y7, Y7
 	VPSRLD       $0x09, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2848(DX), Y8, Y8
+	VMULPS       2848(BX), Y8, Y8
 	VPSRLD       $0x09, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2880(DX), Y9, Y9
+	VMULPS       2880(BX), Y9, Y9
 	VPSRLD       $0x09, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2912(DX), Y10, Y10
+	VMULPS       2912(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2944(DX), Y7, Y7
+	VMULPS       2944(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2976(DX), Y8, Y8
+	VMULPS       2976(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3008(DX), Y9, Y9
+	VMULPS       3008(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3040(DX), Y10, Y10
+	VMULPS       3040(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3072(DX), Y7, Y7
+	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3104(DX), Y8, Y8
+	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3136(DX), Y9, Y9
+	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3168(DX), Y10, Y10
+	VMULPS       3168(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3200(DX), Y7, Y7
+	VMULPS       3200(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3232(DX), Y8, Y8
+	VMULPS       3232(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3264(DX), Y9, Y9
+	VMULPS       3264(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3296(DX), Y10, Y10
+	VMULPS       3296(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3328(DX), Y7, Y7
+	VMULPS       3328(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3360(DX), Y8, Y8
+	VMULPS       3360(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3392(DX), Y9, Y9
+	VMULPS       3392(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3424(DX), Y10, Y10
+	VMULPS       3424(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x04, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3456(DX), Y7, Y7
+	VMULPS       3456(BX), Y7, Y7
 	VPSRLD       $0x04, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3488(DX), Y8, Y8
+	VMULPS       3488(BX), Y8, Y8
 	VPSRLD       $0x04, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3520(DX), Y9, Y9
+	VMULPS       3520(BX), Y9, Y9
 	VPSRLD       $0x04, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3552(DX), Y10, Y10
+	VMULPS       3552(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x03, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3584(DX), Y7, Y7
+	VMULPS       3584(BX), Y7, Y7
 	VPSRLD       $0x03, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3616(DX), Y8, Y8
+	VMULPS       3616(BX), Y8, Y8
 	VPSRLD       $0x03, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3648(DX), Y9, Y9
+	VMULPS       3648(BX), Y9, Y9
 	VPSRLD       $0x03, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3680(DX), Y10, Y10
+	VMULPS       3680(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3712(DX), Y7, Y7
+	VMULPS       3712(BX), Y7, Y7
 	VPSRLD       $0x02, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3744(DX), Y8, Y8
+	VMULPS       3744(BX), Y8, Y8
 	VPSRLD       $0x02, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3776(DX), Y9, Y9
+	VMULPS       3776(BX), Y9, Y9
 	VPSRLD       $0x02, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3808(DX), Y10, Y10
+	VMULPS       3808(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x01, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3840(DX), Y7, Y7
+	VMULPS       3840(BX), Y7, Y7
 	VPSRLD       $0x01, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3872(DX), Y8, Y8
+	VMULPS       3872(BX), Y8, Y8
 	VPSRLD       $0x01, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3904(DX), Y9, Y9
+	VMULPS       3904(BX), Y9, Y9
 	VPSRLD       $0x01, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3936(DX), Y10, Y10
+	VMULPS       3936(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VMULPS       3968(DX), Y3, Y3
+	VMULPS       3968(BX), Y3, Y3
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       4000(DX), Y4, Y4
+	VMULPS       4000(BX), Y4, Y4
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       4032(DX), Y5, Y5
+	VMULPS       4032(BX), Y5, Y5
 	VPAND        Y6, Y0, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       4064(DX), Y6, Y6
+	VMULPS       4064(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
 	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00001000, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
 	JNZ          Bits1A32S1Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -28451,15 +28525,15 @@ Bits1A32S1Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits1A32S1Avx2_row
 	VZEROUPPER
 	RET
@@ -28472,677 +28546,679 @@ TEXT ·Bits1A32S2Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits1A32S2Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x1b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x1b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x1b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x19, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x19, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x19, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x19, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x15, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1280(DX), Y7, Y7
+	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x15, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1312(DX), Y8, Y8
+	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x15, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1344(DX), Y9, Y9
+	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x15, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1376(DX), Y10, Y10
+	VMULPS       1376(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x13, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1536(DX), Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x13, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1568(DX), Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x13, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1600(DX), Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x13, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1632(DX), Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1792(DX), Y7, Y7
+	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1824(DX), Y8, Y8
+	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1856(DX), Y9, Y9
+	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1888(DX), Y10, Y10
+	VMULPS       1888(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1920(DX), Y11, Y7
+	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1952(DX), Y11, Y8
+	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1984(DX), Y11, Y9
+	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2016(DX), Y11, Y10
+	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2048(DX), Y7, Y7
+	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2080(DX), Y8, Y8
+	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2112(DX), Y9, Y9
+	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2144(DX), Y10, Y10
+	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2176(DX), Y11, Y7
+	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2208(DX), Y11, Y8
+	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2240(DX), Y11, Y9
+	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2272(DX), Y11, Y10
+	VFMADD231PS  2272(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2304(DX), Y7, Y7
+	VMULPS       2304(BX), Y7, Y7
 	VPSRLD       $0x0d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2336(DX), Y8, Y8
+	VMULPS       2336(BX), Y8, Y8
 	VPSRLD       $0x0d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2368(DX), Y9, Y9
+	VMULPS       2368(BX), Y9, Y9
 	VPSRLD       $0x0d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2400(DX), Y10, Y10
+	VMULPS       2400(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2432(DX), Y11, Y7
+	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2464(DX), Y11, Y8
+	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2496(DX), Y11, Y9
+	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2528(DX), Y11, Y10
+	VFMADD231PS  2528(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2560(DX), Y7, Y7
+	VMULPS       2560(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2592(DX), Y8, Y8
+	VMULPS       2592(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2624(DX), Y9, Y9
+	VMULPS       2624(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2656(DX), Y10, Y10
+	VMULPS       2656(BX), Y10, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2688(DX), Y11, Y7
+	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2720(DX), Y11, Y8
+	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2752(DX), Y11, Y9
+	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2784(DX), Y11, Y10
+	VFMADD231PS  2784(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x09, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2816(DX), Y7, Y7
+	VMULPS       2816(BX), Y7, Y7
 	VPSRLD       $0x09, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2848(DX), Y8, Y8
+	VMULPS       2848(BX), Y8, Y8
 	VPSRLD       $0x09, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2880(DX), Y9, Y9
+	VMULPS       2880(BX), Y9, Y9
 	VPSRLD       $0x09, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2912(DX), Y10, Y10
+	VMULPS       2912(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2944(DX), Y11, Y7
+	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2976(DX), Y11, Y8
+	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3008(DX), Y11, Y9
+	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3040(DX), Y11, Y10
+	VFMADD231PS  3040(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3072(DX), Y7, Y7
+	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3104(DX), Y8, Y8
+	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3136(DX), Y9, Y9
+	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3168(DX), Y10, Y10
+	VMULPS       3168(BX), Y10, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3200(DX), Y11, Y7
+	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3232(DX), Y11, Y8
+	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3264(DX), Y11, Y9
+	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3296(DX), Y11, Y10
+	VFMADD231PS  3296(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3328(DX), Y7, Y7
+	VMULPS       3328(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3360(DX), Y8, Y8
+	VMULPS       3360(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3392(DX), Y9, Y9
+	VMULPS       3392(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3424(DX), Y10, Y10
+	VMULPS       3424(BX), Y10, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3456(DX), Y11, Y7
+	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3488(DX), Y11, Y8
+	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3520(DX), Y11, Y9
+	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3552(DX), Y11, Y10
+	VFMADD231PS  3552(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x03, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3584(DX), Y7, Y7
+	VMULPS       3584(BX), Y7, Y7
 	VPSRLD       $0x03, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3616(DX), Y8, Y8
+	VMULPS       3616(BX), Y8, Y8
 	VPSRLD       $0x03, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3648(DX), Y9, Y9
+	VMULPS       3648(BX), Y9, Y9
 	VPSRLD       $0x03, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3680(DX), Y10, Y10
+	VMULPS       3680(BX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3712(DX), Y11, Y7
+	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3744(DX), Y11, Y8
+	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3776(DX), Y11, Y9
+	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3808(DX), Y11, Y10
+	VFMADD231PS  3808(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x01, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3840(DX), Y7, Y7
+	VMULPS       3840(BX), Y7, Y7
 	VPSRLD       $0x01, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3872(DX), Y8, Y8
+	VMULPS       3872(BX), Y8, Y8
 	VPSRLD       $0x01, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3904(DX), Y9, Y9
+	VMULPS       3904(BX), Y9, Y9
 	VPSRLD       $0x01, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3936(DX), Y10, Y10
+	VMULPS       3936(BX), Y10, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  3968(DX), Y3, Y7
+	VFMADD231PS  3968(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y8
+	VFMADD231PS  4000(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y9
+	VFMADD231PS  4032(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y10
+	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00001000, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
 	JNZ          Bits1A32S2Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -29151,15 +29227,15 @@ Bits1A32S2Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits1A32S2Avx2_row
 	VZEROUPPER
 	RET
@@ -29172,605 +29248,607 @@ TEXT ·Bits1A32S4Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S4Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits1A32S4Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x1b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x1b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x1b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x13, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1536(DX), Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x13, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1568(DX), Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x13, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1600(DX), Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x13, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1632(DX), Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1920(DX), Y11, Y7
+	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1952(DX), Y11, Y8
+	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1984(DX), Y11, Y9
+	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2016(DX), Y11, Y10
+	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2048(DX), Y7, Y7
+	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2080(DX), Y8, Y8
+	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2112(DX), Y9, Y9
+	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2144(DX), Y10, Y10
+	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2176(DX), Y11, Y7
+	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2208(DX), Y11, Y8
+	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2240(DX), Y11, Y9
+	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2272(DX), Y11, Y10
+	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2304(DX), Y11, Y7
+	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2336(DX), Y11, Y8
+	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2368(DX), Y11, Y9
+	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2400(DX), Y11, Y10
+	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2432(DX), Y11, Y7
+	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2464(DX), Y11, Y8
+	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2496(DX), Y11, Y9
+	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2528(DX), Y11, Y10
+	VFMADD231PS  2528(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2560(DX), Y7, Y7
+	VMULPS       2560(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2592(DX), Y8, Y8
+	VMULPS       2592(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2624(DX), Y9, Y9
+	VMULPS       2624(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2656(DX), Y10, Y10
+	VMULPS       2656(BX), Y10, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2688(DX), Y11, Y7
+	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2720(DX), Y11, Y8
+	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2752(DX), Y11, Y9
+	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2784(DX), Y11, Y10
+	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2816(DX), Y11, Y7
+	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2848(DX), Y11, Y8
+	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2880(DX), Y11, Y9
+	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2912(DX), Y11, Y10
+	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2944(DX), Y11, Y7
+	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2976(DX), Y11, Y8
+	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3008(DX), Y11, Y9
+	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3040(DX), Y11, Y10
+	VFMADD231PS  3040(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3072(DX), Y7, Y7
+	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3104(DX), Y8, Y8
+	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3136(DX), Y9, Y9
+	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3168(DX), Y10, Y10
+	VMULPS       3168(BX), Y10, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3200(DX), Y11, Y7
+	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3232(DX), Y11, Y8
+	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3264(DX), Y11, Y9
+	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3296(DX), Y11, Y10
+	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3328(DX), Y11, Y7
+	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3360(DX), Y11, Y8
+	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3392(DX), Y11, Y9
+	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3424(DX), Y11, Y10
+	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3456(DX), Y11, Y7
+	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3488(DX), Y11, Y8
+	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3520(DX), Y11, Y9
+	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3552(DX), Y11, Y10
+	VFMADD231PS  3552(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x03, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3584(DX), Y7, Y7
+	VMULPS       3584(BX), Y7, Y7
 	VPSRLD       $0x03, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3616(DX), Y8, Y8
+	VMULPS       3616(BX), Y8, Y8
 	VPSRLD       $0x03, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3648(DX), Y9, Y9
+	VMULPS       3648(BX), Y9, Y9
 	VPSRLD       $0x03, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3680(DX), Y10, Y10
+	VMULPS       3680(BX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3712(DX), Y11, Y7
+	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3744(DX), Y11, Y8
+	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3776(DX), Y11, Y9
+	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3808(DX), Y11, Y10
+	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3840(DX), Y11, Y7
+	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3872(DX), Y11, Y8
+	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3904(DX), Y11, Y9
+	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3936(DX), Y11, Y10
+	VFMADD231PS  3936(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  3968(DX), Y3, Y7
+	VFMADD231PS  3968(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y8
+	VFMADD231PS  4000(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y9
+	VFMADD231PS  4032(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y10
+	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00001000, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
 	JNZ          Bits1A32S4Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -29779,15 +29857,15 @@ Bits1A32S4Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits1A32S4Avx2_row
 	VZEROUPPER
 	RET
@@ -29800,569 +29878,571 @@ TEXT ·Bits1A32S8Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S8Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits1A32S8Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x1b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x1b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x1b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x1b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x13, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1536(DX), Y11, Y7
+	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x13, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1568(DX), Y11, Y8
+	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x13, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1600(DX), Y11, Y9
+	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x13, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1632(DX), Y11, Y10
+	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1920(DX), Y11, Y7
+	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1952(DX), Y11, Y8
+	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1984(DX), Y11, Y9
+	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2016(DX), Y11, Y10
+	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2048(DX), Y7, Y7
+	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2080(DX), Y8, Y8
+	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2112(DX), Y9, Y9
+	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2144(DX), Y10, Y10
+	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2176(DX), Y11, Y7
+	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2208(DX), Y11, Y8
+	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2240(DX), Y11, Y9
+	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2272(DX), Y11, Y10
+	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2304(DX), Y11, Y7
+	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2336(DX), Y11, Y8
+	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2368(DX), Y11, Y9
+	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2400(DX), Y11, Y10
+	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2432(DX), Y11, Y7
+	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2464(DX), Y11, Y8
+	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2496(DX), Y11, Y9
+	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2528(DX), Y11, Y10
+	VFMADD231PS  2528(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2560(DX), Y11, Y7
+	VFMADD231PS  2560(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2592(DX), Y11, Y8
+	VFMADD231PS  2592(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2624(DX), Y11, Y9
+	VFMADD231PS  2624(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2656(DX), Y11, Y10
+	VFMADD231PS  2656(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2688(DX), Y11, Y7
+	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2720(DX), Y11, Y8
+	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2752(DX), Y11, Y9
+	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2784(DX), Y11, Y10
+	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2816(DX), Y11, Y7
+	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2848(DX), Y11, Y8
+	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2880(DX), Y11, Y9
+	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2912(DX), Y11, Y10
+	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2944(DX), Y11, Y7
+	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2976(DX), Y11, Y8
+	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3008(DX), Y11, Y9
+	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3040(DX), Y11, Y10
+	VFMADD231PS  3040(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       3072(DX), Y7, Y7
+	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       3104(DX), Y8, Y8
+	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       3136(DX), Y9, Y9
+	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       3168(DX), Y10, Y10
+	VMULPS       3168(BX), Y10, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3200(DX), Y11, Y7
+	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3232(DX), Y11, Y8
+	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3264(DX), Y11, Y9
+	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3296(DX), Y11, Y10
+	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3328(DX), Y11, Y7
+	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3360(DX), Y11, Y8
+	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3392(DX), Y11, Y9
+	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3424(DX), Y11, Y10
+	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3456(DX), Y11, Y7
+	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3488(DX), Y11, Y8
+	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3520(DX), Y11, Y9
+	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3552(DX), Y11, Y10
+	VFMADD231PS  3552(BX), Y11, Y10
 	VPSRLD       $0x03, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3584(DX), Y11, Y7
+	VFMADD231PS  3584(BX), Y11, Y7
 	VPSRLD       $0x03, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3616(DX), Y11, Y8
+	VFMADD231PS  3616(BX), Y11, Y8
 	VPSRLD       $0x03, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3648(DX), Y11, Y9
+	VFMADD231PS  3648(BX), Y11, Y9
 	VPSRLD       $0x03, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3680(DX), Y11, Y10
+	VFMADD231PS  3680(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3712(DX), Y11, Y7
+	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3744(DX), Y11, Y8
+	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3776(DX), Y11, Y9
+	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3808(DX), Y11, Y10
+	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3840(DX), Y11, Y7
+	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3872(DX), Y11, Y8
+	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3904(DX), Y11, Y9
+	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3936(DX), Y11, Y10
+	VFMADD231PS  3936(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  3968(DX), Y3, Y7
+	VFMADD231PS  3968(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y8
+	VFMADD231PS  4000(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y9
+	VFMADD231PS  4032(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y10
+	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00001000, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
 	JNZ          Bits1A32S8Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -30371,15 +30451,15 @@ Bits1A32S8Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits1A32S8Avx2_row
 	VZEROUPPER
 	RET
@@ -30392,551 +30472,553 @@ TEXT ·Bits1A32S16Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S16Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits1A32S16Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x1b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x1b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x1b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x1b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x17, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1024(DX), Y11, Y7
+	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x17, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1056(DX), Y11, Y8
+	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x17, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1088(DX), Y11, Y9
+	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x17, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1120(DX), Y11, Y10
+	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x13, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1536(DX), Y11, Y7
+	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x13, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1568(DX), Y11, Y8
+	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x13, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1600(DX), Y11, Y9
+	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x13, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1632(DX), Y11, Y10
+	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1920(DX), Y11, Y7
+	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1952(DX), Y11, Y8
+	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1984(DX), Y11, Y9
+	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2016(DX), Y11, Y10
+	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       2048(DX), Y7, Y7
+	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       2080(DX), Y8, Y8
+	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       2112(DX), Y9, Y9
+	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       2144(DX), Y10, Y10
+	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2176(DX), Y11, Y7
+	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2208(DX), Y11, Y8
+	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2240(DX), Y11, Y9
+	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2272(DX), Y11, Y10
+	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2304(DX), Y11, Y7
+	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2336(DX), Y11, Y8
+	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2368(DX), Y11, Y9
+	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2400(DX), Y11, Y10
+	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2432(DX), Y11, Y7
+	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2464(DX), Y11, Y8
+	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2496(DX), Y11, Y9
+	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2528(DX), Y11, Y10
+	VFMADD231PS  2528(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2560(DX), Y11, Y7
+	VFMADD231PS  2560(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2592(DX), Y11, Y8
+	VFMADD231PS  2592(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2624(DX), Y11, Y9
+	VFMADD231PS  2624(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2656(DX), Y11, Y10
+	VFMADD231PS  2656(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2688(DX), Y11, Y7
+	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2720(DX), Y11, Y8
+	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2752(DX), Y11, Y9
+	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2784(DX), Y11, Y10
+	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2816(DX), Y11, Y7
+	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2848(DX), Y11, Y8
+	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2880(DX), Y11, Y9
+	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2912(DX), Y11, Y10
+	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2944(DX), Y11, Y7
+	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2976(DX), Y11, Y8
+	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3008(DX), Y11, Y9
+	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3040(DX), Y11, Y10
+	VFMADD231PS  3040(BX), Y11, Y10
 	VPSRLD       $0x07, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3072(DX), Y11, Y7
+	VFMADD231PS  3072(BX), Y11, Y7
 	VPSRLD       $0x07, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3104(DX), Y11, Y8
+	VFMADD231PS  3104(BX), Y11, Y8
 	VPSRLD       $0x07, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3136(DX), Y11, Y9
+	VFMADD231PS  3136(BX), Y11, Y9
 	VPSRLD       $0x07, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3168(DX), Y11, Y10
+	VFMADD231PS  3168(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3200(DX), Y11, Y7
+	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3232(DX), Y11, Y8
+	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3264(DX), Y11, Y9
+	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3296(DX), Y11, Y10
+	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3328(DX), Y11, Y7
+	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3360(DX), Y11, Y8
+	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3392(DX), Y11, Y9
+	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3424(DX), Y11, Y10
+	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3456(DX), Y11, Y7
+	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3488(DX), Y11, Y8
+	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3520(DX), Y11, Y9
+	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3552(DX), Y11, Y10
+	VFMADD231PS  3552(BX), Y11, Y10
 	VPSRLD       $0x03, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3584(DX), Y11, Y7
+	VFMADD231PS  3584(BX), Y11, Y7
 	VPSRLD       $0x03, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3616(DX), Y11, Y8
+	VFMADD231PS  3616(BX), Y11, Y8
 	VPSRLD       $0x03, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3648(DX), Y11, Y9
+	VFMADD231PS  3648(BX), Y11, Y9
 	VPSRLD       $0x03, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3680(DX), Y11, Y10
+	VFMADD231PS  3680(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3712(DX), Y11, Y7
+	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3744(DX), Y11, Y8
+	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3776(DX), Y11, Y9
+	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3808(DX), Y11, Y10
+	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3840(DX), Y11, Y7
+	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3872(DX), Y11, Y8
+	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3904(DX), Y11, Y9
+	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3936(DX), Y11, Y10
+	VFMADD231PS  3936(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  3968(DX), Y3, Y7
+	VFMADD231PS  3968(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y8
+	VFMADD231PS  4000(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y9
+	VFMADD231PS  4032(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y10
+	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00001000, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
 	JNZ          Bits1A32S16Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -30945,15 +31027,15 @@ Bits1A32S16Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits1A32S16Avx2_row
 	VZEROUPPER
 	RET
@@ -30966,542 +31048,544 @@ TEXT ·Bits1A32S32Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S32Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits1A32S32Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x1b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x1b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x1b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x1b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x17, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1024(DX), Y11, Y7
+	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x17, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1056(DX), Y11, Y8
+	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x17, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1088(DX), Y11, Y9
+	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x17, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1120(DX), Y11, Y10
+	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1152(DX), Y11, Y7
+	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1184(DX), Y11, Y8
+	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1216(DX), Y11, Y9
+	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1248(DX), Y11, Y10
+	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1280(DX), Y11, Y7
+	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1312(DX), Y11, Y8
+	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1344(DX), Y11, Y9
+	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1376(DX), Y11, Y10
+	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1408(DX), Y11, Y7
+	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1440(DX), Y11, Y8
+	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1472(DX), Y11, Y9
+	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1504(DX), Y11, Y10
+	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x13, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1536(DX), Y11, Y7
+	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x13, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1568(DX), Y11, Y8
+	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x13, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1600(DX), Y11, Y9
+	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x13, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1632(DX), Y11, Y10
+	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1664(DX), Y11, Y7
+	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1696(DX), Y11, Y8
+	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1728(DX), Y11, Y9
+	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1760(DX), Y11, Y10
+	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1792(DX), Y11, Y7
+	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1824(DX), Y11, Y8
+	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1856(DX), Y11, Y9
+	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1888(DX), Y11, Y10
+	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1920(DX), Y11, Y7
+	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1952(DX), Y11, Y8
+	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1984(DX), Y11, Y9
+	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2016(DX), Y11, Y10
+	VFMADD231PS  2016(BX), Y11, Y10
 	VPSRLD       $0x0f, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2048(DX), Y11, Y7
+	VFMADD231PS  2048(BX), Y11, Y7
 	VPSRLD       $0x0f, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2080(DX), Y11, Y8
+	VFMADD231PS  2080(BX), Y11, Y8
 	VPSRLD       $0x0f, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2112(DX), Y11, Y9
+	VFMADD231PS  2112(BX), Y11, Y9
 	VPSRLD       $0x0f, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2144(DX), Y11, Y10
+	VFMADD231PS  2144(BX), Y11, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2176(DX), Y11, Y7
+	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2208(DX), Y11, Y8
+	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2240(DX), Y11, Y9
+	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2272(DX), Y11, Y10
+	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2304(DX), Y11, Y7
+	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2336(DX), Y11, Y8
+	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2368(DX), Y11, Y9
+	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2400(DX), Y11, Y10
+	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2432(DX), Y11, Y7
+	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2464(DX), Y11, Y8
+	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2496(DX), Y11, Y9
+	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2528(DX), Y11, Y10
+	VFMADD231PS  2528(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2560(DX), Y11, Y7
+	VFMADD231PS  2560(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2592(DX), Y11, Y8
+	VFMADD231PS  2592(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2624(DX), Y11, Y9
+	VFMADD231PS  2624(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2656(DX), Y11, Y10
+	VFMADD231PS  2656(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2688(DX), Y11, Y7
+	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2720(DX), Y11, Y8
+	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2752(DX), Y11, Y9
+	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2784(DX), Y11, Y10
+	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2816(DX), Y11, Y7
+	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2848(DX), Y11, Y8
+	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2880(DX), Y11, Y9
+	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2912(DX), Y11, Y10
+	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2944(DX), Y11, Y7
+	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  2976(DX), Y11, Y8
+	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3008(DX), Y11, Y9
+	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3040(DX), Y11, Y10
+	VFMADD231PS  3040(BX), Y11, Y10
 	VPSRLD       $0x07, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3072(DX), Y11, Y7
+	VFMADD231PS  3072(BX), Y11, Y7
 	VPSRLD       $0x07, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3104(DX), Y11, Y8
+	VFMADD231PS  3104(BX), Y11, Y8
 	VPSRLD       $0x07, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3136(DX), Y11, Y9
+	VFMADD231PS  3136(BX), Y11, Y9
 	VPSRLD       $0x07, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3168(DX), Y11, Y10
+	VFMADD231PS  3168(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3200(DX), Y11, Y7
+	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3232(DX), Y11, Y8
+	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3264(DX), Y11, Y9
+	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3296(DX), Y11, Y10
+	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3328(DX), Y11, Y7
+	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3360(DX), Y11, Y8
+	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3392(DX), Y11, Y9
+	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3424(DX), Y11, Y10
+	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3456(DX), Y11, Y7
+	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3488(DX), Y11, Y8
+	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3520(DX), Y11, Y9
+	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3552(DX), Y11, Y10
+	VFMADD231PS  3552(BX), Y11, Y10
 	VPSRLD       $0x03, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3584(DX), Y11, Y7
+	VFMADD231PS  3584(BX), Y11, Y7
 	VPSRLD       $0x03, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3616(DX), Y11, Y8
+	VFMADD231PS  3616(BX), Y11, Y8
 	VPSRLD       $0x03, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3648(DX), Y11, Y9
+	VFMADD231PS  3648(BX), Y11, Y9
 	VPSRLD       $0x03, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3680(DX), Y11, Y10
+	VFMADD231PS  3680(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3712(DX), Y11, Y7
+	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3744(DX), Y11, Y8
+	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3776(DX), Y11, Y9
+	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3808(DX), Y11, Y10
+	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3840(DX), Y11, Y7
+	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3872(DX), Y11, Y8
+	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3904(DX), Y11, Y9
+	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  3936(DX), Y11, Y10
+	VFMADD231PS  3936(BX), Y11, Y10
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  3968(DX), Y3, Y7
+	VFMADD231PS  3968(BX), Y3, Y7
 	VPAND        Y4, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4000(DX), Y3, Y8
+	VFMADD231PS  4000(BX), Y3, Y8
 	VPAND        Y5, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4032(DX), Y3, Y9
+	VFMADD231PS  4032(BX), Y3, Y9
 	VPAND        Y6, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  4064(DX), Y3, Y10
+	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00001000, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
 	JNZ          Bits1A32S32Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -31510,15 +31594,15 @@ Bits1A32S32Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits1A32S32Avx2_row
 	VZEROUPPER
 	RET
@@ -31531,275 +31615,277 @@ TEXT ·Bits3A32S1Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits3A32S1Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       128(DX), Y7, Y7
+	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       160(DX), Y8, Y8
+	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       192(DX), Y9, Y9
+	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       224(DX), Y10, Y10
+	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       384(DX), Y7, Y7
+	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       416(DX), Y8, Y8
+	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       448(DX), Y9, Y9
+	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       480(DX), Y10, Y10
+	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       640(DX), Y7, Y7
+	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       672(DX), Y8, Y8
+	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       704(DX), Y9, Y9
+	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       736(DX), Y10, Y10
+	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       896(DX), Y7, Y7
+	VMULPS       896(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       928(DX), Y8, Y8
+	VMULPS       928(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       960(DX), Y9, Y9
+	VMULPS       960(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       992(DX), Y10, Y10
+	VMULPS       992(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VMULPS       1152(DX), Y3, Y3
+	VMULPS       1152(BX), Y3, Y3
 	VPSRLD       $0x02, Y4, Y4
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       1184(DX), Y4, Y4
+	VMULPS       1184(BX), Y4, Y4
 	VPSRLD       $0x02, Y5, Y5
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       1216(DX), Y5, Y5
+	VMULPS       1216(BX), Y5, Y5
 	VPSRLD       $0x02, Y6, Y6
 	VPAND        Y6, Y0, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       1248(DX), Y6, Y6
+	VMULPS       1248(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
 	VADDPS       Y5, Y3, Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000500, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000500, BX
+	DECQ         R8
 	JNZ          Bits3A32S1Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -31808,15 +31894,15 @@ Bits3A32S1Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits3A32S1Avx2_row
 	VZEROUPPER
 	RET
@@ -31829,230 +31915,232 @@ TEXT ·Bits3A32S2Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits3A32S2Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       256(DX), Y7, Y7
+	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       288(DX), Y8, Y8
+	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       320(DX), Y9, Y9
+	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       352(DX), Y10, Y10
+	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       512(DX), Y7, Y7
+	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       544(DX), Y8, Y8
+	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       576(DX), Y9, Y9
+	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       608(DX), Y10, Y10
+	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       768(DX), Y7, Y7
+	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       800(DX), Y8, Y8
+	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       832(DX), Y9, Y9
+	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       864(DX), Y10, Y10
+	VMULPS       864(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y7, Y8, Y1
 	VMOVSS       4(CX), X7
-	VFMADD231SS  (BX), X7, X2
+	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       1024(DX), Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       1056(DX), Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       1088(DX), Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       1120(DX), Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1152(DX), Y3, Y7
+	VFMADD231PS  1152(BX), Y3, Y7
 	VPSRLD       $0x02, Y4, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1184(DX), Y3, Y8
+	VFMADD231PS  1184(BX), Y3, Y8
 	VPSRLD       $0x02, Y5, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1216(DX), Y3, Y9
+	VFMADD231PS  1216(BX), Y3, Y9
 	VPSRLD       $0x02, Y6, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1248(DX), Y3, Y10
+	VFMADD231PS  1248(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000500, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000500, BX
+	DECQ         R8
 	JNZ          Bits3A32S2Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -32061,15 +32149,15 @@ Bits3A32S2Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits3A32S2Avx2_row
 	VZEROUPPER
 	RET
@@ -32082,194 +32170,196 @@ TEXT ·Bits3A32S10Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X0, Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S10Avx2_row:
 	VPXOR Y1, Y1, Y1
 	VPXOR X2, X2, X2
-	MOVQ  x+24(FP), DX
-	MOVQ  xsum+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Bits3A32S10Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       (DX), Y7, Y7
+	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
-	VMULPS       32(DX), Y8, Y8
+	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
 	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
-	VMULPS       64(DX), Y9, Y9
+	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
 	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
-	VMULPS       96(DX), Y10, Y10
+	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  128(DX), Y11, Y7
+	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  160(DX), Y11, Y8
+	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  192(DX), Y11, Y9
+	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  224(DX), Y11, Y10
+	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x17, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  256(DX), Y11, Y7
+	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x17, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  288(DX), Y11, Y8
+	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x17, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  320(DX), Y11, Y9
+	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x17, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  352(DX), Y11, Y10
+	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  384(DX), Y11, Y7
+	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  416(DX), Y11, Y8
+	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  448(DX), Y11, Y9
+	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  480(DX), Y11, Y10
+	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  512(DX), Y11, Y7
+	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  544(DX), Y11, Y8
+	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  576(DX), Y11, Y9
+	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  608(DX), Y11, Y10
+	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x0e, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  640(DX), Y11, Y7
+	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  672(DX), Y11, Y8
+	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  704(DX), Y11, Y9
+	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  736(DX), Y11, Y10
+	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  768(DX), Y11, Y7
+	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  800(DX), Y11, Y8
+	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  832(DX), Y11, Y9
+	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  864(DX), Y11, Y10
+	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  896(DX), Y11, Y7
+	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  928(DX), Y11, Y8
+	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  960(DX), Y11, Y9
+	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  992(DX), Y11, Y10
+	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1024(DX), Y11, Y7
+	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1056(DX), Y11, Y8
+	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1088(DX), Y11, Y9
+	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
-	VFMADD231PS  1120(DX), Y11, Y10
+	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1152(DX), Y3, Y7
+	VFMADD231PS  1152(BX), Y3, Y7
 	VPSRLD       $0x02, Y4, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1184(DX), Y3, Y8
+	VFMADD231PS  1184(BX), Y3, Y8
 	VPSRLD       $0x02, Y5, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1216(DX), Y3, Y9
+	VFMADD231PS  1216(BX), Y3, Y9
 	VPSRLD       $0x02, Y6, Y3
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  1248(DX), Y3, Y10
+	VFMADD231PS  1248(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
 	VADDPS       Y9, Y7, Y7
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y7, Y3, Y1
 	VMOVSS       4(CX), X3
-	VFMADD231SS  (BX), X3, X2
+	VFMADD231SS  (SI), X3, X2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000004, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000500, DX
-	DECQ         DI
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000500, BX
+	DECQ         R8
 	JNZ          Bits3A32S10Avx2_chunk
 	VEXTRACTF128 $0x01, Y1, X3
 	VADDPS       X3, X1, X3
@@ -32278,15 +32368,15 @@ Bits3A32S10Avx2_chunk:
 	VPERMILPS    $0xb1, X3, X1
 	VADDPS       X1, X3, X3
 	VSUBSS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Bits3A32S10Avx2_row
 	VZEROUPPER
 	RET
@@ -32302,53 +32392,55 @@ TEXT ·Sparse12A32S1Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Sparse12A32S1Avx2_row:
 	VPXOR Y2, Y2, Y2
-	MOVQ  xe+24(FP), DX
-	MOVQ  xo+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  xe+24(FP), BX
+	MOVQ  xo+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Sparse12A32S1Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y1, Y7
-	VMOVUPS      (DX), Y8
+	VMOVUPS      (BX), Y8
 	VPSLLD       $0x18, Y7, Y9
-	VBLENDVPS    Y9, (BX), Y8, Y8
+	VBLENDVPS    Y9, (SI), Y8, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
 	VMOVAPS      Y8, Y9
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y1, Y8
-	VMOVUPS      32(DX), Y10
+	VMOVUPS      32(BX), Y10
 	VPSLLD       $0x18, Y8, Y11
-	VBLENDVPS    Y11, 32(BX), Y10, Y10
+	VBLENDVPS    Y11, 32(SI), Y10, Y10
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       Y10, Y8, Y8
 	VMOVAPS      Y10, Y10
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      64(DX), Y12
+	VMOVUPS      64(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 64(BX), Y12, Y12
+	VBLENDVPS    Y13, 64(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      96(DX), Y12
+	VMOVUPS      96(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 96(BX), Y12, Y12
+	VBLENDVPS    Y13, 96(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
@@ -32362,36 +32454,36 @@ Sparse12A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	VPSRLD       $0x10, Y3, Y7
 	VPAND        Y7, Y1, Y7
-	VMOVUPS      128(DX), Y8
+	VMOVUPS      128(BX), Y8
 	VPSLLD       $0x18, Y7, Y9
-	VBLENDVPS    Y9, 128(BX), Y8, Y8
+	VBLENDVPS    Y9, 128(SI), Y8, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
 	VMOVAPS      Y8, Y9
 	VPSRLD       $0x10, Y4, Y8
 	VPAND        Y8, Y1, Y8
-	VMOVUPS      160(DX), Y10
+	VMOVUPS      160(BX), Y10
 	VPSLLD       $0x18, Y8, Y11
-	VBLENDVPS    Y11, 160(BX), Y10, Y10
+	VBLENDVPS    Y11, 160(SI), Y10, Y10
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       Y10, Y8, Y8
 	VMOVAPS      Y10, Y10
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      192(DX), Y12
+	VMOVUPS      192(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 192(BX), Y12, Y12
+	VBLENDVPS    Y13, 192(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      224(DX), Y12
+	VMOVUPS      224(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 224(BX), Y12, Y12
+	VBLENDVPS    Y13, 224(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
@@ -32405,36 +32497,36 @@ Sparse12A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y1, Y7
-	VMOVUPS      256(DX), Y8
+	VMOVUPS      256(BX), Y8
 	VPSLLD       $0x18, Y7, Y9
-	VBLENDVPS    Y9, 256(BX), Y8, Y8
+	VBLENDVPS    Y9, 256(SI), Y8, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
 	VMOVAPS      Y8, Y9
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y1, Y8
-	VMOVUPS      288(DX), Y10
+	VMOVUPS      288(BX), Y10
 	VPSLLD       $0x18, Y8, Y11
-	VBLENDVPS    Y11, 288(BX), Y10, Y10
+	VBLENDVPS    Y11, 288(SI), Y10, Y10
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       Y10, Y8, Y8
 	VMOVAPS      Y10, Y10
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      320(DX), Y12
+	VMOVUPS      320(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 320(BX), Y12, Y12
+	VBLENDVPS    Y13, 320(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      352(DX), Y12
+	VMOVUPS      352(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 352(BX), Y12, Y12
+	VBLENDVPS    Y13, 352(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
@@ -32447,33 +32539,33 @@ Sparse12A32S1Avx2_chunk:
 	VFNMADD231PS Y9, Y7, Y2
 	ADDQ         $0x00000008, CX
 	VPAND        Y3, Y1, Y3
-	VMOVUPS      384(DX), Y7
+	VMOVUPS      384(BX), Y7
 	VPSLLD       $0x18, Y3, Y8
-	VBLENDVPS    Y8, 384(BX), Y7, Y7
+	VBLENDVPS    Y8, 384(SI), Y7, Y7
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VMULPS       Y7, Y3, Y3
 	VMOVAPS      Y7, Y7
 	VPAND        Y4, Y1, Y4
-	VMOVUPS      416(DX), Y8
+	VMOVUPS      416(BX), Y8
 	VPSLLD       $0x18, Y4, Y9
-	VBLENDVPS    Y9, 416(BX), Y8, Y8
+	VBLENDVPS    Y9, 416(SI), Y8, Y8
 	VPAND        Y4, Y0, Y4
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y8, Y4, Y4
 	VMOVAPS      Y8, Y8
 	VPAND        Y5, Y1, Y5
-	VMOVUPS      448(DX), Y9
+	VMOVUPS      448(BX), Y9
 	VPSLLD       $0x18, Y5, Y10
-	VBLENDVPS    Y10, 448(BX), Y9, Y9
+	VBLENDVPS    Y10, 448(SI), Y9, Y9
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y9, Y5, Y3
 	VADDPS       Y9, Y7, Y7
 	VPAND        Y6, Y1, Y5
-	VMOVUPS      480(DX), Y6
+	VMOVUPS      480(BX), Y6
 	VPSLLD       $0x18, Y5, Y9
-	VBLENDVPS    Y9, 480(BX), Y6, Y6
+	VBLENDVPS    Y9, 480(SI), Y6, Y6
 	VPAND        Y5, Y0, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y6, Y5, Y4
@@ -32485,10 +32577,10 @@ Sparse12A32S1Avx2_chunk:
 	VBROADCASTSS 4(CX), Y3
 	VFNMADD231PS Y7, Y3, Y2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, DI
 	ADDQ         $0x00000200, BX
-	DECQ         DI
+	ADDQ         $0x00000200, SI
+	DECQ         R8
 	JNZ          Sparse12A32S1Avx2_chunk
 	VEXTRACTF128 $0x01, Y2, X3
 	VADDPS       X3, X2, X3
@@ -32496,15 +32588,15 @@ Sparse12A32S1Avx2_chunk:
 	VADDPS       X2, X3, X3
 	VPERMILPS    $0xb1, X3, X2
 	VADDPS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Sparse12A32S1Avx2_row
 	VZEROUPPER
 	RET
@@ -32520,89 +32612,91 @@ TEXT ·Sparse12A32S2Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Sparse12A32S2Avx2_row:
 	VPXOR Y2, Y2, Y2
-	MOVQ  xe+24(FP), DX
-	MOVQ  xo+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  xe+24(FP), BX
+	MOVQ  xo+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Sparse12A32S2Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y1, Y7
-	VMOVUPS      (DX), Y8
+	VMOVUPS      (BX), Y8
 	VPSLLD       $0x18, Y7, Y9
-	VBLENDVPS    Y9, (BX), Y8, Y8
+	VBLENDVPS    Y9, (SI), Y8, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
 	VMOVAPS      Y8, Y9
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y1, Y8
-	VMOVUPS      32(DX), Y10
+	VMOVUPS      32(BX), Y10
 	VPSLLD       $0x18, Y8, Y11
-	VBLENDVPS    Y11, 32(BX), Y10, Y10
+	VBLENDVPS    Y11, 32(SI), Y10, Y10
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       Y10, Y8, Y8
 	VMOVAPS      Y10, Y10
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      64(DX), Y12
+	VMOVUPS      64(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 64(BX), Y12, Y12
+	VBLENDVPS    Y13, 64(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      96(DX), Y12
+	VMOVUPS      96(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 96(BX), Y12, Y12
+	VBLENDVPS    Y13, 96(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      128(DX), Y12
+	VMOVUPS      128(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 128(BX), Y12, Y12
+	VBLENDVPS    Y13, 128(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      160(DX), Y12
+	VMOVUPS      160(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 160(BX), Y12, Y12
+	VBLENDVPS    Y13, 160(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      192(DX), Y12
+	VMOVUPS      192(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 192(BX), Y12, Y12
+	VBLENDVPS    Y13, 192(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      224(DX), Y12
+	VMOVUPS      224(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 224(BX), Y12, Y12
+	VBLENDVPS    Y13, 224(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
@@ -32616,68 +32710,68 @@ Sparse12A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	VPSRLD       $0x08, Y3, Y7
 	VPAND        Y7, Y1, Y7
-	VMOVUPS      256(DX), Y8
+	VMOVUPS      256(BX), Y8
 	VPSLLD       $0x18, Y7, Y9
-	VBLENDVPS    Y9, 256(BX), Y8, Y8
+	VBLENDVPS    Y9, 256(SI), Y8, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
 	VMOVAPS      Y8, Y9
 	VPSRLD       $0x08, Y4, Y8
 	VPAND        Y8, Y1, Y8
-	VMOVUPS      288(DX), Y10
+	VMOVUPS      288(BX), Y10
 	VPSLLD       $0x18, Y8, Y11
-	VBLENDVPS    Y11, 288(BX), Y10, Y10
+	VBLENDVPS    Y11, 288(SI), Y10, Y10
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       Y10, Y8, Y8
 	VMOVAPS      Y10, Y10
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      320(DX), Y12
+	VMOVUPS      320(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 320(BX), Y12, Y12
+	VBLENDVPS    Y13, 320(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      352(DX), Y12
+	VMOVUPS      352(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 352(BX), Y12, Y12
+	VBLENDVPS    Y13, 352(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPAND        Y3, Y1, Y3
-	VMOVUPS      384(DX), Y11
+	VMOVUPS      384(BX), Y11
 	VPSLLD       $0x18, Y3, Y12
-	VBLENDVPS    Y12, 384(BX), Y11, Y11
+	VBLENDVPS    Y12, 384(SI), Y11, Y11
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y11, Y3, Y7
 	VADDPS       Y11, Y9, Y9
 	VPAND        Y4, Y1, Y3
-	VMOVUPS      416(DX), Y4
+	VMOVUPS      416(BX), Y4
 	VPSLLD       $0x18, Y3, Y11
-	VBLENDVPS    Y11, 416(BX), Y4, Y4
+	VBLENDVPS    Y11, 416(SI), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y8
 	VADDPS       Y4, Y10, Y10
 	VPAND        Y5, Y1, Y3
-	VMOVUPS      448(DX), Y4
+	VMOVUPS      448(BX), Y4
 	VPSLLD       $0x18, Y3, Y5
-	VBLENDVPS    Y5, 448(BX), Y4, Y4
+	VBLENDVPS    Y5, 448(SI), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y7
 	VADDPS       Y4, Y9, Y9
 	VPAND        Y6, Y1, Y3
-	VMOVUPS      480(DX), Y4
+	VMOVUPS      480(BX), Y4
 	VPSLLD       $0x18, Y3, Y5
-	VBLENDVPS    Y5, 480(BX), Y4, Y4
+	VBLENDVPS    Y5, 480(SI), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y8
@@ -32689,10 +32783,10 @@ Sparse12A32S2Avx2_chunk:
 	VBROADCASTSS 4(CX), Y3
 	VFNMADD231PS Y9, Y3, Y2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, DI
 	ADDQ         $0x00000200, BX
-	DECQ         DI
+	ADDQ         $0x00000200, SI
+	DECQ         R8
 	JNZ          Sparse12A32S2Avx2_chunk
 	VEXTRACTF128 $0x01, Y2, X3
 	VADDPS       X3, X2, X3
@@ -32700,15 +32794,15 @@ Sparse12A32S2Avx2_chunk:
 	VADDPS       X2, X3, X3
 	VPERMILPS    $0xb1, X3, X2
 	VADDPS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Sparse12A32S2Avx2_row
 	VZEROUPPER
 	RET
@@ -32724,157 +32818,159 @@ TEXT ·Sparse12A32S4Avx2(SB), NOSPLIT, $0-64
 	VPBROADCASTD X1, Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
 
 Sparse12A32S4Avx2_row:
 	VPXOR Y2, Y2, Y2
-	MOVQ  xe+24(FP), DX
-	MOVQ  xo+32(FP), BX
-	MOVQ  AX, SI
-	MOVQ  chunks+56(FP), DI
+	MOVQ  xe+24(FP), BX
+	MOVQ  xo+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
 
 Sparse12A32S4Avx2_chunk:
-	PREFETCHT1   1024(SI)
-	PREFETCHT1   1088(SI)
-	VMOVDQU      (SI), Y3
-	VMOVDQU      32(SI), Y4
-	VMOVDQU      64(SI), Y5
-	VMOVDQU      96(SI), Y6
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
 	VPAND        Y7, Y1, Y7
-	VMOVUPS      (DX), Y8
+	VMOVUPS      (BX), Y8
 	VPSLLD       $0x18, Y7, Y9
-	VBLENDVPS    Y9, (BX), Y8, Y8
+	VBLENDVPS    Y9, (SI), Y8, Y8
 	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       Y8, Y7, Y7
 	VMOVAPS      Y8, Y9
 	VPSRLD       $0x18, Y4, Y8
 	VPAND        Y8, Y1, Y8
-	VMOVUPS      32(DX), Y10
+	VMOVUPS      32(BX), Y10
 	VPSLLD       $0x18, Y8, Y11
-	VBLENDVPS    Y11, 32(BX), Y10, Y10
+	VBLENDVPS    Y11, 32(SI), Y10, Y10
 	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       Y10, Y8, Y8
 	VMOVAPS      Y10, Y10
 	VPSRLD       $0x18, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      64(DX), Y12
+	VMOVUPS      64(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 64(BX), Y12, Y12
+	VBLENDVPS    Y13, 64(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x18, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      96(DX), Y12
+	VMOVUPS      96(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 96(BX), Y12, Y12
+	VBLENDVPS    Y13, 96(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      128(DX), Y12
+	VMOVUPS      128(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 128(BX), Y12, Y12
+	VBLENDVPS    Y13, 128(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x10, Y4, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      160(DX), Y12
+	VMOVUPS      160(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 160(BX), Y12, Y12
+	VBLENDVPS    Y13, 160(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPSRLD       $0x10, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      192(DX), Y12
+	VMOVUPS      192(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 192(BX), Y12, Y12
+	VBLENDVPS    Y13, 192(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x10, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      224(DX), Y12
+	VMOVUPS      224(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 224(BX), Y12, Y12
+	VBLENDVPS    Y13, 224(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      256(DX), Y12
+	VMOVUPS      256(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 256(BX), Y12, Y12
+	VBLENDVPS    Y13, 256(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x08, Y4, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      288(DX), Y12
+	VMOVUPS      288(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 288(BX), Y12, Y12
+	VBLENDVPS    Y13, 288(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPSRLD       $0x08, Y5, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      320(DX), Y12
+	VMOVUPS      320(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 320(BX), Y12, Y12
+	VBLENDVPS    Y13, 320(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y7
 	VADDPS       Y12, Y9, Y9
 	VPSRLD       $0x08, Y6, Y11
 	VPAND        Y11, Y1, Y11
-	VMOVUPS      352(DX), Y12
+	VMOVUPS      352(BX), Y12
 	VPSLLD       $0x18, Y11, Y13
-	VBLENDVPS    Y13, 352(BX), Y12, Y12
+	VBLENDVPS    Y13, 352(SI), Y12, Y12
 	VPAND        Y11, Y0, Y11
 	VCVTDQ2PS    Y11, Y11
 	VFMADD231PS  Y12, Y11, Y8
 	VADDPS       Y12, Y10, Y10
 	VPAND        Y3, Y1, Y3
-	VMOVUPS      384(DX), Y11
+	VMOVUPS      384(BX), Y11
 	VPSLLD       $0x18, Y3, Y12
-	VBLENDVPS    Y12, 384(BX), Y11, Y11
+	VBLENDVPS    Y12, 384(SI), Y11, Y11
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y11, Y3, Y7
 	VADDPS       Y11, Y9, Y9
 	VPAND        Y4, Y1, Y3
-	VMOVUPS      416(DX), Y4
+	VMOVUPS      416(BX), Y4
 	VPSLLD       $0x18, Y3, Y11
-	VBLENDVPS    Y11, 416(BX), Y4, Y4
+	VBLENDVPS    Y11, 416(SI), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y8
 	VADDPS       Y4, Y10, Y10
 	VPAND        Y5, Y1, Y3
-	VMOVUPS      448(DX), Y4
+	VMOVUPS      448(BX), Y4
 	VPSLLD       $0x18, Y3, Y5
-	VBLENDVPS    Y5, 448(BX), Y4, Y4
+	VBLENDVPS    Y5, 448(SI), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y7
 	VADDPS       Y4, Y9, Y9
 	VPAND        Y6, Y1, Y3
-	VMOVUPS      480(DX), Y4
+	VMOVUPS      480(BX), Y4
 	VPSLLD       $0x18, Y3, Y5
-	VBLENDVPS    Y5, 480(BX), Y4, Y4
+	VBLENDVPS    Y5, 480(SI), Y4, Y4
 	VPAND        Y3, Y0, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y4, Y3, Y8
@@ -32886,10 +32982,10 @@ Sparse12A32S4Avx2_chunk:
 	VBROADCASTSS 4(CX), Y3
 	VFNMADD231PS Y9, Y3, Y2
 	ADDQ         $0x00000008, CX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, DI
 	ADDQ         $0x00000200, BX
-	DECQ         DI
+	ADDQ         $0x00000200, SI
+	DECQ         R8
 	JNZ          Sparse12A32S4Avx2_chunk
 	VEXTRACTF128 $0x01, Y2, X3
 	VADDPS       X3, X2, X3
@@ -32897,15 +32993,15 @@ Sparse12A32S4Avx2_chunk:
 	VADDPS       X2, X3, X3
 	VPERMILPS    $0xb1, X3, X2
 	VADDPS       X2, X3, X3
-	MOVQ         out+40(FP), DX
-	VMOVSS       X3, (DX)
-	ADDQ         $0x00000004, DX
-	MOVQ         DX, out+40(FP)
-	MOVQ         stride+8(FP), DX
-	ADDQ         DX, AX
-	MOVQ         rows+48(FP), DX
-	DECQ         DX
-	MOVQ         DX, rows+48(FP)
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
 	JNZ          Sparse12A32S4Avx2_row
 	VZEROUPPER
 	RET
