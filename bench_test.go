@@ -8,7 +8,10 @@ package qgemv_test
 //
 // b.SetBytes is the bytes one multiply streams (weights, scales, zeros,
 // activations in, results out), so the MB/s column compares directly with
-// BenchmarkReadBandwidth from the same run. Shapes without a suffix rotate
+// BenchmarkReadBandwidth from the same run. CPU benchmarks beyond the
+// last-level cache also report read-GB/s, the read bandwidth measured
+// with the same thread count just before and after their timed loop, and
+// %read, their MB/s as a percentage of it. Shapes without a suffix rotate
 // over enough distinct matrices to exceed the last-level cache (weights
 // stream from DRAM); shapes suffixed "-cached" reuse one small matrix.
 // Matrices are loaded WithHugePages(true) and the roofline buffer is
@@ -17,7 +20,11 @@ package qgemv_test
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/qgemv/qgemv"
@@ -131,14 +138,58 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 	}
 	b.SetBytes(streamed)
 	b.ReportAllocs()
+	roof := !s.cached && strings.HasPrefix(backend, "cpu")
+	var reads []float64
+	if roof {
+		reads = readGBs(reads, threads)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := mul(mats[i%len(mats)]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(2*s.rows*s.cols*batch)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+	b.StopTimer()
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(2*s.rows*s.cols*batch)*float64(b.N)/sec/1e9, "GFLOPS")
+	if roof {
+		reads = readGBs(reads, threads)
+		slices.Sort(reads)
+		read := reads[len(reads)/2]
+		b.ReportMetric(read, "read-GB/s")
+		b.ReportMetric(100*float64(streamed)*float64(b.N)/sec/1e9/read, "%read")
+	}
 }
+
+// readGBs appends three read-bandwidth measurements (GB/s of
+// cpu.StreamRead over a synth.BeyondLLC huge-page buffer, with threads
+// threads, 0 meaning GOMAXPROCS) to r. benchGEMV takes them just before
+// and just after its timed loop and reports the multiply's GB/s as a
+// percentage of their median (%read): on a shared host whose bandwidth
+// drifts by tens of percent within minutes, BenchmarkReadBandwidth run
+// once at the end of a long run is no roofline for the early benchmarks.
+func readGBs(r []float64, threads int) []float64 {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	buf := roofBuf()
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		cpu.StreamRead(buf, threads)
+		r = append(r, float64(8*len(buf))/time.Since(t0).Seconds()/1e9)
+	}
+	return r
+}
+
+// roofBuf is the read-bandwidth buffer (allocated and paged in once).
+var roofBuf = sync.OnceValue(func() []uint64 {
+	blk := hugemem.Alloc(synth.BeyondLLC)
+	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	return buf
+})
 
 func BenchmarkGEMV(b *testing.B) {
 	for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
