@@ -181,7 +181,8 @@ func readGBs(r []float64, threads int) []float64 {
 	return r
 }
 
-// roofBuf is the read-bandwidth buffer (allocated and paged in once).
+// roofBuf is the read-bandwidth buffer, huge-page memory as the matrices
+// (WithHugePages), allocated and paged in once.
 var roofBuf = sync.OnceValue(func() []uint64 {
 	blk := hugemem.Alloc(synth.BeyondLLC)
 	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
@@ -288,12 +289,7 @@ func BenchmarkGEMVBatch(b *testing.B) {
 // BenchmarkReadBandwidth streams a buffer far larger than the last-level
 // cache with 1 and with all threads: the roofline for BenchmarkGEMV.
 func BenchmarkReadBandwidth(b *testing.B) {
-	blk := hugemem.Alloc(synth.BeyondLLC) // as the matrices (WithHugePages)
-	defer blk.Free()
-	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
-	for i := range buf {
-		buf[i] = uint64(i)
-	}
+	buf := roofBuf()
 	for _, t := range []int{1, runtime.GOMAXPROCS(0)} {
 		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {
 			b.SetBytes(int64(len(buf)) * 8)
