@@ -33242,143 +33242,143 @@ TEXT ·QuantizeA8Avx2(SB), NOSPLIT, $0-40
 	VPBROADCASTD X2, Y2
 	MOVL         $0x42fe0000, SI
 	VMOVD        SI, X3
+	VMOVDQU      quantPerm<>+0(SB), Y4
 	XORQ         SI, SI
 	CMPQ         CX, $0x00
 	JE           QuantizeA8Avx2_done
 
 QuantizeA8Avx2_group:
-	VPAND        (AX), Y0, Y4
-	VPAND        32(AX), Y0, Y5
-	VPAND        64(AX), Y0, Y6
-	VPAND        96(AX), Y0, Y7
-	VPAND        128(AX), Y0, Y8
-	VPMAXUD      Y8, Y4, Y4
-	VPAND        160(AX), Y0, Y8
-	VPMAXUD      Y8, Y5, Y5
-	VPAND        192(AX), Y0, Y8
-	VPMAXUD      Y8, Y6, Y6
-	VPAND        224(AX), Y0, Y8
-	VPMAXUD      Y8, Y7, Y7
-	VPAND        256(AX), Y0, Y8
-	VPMAXUD      Y8, Y4, Y4
-	VPAND        288(AX), Y0, Y8
-	VPMAXUD      Y8, Y5, Y5
-	VPAND        320(AX), Y0, Y8
-	VPMAXUD      Y8, Y6, Y6
-	VPAND        352(AX), Y0, Y8
-	VPMAXUD      Y8, Y7, Y7
-	VPAND        384(AX), Y0, Y8
-	VPMAXUD      Y8, Y4, Y4
-	VPAND        416(AX), Y0, Y8
-	VPMAXUD      Y8, Y5, Y5
-	VPAND        448(AX), Y0, Y8
-	VPMAXUD      Y8, Y6, Y6
-	VPAND        480(AX), Y0, Y8
-	VPMAXUD      Y8, Y7, Y7
-	VPMAXUD      Y5, Y4, Y4
-	VPMAXUD      Y7, Y6, Y5
-	VPMAXUD      Y5, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPMAXUD      X4, X5, X5
-	VPSHUFD      $0x4e, X5, X4
-	VPMAXUD      X4, X5, X5
-	VPSHUFD      $0xb1, X5, X4
-	VPMAXUD      X4, X5, X5
-	VMOVD        X5, DI
+	VPAND        (AX), Y0, Y5
+	VPAND        32(AX), Y0, Y6
+	VPAND        64(AX), Y0, Y7
+	VPAND        96(AX), Y0, Y8
+	VPAND        128(AX), Y0, Y9
+	VPMAXUD      Y9, Y5, Y5
+	VPAND        160(AX), Y0, Y9
+	VPMAXUD      Y9, Y6, Y6
+	VPAND        192(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        224(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        256(AX), Y0, Y9
+	VPMAXUD      Y9, Y5, Y5
+	VPAND        288(AX), Y0, Y9
+	VPMAXUD      Y9, Y6, Y6
+	VPAND        320(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        352(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        384(AX), Y0, Y9
+	VPMAXUD      Y9, Y5, Y5
+	VPAND        416(AX), Y0, Y9
+	VPMAXUD      Y9, Y6, Y6
+	VPAND        448(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        480(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPMAXUD      Y6, Y5, Y5
+	VPMAXUD      Y8, Y7, Y6
+	VPMAXUD      Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPMAXUD      X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPMAXUD      X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPMAXUD      X5, X6, X6
+	VMOVD        X6, DI
 	TESTL        DI, DI
 	JE           QuantizeA8Avx2_zero
 	CMPL         DI, $0x7f7fffff
 	JA           QuantizeA8Avx2_out
 	CMPL         DI, $0x0d800000
 	JB           QuantizeA8Avx2_out
-	VDIVSS       X3, X5, X4
-	VMOVSS       X4, (BX)(SI*4)
-	VDIVSS       X5, X3, X4
-	VBROADCASTSS X4, Y4
-	VMOVDQU      quantPerm<>+0(SB), Y5
-	VMULPS       (AX), Y4, Y6
+	VDIVSS       X3, X6, X5
+	VMOVSS       X5, (BX)(SI*4)
+	VDIVSS       X6, X3, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       (AX), Y5, Y6
 	VCVTPS2DQ    Y6, Y6
 	VPMAXSD      Y1, Y6, Y6
 	VPMINSD      Y2, Y6, Y6
-	VMULPS       32(AX), Y4, Y7
+	VMULPS       32(AX), Y5, Y7
 	VCVTPS2DQ    Y7, Y7
 	VPMAXSD      Y1, Y7, Y7
 	VPMINSD      Y2, Y7, Y7
-	VMULPS       64(AX), Y4, Y8
+	VMULPS       64(AX), Y5, Y8
 	VCVTPS2DQ    Y8, Y8
 	VPMAXSD      Y1, Y8, Y8
 	VPMINSD      Y2, Y8, Y8
-	VMULPS       96(AX), Y4, Y9
+	VMULPS       96(AX), Y5, Y9
 	VCVTPS2DQ    Y9, Y9
 	VPMAXSD      Y1, Y9, Y9
 	VPMINSD      Y2, Y9, Y9
 	VPACKSSDW    Y7, Y6, Y6
 	VPACKSSDW    Y9, Y8, Y8
 	VPACKSSWB    Y8, Y6, Y6
-	VPERMD       Y6, Y5, Y6
+	VPERMD       Y6, Y4, Y6
 	VMOVDQU      Y6, (DX)
-	VMULPS       128(AX), Y4, Y6
+	VMULPS       128(AX), Y5, Y6
 	VCVTPS2DQ    Y6, Y6
 	VPMAXSD      Y1, Y6, Y6
 	VPMINSD      Y2, Y6, Y6
-	VMULPS       160(AX), Y4, Y7
+	VMULPS       160(AX), Y5, Y7
 	VCVTPS2DQ    Y7, Y7
 	VPMAXSD      Y1, Y7, Y7
 	VPMINSD      Y2, Y7, Y7
-	VMULPS       192(AX), Y4, Y8
+	VMULPS       192(AX), Y5, Y8
 	VCVTPS2DQ    Y8, Y8
 	VPMAXSD      Y1, Y8, Y8
 	VPMINSD      Y2, Y8, Y8
-	VMULPS       224(AX), Y4, Y9
+	VMULPS       224(AX), Y5, Y9
 	VCVTPS2DQ    Y9, Y9
 	VPMAXSD      Y1, Y9, Y9
 	VPMINSD      Y2, Y9, Y9
 	VPACKSSDW    Y7, Y6, Y6
 	VPACKSSDW    Y9, Y8, Y8
 	VPACKSSWB    Y8, Y6, Y6
-	VPERMD       Y6, Y5, Y6
+	VPERMD       Y6, Y4, Y6
 	VMOVDQU      Y6, 32(DX)
-	VMULPS       256(AX), Y4, Y6
+	VMULPS       256(AX), Y5, Y6
 	VCVTPS2DQ    Y6, Y6
 	VPMAXSD      Y1, Y6, Y6
 	VPMINSD      Y2, Y6, Y6
-	VMULPS       288(AX), Y4, Y7
+	VMULPS       288(AX), Y5, Y7
 	VCVTPS2DQ    Y7, Y7
 	VPMAXSD      Y1, Y7, Y7
 	VPMINSD      Y2, Y7, Y7
-	VMULPS       320(AX), Y4, Y8
+	VMULPS       320(AX), Y5, Y8
 	VCVTPS2DQ    Y8, Y8
 	VPMAXSD      Y1, Y8, Y8
 	VPMINSD      Y2, Y8, Y8
-	VMULPS       352(AX), Y4, Y9
+	VMULPS       352(AX), Y5, Y9
 	VCVTPS2DQ    Y9, Y9
 	VPMAXSD      Y1, Y9, Y9
 	VPMINSD      Y2, Y9, Y9
 	VPACKSSDW    Y7, Y6, Y6
 	VPACKSSDW    Y9, Y8, Y8
 	VPACKSSWB    Y8, Y6, Y6
-	VPERMD       Y6, Y5, Y6
+	VPERMD       Y6, Y4, Y6
 	VMOVDQU      Y6, 64(DX)
-	VMULPS       384(AX), Y4, Y6
+	VMULPS       384(AX), Y5, Y6
 	VCVTPS2DQ    Y6, Y6
 	VPMAXSD      Y1, Y6, Y6
 	VPMINSD      Y2, Y6, Y6
-	VMULPS       416(AX), Y4, Y7
+	VMULPS       416(AX), Y5, Y7
 	VCVTPS2DQ    Y7, Y7
 	VPMAXSD      Y1, Y7, Y7
 	VPMINSD      Y2, Y7, Y7
-	VMULPS       448(AX), Y4, Y8
+	VMULPS       448(AX), Y5, Y8
 	VCVTPS2DQ    Y8, Y8
 	VPMAXSD      Y1, Y8, Y8
 	VPMINSD      Y2, Y8, Y8
-	VMULPS       480(AX), Y4, Y4
-	VCVTPS2DQ    Y4, Y4
-	VPMAXSD      Y1, Y4, Y4
-	VPMINSD      Y2, Y4, Y4
+	VMULPS       480(AX), Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMAXSD      Y1, Y5, Y5
+	VPMINSD      Y2, Y5, Y5
 	VPACKSSDW    Y7, Y6, Y6
-	VPACKSSDW    Y4, Y8, Y8
+	VPACKSSDW    Y5, Y8, Y8
 	VPACKSSWB    Y8, Y6, Y6
-	VPERMD       Y6, Y5, Y6
+	VPERMD       Y6, Y4, Y6
 	VMOVDQU      Y6, 96(DX)
 
 QuantizeA8Avx2_next:
@@ -33397,12 +33397,12 @@ QuantizeA8Avx2_out:
 	RET
 
 QuantizeA8Avx2_zero:
-	VPXOR   Y4, Y4, Y4
-	VMOVSS  X4, (BX)(SI*4)
-	VMOVDQU Y4, (DX)
-	VMOVDQU Y4, 32(DX)
-	VMOVDQU Y4, 64(DX)
-	VMOVDQU Y4, 96(DX)
+	VPXOR   Y5, Y5, Y5
+	VMOVSS  X5, (BX)(SI*4)
+	VMOVDQU Y5, (DX)
+	VMOVDQU Y5, 32(DX)
+	VMOVDQU Y5, 64(DX)
+	VMOVDQU Y5, 96(DX)
 	JMP     QuantizeA8Avx2_next
 
 DATA quantPerm<>+0(SB)/4, $0x00000000

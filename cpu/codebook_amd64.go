@@ -239,8 +239,9 @@ func (mx *CBMatrix) scalar() bool {
 // the codes in shorter runs). 16 KiB had been measured on Zen 4 (32 KiB).
 var cbScalarBudget = l1Budget(cpuid.CPU.Cache.L1D)
 
-// l1Budget returns the largest power of two at least 16 KiB and at most
-// 2/3 of an L1 data cache of l1 bytes (0 when cpuid does not say).
+// l1Budget returns the largest power of two at most 2/3 of an L1 data
+// cache of l1 bytes, but at least 16 KiB (so 16 KiB when l1 is 0: cpuid
+// does not say).
 func l1Budget(l1 int) int {
 	b := 16 << 10
 	for b*2 <= l1*2/3 {

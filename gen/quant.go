@@ -41,6 +41,11 @@ func quantA8(avx512 bool) {
 		MOVL(U32(0x42fe0000), t) // 127.0
 		VMOVD(t, c127)
 	}
+	var perm VecVirtual // the YMM narrowing's lane order, loaded once
+	if !avx512 {
+		perm = f.reg()
+		VMOVDQU(quantPerm(), perm)
+	}
 	i := GP64()
 	XORQ(i, i)
 	CMPQ(g, U8(0))
@@ -98,11 +103,6 @@ func quantA8(avx512 bool) {
 	VDIVSS(a, c127, inv) // 127 / amax
 	invv := f.reg()
 	VBROADCASTSS(inv, invv)
-	var perm VecVirtual
-	if !avx512 {
-		perm = f.reg()
-		VMOVDQU(quantPerm(), perm)
-	}
 	for k0 := 0; k0 < n; k0 += 4 {
 		xs := make([]VecVirtual, 4)
 		for j := range xs {
