@@ -19595,11 +19595,9 @@ Bits8A32S1Avx512_chunk:
 	VMOVDQU64        (DI), Z3
 	VMOVDQU64        64(DI), Z4
 	VPSRLD           $0x18, Z3, Z5
-	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
 	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
-	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
 	VMULPS           64(BX), Z6, Z6
 	VADDPS           Z6, Z5, Z5
@@ -19698,11 +19696,9 @@ Bits8A32S2Avx512_chunk:
 	VMOVDQU64        (DI), Z3
 	VMOVDQU64        64(DI), Z4
 	VPSRLD           $0x18, Z3, Z5
-	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
 	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
-	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
 	VMULPS           64(BX), Z6, Z6
 	VPSRLD           $0x10, Z3, Z7
@@ -19793,11 +19789,9 @@ Bits8A32S4Avx512_chunk:
 	VMOVDQU64        (DI), Z3
 	VMOVDQU64        64(DI), Z4
 	VPSRLD           $0x18, Z3, Z5
-	VPANDD           Z5, Z0, Z5
 	VCVTDQ2PS        Z5, Z5
 	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
-	VPANDD           Z6, Z0, Z6
 	VCVTDQ2PS        Z6, Z6
 	VMULPS           64(BX), Z6, Z6
 	VPSRLD           $0x10, Z3, Z7
@@ -19861,15 +19855,15 @@ Bits8A32S4Avx512_chunk:
 TEXT ·Bits4A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000000f, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    nibbleFloats<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S1Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -19878,133 +19872,117 @@ Bits4A32S1Avx512_row:
 Bits4A32S1Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x18, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(BX), Z6, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x14, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x10, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
 	VPSRLD           $0x10, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(BX), Z6, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x0c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
 	VPSRLD           $0x08, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(BX), Z6, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x04, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           896(BX), Z4, Z4
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           960(BX), Z5, Z5
-	VADDPS           Z5, Z4, Z4
-	VFMADD231PS.BCST (CX), Z4, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           896(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           960(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000400, BX
 	DECQ             R8
 	JNZ              Bits4A32S1Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20021,15 +19999,15 @@ Bits4A32S1Avx512_chunk:
 TEXT ·Bits4A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000000f, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    nibbleFloats<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S2Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20038,117 +20016,101 @@ Bits4A32S2Avx512_row:
 Bits4A32S2Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x18, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x14, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           384(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(BX), Z8, Z8
-	VPSRLD           $0x10, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           448(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x0c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x08, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x04, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           896(BX), Z4, Z4
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           960(BX), Z5, Z5
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z5, Z4, Z4
-	VADDPS           Z4, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           896(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           960(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000400, BX
 	DECQ             R8
 	JNZ              Bits4A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20165,15 +20127,15 @@ Bits4A32S2Avx512_chunk:
 TEXT ·Bits4A32S4Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000000f, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    nibbleFloats<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S4Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20182,101 +20144,85 @@ Bits4A32S4Avx512_row:
 Bits4A32S4Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x18, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x0c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x08, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      896(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      960(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000400, BX
 	DECQ             R8
 	JNZ              Bits4A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20293,15 +20239,15 @@ Bits4A32S4Avx512_chunk:
 TEXT ·Bits4A32S8Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x0000000f, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    nibbleFloats<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits4A32S8Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20310,93 +20256,77 @@ Bits4A32S8Avx512_row:
 Bits4A32S8Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x18, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x0c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x0c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      896(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      960(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x0c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x0c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      896(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      960(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000400, BX
 	DECQ             R8
 	JNZ              Bits4A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20413,15 +20343,15 @@ Bits4A32S8Avx512_chunk:
 TEXT ·Bits2A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats2<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S1Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20430,245 +20360,213 @@ Bits2A32S1Avx512_row:
 Bits2A32S1Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
 	VPSRLD           $0x1c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(BX), Z6, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x1a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x18, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(BX), Z6, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x16, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x16, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
 	VPSRLD           $0x14, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(BX), Z6, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x12, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x12, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x10, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           896(BX), Z5, Z5
 	VPSRLD           $0x10, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           896(BX), Z6, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           960(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           960(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x0e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1152(BX), Z5, Z5
 	VPSRLD           $0x0c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1152(BX), Z6, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1216(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1216(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1280(BX), Z5, Z5
 	VPSRLD           $0x0a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(BX), Z6, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1344(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1408(BX), Z5, Z5
 	VPSRLD           $0x08, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1408(BX), Z6, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1472(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1472(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x06, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
 	VPSRLD           $0x06, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(BX), Z6, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1664(BX), Z5, Z5
 	VPSRLD           $0x04, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1664(BX), Z6, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1728(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1728(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x02, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1792(BX), Z5, Z5
 	VPSRLD           $0x02, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(BX), Z6, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1856(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           1920(BX), Z4, Z4
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           1984(BX), Z5, Z5
-	VADDPS           Z5, Z4, Z4
-	VFMADD231PS.BCST (CX), Z4, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1920(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1984(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S1Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20680,20 +20578,38 @@ Bits2A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
+DATA periodicFloats2<>+0(SB)/4, $(0.0)
+DATA periodicFloats2<>+4(SB)/4, $(1.0)
+DATA periodicFloats2<>+8(SB)/4, $(2.0)
+DATA periodicFloats2<>+12(SB)/4, $(3.0)
+DATA periodicFloats2<>+16(SB)/4, $(0.0)
+DATA periodicFloats2<>+20(SB)/4, $(1.0)
+DATA periodicFloats2<>+24(SB)/4, $(2.0)
+DATA periodicFloats2<>+28(SB)/4, $(3.0)
+DATA periodicFloats2<>+32(SB)/4, $(0.0)
+DATA periodicFloats2<>+36(SB)/4, $(1.0)
+DATA periodicFloats2<>+40(SB)/4, $(2.0)
+DATA periodicFloats2<>+44(SB)/4, $(3.0)
+DATA periodicFloats2<>+48(SB)/4, $(0.0)
+DATA periodicFloats2<>+52(SB)/4, $(1.0)
+DATA periodicFloats2<>+56(SB)/4, $(2.0)
+DATA periodicFloats2<>+60(SB)/4, $(3.0)
+GLOBL periodicFloats2<>(SB), RODATA|NOPTR, $64
+
 // func Bits2A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats2<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S2Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20702,213 +20618,181 @@ Bits2A32S2Avx512_row:
 Bits2A32S2Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x1a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           384(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(BX), Z8, Z8
-	VPSRLD           $0x18, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           448(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x16, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x16, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x14, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x14, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x12, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x12, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           896(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           896(BX), Z8, Z8
-	VPSRLD           $0x10, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           960(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           960(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x0e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x0c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1152(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(BX), Z8, Z8
-	VPSRLD           $0x0c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1280(BX), Z5, Z5
 	VPSRLD           $0x0a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(BX), Z6, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1344(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1408(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1408(BX), Z8, Z8
-	VPSRLD           $0x08, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1472(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1472(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x06, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
 	VPSRLD           $0x06, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(BX), Z6, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VPSRLD           $0x04, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1664(BX), Z7, Z7
 	VPSRLD           $0x04, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(BX), Z8, Z8
-	VPSRLD           $0x04, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x02, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1792(BX), Z5, Z5
 	VPSRLD           $0x02, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(BX), Z6, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(BX), Z7, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           1920(BX), Z4, Z4
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           1984(BX), Z5, Z5
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z5, Z4, Z4
-	VADDPS           Z4, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1856(BX), Z6, Z6
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1920(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1984(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20925,15 +20809,15 @@ Bits2A32S2Avx512_chunk:
 TEXT ·Bits2A32S4Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats2<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S4Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20942,181 +20826,149 @@ Bits2A32S4Avx512_row:
 Bits2A32S4Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x16, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x16, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x14, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x14, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VPSRLD           $0x12, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x12, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPSRLD           $0x12, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x12, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x0e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x0c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1152(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(BX), Z8, Z8
-	VPSRLD           $0x0c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(BX), Z9, Z9
-	VPSRLD           $0x0a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x0a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPSRLD           $0x0a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x0a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x06, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
 	VPSRLD           $0x06, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(BX), Z6, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VPSRLD           $0x04, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1664(BX), Z7, Z7
 	VPSRLD           $0x04, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(BX), Z8, Z8
-	VPSRLD           $0x04, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(BX), Z9, Z9
-	VPSRLD           $0x02, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x02, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VPSRLD           $0x02, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x02, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      1920(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      1984(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -21133,15 +20985,15 @@ Bits2A32S4Avx512_chunk:
 TEXT ·Bits2A32S8Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats2<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S8Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -21150,165 +21002,133 @@ Bits2A32S8Avx512_row:
 Bits2A32S8Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x16, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x16, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x12, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x12, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x16, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x16, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x12, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x12, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x0e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x0c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1152(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(BX), Z8, Z8
-	VPSRLD           $0x0c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(BX), Z9, Z9
-	VPSRLD           $0x0a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x0a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VPSRLD           $0x06, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(BX), Z10, Z6
-	VPSRLD           $0x06, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(BX), Z10, Z7
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(BX), Z10, Z8
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(BX), Z10, Z9
-	VPSRLD           $0x02, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x02, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPSRLD           $0x0a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x0a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VPSRLD           $0x06, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1536(BX), Z9, Z5
+	VPSRLD           $0x06, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1600(BX), Z9, Z6
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1664(BX), Z9, Z7
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1728(BX), Z9, Z8
+	VPSRLD           $0x02, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x02, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      1920(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      1984(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -21325,15 +21145,15 @@ Bits2A32S8Avx512_chunk:
 TEXT ·Bits2A32S16Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats2<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits2A32S16Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -21342,157 +21162,125 @@ Bits2A32S16Avx512_row:
 Bits2A32S16Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x16, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x16, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x12, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x12, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VPSRLD           $0x0e, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(BX), Z10, Z6
-	VPSRLD           $0x0e, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(BX), Z10, Z7
-	VPSRLD           $0x0c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1152(BX), Z10, Z8
-	VPSRLD           $0x0c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1216(BX), Z10, Z9
-	VPSRLD           $0x0a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x0a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VPSRLD           $0x06, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(BX), Z10, Z6
-	VPSRLD           $0x06, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(BX), Z10, Z7
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(BX), Z10, Z8
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(BX), Z10, Z9
-	VPSRLD           $0x02, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x02, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1920(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1984(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x16, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x16, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x12, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x12, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VPSRLD           $0x0e, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1024(BX), Z9, Z5
+	VPSRLD           $0x0e, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1088(BX), Z9, Z6
+	VPSRLD           $0x0c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1152(BX), Z9, Z7
+	VPSRLD           $0x0c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1216(BX), Z9, Z8
+	VPSRLD           $0x0a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x0a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VPSRLD           $0x06, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1536(BX), Z9, Z5
+	VPSRLD           $0x06, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1600(BX), Z9, Z6
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1664(BX), Z9, Z7
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1728(BX), Z9, Z8
+	VPSRLD           $0x02, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x02, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      1920(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      1984(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S16Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -21509,15 +21297,15 @@ Bits2A32S16Avx512_chunk:
 TEXT ·Bits1A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats1<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S1Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -21526,469 +21314,405 @@ Bits1A32S1Avx512_row:
 Bits1A32S1Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
 	VPSRLD           $0x1e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(BX), Z6, Z6
-	VPSRLD           $0x1e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x1d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
 	VPSRLD           $0x1c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(BX), Z6, Z6
-	VPSRLD           $0x1c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x1b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x1b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
 	VPSRLD           $0x1a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(BX), Z6, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x19, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x19, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x19, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x18, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           896(BX), Z5, Z5
 	VPSRLD           $0x18, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           896(BX), Z6, Z6
-	VPSRLD           $0x18, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           960(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           960(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x17, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x16, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1152(BX), Z5, Z5
 	VPSRLD           $0x16, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1152(BX), Z6, Z6
-	VPSRLD           $0x16, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1216(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1216(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x15, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1280(BX), Z5, Z5
 	VPSRLD           $0x15, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(BX), Z6, Z6
-	VPSRLD           $0x15, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1344(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1408(BX), Z5, Z5
 	VPSRLD           $0x14, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1408(BX), Z6, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1472(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1472(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x13, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
 	VPSRLD           $0x13, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(BX), Z6, Z6
-	VPSRLD           $0x13, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x12, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1664(BX), Z5, Z5
 	VPSRLD           $0x12, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1664(BX), Z6, Z6
-	VPSRLD           $0x12, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1728(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1728(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x11, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1792(BX), Z5, Z5
 	VPSRLD           $0x11, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(BX), Z6, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1856(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x10, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1920(BX), Z5, Z5
 	VPSRLD           $0x10, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1920(BX), Z6, Z6
-	VPSRLD           $0x10, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1984(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1984(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2048(BX), Z5, Z5
 	VPSRLD           $0x0f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(BX), Z6, Z6
-	VPSRLD           $0x0f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2112(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2176(BX), Z5, Z5
 	VPSRLD           $0x0e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2176(BX), Z6, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2240(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2240(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2304(BX), Z5, Z5
 	VPSRLD           $0x0d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2304(BX), Z6, Z6
-	VPSRLD           $0x0d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2368(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2368(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2432(BX), Z5, Z5
 	VPSRLD           $0x0c, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2432(BX), Z6, Z6
-	VPSRLD           $0x0c, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2496(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2496(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2560(BX), Z5, Z5
 	VPSRLD           $0x0b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2560(BX), Z6, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2624(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2624(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2688(BX), Z5, Z5
 	VPSRLD           $0x0a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2688(BX), Z6, Z6
-	VPSRLD           $0x0a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2752(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2752(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x09, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2816(BX), Z5, Z5
 	VPSRLD           $0x09, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2816(BX), Z6, Z6
-	VPSRLD           $0x09, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2880(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2880(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2944(BX), Z5, Z5
 	VPSRLD           $0x08, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2944(BX), Z6, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3008(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3008(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x07, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3072(BX), Z5, Z5
 	VPSRLD           $0x07, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(BX), Z6, Z6
-	VPSRLD           $0x07, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3136(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x06, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3200(BX), Z5, Z5
 	VPSRLD           $0x06, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3200(BX), Z6, Z6
-	VPSRLD           $0x06, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3264(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3264(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x05, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3328(BX), Z5, Z5
 	VPSRLD           $0x05, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3328(BX), Z6, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3392(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3392(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3456(BX), Z5, Z5
 	VPSRLD           $0x04, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3456(BX), Z6, Z6
-	VPSRLD           $0x04, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3520(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3520(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x03, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3584(BX), Z5, Z5
 	VPSRLD           $0x03, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3584(BX), Z6, Z6
-	VPSRLD           $0x03, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3648(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3648(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x02, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3712(BX), Z5, Z5
 	VPSRLD           $0x02, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3712(BX), Z6, Z6
-	VPSRLD           $0x02, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3776(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3776(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x01, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3840(BX), Z5, Z5
 	VPSRLD           $0x01, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3840(BX), Z6, Z6
-	VPSRLD           $0x01, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3904(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3904(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           3968(BX), Z4, Z4
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           4032(BX), Z5, Z5
-	VADDPS           Z5, Z4, Z4
-	VFMADD231PS.BCST (CX), Z4, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           3968(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           4032(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S1Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22000,20 +21724,38 @@ Bits1A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
+DATA periodicFloats1<>+0(SB)/4, $(0.0)
+DATA periodicFloats1<>+4(SB)/4, $(1.0)
+DATA periodicFloats1<>+8(SB)/4, $(0.0)
+DATA periodicFloats1<>+12(SB)/4, $(1.0)
+DATA periodicFloats1<>+16(SB)/4, $(0.0)
+DATA periodicFloats1<>+20(SB)/4, $(1.0)
+DATA periodicFloats1<>+24(SB)/4, $(0.0)
+DATA periodicFloats1<>+28(SB)/4, $(1.0)
+DATA periodicFloats1<>+32(SB)/4, $(0.0)
+DATA periodicFloats1<>+36(SB)/4, $(1.0)
+DATA periodicFloats1<>+40(SB)/4, $(0.0)
+DATA periodicFloats1<>+44(SB)/4, $(1.0)
+DATA periodicFloats1<>+48(SB)/4, $(0.0)
+DATA periodicFloats1<>+52(SB)/4, $(1.0)
+DATA periodicFloats1<>+56(SB)/4, $(0.0)
+DATA periodicFloats1<>+60(SB)/4, $(1.0)
+GLOBL periodicFloats1<>(SB), RODATA|NOPTR, $64
+
 // func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats1<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S2Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22022,405 +21764,341 @@ Bits1A32S2Avx512_row:
 Bits1A32S2Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x1d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPSRLD           $0x1c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           384(BX), Z7, Z7
 	VPSRLD           $0x1c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(BX), Z8, Z8
-	VPSRLD           $0x1c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           448(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x1b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x1b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x1a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x1a, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x19, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x19, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x19, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           896(BX), Z7, Z7
 	VPSRLD           $0x18, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           896(BX), Z8, Z8
-	VPSRLD           $0x18, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           960(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           960(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x17, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x16, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1152(BX), Z7, Z7
 	VPSRLD           $0x16, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(BX), Z8, Z8
-	VPSRLD           $0x16, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x15, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1280(BX), Z5, Z5
 	VPSRLD           $0x15, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1280(BX), Z6, Z6
-	VPSRLD           $0x15, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1344(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1344(BX), Z6, Z6
+	VPSRLD           $0x14, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1408(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1408(BX), Z8, Z8
-	VPSRLD           $0x14, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1472(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1472(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x13, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
 	VPSRLD           $0x13, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(BX), Z6, Z6
-	VPSRLD           $0x13, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VPSRLD           $0x12, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1664(BX), Z7, Z7
 	VPSRLD           $0x12, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(BX), Z8, Z8
-	VPSRLD           $0x12, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x11, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1792(BX), Z5, Z5
 	VPSRLD           $0x11, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1792(BX), Z6, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1856(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1856(BX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1920(BX), Z7, Z7
 	VPSRLD           $0x10, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1920(BX), Z8, Z8
-	VPSRLD           $0x10, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1984(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1984(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2048(BX), Z5, Z5
 	VPSRLD           $0x0f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(BX), Z6, Z6
-	VPSRLD           $0x0f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2112(BX), Z6, Z6
+	VPSRLD           $0x0e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2176(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(BX), Z8, Z8
-	VPSRLD           $0x0e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2240(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2304(BX), Z5, Z5
 	VPSRLD           $0x0d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2304(BX), Z6, Z6
-	VPSRLD           $0x0d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2368(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2368(BX), Z6, Z6
+	VPSRLD           $0x0c, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2432(BX), Z7, Z7
 	VPSRLD           $0x0c, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2432(BX), Z8, Z8
-	VPSRLD           $0x0c, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2496(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2496(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2560(BX), Z5, Z5
 	VPSRLD           $0x0b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2560(BX), Z6, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2624(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2624(BX), Z6, Z6
+	VPSRLD           $0x0a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2688(BX), Z7, Z7
 	VPSRLD           $0x0a, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2688(BX), Z8, Z8
-	VPSRLD           $0x0a, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2752(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2752(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x09, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2816(BX), Z5, Z5
 	VPSRLD           $0x09, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2816(BX), Z6, Z6
-	VPSRLD           $0x09, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2880(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2880(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2944(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2944(BX), Z8, Z8
-	VPSRLD           $0x08, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3008(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3008(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x07, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3072(BX), Z5, Z5
 	VPSRLD           $0x07, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(BX), Z6, Z6
-	VPSRLD           $0x07, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3136(BX), Z6, Z6
+	VPSRLD           $0x06, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           3200(BX), Z7, Z7
 	VPSRLD           $0x06, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           3200(BX), Z8, Z8
-	VPSRLD           $0x06, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3264(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3264(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x05, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3328(BX), Z5, Z5
 	VPSRLD           $0x05, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3328(BX), Z6, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3392(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3392(BX), Z6, Z6
+	VPSRLD           $0x04, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           3456(BX), Z7, Z7
 	VPSRLD           $0x04, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           3456(BX), Z8, Z8
-	VPSRLD           $0x04, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3520(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3520(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x03, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3584(BX), Z5, Z5
 	VPSRLD           $0x03, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3584(BX), Z6, Z6
-	VPSRLD           $0x03, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3648(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3648(BX), Z6, Z6
+	VPSRLD           $0x02, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           3712(BX), Z7, Z7
 	VPSRLD           $0x02, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           3712(BX), Z8, Z8
-	VPSRLD           $0x02, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3776(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3776(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x01, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3840(BX), Z5, Z5
 	VPSRLD           $0x01, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3840(BX), Z6, Z6
-	VPSRLD           $0x01, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3904(BX), Z7, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           3968(BX), Z4, Z4
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           4032(BX), Z5, Z5
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z5, Z4, Z4
-	VADDPS           Z4, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3904(BX), Z6, Z6
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           3968(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           4032(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22437,15 +22115,15 @@ Bits1A32S2Avx512_chunk:
 TEXT ·Bits1A32S4Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats1<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S4Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22454,341 +22132,277 @@ Bits1A32S4Avx512_row:
 Bits1A32S4Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x1c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x1c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x1c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x1c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x1b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x1b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x1a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x1a, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VPSRLD           $0x19, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x19, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPSRLD           $0x19, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x19, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x17, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x16, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1152(BX), Z7, Z7
 	VPSRLD           $0x16, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(BX), Z8, Z8
-	VPSRLD           $0x16, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(BX), Z9, Z9
-	VPSRLD           $0x15, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x15, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPSRLD           $0x15, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x15, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x13, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
 	VPSRLD           $0x13, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1536(BX), Z6, Z6
-	VPSRLD           $0x13, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1600(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VPSRLD           $0x12, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1664(BX), Z7, Z7
 	VPSRLD           $0x12, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1664(BX), Z8, Z8
-	VPSRLD           $0x12, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1728(BX), Z9, Z9
-	VPSRLD           $0x11, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x11, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VPSRLD           $0x11, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x11, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1920(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1984(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2048(BX), Z5, Z5
 	VPSRLD           $0x0f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(BX), Z6, Z6
-	VPSRLD           $0x0f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2112(BX), Z6, Z6
+	VPSRLD           $0x0e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2176(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(BX), Z8, Z8
-	VPSRLD           $0x0e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(BX), Z9, Z9
-	VPSRLD           $0x0d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(BX), Z10, Z6
-	VPSRLD           $0x0d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(BX), Z10, Z7
-	VPSRLD           $0x0c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(BX), Z10, Z8
-	VPSRLD           $0x0c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2240(BX), Z8, Z8
+	VPSRLD           $0x0d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2304(BX), Z9, Z5
+	VPSRLD           $0x0d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2368(BX), Z9, Z6
+	VPSRLD           $0x0c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2432(BX), Z9, Z7
+	VPSRLD           $0x0c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2496(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2560(BX), Z5, Z5
 	VPSRLD           $0x0b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2560(BX), Z6, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2624(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2624(BX), Z6, Z6
+	VPSRLD           $0x0a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2688(BX), Z7, Z7
 	VPSRLD           $0x0a, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2688(BX), Z8, Z8
-	VPSRLD           $0x0a, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2752(BX), Z9, Z9
-	VPSRLD           $0x09, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(BX), Z10, Z6
-	VPSRLD           $0x09, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2752(BX), Z8, Z8
+	VPSRLD           $0x09, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2816(BX), Z9, Z5
+	VPSRLD           $0x09, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2880(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2944(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3008(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x07, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3072(BX), Z5, Z5
 	VPSRLD           $0x07, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(BX), Z6, Z6
-	VPSRLD           $0x07, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3136(BX), Z6, Z6
+	VPSRLD           $0x06, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           3200(BX), Z7, Z7
 	VPSRLD           $0x06, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           3200(BX), Z8, Z8
-	VPSRLD           $0x06, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3264(BX), Z9, Z9
-	VPSRLD           $0x05, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(BX), Z10, Z6
-	VPSRLD           $0x05, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(BX), Z10, Z7
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(BX), Z10, Z8
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3264(BX), Z8, Z8
+	VPSRLD           $0x05, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3328(BX), Z9, Z5
+	VPSRLD           $0x05, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3392(BX), Z9, Z6
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3456(BX), Z9, Z7
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3520(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x03, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3584(BX), Z5, Z5
 	VPSRLD           $0x03, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3584(BX), Z6, Z6
-	VPSRLD           $0x03, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3648(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3648(BX), Z6, Z6
+	VPSRLD           $0x02, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           3712(BX), Z7, Z7
 	VPSRLD           $0x02, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           3712(BX), Z8, Z8
-	VPSRLD           $0x02, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3776(BX), Z9, Z9
-	VPSRLD           $0x01, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(BX), Z10, Z6
-	VPSRLD           $0x01, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3776(BX), Z8, Z8
+	VPSRLD           $0x01, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3840(BX), Z9, Z5
+	VPSRLD           $0x01, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3904(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      3968(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      4032(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22805,15 +22419,15 @@ Bits1A32S4Avx512_chunk:
 TEXT ·Bits1A32S8Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats1<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S8Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22822,309 +22436,245 @@ Bits1A32S8Avx512_row:
 Bits1A32S8Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x1c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x1c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x1b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x1b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x1a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x1a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x19, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x19, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x1c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x1c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x1b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x1b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x1a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x1a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x19, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x19, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x17, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x16, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           1152(BX), Z7, Z7
 	VPSRLD           $0x16, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           1152(BX), Z8, Z8
-	VPSRLD           $0x16, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           1216(BX), Z9, Z9
-	VPSRLD           $0x15, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x15, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VPSRLD           $0x13, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(BX), Z10, Z6
-	VPSRLD           $0x13, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(BX), Z10, Z7
-	VPSRLD           $0x12, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(BX), Z10, Z8
-	VPSRLD           $0x12, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(BX), Z10, Z9
-	VPSRLD           $0x11, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x11, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPSRLD           $0x15, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x15, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VPSRLD           $0x13, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1536(BX), Z9, Z5
+	VPSRLD           $0x13, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1600(BX), Z9, Z6
+	VPSRLD           $0x12, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1664(BX), Z9, Z7
+	VPSRLD           $0x12, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1728(BX), Z9, Z8
+	VPSRLD           $0x11, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x11, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1920(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1984(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2048(BX), Z5, Z5
 	VPSRLD           $0x0f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(BX), Z6, Z6
-	VPSRLD           $0x0f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2112(BX), Z6, Z6
+	VPSRLD           $0x0e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2176(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(BX), Z8, Z8
-	VPSRLD           $0x0e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(BX), Z9, Z9
-	VPSRLD           $0x0d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(BX), Z10, Z6
-	VPSRLD           $0x0d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(BX), Z10, Z7
-	VPSRLD           $0x0c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(BX), Z10, Z8
-	VPSRLD           $0x0c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(BX), Z10, Z9
-	VPSRLD           $0x0b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2560(BX), Z10, Z6
-	VPSRLD           $0x0b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2624(BX), Z10, Z7
-	VPSRLD           $0x0a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2688(BX), Z10, Z8
-	VPSRLD           $0x0a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2752(BX), Z10, Z9
-	VPSRLD           $0x09, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(BX), Z10, Z6
-	VPSRLD           $0x09, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2240(BX), Z8, Z8
+	VPSRLD           $0x0d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2304(BX), Z9, Z5
+	VPSRLD           $0x0d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2368(BX), Z9, Z6
+	VPSRLD           $0x0c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2432(BX), Z9, Z7
+	VPSRLD           $0x0c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2496(BX), Z9, Z8
+	VPSRLD           $0x0b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2560(BX), Z9, Z5
+	VPSRLD           $0x0b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2624(BX), Z9, Z6
+	VPSRLD           $0x0a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2688(BX), Z9, Z7
+	VPSRLD           $0x0a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2752(BX), Z9, Z8
+	VPSRLD           $0x09, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2816(BX), Z9, Z5
+	VPSRLD           $0x09, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2880(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2944(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3008(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x07, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           3072(BX), Z5, Z5
 	VPSRLD           $0x07, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           3072(BX), Z6, Z6
-	VPSRLD           $0x07, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           3136(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           3136(BX), Z6, Z6
+	VPSRLD           $0x06, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           3200(BX), Z7, Z7
 	VPSRLD           $0x06, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           3200(BX), Z8, Z8
-	VPSRLD           $0x06, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           3264(BX), Z9, Z9
-	VPSRLD           $0x05, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(BX), Z10, Z6
-	VPSRLD           $0x05, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(BX), Z10, Z7
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(BX), Z10, Z8
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(BX), Z10, Z9
-	VPSRLD           $0x03, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3584(BX), Z10, Z6
-	VPSRLD           $0x03, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3648(BX), Z10, Z7
-	VPSRLD           $0x02, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3712(BX), Z10, Z8
-	VPSRLD           $0x02, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3776(BX), Z10, Z9
-	VPSRLD           $0x01, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(BX), Z10, Z6
-	VPSRLD           $0x01, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           3264(BX), Z8, Z8
+	VPSRLD           $0x05, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3328(BX), Z9, Z5
+	VPSRLD           $0x05, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3392(BX), Z9, Z6
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3456(BX), Z9, Z7
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3520(BX), Z9, Z8
+	VPSRLD           $0x03, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3584(BX), Z9, Z5
+	VPSRLD           $0x03, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3648(BX), Z9, Z6
+	VPSRLD           $0x02, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3712(BX), Z9, Z7
+	VPSRLD           $0x02, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3776(BX), Z9, Z8
+	VPSRLD           $0x01, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3840(BX), Z9, Z5
+	VPSRLD           $0x01, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3904(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      3968(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      4032(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -23141,15 +22691,15 @@ Bits1A32S8Avx512_chunk:
 TEXT ·Bits1A32S16Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats1<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S16Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -23158,293 +22708,229 @@ Bits1A32S16Avx512_row:
 Bits1A32S16Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x1c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x1c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x1b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x1b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x1a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x1a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x19, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x19, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VPSRLD           $0x17, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(BX), Z10, Z6
-	VPSRLD           $0x17, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(BX), Z10, Z7
-	VPSRLD           $0x16, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1152(BX), Z10, Z8
-	VPSRLD           $0x16, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1216(BX), Z10, Z9
-	VPSRLD           $0x15, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x15, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VPSRLD           $0x13, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(BX), Z10, Z6
-	VPSRLD           $0x13, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(BX), Z10, Z7
-	VPSRLD           $0x12, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(BX), Z10, Z8
-	VPSRLD           $0x12, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(BX), Z10, Z9
-	VPSRLD           $0x11, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x11, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(BX), Z10, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x1c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x1c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x1b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x1b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x1a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x1a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x19, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x19, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VPSRLD           $0x17, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1024(BX), Z9, Z5
+	VPSRLD           $0x17, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1088(BX), Z9, Z6
+	VPSRLD           $0x16, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1152(BX), Z9, Z7
+	VPSRLD           $0x16, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1216(BX), Z9, Z8
+	VPSRLD           $0x15, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x15, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VPSRLD           $0x13, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1536(BX), Z9, Z5
+	VPSRLD           $0x13, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1600(BX), Z9, Z6
+	VPSRLD           $0x12, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1664(BX), Z9, Z7
+	VPSRLD           $0x12, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1728(BX), Z9, Z8
+	VPSRLD           $0x11, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x11, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1920(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1984(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           2048(BX), Z5, Z5
 	VPSRLD           $0x0f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           2048(BX), Z6, Z6
-	VPSRLD           $0x0f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           2112(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           2112(BX), Z6, Z6
+	VPSRLD           $0x0e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           2176(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           2176(BX), Z8, Z8
-	VPSRLD           $0x0e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           2240(BX), Z9, Z9
-	VPSRLD           $0x0d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(BX), Z10, Z6
-	VPSRLD           $0x0d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(BX), Z10, Z7
-	VPSRLD           $0x0c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(BX), Z10, Z8
-	VPSRLD           $0x0c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(BX), Z10, Z9
-	VPSRLD           $0x0b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2560(BX), Z10, Z6
-	VPSRLD           $0x0b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2624(BX), Z10, Z7
-	VPSRLD           $0x0a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2688(BX), Z10, Z8
-	VPSRLD           $0x0a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2752(BX), Z10, Z9
-	VPSRLD           $0x09, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(BX), Z10, Z6
-	VPSRLD           $0x09, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(BX), Z10, Z9
-	VPSRLD           $0x07, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3072(BX), Z10, Z6
-	VPSRLD           $0x07, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3136(BX), Z10, Z7
-	VPSRLD           $0x06, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3200(BX), Z10, Z8
-	VPSRLD           $0x06, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3264(BX), Z10, Z9
-	VPSRLD           $0x05, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(BX), Z10, Z6
-	VPSRLD           $0x05, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(BX), Z10, Z7
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(BX), Z10, Z8
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(BX), Z10, Z9
-	VPSRLD           $0x03, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3584(BX), Z10, Z6
-	VPSRLD           $0x03, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3648(BX), Z10, Z7
-	VPSRLD           $0x02, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3712(BX), Z10, Z8
-	VPSRLD           $0x02, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3776(BX), Z10, Z9
-	VPSRLD           $0x01, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(BX), Z10, Z6
-	VPSRLD           $0x01, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           2240(BX), Z8, Z8
+	VPSRLD           $0x0d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2304(BX), Z9, Z5
+	VPSRLD           $0x0d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2368(BX), Z9, Z6
+	VPSRLD           $0x0c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2432(BX), Z9, Z7
+	VPSRLD           $0x0c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2496(BX), Z9, Z8
+	VPSRLD           $0x0b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2560(BX), Z9, Z5
+	VPSRLD           $0x0b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2624(BX), Z9, Z6
+	VPSRLD           $0x0a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2688(BX), Z9, Z7
+	VPSRLD           $0x0a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2752(BX), Z9, Z8
+	VPSRLD           $0x09, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2816(BX), Z9, Z5
+	VPSRLD           $0x09, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2880(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2944(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3008(BX), Z9, Z8
+	VPSRLD           $0x07, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3072(BX), Z9, Z5
+	VPSRLD           $0x07, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3136(BX), Z9, Z6
+	VPSRLD           $0x06, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3200(BX), Z9, Z7
+	VPSRLD           $0x06, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3264(BX), Z9, Z8
+	VPSRLD           $0x05, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3328(BX), Z9, Z5
+	VPSRLD           $0x05, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3392(BX), Z9, Z6
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3456(BX), Z9, Z7
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3520(BX), Z9, Z8
+	VPSRLD           $0x03, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3584(BX), Z9, Z5
+	VPSRLD           $0x03, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3648(BX), Z9, Z6
+	VPSRLD           $0x02, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3712(BX), Z9, Z7
+	VPSRLD           $0x02, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3776(BX), Z9, Z8
+	VPSRLD           $0x01, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3840(BX), Z9, Z5
+	VPSRLD           $0x01, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3904(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      3968(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      4032(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S16Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -23461,15 +22947,15 @@ Bits1A32S16Avx512_chunk:
 TEXT ·Bits1A32S32Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats1<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S32Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -23478,285 +22964,221 @@ Bits1A32S32Avx512_row:
 Bits1A32S32Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1f, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1f, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1f, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x1d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x1d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x1c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x1c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x1b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x1b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x1a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x1a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x19, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x19, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x18, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x18, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VPSRLD           $0x17, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(BX), Z10, Z6
-	VPSRLD           $0x17, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(BX), Z10, Z7
-	VPSRLD           $0x16, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1152(BX), Z10, Z8
-	VPSRLD           $0x16, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1216(BX), Z10, Z9
-	VPSRLD           $0x15, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1280(BX), Z10, Z6
-	VPSRLD           $0x15, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1344(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1408(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1472(BX), Z10, Z9
-	VPSRLD           $0x13, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1536(BX), Z10, Z6
-	VPSRLD           $0x13, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1600(BX), Z10, Z7
-	VPSRLD           $0x12, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1664(BX), Z10, Z8
-	VPSRLD           $0x12, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1728(BX), Z10, Z9
-	VPSRLD           $0x11, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1792(BX), Z10, Z6
-	VPSRLD           $0x11, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1856(BX), Z10, Z7
-	VPSRLD           $0x10, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1920(BX), Z10, Z8
-	VPSRLD           $0x10, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1984(BX), Z10, Z9
-	VPSRLD           $0x0f, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2048(BX), Z10, Z6
-	VPSRLD           $0x0f, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2112(BX), Z10, Z7
-	VPSRLD           $0x0e, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2176(BX), Z10, Z8
-	VPSRLD           $0x0e, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2240(BX), Z10, Z9
-	VPSRLD           $0x0d, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2304(BX), Z10, Z6
-	VPSRLD           $0x0d, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2368(BX), Z10, Z7
-	VPSRLD           $0x0c, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2432(BX), Z10, Z8
-	VPSRLD           $0x0c, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2496(BX), Z10, Z9
-	VPSRLD           $0x0b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2560(BX), Z10, Z6
-	VPSRLD           $0x0b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2624(BX), Z10, Z7
-	VPSRLD           $0x0a, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2688(BX), Z10, Z8
-	VPSRLD           $0x0a, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2752(BX), Z10, Z9
-	VPSRLD           $0x09, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2816(BX), Z10, Z6
-	VPSRLD           $0x09, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2880(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      2944(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3008(BX), Z10, Z9
-	VPSRLD           $0x07, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3072(BX), Z10, Z6
-	VPSRLD           $0x07, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3136(BX), Z10, Z7
-	VPSRLD           $0x06, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3200(BX), Z10, Z8
-	VPSRLD           $0x06, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3264(BX), Z10, Z9
-	VPSRLD           $0x05, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3328(BX), Z10, Z6
-	VPSRLD           $0x05, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3392(BX), Z10, Z7
-	VPSRLD           $0x04, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3456(BX), Z10, Z8
-	VPSRLD           $0x04, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3520(BX), Z10, Z9
-	VPSRLD           $0x03, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3584(BX), Z10, Z6
-	VPSRLD           $0x03, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3648(BX), Z10, Z7
-	VPSRLD           $0x02, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3712(BX), Z10, Z8
-	VPSRLD           $0x02, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3776(BX), Z10, Z9
-	VPSRLD           $0x01, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3840(BX), Z10, Z6
-	VPSRLD           $0x01, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      3904(BX), Z10, Z7
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      3968(BX), Z4, Z8
-	VPANDD           Z5, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      4032(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x1d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x1d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x1c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x1c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x1b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x1b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x1a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x1a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x19, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x19, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x18, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x18, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VPSRLD           $0x17, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1024(BX), Z9, Z5
+	VPSRLD           $0x17, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1088(BX), Z9, Z6
+	VPSRLD           $0x16, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1152(BX), Z9, Z7
+	VPSRLD           $0x16, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1216(BX), Z9, Z8
+	VPSRLD           $0x15, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1280(BX), Z9, Z5
+	VPSRLD           $0x15, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1344(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1408(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1472(BX), Z9, Z8
+	VPSRLD           $0x13, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1536(BX), Z9, Z5
+	VPSRLD           $0x13, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1600(BX), Z9, Z6
+	VPSRLD           $0x12, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1664(BX), Z9, Z7
+	VPSRLD           $0x12, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1728(BX), Z9, Z8
+	VPSRLD           $0x11, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1792(BX), Z9, Z5
+	VPSRLD           $0x11, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1856(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1920(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1984(BX), Z9, Z8
+	VPSRLD           $0x0f, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2048(BX), Z9, Z5
+	VPSRLD           $0x0f, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2112(BX), Z9, Z6
+	VPSRLD           $0x0e, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2176(BX), Z9, Z7
+	VPSRLD           $0x0e, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2240(BX), Z9, Z8
+	VPSRLD           $0x0d, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2304(BX), Z9, Z5
+	VPSRLD           $0x0d, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2368(BX), Z9, Z6
+	VPSRLD           $0x0c, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2432(BX), Z9, Z7
+	VPSRLD           $0x0c, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2496(BX), Z9, Z8
+	VPSRLD           $0x0b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2560(BX), Z9, Z5
+	VPSRLD           $0x0b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2624(BX), Z9, Z6
+	VPSRLD           $0x0a, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2688(BX), Z9, Z7
+	VPSRLD           $0x0a, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2752(BX), Z9, Z8
+	VPSRLD           $0x09, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2816(BX), Z9, Z5
+	VPSRLD           $0x09, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2880(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      2944(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3008(BX), Z9, Z8
+	VPSRLD           $0x07, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3072(BX), Z9, Z5
+	VPSRLD           $0x07, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3136(BX), Z9, Z6
+	VPSRLD           $0x06, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3200(BX), Z9, Z7
+	VPSRLD           $0x06, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3264(BX), Z9, Z8
+	VPSRLD           $0x05, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3328(BX), Z9, Z5
+	VPSRLD           $0x05, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3392(BX), Z9, Z6
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3456(BX), Z9, Z7
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3520(BX), Z9, Z8
+	VPSRLD           $0x03, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3584(BX), Z9, Z5
+	VPSRLD           $0x03, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3648(BX), Z9, Z6
+	VPSRLD           $0x02, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3712(BX), Z9, Z7
+	VPSRLD           $0x02, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3776(BX), Z9, Z8
+	VPSRLD           $0x01, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3840(BX), Z9, Z5
+	VPSRLD           $0x01, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      3904(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      3968(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      4032(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S32Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -23773,15 +23195,15 @@ Bits1A32S32Avx512_chunk:
 TEXT ·Bits3A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats3<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S1Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -23790,163 +23212,143 @@ Bits3A32S1Avx512_row:
 Bits3A32S1Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x1a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
 	VPSRLD           $0x1a, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           128(BX), Z6, Z6
-	VPSRLD           $0x1a, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           192(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x17, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
 	VPSRLD           $0x14, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           384(BX), Z6, Z6
-	VPSRLD           $0x14, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           448(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x11, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x11, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
 	VPSRLD           $0x0e, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           640(BX), Z6, Z6
-	VPSRLD           $0x0e, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           704(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x0b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           896(BX), Z5, Z5
 	VPSRLD           $0x08, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           896(BX), Z6, Z6
-	VPSRLD           $0x08, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           960(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           960(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x05, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x05, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
-	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x02, Z3, Z3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1152(BX), Z3, Z3
 	VPSRLD           $0x02, Z4, Z4
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           1152(BX), Z4, Z4
-	VPSRLD           $0x02, Z5, Z5
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           1216(BX), Z5, Z5
-	VADDPS           Z5, Z4, Z4
-	VFMADD231PS.BCST (CX), Z4, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1216(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST (CX), Z3, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000500, BX
 	DECQ             R8
 	JNZ              Bits3A32S1Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -23958,20 +23360,38 @@ Bits3A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
+DATA periodicFloats3<>+0(SB)/4, $(0.0)
+DATA periodicFloats3<>+4(SB)/4, $(1.0)
+DATA periodicFloats3<>+8(SB)/4, $(2.0)
+DATA periodicFloats3<>+12(SB)/4, $(3.0)
+DATA periodicFloats3<>+16(SB)/4, $(4.0)
+DATA periodicFloats3<>+20(SB)/4, $(5.0)
+DATA periodicFloats3<>+24(SB)/4, $(6.0)
+DATA periodicFloats3<>+28(SB)/4, $(7.0)
+DATA periodicFloats3<>+32(SB)/4, $(0.0)
+DATA periodicFloats3<>+36(SB)/4, $(1.0)
+DATA periodicFloats3<>+40(SB)/4, $(2.0)
+DATA periodicFloats3<>+44(SB)/4, $(3.0)
+DATA periodicFloats3<>+48(SB)/4, $(4.0)
+DATA periodicFloats3<>+52(SB)/4, $(5.0)
+DATA periodicFloats3<>+56(SB)/4, $(6.0)
+DATA periodicFloats3<>+60(SB)/4, $(7.0)
+GLOBL periodicFloats3<>(SB), RODATA|NOPTR, $64
+
 // func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits3A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats3<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S2Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -23980,143 +23400,123 @@ Bits3A32S2Avx512_row:
 Bits3A32S2Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1a, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
 	VPSRLD           $0x17, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           256(BX), Z6, Z6
-	VPSRLD           $0x17, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           320(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPSRLD           $0x14, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           384(BX), Z7, Z7
 	VPSRLD           $0x14, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           384(BX), Z8, Z8
-	VPSRLD           $0x14, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           448(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           448(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x11, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
 	VPSRLD           $0x11, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           512(BX), Z6, Z6
-	VPSRLD           $0x11, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           576(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x0e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
 	VPSRLD           $0x0e, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           640(BX), Z8, Z8
-	VPSRLD           $0x0e, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           704(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
 	VPSRLD           $0x0b, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           768(BX), Z6, Z6
-	VPSRLD           $0x0b, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           832(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           896(BX), Z7, Z7
 	VPSRLD           $0x08, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           896(BX), Z8, Z8
-	VPSRLD           $0x08, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           960(BX), Z9, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           960(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X5
+	VFMADD231SS      (SI), X5, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
+	VPSRLD           $0x05, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
 	VPSRLD           $0x05, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           1024(BX), Z6, Z6
-	VPSRLD           $0x05, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           1088(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x02, Z3, Z3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1152(BX), Z3, Z3
 	VPSRLD           $0x02, Z4, Z4
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VMULPS           1152(BX), Z4, Z4
-	VPSRLD           $0x02, Z5, Z5
-	VPANDD           Z5, Z0, Z5
-	VPERMPS          Z1, Z5, Z5
-	VMULPS           1216(BX), Z5, Z5
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z5, Z4, Z4
-	VADDPS           Z4, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1216(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000500, BX
 	DECQ             R8
 	JNZ              Bits3A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -24133,15 +23533,15 @@ Bits3A32S2Avx512_chunk:
 TEXT ·Bits3A32S10Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VPBROADCASTD AX, Z0
-	VMOVUPS      nibbleFloats<>+0(SB), Z1
+	VMOVDQU64    periodicFloats3<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits3A32S10Avx512_row:
-	VPXORD Z2, Z2, Z2
-	VPXORD X3, X3, X3
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -24150,111 +23550,91 @@ Bits3A32S10Avx512_row:
 Bits3A32S10Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z4
-	VMOVDQU64        64(DI), Z5
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
 	VPSRLD           $0x1d, Z4, Z6
-	VPANDD           Z6, Z0, Z6
-	VPERMPS          Z1, Z6, Z6
-	VMULPS           (BX), Z6, Z6
-	VPSRLD           $0x1d, Z5, Z7
-	VPANDD           Z7, Z0, Z7
-	VPERMPS          Z1, Z7, Z7
-	VMULPS           64(BX), Z7, Z7
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
 	VPSRLD           $0x1a, Z4, Z8
-	VPANDD           Z8, Z0, Z8
-	VPERMPS          Z1, Z8, Z8
-	VMULPS           128(BX), Z8, Z8
-	VPSRLD           $0x1a, Z5, Z9
-	VPANDD           Z9, Z0, Z9
-	VPERMPS          Z1, Z9, Z9
-	VMULPS           192(BX), Z9, Z9
-	VPSRLD           $0x17, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      256(BX), Z10, Z6
-	VPSRLD           $0x17, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      320(BX), Z10, Z7
-	VPSRLD           $0x14, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      384(BX), Z10, Z8
-	VPSRLD           $0x14, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      448(BX), Z10, Z9
-	VPSRLD           $0x11, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      512(BX), Z10, Z6
-	VPSRLD           $0x11, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      576(BX), Z10, Z7
-	VPSRLD           $0x0e, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      640(BX), Z10, Z8
-	VPSRLD           $0x0e, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      704(BX), Z10, Z9
-	VPSRLD           $0x0b, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      768(BX), Z10, Z6
-	VPSRLD           $0x0b, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      832(BX), Z10, Z7
-	VPSRLD           $0x08, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      896(BX), Z10, Z8
-	VPSRLD           $0x08, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      960(BX), Z10, Z9
-	VPSRLD           $0x05, Z4, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1024(BX), Z10, Z6
-	VPSRLD           $0x05, Z5, Z10
-	VPANDD           Z10, Z0, Z10
-	VPERMPS          Z1, Z10, Z10
-	VFMADD231PS      1088(BX), Z10, Z7
-	VPSRLD           $0x02, Z4, Z4
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1152(BX), Z4, Z8
-	VPSRLD           $0x02, Z5, Z4
-	VPANDD           Z4, Z0, Z4
-	VPERMPS          Z1, Z4, Z4
-	VFMADD231PS      1216(BX), Z4, Z9
-	VADDPS           Z7, Z6, Z6
-	VADDPS           Z9, Z8, Z8
-	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z2
-	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X3
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x17, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x17, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VPSRLD           $0x11, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      512(BX), Z9, Z5
+	VPSRLD           $0x11, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      576(BX), Z9, Z6
+	VPSRLD           $0x0e, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      640(BX), Z9, Z7
+	VPSRLD           $0x0e, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      704(BX), Z9, Z8
+	VPSRLD           $0x0b, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x0b, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPSRLD           $0x08, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      896(BX), Z9, Z7
+	VPSRLD           $0x08, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      960(BX), Z9, Z8
+	VPSRLD           $0x05, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1024(BX), Z9, Z5
+	VPSRLD           $0x05, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      1088(BX), Z9, Z6
+	VPSRLD           $0x02, Z3, Z3
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      1152(BX), Z3, Z7
+	VPSRLD           $0x02, Z4, Z3
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      1216(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (CX), Z5, Z1
+	VMOVSS           4(CX), X3
+	VFMADD231SS      (SI), X3, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000500, BX
 	DECQ             R8
 	JNZ              Bits3A32S10Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z2, Y4
-	VADDPS           Y4, Y2, Y4
-	VEXTRACTF32X4    $0x01, Y4, X5
-	VADDPS           X5, X4, X5
-	VPERMILPS        $0x4e, X5, X4
-	VADDPS           X4, X5, X5
-	VPERMILPS        $0xb1, X5, X4
-	VADDPS           X4, X5, X5
-	VSUBSS           X3, X5, X5
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
 	MOVQ             out+40(FP), BX
-	VMOVSS           X5, (BX)
+	VMOVSS           X4, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -24706,19 +24086,15 @@ Bits8A32S1Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
@@ -24852,19 +24228,15 @@ Bits8A32S2Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
@@ -24980,19 +24352,15 @@ Bits8A32S4Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x18, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
@@ -25099,19 +24467,15 @@ Bits4A32S1Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
@@ -25345,19 +24709,15 @@ Bits4A32S2Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
@@ -25555,19 +24915,15 @@ Bits4A32S4Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
@@ -25747,19 +25103,15 @@ Bits4A32S8Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1c, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
@@ -25909,6 +25261,7 @@ TEXT ·Bits2A32S1Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats2<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -25930,20 +25283,16 @@ Bits2A32S1Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -25955,20 +25304,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1c, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -25980,20 +25325,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26005,20 +25346,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x18, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26030,20 +25367,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26055,20 +25388,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26080,20 +25409,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x12, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x12, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x12, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26105,20 +25430,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x10, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       896(BX), Y7, Y7
 	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       928(BX), Y8, Y8
 	VPSRLD       $0x10, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       960(BX), Y9, Y9
 	VPSRLD       $0x10, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       992(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26130,20 +25451,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26155,20 +25472,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1152(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1184(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1216(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1248(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26180,20 +25493,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x0a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x0a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1376(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26205,20 +25514,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1408(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1440(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1472(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1504(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26230,20 +25535,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1632(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26255,20 +25556,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x04, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1664(BX), Y7, Y7
 	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1696(BX), Y8, Y8
 	VPSRLD       $0x04, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1728(BX), Y9, Y9
 	VPSRLD       $0x04, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1760(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26280,20 +25577,16 @@ Bits2A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x02, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x02, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1888(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26304,17 +25597,13 @@ Bits2A32S1Avx2_chunk:
 	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VMULPS       1920(BX), Y3, Y3
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPERMPS      Y0, Y4, Y4
 	VMULPS       1952(BX), Y4, Y4
-	VPAND        Y5, Y0, Y5
-	VCVTDQ2PS    Y5, Y5
+	VPERMPS      Y0, Y5, Y5
 	VMULPS       1984(BX), Y5, Y5
-	VPAND        Y6, Y0, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPERMPS      Y0, Y6, Y6
 	VMULPS       2016(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
@@ -26355,6 +25644,7 @@ TEXT ·Bits2A32S2Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats2<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -26376,36 +25666,28 @@ Bits2A32S2Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26417,36 +25699,28 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26458,36 +25732,28 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26499,36 +25765,28 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x12, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x12, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x12, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       864(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26540,36 +25798,28 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26581,36 +25831,28 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x0a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x0a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1376(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26622,36 +25864,28 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26663,32 +25897,24 @@ Bits2A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x02, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x02, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1888(BX), Y10, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1920(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  1952(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  1984(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26729,6 +25955,7 @@ TEXT ·Bits2A32S4Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats2<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -26750,68 +25977,52 @@ Bits2A32S4Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26823,68 +26034,52 @@ Bits2A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26896,68 +26091,52 @@ Bits2A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -26969,64 +26148,48 @@ Bits2A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1920(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  1952(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  1984(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27067,6 +26230,7 @@ TEXT ·Bits2A32S8Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats2<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -27088,132 +26252,100 @@ Bits2A32S8Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27225,128 +26357,96 @@ Bits2A32S8Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1920(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  1952(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  1984(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27387,6 +26487,7 @@ TEXT ·Bits2A32S16Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats2<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -27408,256 +26509,192 @@ Bits2A32S16Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1920(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  1952(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  1984(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  2016(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27698,6 +26735,7 @@ TEXT ·Bits1A32S1Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats1<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -27719,20 +26757,16 @@ Bits1A32S1Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27744,20 +26778,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x1e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x1e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x1e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27769,20 +26799,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1d, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27794,20 +26820,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1c, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x1c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x1c, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x1c, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27819,20 +26841,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x1b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x1b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x1b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27844,20 +26862,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27869,20 +26883,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x19, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x19, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x19, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x19, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27894,20 +26904,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x18, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       896(BX), Y7, Y7
 	VPSRLD       $0x18, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       928(BX), Y8, Y8
 	VPSRLD       $0x18, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       960(BX), Y9, Y9
 	VPSRLD       $0x18, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       992(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27919,20 +26925,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27944,20 +26946,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x16, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1152(BX), Y7, Y7
 	VPSRLD       $0x16, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1184(BX), Y8, Y8
 	VPSRLD       $0x16, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1216(BX), Y9, Y9
 	VPSRLD       $0x16, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1248(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27969,20 +26967,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x15, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x15, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x15, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x15, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1376(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -27994,20 +26988,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1408(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1440(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1472(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1504(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28019,20 +27009,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x13, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x13, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x13, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x13, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1632(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28044,20 +27030,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x12, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1664(BX), Y7, Y7
 	VPSRLD       $0x12, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1696(BX), Y8, Y8
 	VPSRLD       $0x12, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1728(BX), Y9, Y9
 	VPSRLD       $0x12, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1760(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28069,20 +27051,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1888(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28094,20 +27072,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x10, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1920(BX), Y7, Y7
 	VPSRLD       $0x10, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1952(BX), Y8, Y8
 	VPSRLD       $0x10, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1984(BX), Y9, Y9
 	VPSRLD       $0x10, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2016(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28119,20 +27093,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2144(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28144,20 +27114,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2176(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2208(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2240(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2272(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28169,20 +27135,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0d, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2304(BX), Y7, Y7
 	VPSRLD       $0x0d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2336(BX), Y8, Y8
 	VPSRLD       $0x0d, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2368(BX), Y9, Y9
 	VPSRLD       $0x0d, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2400(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28194,20 +27156,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0c, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2432(BX), Y7, Y7
 	VPSRLD       $0x0c, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2464(BX), Y8, Y8
 	VPSRLD       $0x0c, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2496(BX), Y9, Y9
 	VPSRLD       $0x0c, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2528(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28219,20 +27177,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2560(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2592(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2624(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2656(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28244,20 +27198,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2688(BX), Y7, Y7
 	VPSRLD       $0x0a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2720(BX), Y8, Y8
 	VPSRLD       $0x0a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2752(BX), Y9, Y9
 	VPSRLD       $0x0a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2784(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28269,20 +27219,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x09, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2816(BX), Y7, Y7
 	VPSRLD       $0x09, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2848(BX), Y8, Y8
 	VPSRLD       $0x09, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2880(BX), Y9, Y9
 	VPSRLD       $0x09, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2912(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28294,20 +27240,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2944(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2976(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3008(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3040(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28319,20 +27261,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3168(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28344,20 +27282,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x06, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3200(BX), Y7, Y7
 	VPSRLD       $0x06, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3232(BX), Y8, Y8
 	VPSRLD       $0x06, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3264(BX), Y9, Y9
 	VPSRLD       $0x06, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3296(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28369,20 +27303,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3328(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3360(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3392(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3424(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28394,20 +27324,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x04, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3456(BX), Y7, Y7
 	VPSRLD       $0x04, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3488(BX), Y8, Y8
 	VPSRLD       $0x04, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3520(BX), Y9, Y9
 	VPSRLD       $0x04, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3552(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28419,20 +27345,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x03, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3584(BX), Y7, Y7
 	VPSRLD       $0x03, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3616(BX), Y8, Y8
 	VPSRLD       $0x03, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3648(BX), Y9, Y9
 	VPSRLD       $0x03, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3680(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28444,20 +27366,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3712(BX), Y7, Y7
 	VPSRLD       $0x02, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3744(BX), Y8, Y8
 	VPSRLD       $0x02, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3776(BX), Y9, Y9
 	VPSRLD       $0x02, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3808(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28469,20 +27387,16 @@ Bits1A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x01, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3840(BX), Y7, Y7
 	VPSRLD       $0x01, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3872(BX), Y8, Y8
 	VPSRLD       $0x01, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3904(BX), Y9, Y9
 	VPSRLD       $0x01, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3936(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28493,17 +27407,13 @@ Bits1A32S1Avx2_chunk:
 	VFMADD231SS  (SI), X7, X2
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VMULPS       3968(BX), Y3, Y3
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPERMPS      Y0, Y4, Y4
 	VMULPS       4000(BX), Y4, Y4
-	VPAND        Y5, Y0, Y5
-	VCVTDQ2PS    Y5, Y5
+	VPERMPS      Y0, Y5, Y5
 	VMULPS       4032(BX), Y5, Y5
-	VPAND        Y6, Y0, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPERMPS      Y0, Y6, Y6
 	VMULPS       4064(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
@@ -28544,6 +27454,7 @@ TEXT ·Bits1A32S2Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats1<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -28565,36 +27476,28 @@ Bits1A32S2Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28606,36 +27509,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1d, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28647,36 +27542,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x1b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x1b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x1b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28688,36 +27575,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x19, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x19, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x19, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x19, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       864(BX), Y10, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28729,36 +27608,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28770,36 +27641,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x15, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1280(BX), Y7, Y7
 	VPSRLD       $0x15, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1312(BX), Y8, Y8
 	VPSRLD       $0x15, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1344(BX), Y9, Y9
 	VPSRLD       $0x15, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1376(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28811,36 +27674,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x13, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x13, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x13, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x13, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28852,36 +27707,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1792(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1824(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1856(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1888(BX), Y10, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28893,36 +27740,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2272(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28934,36 +27773,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0d, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2304(BX), Y7, Y7
 	VPSRLD       $0x0d, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2336(BX), Y8, Y8
 	VPSRLD       $0x0d, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2368(BX), Y9, Y9
 	VPSRLD       $0x0d, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2400(BX), Y10, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2528(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -28975,36 +27806,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2560(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2592(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2624(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2656(BX), Y10, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2784(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29016,36 +27839,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x09, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2816(BX), Y7, Y7
 	VPSRLD       $0x09, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2848(BX), Y8, Y8
 	VPSRLD       $0x09, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2880(BX), Y9, Y9
 	VPSRLD       $0x09, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2912(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3040(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29057,36 +27872,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3168(BX), Y10, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3296(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29098,36 +27905,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3328(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3360(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3392(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3424(BX), Y10, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3552(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29139,36 +27938,28 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x03, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3584(BX), Y7, Y7
 	VPSRLD       $0x03, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3616(BX), Y8, Y8
 	VPSRLD       $0x03, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3648(BX), Y9, Y9
 	VPSRLD       $0x03, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3680(BX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3808(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29180,32 +27971,24 @@ Bits1A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x01, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3840(BX), Y7, Y7
 	VPSRLD       $0x01, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3872(BX), Y8, Y8
 	VPSRLD       $0x01, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3904(BX), Y9, Y9
 	VPSRLD       $0x01, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3936(BX), Y10, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  3968(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  4000(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  4032(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29246,6 +28029,7 @@ TEXT ·Bits1A32S4Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats1<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -29267,68 +28051,52 @@ Bits1A32S4Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29340,68 +28108,52 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x1b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x1b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x1b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29413,68 +28165,52 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29486,68 +28222,52 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x13, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1536(BX), Y7, Y7
 	VPSRLD       $0x13, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1568(BX), Y8, Y8
 	VPSRLD       $0x13, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1600(BX), Y9, Y9
 	VPSRLD       $0x13, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1632(BX), Y10, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29559,68 +28279,52 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2528(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29632,68 +28336,52 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2560(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2592(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2624(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2656(BX), Y10, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3040(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29705,68 +28393,52 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3168(BX), Y10, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3552(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29778,64 +28450,48 @@ Bits1A32S4Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x03, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3584(BX), Y7, Y7
 	VPSRLD       $0x03, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3616(BX), Y8, Y8
 	VPSRLD       $0x03, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3648(BX), Y9, Y9
 	VPSRLD       $0x03, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3680(BX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3936(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  3968(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  4000(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  4032(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29876,6 +28532,7 @@ TEXT ·Bits1A32S8Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats1<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -29897,132 +28554,100 @@ Bits1A32S8Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x1b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x1b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x1b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x1b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30034,132 +28659,100 @@ Bits1A32S8Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x13, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x13, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x13, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x13, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30171,132 +28764,100 @@ Bits1A32S8Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2528(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2560(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2592(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2624(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2656(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3040(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30308,128 +28869,96 @@ Bits1A32S8Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x07, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       3072(BX), Y7, Y7
 	VPSRLD       $0x07, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       3104(BX), Y8, Y8
 	VPSRLD       $0x07, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       3136(BX), Y9, Y9
 	VPSRLD       $0x07, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       3168(BX), Y10, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3552(BX), Y11, Y10
 	VPSRLD       $0x03, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3584(BX), Y11, Y7
 	VPSRLD       $0x03, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3616(BX), Y11, Y8
 	VPSRLD       $0x03, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3648(BX), Y11, Y9
 	VPSRLD       $0x03, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3680(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3936(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  3968(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  4000(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  4032(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30470,6 +28999,7 @@ TEXT ·Bits1A32S16Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats1<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -30491,260 +29021,196 @@ Bits1A32S16Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x1b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x1b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x1b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x1b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x17, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x17, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x17, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x17, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x13, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x13, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x13, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x13, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2016(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30756,256 +29222,192 @@ Bits1A32S16Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       2048(BX), Y7, Y7
 	VPSRLD       $0x0f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       2080(BX), Y8, Y8
 	VPSRLD       $0x0f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       2112(BX), Y9, Y9
 	VPSRLD       $0x0f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       2144(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2528(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2560(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2592(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2624(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2656(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3040(BX), Y11, Y10
 	VPSRLD       $0x07, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3072(BX), Y11, Y7
 	VPSRLD       $0x07, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3104(BX), Y11, Y8
 	VPSRLD       $0x07, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3136(BX), Y11, Y9
 	VPSRLD       $0x07, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3168(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3552(BX), Y11, Y10
 	VPSRLD       $0x03, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3584(BX), Y11, Y7
 	VPSRLD       $0x03, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3616(BX), Y11, Y8
 	VPSRLD       $0x03, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3648(BX), Y11, Y9
 	VPSRLD       $0x03, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3680(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3936(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  3968(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  4000(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  4032(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -31046,6 +29448,7 @@ TEXT ·Bits1A32S32Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      periodicFloats1<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -31067,512 +29470,384 @@ Bits1A32S32Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1f, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1f, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1f, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1f, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x1d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x1d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x1d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x1d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x1c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x1c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x1c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x1c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x1b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x1b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x1b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x1b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x19, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x19, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x19, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x19, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x18, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x18, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x18, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x18, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x17, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x17, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x17, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x17, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x16, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1152(BX), Y11, Y7
 	VPSRLD       $0x16, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1184(BX), Y11, Y8
 	VPSRLD       $0x16, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1216(BX), Y11, Y9
 	VPSRLD       $0x16, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1248(BX), Y11, Y10
 	VPSRLD       $0x15, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1280(BX), Y11, Y7
 	VPSRLD       $0x15, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1312(BX), Y11, Y8
 	VPSRLD       $0x15, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1344(BX), Y11, Y9
 	VPSRLD       $0x15, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1376(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1408(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1440(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1472(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1504(BX), Y11, Y10
 	VPSRLD       $0x13, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1536(BX), Y11, Y7
 	VPSRLD       $0x13, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1568(BX), Y11, Y8
 	VPSRLD       $0x13, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1600(BX), Y11, Y9
 	VPSRLD       $0x13, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1632(BX), Y11, Y10
 	VPSRLD       $0x12, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1664(BX), Y11, Y7
 	VPSRLD       $0x12, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1696(BX), Y11, Y8
 	VPSRLD       $0x12, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1728(BX), Y11, Y9
 	VPSRLD       $0x12, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1760(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1792(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1824(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1856(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1888(BX), Y11, Y10
 	VPSRLD       $0x10, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1920(BX), Y11, Y7
 	VPSRLD       $0x10, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1952(BX), Y11, Y8
 	VPSRLD       $0x10, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1984(BX), Y11, Y9
 	VPSRLD       $0x10, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2016(BX), Y11, Y10
 	VPSRLD       $0x0f, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2048(BX), Y11, Y7
 	VPSRLD       $0x0f, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2080(BX), Y11, Y8
 	VPSRLD       $0x0f, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2112(BX), Y11, Y9
 	VPSRLD       $0x0f, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2144(BX), Y11, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2176(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2208(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2240(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2272(BX), Y11, Y10
 	VPSRLD       $0x0d, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2304(BX), Y11, Y7
 	VPSRLD       $0x0d, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2336(BX), Y11, Y8
 	VPSRLD       $0x0d, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2368(BX), Y11, Y9
 	VPSRLD       $0x0d, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2400(BX), Y11, Y10
 	VPSRLD       $0x0c, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2432(BX), Y11, Y7
 	VPSRLD       $0x0c, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2464(BX), Y11, Y8
 	VPSRLD       $0x0c, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2496(BX), Y11, Y9
 	VPSRLD       $0x0c, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2528(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2560(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2592(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2624(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2656(BX), Y11, Y10
 	VPSRLD       $0x0a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2688(BX), Y11, Y7
 	VPSRLD       $0x0a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2720(BX), Y11, Y8
 	VPSRLD       $0x0a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2752(BX), Y11, Y9
 	VPSRLD       $0x0a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2784(BX), Y11, Y10
 	VPSRLD       $0x09, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2816(BX), Y11, Y7
 	VPSRLD       $0x09, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2848(BX), Y11, Y8
 	VPSRLD       $0x09, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2880(BX), Y11, Y9
 	VPSRLD       $0x09, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2912(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2944(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  2976(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3008(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3040(BX), Y11, Y10
 	VPSRLD       $0x07, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3072(BX), Y11, Y7
 	VPSRLD       $0x07, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3104(BX), Y11, Y8
 	VPSRLD       $0x07, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3136(BX), Y11, Y9
 	VPSRLD       $0x07, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3168(BX), Y11, Y10
 	VPSRLD       $0x06, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3200(BX), Y11, Y7
 	VPSRLD       $0x06, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3232(BX), Y11, Y8
 	VPSRLD       $0x06, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3264(BX), Y11, Y9
 	VPSRLD       $0x06, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3296(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3328(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3360(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3392(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3424(BX), Y11, Y10
 	VPSRLD       $0x04, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3456(BX), Y11, Y7
 	VPSRLD       $0x04, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3488(BX), Y11, Y8
 	VPSRLD       $0x04, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3520(BX), Y11, Y9
 	VPSRLD       $0x04, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3552(BX), Y11, Y10
 	VPSRLD       $0x03, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3584(BX), Y11, Y7
 	VPSRLD       $0x03, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3616(BX), Y11, Y8
 	VPSRLD       $0x03, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3648(BX), Y11, Y9
 	VPSRLD       $0x03, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3680(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3712(BX), Y11, Y7
 	VPSRLD       $0x02, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3744(BX), Y11, Y8
 	VPSRLD       $0x02, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3776(BX), Y11, Y9
 	VPSRLD       $0x02, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3808(BX), Y11, Y10
 	VPSRLD       $0x01, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3840(BX), Y11, Y7
 	VPSRLD       $0x01, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3872(BX), Y11, Y8
 	VPSRLD       $0x01, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3904(BX), Y11, Y9
 	VPSRLD       $0x01, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  3936(BX), Y11, Y10
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  3968(BX), Y3, Y7
-	VPAND        Y4, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y4, Y3
 	VFMADD231PS  4000(BX), Y3, Y8
-	VPAND        Y5, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y5, Y3
 	VFMADD231PS  4032(BX), Y3, Y9
-	VPAND        Y6, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y6, Y3
 	VFMADD231PS  4064(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -31634,19 +29909,15 @@ Bits3A32S1Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
@@ -31934,19 +30205,15 @@ Bits3A32S2Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
@@ -32189,19 +30456,15 @@ Bits3A32S10Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
-	VPAND        Y7, Y0, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VPAND        Y8, Y0, Y8
 	VCVTDQ2PS    Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VPAND        Y9, Y0, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VPAND        Y10, Y0, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11

@@ -282,6 +282,25 @@ func nibbleFloats() Mem {
 	return *nibbleFloatsMem
 }
 
+var periodicMem = map[int]Mem{}
+
+// periodicFloats returns the read-only table float32{e mod 2^n : e < 16}
+// (nibbleFloats for n = 4).
+func periodicFloats(n int) Mem {
+	if n == 4 {
+		return nibbleFloats()
+	}
+	if m, ok := periodicMem[n]; ok {
+		return m
+	}
+	m := GLOBL(fmt.Sprintf("periodicFloats%d", n), RODATA|NOPTR)
+	for e := 0; e < 16; e++ {
+		DATA(4*e, F32(float32(e&(1<<n-1))))
+	}
+	periodicMem[n] = m
+	return m
+}
+
 // nibbleMask returns a register of the given kind with 0x0f in every byte.
 func nibbleMask(v VecVirtual) VecVirtual {
 	t := GP32()
@@ -1535,10 +1554,14 @@ func bitsA32(n, seg int, f fvec) {
 		"rows, chunks >= 1; pointers cover what is read or written.",
 	)
 	mask := f.broadcast(uint32(1)<<n - 1)
+	// VPERMPS reads only the low 4 (ZMM) or 3 (YMM) bits of each index: a
+	// table of period 2^n turns a shifted word into floats with no mask.
+	// Measured on the Zen 5 VM (C model of the loop, one core): shift, mask,
+	// VPERMPS and FMA 0.70 cycles (TSC) per 16 weights; without the mask 0.61.
 	var table VecVirtual
-	if f.avx512 && n <= 4 { // VPERMPS on YMM indexes only 8 entries
-		table = ZMM()
-		VMOVUPS(nibbleFloats(), table)
+	if n <= 4 && f.avx512 || n <= 2 {
+		table = f.reg()
+		f.load(periodicFloats(n), table)
 	}
 	wp, mp := param("w"), param("meta")
 	pfo := rowPrefetchOffset()
@@ -1564,14 +1587,22 @@ func bitsA32(n, seg int, f fvec) {
 		for i := s0; i < s0+seg; i++ {
 			for h := 0; h < parts; h++ {
 				c := f.reg()
-				if sh := 32 - n*(i+1); sh != 0 {
+				idx := c
+				switch sh := 32 - n*(i+1); {
+				case sh == 32-n: // the top element: the shift leaves n bits
+					VPSRLD(U8(sh), data[h], c)
+				case table != nil && sh != 0:
+					VPSRLD(U8(sh), data[h], c)
+				case table != nil: // the last element: already in the low bits
+					idx = data[h]
+				case sh != 0:
 					VPSRLD(U8(sh), data[h], c)
 					f.and(c, mask, c)
-				} else {
+				default:
 					f.and(data[h], mask, c)
 				}
 				if table != nil {
-					VPERMPS(table, c, c)
+					VPERMPS(table, idx, c)
 				} else {
 					VCVTDQ2PS(c, c)
 				}
