@@ -2367,6 +2367,13 @@ func StreamReadAvx512(b []uint64) uint64
 //go:noescape
 func StreamReadAvx2(b []uint64) uint64
 
+// WidenF16 widens n binary16 values at src to float32 at dst with F16C
+// (VCVTPH2PS on YMM), 32 per iteration: exact, with signaling NaNs
+// quieted. Preconditions: n >= 32 and a multiple of 32.
+//
+//go:noescape
+func WidenF16(dst *float32, src *uint16, n int)
+
 // QuantizeA8Avx512 quantizes groups of 128 float32 at x to int8 at q with one scale
 // per group at scales, with AVX-512F, exactly as layout.QuantizeA8 does:
 //

@@ -31370,6 +31370,30 @@ StreamReadAvx2_done:
 	VZEROUPPER
 	RET
 
+// func WidenF16(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·WidenF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x05, DX
+
+WidenF16_loop:
+	VCVTPH2PS (CX), Y0
+	VMOVUPS   Y0, (AX)
+	VCVTPH2PS 16(CX), Y0
+	VMOVUPS   Y0, 32(AX)
+	VCVTPH2PS 32(CX), Y0
+	VMOVUPS   Y0, 64(AX)
+	VCVTPH2PS 48(CX), Y0
+	VMOVUPS   Y0, 96(AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000080, AX
+	DECQ      DX
+	JNZ       WidenF16_loop
+	VZEROUPPER
+	RET
+
 // func QuantizeA8Avx512(x *float32, groups int, q *int8, scales *float32) int
 // Requires: AVX, AVX2, AVX512F
 TEXT ·QuantizeA8Avx512(SB), NOSPLIT, $0-40

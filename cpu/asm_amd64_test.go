@@ -162,6 +162,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check(string(isa)+" sparse float", funcName(k), fk.requires)
 		}
 	}
+	check("widenF16", funcName(widenKernel.fn), widenKernel.requires)
 	for fn := range req {
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)

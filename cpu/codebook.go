@@ -138,9 +138,7 @@ func (mx *CBMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	}
 	xp := make([]float32, mx.c.PCols)
 	for v := 0; v < batch; v++ {
-		for i, h := range x[v*mx.c.Cols : (v+1)*mx.c.Cols] {
-			xp[i] = h.Float32()
-		}
+		widenF16(xp, x[v*mx.c.Cols:(v+1)*mx.c.Cols])
 		mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], xp)
 	}
 	return nil

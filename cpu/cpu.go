@@ -322,9 +322,7 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 		return err
 	}
 	xf := make([]float32, len(x))
-	for i, h := range x {
-		xf[i] = h.Float32()
-	}
+	widenF16(xf, x)
 	return mx.MulF32(dst, xf, batch)
 }
 

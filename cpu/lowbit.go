@@ -230,11 +230,17 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 		return err
 	}
 	xp := make([]float32, batch*mx.pcols)
-	wide := make([]float32, mx.cols)
+	var wide []float32
+	if mx.bits != nil && mx.bits.Perm != nil {
+		wide = make([]float32, mx.cols) // act-order: widen, then permute
+	}
 	for v := 0; v < batch; v++ {
-		for c, h := range x[v*mx.cols : (v+1)*mx.cols] {
-			wide[c] = h.Float32()
+		xv := x[v*mx.cols : (v+1)*mx.cols]
+		if wide == nil {
+			widenF16(xp[v*mx.pcols:], xv)
+			continue
 		}
+		widenF16(wide, xv)
 		mx.gather(xp[v*mx.pcols:], wide)
 	}
 	mx.mulF32(dst, xp, batch)

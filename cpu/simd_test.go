@@ -121,3 +121,40 @@ func FuzzKernels(f *testing.F) {
 		}
 	})
 }
+
+// TestWidenF16 checks the widening (F16C where the CPU has it) against
+// layout.FP16.Float32 for every binary16 value, at every length tail and
+// slice offset.
+func TestWidenF16(t *testing.T) {
+	src := make([]layout.FP16, 1<<16)
+	for i := range src {
+		src[i] = layout.FP16(i)
+	}
+	dst := make([]float32, len(src)+1)
+	for _, off := range []int{0, 1, 7} {
+		for _, n := range []int{0, 1, 31, 32, 33, 95, len(src) - off} {
+			const guard = float32(-12345)
+			for i := range dst {
+				dst[i] = guard
+			}
+			widenF16(dst[off:], src[off:off+n])
+			for i := 0; i < len(dst); i++ {
+				got := dst[i]
+				if i < off || i >= off+n {
+					if got != guard {
+						t.Fatalf("offset %d length %d: wrote dst[%d] outside the range", off, n, i)
+					}
+					continue
+				}
+				want := src[i].Float32()
+				if math.IsNaN(float64(want)) {
+					if !math.IsNaN(float64(got)) {
+						t.Fatalf("widen(%#04x) = %v, want NaN", uint16(src[i]), got)
+					}
+				} else if math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("offset %d length %d: widen(%#04x) = %v, want %v", off, n, uint16(src[i]), got, want)
+				}
+			}
+		}
+	}
+}
