@@ -20343,7 +20343,7 @@ Bits4A32S8Avx512_chunk:
 TEXT ·Bits2A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats2<>+0(SB), Z0
+	VMOVDQU64    codeTable2_0<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -20578,30 +20578,31 @@ Bits2A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA periodicFloats2<>+0(SB)/4, $(0.0)
-DATA periodicFloats2<>+4(SB)/4, $(1.0)
-DATA periodicFloats2<>+8(SB)/4, $(2.0)
-DATA periodicFloats2<>+12(SB)/4, $(3.0)
-DATA periodicFloats2<>+16(SB)/4, $(0.0)
-DATA periodicFloats2<>+20(SB)/4, $(1.0)
-DATA periodicFloats2<>+24(SB)/4, $(2.0)
-DATA periodicFloats2<>+28(SB)/4, $(3.0)
-DATA periodicFloats2<>+32(SB)/4, $(0.0)
-DATA periodicFloats2<>+36(SB)/4, $(1.0)
-DATA periodicFloats2<>+40(SB)/4, $(2.0)
-DATA periodicFloats2<>+44(SB)/4, $(3.0)
-DATA periodicFloats2<>+48(SB)/4, $(0.0)
-DATA periodicFloats2<>+52(SB)/4, $(1.0)
-DATA periodicFloats2<>+56(SB)/4, $(2.0)
-DATA periodicFloats2<>+60(SB)/4, $(3.0)
-GLOBL periodicFloats2<>(SB), RODATA|NOPTR, $64
+DATA codeTable2_0<>+0(SB)/4, $(0.0)
+DATA codeTable2_0<>+4(SB)/4, $(1.0)
+DATA codeTable2_0<>+8(SB)/4, $(2.0)
+DATA codeTable2_0<>+12(SB)/4, $(3.0)
+DATA codeTable2_0<>+16(SB)/4, $(0.0)
+DATA codeTable2_0<>+20(SB)/4, $(1.0)
+DATA codeTable2_0<>+24(SB)/4, $(2.0)
+DATA codeTable2_0<>+28(SB)/4, $(3.0)
+DATA codeTable2_0<>+32(SB)/4, $(0.0)
+DATA codeTable2_0<>+36(SB)/4, $(1.0)
+DATA codeTable2_0<>+40(SB)/4, $(2.0)
+DATA codeTable2_0<>+44(SB)/4, $(3.0)
+DATA codeTable2_0<>+48(SB)/4, $(0.0)
+DATA codeTable2_0<>+52(SB)/4, $(1.0)
+DATA codeTable2_0<>+56(SB)/4, $(2.0)
+DATA codeTable2_0<>+60(SB)/4, $(3.0)
+GLOBL codeTable2_0<>(SB), RODATA|NOPTR, $64
 
 // func Bits2A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats2<>+0(SB), Z0
+	VMOVDQU64    codeTable2_0<>+0(SB), Z0
+	VMOVDQU64    codeTable2_1<>+0(SB), Z3
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -20618,181 +20619,165 @@ Bits2A32S2Avx512_row:
 Bits2A32S2Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x1a, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           256(BX), Z5, Z5
-	VPSRLD           $0x1a, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           320(BX), Z6, Z6
-	VPSRLD           $0x18, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           384(BX), Z7, Z7
-	VPSRLD           $0x18, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x18, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           384(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           256(BX), Z7, Z7
+	VPSRLD           $0x18, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           448(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           320(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x16, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           512(BX), Z5, Z5
-	VPSRLD           $0x16, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           576(BX), Z6, Z6
-	VPSRLD           $0x14, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           640(BX), Z7, Z7
-	VPSRLD           $0x14, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x14, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           640(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           512(BX), Z7, Z7
+	VPSRLD           $0x14, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           704(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           576(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x12, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           768(BX), Z5, Z5
-	VPSRLD           $0x12, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           832(BX), Z6, Z6
-	VPSRLD           $0x10, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           896(BX), Z7, Z7
-	VPSRLD           $0x10, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x10, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           896(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           768(BX), Z7, Z7
+	VPSRLD           $0x10, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           960(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           832(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1024(BX), Z5, Z5
-	VPSRLD           $0x0e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1088(BX), Z6, Z6
-	VPSRLD           $0x0c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1152(BX), Z7, Z7
-	VPSRLD           $0x0c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0a, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1280(BX), Z5, Z5
-	VPSRLD           $0x0a, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1344(BX), Z6, Z6
-	VPSRLD           $0x08, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1408(BX), Z7, Z7
-	VPSRLD           $0x08, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x08, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1408(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1280(BX), Z7, Z7
+	VPSRLD           $0x08, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1472(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1344(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x06, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1536(BX), Z5, Z5
-	VPSRLD           $0x06, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1600(BX), Z6, Z6
-	VPSRLD           $0x04, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1664(BX), Z7, Z7
-	VPSRLD           $0x04, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x04, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1664(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1536(BX), Z7, Z7
+	VPSRLD           $0x04, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1728(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1600(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x02, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1792(BX), Z5, Z5
-	VPSRLD           $0x02, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1856(BX), Z6, Z6
-	VPERMPS          Z0, Z3, Z3
-	VMULPS           1920(BX), Z3, Z3
-	VPERMPS          Z0, Z4, Z4
-	VMULPS           1984(BX), Z4, Z4
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z4, Z3, Z3
-	VADDPS           Z3, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPERMPS          Z0, Z4, Z6
+	VMULPS           1920(BX), Z6, Z6
+	VPERMPS          Z3, Z4, Z4
+	VMULPS           1792(BX), Z4, Z4
+	VPERMPS          Z0, Z5, Z7
+	VMULPS           1984(BX), Z7, Z7
+	VPERMPS          Z3, Z5, Z5
+	VMULPS           1856(BX), Z5, Z5
+	VADDPS           Z4, Z6, Z6
+	VADDPS           Z5, Z7, Z7
+	VADDPS           Z7, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (SI), X4, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X2, X5, X5
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20804,12 +20789,31 @@ Bits2A32S2Avx512_chunk:
 	VZEROUPPER
 	RET
 
+DATA codeTable2_1<>+0(SB)/4, $(0.0)
+DATA codeTable2_1<>+4(SB)/4, $(0.0)
+DATA codeTable2_1<>+8(SB)/4, $(0.0)
+DATA codeTable2_1<>+12(SB)/4, $(0.0)
+DATA codeTable2_1<>+16(SB)/4, $(1.0)
+DATA codeTable2_1<>+20(SB)/4, $(1.0)
+DATA codeTable2_1<>+24(SB)/4, $(1.0)
+DATA codeTable2_1<>+28(SB)/4, $(1.0)
+DATA codeTable2_1<>+32(SB)/4, $(2.0)
+DATA codeTable2_1<>+36(SB)/4, $(2.0)
+DATA codeTable2_1<>+40(SB)/4, $(2.0)
+DATA codeTable2_1<>+44(SB)/4, $(2.0)
+DATA codeTable2_1<>+48(SB)/4, $(3.0)
+DATA codeTable2_1<>+52(SB)/4, $(3.0)
+DATA codeTable2_1<>+56(SB)/4, $(3.0)
+DATA codeTable2_1<>+60(SB)/4, $(3.0)
+GLOBL codeTable2_1<>(SB), RODATA|NOPTR, $64
+
 // func Bits2A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S4Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats2<>+0(SB), Z0
+	VMOVDQU64    codeTable2_0<>+0(SB), Z0
+	VMOVDQU64    codeTable2_1<>+0(SB), Z3
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -20826,149 +20830,133 @@ Bits2A32S4Avx512_row:
 Bits2A32S4Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VPSRLD           $0x18, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      384(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      256(BX), Z10, Z7
+	VPSRLD           $0x18, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      448(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      320(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x16, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           512(BX), Z5, Z5
-	VPSRLD           $0x16, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           576(BX), Z6, Z6
-	VPSRLD           $0x14, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           640(BX), Z7, Z7
-	VPSRLD           $0x14, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x14, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           640(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           512(BX), Z7, Z7
+	VPSRLD           $0x14, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           704(BX), Z8, Z8
-	VPSRLD           $0x12, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x12, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           576(BX), Z9, Z9
+	VPSRLD           $0x10, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      896(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      768(BX), Z10, Z7
+	VPSRLD           $0x10, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      960(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      832(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1024(BX), Z5, Z5
-	VPSRLD           $0x0e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1088(BX), Z6, Z6
-	VPSRLD           $0x0c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1152(BX), Z7, Z7
-	VPSRLD           $0x0c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VPSRLD           $0x0a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x0a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VPSRLD           $0x08, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1408(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1280(BX), Z10, Z7
+	VPSRLD           $0x08, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1472(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1344(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x06, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1536(BX), Z5, Z5
-	VPSRLD           $0x06, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1600(BX), Z6, Z6
-	VPSRLD           $0x04, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1664(BX), Z7, Z7
-	VPSRLD           $0x04, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x04, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1664(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1536(BX), Z7, Z7
+	VPSRLD           $0x04, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1728(BX), Z8, Z8
-	VPSRLD           $0x02, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x02, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      1920(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      1984(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1600(BX), Z9, Z9
+	VPERMPS          Z0, Z4, Z10
+	VFMADD231PS      1920(BX), Z10, Z6
+	VPERMPS          Z3, Z4, Z4
+	VFMADD231PS      1792(BX), Z4, Z7
+	VPERMPS          Z0, Z5, Z4
+	VFMADD231PS      1984(BX), Z4, Z8
+	VPERMPS          Z3, Z5, Z4
+	VFMADD231PS      1856(BX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (SI), X4, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X2, X5, X5
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -20985,7 +20973,8 @@ Bits2A32S4Avx512_chunk:
 TEXT ·Bits2A32S8Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats2<>+0(SB), Z0
+	VMOVDQU64    codeTable2_0<>+0(SB), Z0
+	VMOVDQU64    codeTable2_1<>+0(SB), Z3
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -21002,133 +20991,117 @@ Bits2A32S8Avx512_row:
 Bits2A32S8Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VPSRLD           $0x16, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      512(BX), Z9, Z5
-	VPSRLD           $0x16, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      576(BX), Z9, Z6
-	VPSRLD           $0x14, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      640(BX), Z9, Z7
-	VPSRLD           $0x14, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      704(BX), Z9, Z8
-	VPSRLD           $0x12, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x12, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VPSRLD           $0x18, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      384(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      256(BX), Z10, Z7
+	VPSRLD           $0x18, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      448(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      320(BX), Z10, Z9
+	VPSRLD           $0x14, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      640(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      512(BX), Z10, Z7
+	VPSRLD           $0x14, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      704(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      576(BX), Z10, Z9
+	VPSRLD           $0x10, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      896(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      768(BX), Z10, Z7
+	VPSRLD           $0x10, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      960(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      832(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1024(BX), Z5, Z5
-	VPSRLD           $0x0e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1088(BX), Z6, Z6
-	VPSRLD           $0x0c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1152(BX), Z7, Z7
-	VPSRLD           $0x0c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VPSRLD           $0x0a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x0a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VPSRLD           $0x06, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1536(BX), Z9, Z5
-	VPSRLD           $0x06, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1600(BX), Z9, Z6
-	VPSRLD           $0x04, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1664(BX), Z9, Z7
-	VPSRLD           $0x04, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1728(BX), Z9, Z8
-	VPSRLD           $0x02, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x02, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      1920(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      1984(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VPSRLD           $0x08, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1408(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1280(BX), Z10, Z7
+	VPSRLD           $0x08, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1472(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1344(BX), Z10, Z9
+	VPSRLD           $0x04, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1664(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1536(BX), Z10, Z7
+	VPSRLD           $0x04, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1728(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1600(BX), Z10, Z9
+	VPERMPS          Z0, Z4, Z10
+	VFMADD231PS      1920(BX), Z10, Z6
+	VPERMPS          Z3, Z4, Z4
+	VFMADD231PS      1792(BX), Z4, Z7
+	VPERMPS          Z0, Z5, Z4
+	VFMADD231PS      1984(BX), Z4, Z8
+	VPERMPS          Z3, Z5, Z4
+	VFMADD231PS      1856(BX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (SI), X4, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X2, X5, X5
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -21145,7 +21118,8 @@ Bits2A32S8Avx512_chunk:
 TEXT ·Bits2A32S16Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats2<>+0(SB), Z0
+	VMOVDQU64    codeTable2_0<>+0(SB), Z0
+	VMOVDQU64    codeTable2_1<>+0(SB), Z3
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -21162,125 +21136,109 @@ Bits2A32S16Avx512_row:
 Bits2A32S16Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1e, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1e, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VPSRLD           $0x16, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      512(BX), Z9, Z5
-	VPSRLD           $0x16, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      576(BX), Z9, Z6
-	VPSRLD           $0x14, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      640(BX), Z9, Z7
-	VPSRLD           $0x14, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      704(BX), Z9, Z8
-	VPSRLD           $0x12, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x12, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VPSRLD           $0x0e, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1024(BX), Z9, Z5
-	VPSRLD           $0x0e, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1088(BX), Z9, Z6
-	VPSRLD           $0x0c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1152(BX), Z9, Z7
-	VPSRLD           $0x0c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1216(BX), Z9, Z8
-	VPSRLD           $0x0a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x0a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VPSRLD           $0x06, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1536(BX), Z9, Z5
-	VPSRLD           $0x06, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1600(BX), Z9, Z6
-	VPSRLD           $0x04, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1664(BX), Z9, Z7
-	VPSRLD           $0x04, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1728(BX), Z9, Z8
-	VPSRLD           $0x02, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x02, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      1920(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      1984(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VPSRLD           $0x18, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      384(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      256(BX), Z10, Z7
+	VPSRLD           $0x18, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      448(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      320(BX), Z10, Z9
+	VPSRLD           $0x14, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      640(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      512(BX), Z10, Z7
+	VPSRLD           $0x14, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      704(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      576(BX), Z10, Z9
+	VPSRLD           $0x10, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      896(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      768(BX), Z10, Z7
+	VPSRLD           $0x10, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      960(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      832(BX), Z10, Z9
+	VPSRLD           $0x0c, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1152(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1024(BX), Z10, Z7
+	VPSRLD           $0x0c, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1216(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1088(BX), Z10, Z9
+	VPSRLD           $0x08, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1408(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1280(BX), Z10, Z7
+	VPSRLD           $0x08, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1472(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1344(BX), Z10, Z9
+	VPSRLD           $0x04, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1664(BX), Z11, Z6
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1536(BX), Z10, Z7
+	VPSRLD           $0x04, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1728(BX), Z11, Z8
+	VPERMPS          Z3, Z10, Z10
+	VFMADD231PS      1600(BX), Z10, Z9
+	VPERMPS          Z0, Z4, Z10
+	VFMADD231PS      1920(BX), Z10, Z6
+	VPERMPS          Z3, Z4, Z4
+	VFMADD231PS      1792(BX), Z4, Z7
+	VPERMPS          Z0, Z5, Z4
+	VFMADD231PS      1984(BX), Z4, Z8
+	VPERMPS          Z3, Z5, Z4
+	VFMADD231PS      1856(BX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (SI), X4, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S16Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X2, X5, X5
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -21297,7 +21255,7 @@ Bits2A32S16Avx512_chunk:
 TEXT ·Bits1A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats1<>+0(SB), Z0
+	VMOVDQU64    codeTable1_0<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -21724,30 +21682,31 @@ Bits1A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA periodicFloats1<>+0(SB)/4, $(0.0)
-DATA periodicFloats1<>+4(SB)/4, $(1.0)
-DATA periodicFloats1<>+8(SB)/4, $(0.0)
-DATA periodicFloats1<>+12(SB)/4, $(1.0)
-DATA periodicFloats1<>+16(SB)/4, $(0.0)
-DATA periodicFloats1<>+20(SB)/4, $(1.0)
-DATA periodicFloats1<>+24(SB)/4, $(0.0)
-DATA periodicFloats1<>+28(SB)/4, $(1.0)
-DATA periodicFloats1<>+32(SB)/4, $(0.0)
-DATA periodicFloats1<>+36(SB)/4, $(1.0)
-DATA periodicFloats1<>+40(SB)/4, $(0.0)
-DATA periodicFloats1<>+44(SB)/4, $(1.0)
-DATA periodicFloats1<>+48(SB)/4, $(0.0)
-DATA periodicFloats1<>+52(SB)/4, $(1.0)
-DATA periodicFloats1<>+56(SB)/4, $(0.0)
-DATA periodicFloats1<>+60(SB)/4, $(1.0)
-GLOBL periodicFloats1<>(SB), RODATA|NOPTR, $64
+DATA codeTable1_0<>+0(SB)/4, $(0.0)
+DATA codeTable1_0<>+4(SB)/4, $(1.0)
+DATA codeTable1_0<>+8(SB)/4, $(0.0)
+DATA codeTable1_0<>+12(SB)/4, $(1.0)
+DATA codeTable1_0<>+16(SB)/4, $(0.0)
+DATA codeTable1_0<>+20(SB)/4, $(1.0)
+DATA codeTable1_0<>+24(SB)/4, $(0.0)
+DATA codeTable1_0<>+28(SB)/4, $(1.0)
+DATA codeTable1_0<>+32(SB)/4, $(0.0)
+DATA codeTable1_0<>+36(SB)/4, $(1.0)
+DATA codeTable1_0<>+40(SB)/4, $(0.0)
+DATA codeTable1_0<>+44(SB)/4, $(1.0)
+DATA codeTable1_0<>+48(SB)/4, $(0.0)
+DATA codeTable1_0<>+52(SB)/4, $(1.0)
+DATA codeTable1_0<>+56(SB)/4, $(0.0)
+DATA codeTable1_0<>+60(SB)/4, $(1.0)
+GLOBL codeTable1_0<>(SB), RODATA|NOPTR, $64
 
 // func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats1<>+0(SB), Z0
+	VMOVDQU64    codeTable1_0<>+0(SB), Z0
+	VMOVDQU64    codeTable1_1<>+0(SB), Z3
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -21764,341 +21723,309 @@ Bits1A32S2Avx512_row:
 Bits1A32S2Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VPSRLD           $0x1e, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1e, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x1d, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           256(BX), Z5, Z5
-	VPSRLD           $0x1d, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           320(BX), Z6, Z6
-	VPSRLD           $0x1c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           384(BX), Z7, Z7
-	VPSRLD           $0x1c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           384(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           256(BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           448(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           320(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x1b, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           512(BX), Z5, Z5
-	VPSRLD           $0x1b, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           576(BX), Z6, Z6
-	VPSRLD           $0x1a, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           640(BX), Z7, Z7
-	VPSRLD           $0x1a, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x1a, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           640(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           512(BX), Z7, Z7
+	VPSRLD           $0x1a, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           704(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           576(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x19, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           768(BX), Z5, Z5
-	VPSRLD           $0x19, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           832(BX), Z6, Z6
-	VPSRLD           $0x18, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           896(BX), Z7, Z7
-	VPSRLD           $0x18, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x18, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           896(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           768(BX), Z7, Z7
+	VPSRLD           $0x18, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           960(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           832(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x17, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1024(BX), Z5, Z5
-	VPSRLD           $0x17, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1088(BX), Z6, Z6
-	VPSRLD           $0x16, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1152(BX), Z7, Z7
-	VPSRLD           $0x16, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x16, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x16, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x15, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1280(BX), Z5, Z5
-	VPSRLD           $0x15, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1344(BX), Z6, Z6
-	VPSRLD           $0x14, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1408(BX), Z7, Z7
-	VPSRLD           $0x14, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x14, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1408(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1280(BX), Z7, Z7
+	VPSRLD           $0x14, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1472(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1344(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x13, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1536(BX), Z5, Z5
-	VPSRLD           $0x13, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1600(BX), Z6, Z6
-	VPSRLD           $0x12, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1664(BX), Z7, Z7
-	VPSRLD           $0x12, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x12, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1664(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1536(BX), Z7, Z7
+	VPSRLD           $0x12, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1728(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1600(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x11, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1792(BX), Z5, Z5
-	VPSRLD           $0x11, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1856(BX), Z6, Z6
-	VPSRLD           $0x10, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1920(BX), Z7, Z7
-	VPSRLD           $0x10, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x10, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1920(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           1792(BX), Z7, Z7
+	VPSRLD           $0x10, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           1984(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           1856(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2048(BX), Z5, Z5
-	VPSRLD           $0x0f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2112(BX), Z6, Z6
-	VPSRLD           $0x0e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2176(BX), Z7, Z7
-	VPSRLD           $0x0e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x0e, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2176(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           2048(BX), Z7, Z7
+	VPSRLD           $0x0e, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           2240(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           2112(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0d, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2304(BX), Z5, Z5
-	VPSRLD           $0x0d, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2368(BX), Z6, Z6
-	VPSRLD           $0x0c, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2432(BX), Z7, Z7
-	VPSRLD           $0x0c, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2432(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           2304(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           2496(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           2368(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0b, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2560(BX), Z5, Z5
-	VPSRLD           $0x0b, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2624(BX), Z6, Z6
-	VPSRLD           $0x0a, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2688(BX), Z7, Z7
-	VPSRLD           $0x0a, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x0a, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2688(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           2560(BX), Z7, Z7
+	VPSRLD           $0x0a, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           2752(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           2624(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x09, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2816(BX), Z5, Z5
-	VPSRLD           $0x09, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2880(BX), Z6, Z6
-	VPSRLD           $0x08, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2944(BX), Z7, Z7
-	VPSRLD           $0x08, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x08, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2944(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           2816(BX), Z7, Z7
+	VPSRLD           $0x08, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           3008(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           2880(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x07, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3072(BX), Z5, Z5
-	VPSRLD           $0x07, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3136(BX), Z6, Z6
-	VPSRLD           $0x06, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           3200(BX), Z7, Z7
-	VPSRLD           $0x06, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x06, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           3200(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           3072(BX), Z7, Z7
+	VPSRLD           $0x06, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           3264(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           3136(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x05, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3328(BX), Z5, Z5
-	VPSRLD           $0x05, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3392(BX), Z6, Z6
-	VPSRLD           $0x04, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           3456(BX), Z7, Z7
-	VPSRLD           $0x04, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x04, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           3456(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           3328(BX), Z7, Z7
+	VPSRLD           $0x04, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           3520(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           3392(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x03, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3584(BX), Z5, Z5
-	VPSRLD           $0x03, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3648(BX), Z6, Z6
-	VPSRLD           $0x02, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           3712(BX), Z7, Z7
-	VPSRLD           $0x02, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
+	VPSRLD           $0x02, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           3712(BX), Z6, Z6
+	VPERMPS          Z3, Z7, Z7
+	VMULPS           3584(BX), Z7, Z7
+	VPSRLD           $0x02, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
 	VMULPS           3776(BX), Z8, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPERMPS          Z3, Z9, Z9
+	VMULPS           3648(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x01, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3840(BX), Z5, Z5
-	VPSRLD           $0x01, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3904(BX), Z6, Z6
-	VPERMPS          Z0, Z3, Z3
-	VMULPS           3968(BX), Z3, Z3
-	VPERMPS          Z0, Z4, Z4
-	VMULPS           4032(BX), Z4, Z4
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z4, Z3, Z3
-	VADDPS           Z3, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPERMPS          Z0, Z4, Z6
+	VMULPS           3968(BX), Z6, Z6
+	VPERMPS          Z3, Z4, Z4
+	VMULPS           3840(BX), Z4, Z4
+	VPERMPS          Z0, Z5, Z7
+	VMULPS           4032(BX), Z7, Z7
+	VPERMPS          Z3, Z5, Z5
+	VMULPS           3904(BX), Z5, Z5
+	VADDPS           Z4, Z6, Z6
+	VADDPS           Z5, Z7, Z7
+	VADDPS           Z7, Z6, Z6
+	VFMADD231PS.BCST (CX), Z6, Z1
+	VMOVSS           4(CX), X4
+	VFMADD231SS      (SI), X4, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X2, X5, X5
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22110,12 +22037,33 @@ Bits1A32S2Avx512_chunk:
 	VZEROUPPER
 	RET
 
+DATA codeTable1_1<>+0(SB)/4, $(0.0)
+DATA codeTable1_1<>+4(SB)/4, $(0.0)
+DATA codeTable1_1<>+8(SB)/4, $(1.0)
+DATA codeTable1_1<>+12(SB)/4, $(1.0)
+DATA codeTable1_1<>+16(SB)/4, $(0.0)
+DATA codeTable1_1<>+20(SB)/4, $(0.0)
+DATA codeTable1_1<>+24(SB)/4, $(1.0)
+DATA codeTable1_1<>+28(SB)/4, $(1.0)
+DATA codeTable1_1<>+32(SB)/4, $(0.0)
+DATA codeTable1_1<>+36(SB)/4, $(0.0)
+DATA codeTable1_1<>+40(SB)/4, $(1.0)
+DATA codeTable1_1<>+44(SB)/4, $(1.0)
+DATA codeTable1_1<>+48(SB)/4, $(0.0)
+DATA codeTable1_1<>+52(SB)/4, $(0.0)
+DATA codeTable1_1<>+56(SB)/4, $(1.0)
+DATA codeTable1_1<>+60(SB)/4, $(1.0)
+GLOBL codeTable1_1<>(SB), RODATA|NOPTR, $64
+
 // func Bits1A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S4Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats1<>+0(SB), Z0
+	VMOVDQU64    codeTable1_0<>+0(SB), Z0
+	VMOVDQU64    codeTable1_1<>+0(SB), Z3
+	VMOVDQU64    codeTable1_2<>+0(SB), Z4
+	VMOVDQU64    codeTable1_3<>+0(SB), Z5
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -22132,277 +22080,229 @@ Bits1A32S4Avx512_row:
 Bits1A32S4Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x1c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x1c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x1b, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           512(BX), Z5, Z5
-	VPSRLD           $0x1b, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           576(BX), Z6, Z6
-	VPSRLD           $0x1a, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           640(BX), Z7, Z7
-	VPSRLD           $0x1a, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           704(BX), Z8, Z8
-	VPSRLD           $0x19, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x19, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x18, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           896(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           768(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           640(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           512(BX), Z11, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x17, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1024(BX), Z5, Z5
-	VPSRLD           $0x17, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1088(BX), Z6, Z6
-	VPSRLD           $0x16, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1152(BX), Z7, Z7
-	VPSRLD           $0x16, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           1216(BX), Z8, Z8
-	VPSRLD           $0x15, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x15, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x14, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x14, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x14, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           1408(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           1280(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           1152(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           1024(BX), Z11, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x13, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1536(BX), Z5, Z5
-	VPSRLD           $0x13, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1600(BX), Z6, Z6
-	VPSRLD           $0x12, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1664(BX), Z7, Z7
-	VPSRLD           $0x12, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           1728(BX), Z8, Z8
-	VPSRLD           $0x11, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x11, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1920(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1984(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x10, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           1920(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           1792(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           1664(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           1536(BX), Z11, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2048(BX), Z5, Z5
-	VPSRLD           $0x0f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2112(BX), Z6, Z6
-	VPSRLD           $0x0e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2176(BX), Z7, Z7
-	VPSRLD           $0x0e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           2240(BX), Z8, Z8
-	VPSRLD           $0x0d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2304(BX), Z9, Z5
-	VPSRLD           $0x0d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2368(BX), Z9, Z6
-	VPSRLD           $0x0c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2432(BX), Z9, Z7
-	VPSRLD           $0x0c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2496(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x0c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2432(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           2304(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           2176(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           2048(BX), Z11, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0b, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2560(BX), Z5, Z5
-	VPSRLD           $0x0b, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2624(BX), Z6, Z6
-	VPSRLD           $0x0a, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2688(BX), Z7, Z7
-	VPSRLD           $0x0a, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           2752(BX), Z8, Z8
-	VPSRLD           $0x09, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2816(BX), Z9, Z5
-	VPSRLD           $0x09, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2880(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2944(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3008(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x08, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2944(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           2816(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           2688(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           2560(BX), Z11, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x07, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3072(BX), Z5, Z5
-	VPSRLD           $0x07, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3136(BX), Z6, Z6
-	VPSRLD           $0x06, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           3200(BX), Z7, Z7
-	VPSRLD           $0x06, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           3264(BX), Z8, Z8
-	VPSRLD           $0x05, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3328(BX), Z9, Z5
-	VPSRLD           $0x05, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3392(BX), Z9, Z6
-	VPSRLD           $0x04, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3456(BX), Z9, Z7
-	VPSRLD           $0x04, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3520(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x04, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           3456(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           3328(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           3200(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           3072(BX), Z11, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x03, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3584(BX), Z5, Z5
-	VPSRLD           $0x03, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3648(BX), Z6, Z6
-	VPSRLD           $0x02, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           3712(BX), Z7, Z7
-	VPSRLD           $0x02, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           3776(BX), Z8, Z8
-	VPSRLD           $0x01, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3840(BX), Z9, Z5
-	VPSRLD           $0x01, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3904(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      3968(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      4032(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPERMPS          Z0, Z6, Z8
+	VMULPS           3968(BX), Z8, Z8
+	VPERMPS          Z3, Z6, Z9
+	VMULPS           3840(BX), Z9, Z9
+	VPERMPS          Z4, Z6, Z10
+	VMULPS           3712(BX), Z10, Z10
+	VPERMPS          Z5, Z6, Z6
+	VMULPS           3584(BX), Z6, Z6
+	VPERMPS          Z0, Z7, Z11
+	VFMADD231PS      4032(BX), Z11, Z8
+	VPERMPS          Z3, Z7, Z11
+	VFMADD231PS      3904(BX), Z11, Z9
+	VPERMPS          Z4, Z7, Z11
+	VFMADD231PS      3776(BX), Z11, Z10
+	VPERMPS          Z5, Z7, Z7
+	VFMADD231PS      3648(BX), Z7, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z6, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y6
+	VADDPS           Y6, Y1, Y6
+	VEXTRACTF32X4    $0x01, Y6, X7
+	VADDPS           X7, X6, X7
+	VPERMILPS        $0x4e, X7, X6
+	VADDPS           X6, X7, X7
+	VPERMILPS        $0xb1, X7, X6
+	VADDPS           X6, X7, X7
+	VSUBSS           X2, X7, X7
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22414,12 +22314,51 @@ Bits1A32S4Avx512_chunk:
 	VZEROUPPER
 	RET
 
+DATA codeTable1_2<>+0(SB)/4, $(0.0)
+DATA codeTable1_2<>+4(SB)/4, $(0.0)
+DATA codeTable1_2<>+8(SB)/4, $(0.0)
+DATA codeTable1_2<>+12(SB)/4, $(0.0)
+DATA codeTable1_2<>+16(SB)/4, $(1.0)
+DATA codeTable1_2<>+20(SB)/4, $(1.0)
+DATA codeTable1_2<>+24(SB)/4, $(1.0)
+DATA codeTable1_2<>+28(SB)/4, $(1.0)
+DATA codeTable1_2<>+32(SB)/4, $(0.0)
+DATA codeTable1_2<>+36(SB)/4, $(0.0)
+DATA codeTable1_2<>+40(SB)/4, $(0.0)
+DATA codeTable1_2<>+44(SB)/4, $(0.0)
+DATA codeTable1_2<>+48(SB)/4, $(1.0)
+DATA codeTable1_2<>+52(SB)/4, $(1.0)
+DATA codeTable1_2<>+56(SB)/4, $(1.0)
+DATA codeTable1_2<>+60(SB)/4, $(1.0)
+GLOBL codeTable1_2<>(SB), RODATA|NOPTR, $64
+
+DATA codeTable1_3<>+0(SB)/4, $(0.0)
+DATA codeTable1_3<>+4(SB)/4, $(0.0)
+DATA codeTable1_3<>+8(SB)/4, $(0.0)
+DATA codeTable1_3<>+12(SB)/4, $(0.0)
+DATA codeTable1_3<>+16(SB)/4, $(0.0)
+DATA codeTable1_3<>+20(SB)/4, $(0.0)
+DATA codeTable1_3<>+24(SB)/4, $(0.0)
+DATA codeTable1_3<>+28(SB)/4, $(0.0)
+DATA codeTable1_3<>+32(SB)/4, $(1.0)
+DATA codeTable1_3<>+36(SB)/4, $(1.0)
+DATA codeTable1_3<>+40(SB)/4, $(1.0)
+DATA codeTable1_3<>+44(SB)/4, $(1.0)
+DATA codeTable1_3<>+48(SB)/4, $(1.0)
+DATA codeTable1_3<>+52(SB)/4, $(1.0)
+DATA codeTable1_3<>+56(SB)/4, $(1.0)
+DATA codeTable1_3<>+60(SB)/4, $(1.0)
+GLOBL codeTable1_3<>(SB), RODATA|NOPTR, $64
+
 // func Bits1A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S8Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats1<>+0(SB), Z0
+	VMOVDQU64    codeTable1_0<>+0(SB), Z0
+	VMOVDQU64    codeTable1_1<>+0(SB), Z3
+	VMOVDQU64    codeTable1_2<>+0(SB), Z4
+	VMOVDQU64    codeTable1_3<>+0(SB), Z5
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -22436,245 +22375,197 @@ Bits1A32S8Avx512_row:
 Bits1A32S8Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x1c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x1c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VPSRLD           $0x1b, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      512(BX), Z9, Z5
-	VPSRLD           $0x1b, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      576(BX), Z9, Z6
-	VPSRLD           $0x1a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      640(BX), Z9, Z7
-	VPSRLD           $0x1a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      704(BX), Z9, Z8
-	VPSRLD           $0x19, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x19, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VPSRLD           $0x18, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      896(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      768(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      640(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      512(BX), Z12, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x17, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           1024(BX), Z5, Z5
-	VPSRLD           $0x17, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           1088(BX), Z6, Z6
-	VPSRLD           $0x16, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           1152(BX), Z7, Z7
-	VPSRLD           $0x16, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           1216(BX), Z8, Z8
-	VPSRLD           $0x15, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x15, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x14, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x14, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VPSRLD           $0x13, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1536(BX), Z9, Z5
-	VPSRLD           $0x13, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1600(BX), Z9, Z6
-	VPSRLD           $0x12, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1664(BX), Z9, Z7
-	VPSRLD           $0x12, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1728(BX), Z9, Z8
-	VPSRLD           $0x11, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x11, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1920(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1984(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x14, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           1408(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           1280(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           1152(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           1024(BX), Z11, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VPSRLD           $0x10, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1920(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1792(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1664(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1536(BX), Z12, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2048(BX), Z5, Z5
-	VPSRLD           $0x0f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2112(BX), Z6, Z6
-	VPSRLD           $0x0e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2176(BX), Z7, Z7
-	VPSRLD           $0x0e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           2240(BX), Z8, Z8
-	VPSRLD           $0x0d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2304(BX), Z9, Z5
-	VPSRLD           $0x0d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2368(BX), Z9, Z6
-	VPSRLD           $0x0c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2432(BX), Z9, Z7
-	VPSRLD           $0x0c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2496(BX), Z9, Z8
-	VPSRLD           $0x0b, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2560(BX), Z9, Z5
-	VPSRLD           $0x0b, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2624(BX), Z9, Z6
-	VPSRLD           $0x0a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2688(BX), Z9, Z7
-	VPSRLD           $0x0a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2752(BX), Z9, Z8
-	VPSRLD           $0x09, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2816(BX), Z9, Z5
-	VPSRLD           $0x09, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2880(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2944(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3008(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VPSRLD           $0x0c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2432(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           2304(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           2176(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           2048(BX), Z11, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VPSRLD           $0x08, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2944(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2816(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2688(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2560(BX), Z12, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x07, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           3072(BX), Z5, Z5
-	VPSRLD           $0x07, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           3136(BX), Z6, Z6
-	VPSRLD           $0x06, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           3200(BX), Z7, Z7
-	VPSRLD           $0x06, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           3264(BX), Z8, Z8
-	VPSRLD           $0x05, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3328(BX), Z9, Z5
-	VPSRLD           $0x05, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3392(BX), Z9, Z6
-	VPSRLD           $0x04, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3456(BX), Z9, Z7
-	VPSRLD           $0x04, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3520(BX), Z9, Z8
-	VPSRLD           $0x03, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3584(BX), Z9, Z5
-	VPSRLD           $0x03, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3648(BX), Z9, Z6
-	VPSRLD           $0x02, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3712(BX), Z9, Z7
-	VPSRLD           $0x02, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3776(BX), Z9, Z8
-	VPSRLD           $0x01, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3840(BX), Z9, Z5
-	VPSRLD           $0x01, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3904(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      3968(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      4032(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPSRLD           $0x04, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           3456(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           3328(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           3200(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           3072(BX), Z11, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VPERMPS          Z0, Z6, Z12
+	VFMADD231PS      3968(BX), Z12, Z8
+	VPERMPS          Z3, Z6, Z12
+	VFMADD231PS      3840(BX), Z12, Z9
+	VPERMPS          Z4, Z6, Z12
+	VFMADD231PS      3712(BX), Z12, Z10
+	VPERMPS          Z5, Z6, Z6
+	VFMADD231PS      3584(BX), Z6, Z11
+	VPERMPS          Z0, Z7, Z6
+	VFMADD231PS      4032(BX), Z6, Z8
+	VPERMPS          Z3, Z7, Z6
+	VFMADD231PS      3904(BX), Z6, Z9
+	VPERMPS          Z4, Z7, Z6
+	VFMADD231PS      3776(BX), Z6, Z10
+	VPERMPS          Z5, Z7, Z6
+	VFMADD231PS      3648(BX), Z6, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y6
+	VADDPS           Y6, Y1, Y6
+	VEXTRACTF32X4    $0x01, Y6, X7
+	VADDPS           X7, X6, X7
+	VPERMILPS        $0x4e, X7, X6
+	VADDPS           X6, X7, X7
+	VPERMILPS        $0xb1, X7, X6
+	VADDPS           X6, X7, X7
+	VSUBSS           X2, X7, X7
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22691,7 +22582,10 @@ Bits1A32S8Avx512_chunk:
 TEXT ·Bits1A32S16Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats1<>+0(SB), Z0
+	VMOVDQU64    codeTable1_0<>+0(SB), Z0
+	VMOVDQU64    codeTable1_1<>+0(SB), Z3
+	VMOVDQU64    codeTable1_2<>+0(SB), Z4
+	VMOVDQU64    codeTable1_3<>+0(SB), Z5
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -22708,229 +22602,181 @@ Bits1A32S16Avx512_row:
 Bits1A32S16Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x1c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x1c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VPSRLD           $0x1b, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      512(BX), Z9, Z5
-	VPSRLD           $0x1b, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      576(BX), Z9, Z6
-	VPSRLD           $0x1a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      640(BX), Z9, Z7
-	VPSRLD           $0x1a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      704(BX), Z9, Z8
-	VPSRLD           $0x19, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x19, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VPSRLD           $0x17, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1024(BX), Z9, Z5
-	VPSRLD           $0x17, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1088(BX), Z9, Z6
-	VPSRLD           $0x16, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1152(BX), Z9, Z7
-	VPSRLD           $0x16, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1216(BX), Z9, Z8
-	VPSRLD           $0x15, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x15, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x14, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x14, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VPSRLD           $0x13, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1536(BX), Z9, Z5
-	VPSRLD           $0x13, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1600(BX), Z9, Z6
-	VPSRLD           $0x12, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1664(BX), Z9, Z7
-	VPSRLD           $0x12, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1728(BX), Z9, Z8
-	VPSRLD           $0x11, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x11, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1920(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1984(BX), Z9, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X5
-	VFMADD231SS      (SI), X5, X2
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VPSRLD           $0x18, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      896(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      768(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      640(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      512(BX), Z12, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VPSRLD           $0x14, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1408(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1280(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1152(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1024(BX), Z12, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VPSRLD           $0x10, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1920(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1792(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1664(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1536(BX), Z12, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X8
+	VFMADD231SS      (SI), X8, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
-	VPSRLD           $0x0f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           2048(BX), Z5, Z5
-	VPSRLD           $0x0f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           2112(BX), Z6, Z6
-	VPSRLD           $0x0e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           2176(BX), Z7, Z7
-	VPSRLD           $0x0e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           2240(BX), Z8, Z8
-	VPSRLD           $0x0d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2304(BX), Z9, Z5
-	VPSRLD           $0x0d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2368(BX), Z9, Z6
-	VPSRLD           $0x0c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2432(BX), Z9, Z7
-	VPSRLD           $0x0c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2496(BX), Z9, Z8
-	VPSRLD           $0x0b, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2560(BX), Z9, Z5
-	VPSRLD           $0x0b, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2624(BX), Z9, Z6
-	VPSRLD           $0x0a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2688(BX), Z9, Z7
-	VPSRLD           $0x0a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2752(BX), Z9, Z8
-	VPSRLD           $0x09, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2816(BX), Z9, Z5
-	VPSRLD           $0x09, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2880(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2944(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3008(BX), Z9, Z8
-	VPSRLD           $0x07, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3072(BX), Z9, Z5
-	VPSRLD           $0x07, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3136(BX), Z9, Z6
-	VPSRLD           $0x06, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3200(BX), Z9, Z7
-	VPSRLD           $0x06, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3264(BX), Z9, Z8
-	VPSRLD           $0x05, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3328(BX), Z9, Z5
-	VPSRLD           $0x05, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3392(BX), Z9, Z6
-	VPSRLD           $0x04, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3456(BX), Z9, Z7
-	VPSRLD           $0x04, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3520(BX), Z9, Z8
-	VPSRLD           $0x03, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3584(BX), Z9, Z5
-	VPSRLD           $0x03, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3648(BX), Z9, Z6
-	VPSRLD           $0x02, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3712(BX), Z9, Z7
-	VPSRLD           $0x02, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3776(BX), Z9, Z8
-	VPSRLD           $0x01, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3840(BX), Z9, Z5
-	VPSRLD           $0x01, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3904(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      3968(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      4032(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VPSRLD           $0x0c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2432(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           2304(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           2176(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           2048(BX), Z11, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VPSRLD           $0x08, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2944(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2816(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2688(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2560(BX), Z12, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VPSRLD           $0x04, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3456(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      3328(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      3200(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      3072(BX), Z12, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VPERMPS          Z0, Z6, Z12
+	VFMADD231PS      3968(BX), Z12, Z8
+	VPERMPS          Z3, Z6, Z12
+	VFMADD231PS      3840(BX), Z12, Z9
+	VPERMPS          Z4, Z6, Z12
+	VFMADD231PS      3712(BX), Z12, Z10
+	VPERMPS          Z5, Z6, Z6
+	VFMADD231PS      3584(BX), Z6, Z11
+	VPERMPS          Z0, Z7, Z6
+	VFMADD231PS      4032(BX), Z6, Z8
+	VPERMPS          Z3, Z7, Z6
+	VFMADD231PS      3904(BX), Z6, Z9
+	VPERMPS          Z4, Z7, Z6
+	VFMADD231PS      3776(BX), Z6, Z10
+	VPERMPS          Z5, Z7, Z6
+	VFMADD231PS      3648(BX), Z6, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S16Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y6
+	VADDPS           Y6, Y1, Y6
+	VEXTRACTF32X4    $0x01, Y6, X7
+	VADDPS           X7, X6, X7
+	VPERMILPS        $0x4e, X7, X6
+	VADDPS           X6, X7, X7
+	VPERMILPS        $0xb1, X7, X6
+	VADDPS           X6, X7, X7
+	VSUBSS           X2, X7, X7
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -22947,7 +22793,10 @@ Bits1A32S16Avx512_chunk:
 TEXT ·Bits1A32S32Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats1<>+0(SB), Z0
+	VMOVDQU64    codeTable1_0<>+0(SB), Z0
+	VMOVDQU64    codeTable1_1<>+0(SB), Z3
+	VMOVDQU64    codeTable1_2<>+0(SB), Z4
+	VMOVDQU64    codeTable1_3<>+0(SB), Z5
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -22964,221 +22813,173 @@ Bits1A32S32Avx512_row:
 Bits1A32S32Avx512_chunk:
 	PREFETCHT1       (DI)(DX*1)
 	PREFETCHT1       64(DI)(DX*1)
-	VMOVDQU64        (DI), Z3
-	VMOVDQU64        64(DI), Z4
-	VPSRLD           $0x1f, Z3, Z5
-	VPERMPS          Z0, Z5, Z5
-	VMULPS           (BX), Z5, Z5
-	VPSRLD           $0x1f, Z4, Z6
-	VPERMPS          Z0, Z6, Z6
-	VMULPS           64(BX), Z6, Z6
-	VPSRLD           $0x1e, Z3, Z7
-	VPERMPS          Z0, Z7, Z7
-	VMULPS           128(BX), Z7, Z7
-	VPSRLD           $0x1e, Z4, Z8
-	VPERMPS          Z0, Z8, Z8
-	VMULPS           192(BX), Z8, Z8
-	VPSRLD           $0x1d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      256(BX), Z9, Z5
-	VPSRLD           $0x1d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      320(BX), Z9, Z6
-	VPSRLD           $0x1c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      384(BX), Z9, Z7
-	VPSRLD           $0x1c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      448(BX), Z9, Z8
-	VPSRLD           $0x1b, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      512(BX), Z9, Z5
-	VPSRLD           $0x1b, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      576(BX), Z9, Z6
-	VPSRLD           $0x1a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      640(BX), Z9, Z7
-	VPSRLD           $0x1a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      704(BX), Z9, Z8
-	VPSRLD           $0x19, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      768(BX), Z9, Z5
-	VPSRLD           $0x19, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      832(BX), Z9, Z6
-	VPSRLD           $0x18, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      896(BX), Z9, Z7
-	VPSRLD           $0x18, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      960(BX), Z9, Z8
-	VPSRLD           $0x17, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1024(BX), Z9, Z5
-	VPSRLD           $0x17, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1088(BX), Z9, Z6
-	VPSRLD           $0x16, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1152(BX), Z9, Z7
-	VPSRLD           $0x16, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1216(BX), Z9, Z8
-	VPSRLD           $0x15, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1280(BX), Z9, Z5
-	VPSRLD           $0x15, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1344(BX), Z9, Z6
-	VPSRLD           $0x14, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1408(BX), Z9, Z7
-	VPSRLD           $0x14, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1472(BX), Z9, Z8
-	VPSRLD           $0x13, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1536(BX), Z9, Z5
-	VPSRLD           $0x13, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1600(BX), Z9, Z6
-	VPSRLD           $0x12, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1664(BX), Z9, Z7
-	VPSRLD           $0x12, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1728(BX), Z9, Z8
-	VPSRLD           $0x11, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1792(BX), Z9, Z5
-	VPSRLD           $0x11, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1856(BX), Z9, Z6
-	VPSRLD           $0x10, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1920(BX), Z9, Z7
-	VPSRLD           $0x10, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      1984(BX), Z9, Z8
-	VPSRLD           $0x0f, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2048(BX), Z9, Z5
-	VPSRLD           $0x0f, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2112(BX), Z9, Z6
-	VPSRLD           $0x0e, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2176(BX), Z9, Z7
-	VPSRLD           $0x0e, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2240(BX), Z9, Z8
-	VPSRLD           $0x0d, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2304(BX), Z9, Z5
-	VPSRLD           $0x0d, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2368(BX), Z9, Z6
-	VPSRLD           $0x0c, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2432(BX), Z9, Z7
-	VPSRLD           $0x0c, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2496(BX), Z9, Z8
-	VPSRLD           $0x0b, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2560(BX), Z9, Z5
-	VPSRLD           $0x0b, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2624(BX), Z9, Z6
-	VPSRLD           $0x0a, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2688(BX), Z9, Z7
-	VPSRLD           $0x0a, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2752(BX), Z9, Z8
-	VPSRLD           $0x09, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2816(BX), Z9, Z5
-	VPSRLD           $0x09, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2880(BX), Z9, Z6
-	VPSRLD           $0x08, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      2944(BX), Z9, Z7
-	VPSRLD           $0x08, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3008(BX), Z9, Z8
-	VPSRLD           $0x07, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3072(BX), Z9, Z5
-	VPSRLD           $0x07, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3136(BX), Z9, Z6
-	VPSRLD           $0x06, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3200(BX), Z9, Z7
-	VPSRLD           $0x06, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3264(BX), Z9, Z8
-	VPSRLD           $0x05, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3328(BX), Z9, Z5
-	VPSRLD           $0x05, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3392(BX), Z9, Z6
-	VPSRLD           $0x04, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3456(BX), Z9, Z7
-	VPSRLD           $0x04, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3520(BX), Z9, Z8
-	VPSRLD           $0x03, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3584(BX), Z9, Z5
-	VPSRLD           $0x03, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3648(BX), Z9, Z6
-	VPSRLD           $0x02, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3712(BX), Z9, Z7
-	VPSRLD           $0x02, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3776(BX), Z9, Z8
-	VPSRLD           $0x01, Z3, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3840(BX), Z9, Z5
-	VPSRLD           $0x01, Z4, Z9
-	VPERMPS          Z0, Z9, Z9
-	VFMADD231PS      3904(BX), Z9, Z6
-	VPERMPS          Z0, Z3, Z3
-	VFMADD231PS      3968(BX), Z3, Z7
-	VPERMPS          Z0, Z4, Z3
-	VFMADD231PS      4032(BX), Z3, Z8
-	VADDPS           Z6, Z5, Z5
-	VADDPS           Z8, Z7, Z7
-	VADDPS           Z7, Z5, Z5
-	VFMADD231PS.BCST (CX), Z5, Z1
-	VMOVSS           4(CX), X3
-	VFMADD231SS      (SI), X3, X2
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z3, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z4, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z5, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VPSRLD           $0x18, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      896(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      768(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      640(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      512(BX), Z12, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VPSRLD           $0x14, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1408(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1280(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1152(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1024(BX), Z12, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VPSRLD           $0x10, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1920(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1792(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1664(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1536(BX), Z12, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VPSRLD           $0x0c, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2432(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2304(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2176(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2048(BX), Z12, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VPSRLD           $0x08, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2944(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2816(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2688(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2560(BX), Z12, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VPSRLD           $0x04, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3456(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      3328(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      3200(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      3072(BX), Z12, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z3, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z4, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z5, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VPERMPS          Z0, Z6, Z12
+	VFMADD231PS      3968(BX), Z12, Z8
+	VPERMPS          Z3, Z6, Z12
+	VFMADD231PS      3840(BX), Z12, Z9
+	VPERMPS          Z4, Z6, Z12
+	VFMADD231PS      3712(BX), Z12, Z10
+	VPERMPS          Z5, Z6, Z6
+	VFMADD231PS      3584(BX), Z6, Z11
+	VPERMPS          Z0, Z7, Z6
+	VFMADD231PS      4032(BX), Z6, Z8
+	VPERMPS          Z3, Z7, Z6
+	VFMADD231PS      3904(BX), Z6, Z9
+	VPERMPS          Z4, Z7, Z6
+	VFMADD231PS      3776(BX), Z6, Z10
+	VPERMPS          Z5, Z7, Z6
+	VFMADD231PS      3648(BX), Z6, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (CX), Z8, Z1
+	VMOVSS           4(CX), X6
+	VFMADD231SS      (SI), X6, X2
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S32Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y3
-	VADDPS           Y3, Y1, Y3
-	VEXTRACTF32X4    $0x01, Y3, X4
-	VADDPS           X4, X3, X4
-	VPERMILPS        $0x4e, X4, X3
-	VADDPS           X3, X4, X4
-	VPERMILPS        $0xb1, X4, X3
-	VADDPS           X3, X4, X4
-	VSUBSS           X2, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y6
+	VADDPS           Y6, Y1, Y6
+	VEXTRACTF32X4    $0x01, Y6, X7
+	VADDPS           X7, X6, X7
+	VPERMILPS        $0x4e, X7, X6
+	VADDPS           X6, X7, X7
+	VPERMILPS        $0xb1, X7, X6
+	VADDPS           X6, X7, X7
+	VSUBSS           X2, X7, X7
 	MOVQ             out+40(FP), BX
-	VMOVSS           X4, (BX)
+	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
 	MOVQ             BX, out+40(FP)
 	MOVQ             stride+8(FP), BX
@@ -23195,7 +22996,7 @@ Bits1A32S32Avx512_chunk:
 TEXT ·Bits3A32S1Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats3<>+0(SB), Z0
+	VMOVDQU64    codeTable3_0<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -23360,30 +23161,30 @@ Bits3A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA periodicFloats3<>+0(SB)/4, $(0.0)
-DATA periodicFloats3<>+4(SB)/4, $(1.0)
-DATA periodicFloats3<>+8(SB)/4, $(2.0)
-DATA periodicFloats3<>+12(SB)/4, $(3.0)
-DATA periodicFloats3<>+16(SB)/4, $(4.0)
-DATA periodicFloats3<>+20(SB)/4, $(5.0)
-DATA periodicFloats3<>+24(SB)/4, $(6.0)
-DATA periodicFloats3<>+28(SB)/4, $(7.0)
-DATA periodicFloats3<>+32(SB)/4, $(0.0)
-DATA periodicFloats3<>+36(SB)/4, $(1.0)
-DATA periodicFloats3<>+40(SB)/4, $(2.0)
-DATA periodicFloats3<>+44(SB)/4, $(3.0)
-DATA periodicFloats3<>+48(SB)/4, $(4.0)
-DATA periodicFloats3<>+52(SB)/4, $(5.0)
-DATA periodicFloats3<>+56(SB)/4, $(6.0)
-DATA periodicFloats3<>+60(SB)/4, $(7.0)
-GLOBL periodicFloats3<>(SB), RODATA|NOPTR, $64
+DATA codeTable3_0<>+0(SB)/4, $(0.0)
+DATA codeTable3_0<>+4(SB)/4, $(1.0)
+DATA codeTable3_0<>+8(SB)/4, $(2.0)
+DATA codeTable3_0<>+12(SB)/4, $(3.0)
+DATA codeTable3_0<>+16(SB)/4, $(4.0)
+DATA codeTable3_0<>+20(SB)/4, $(5.0)
+DATA codeTable3_0<>+24(SB)/4, $(6.0)
+DATA codeTable3_0<>+28(SB)/4, $(7.0)
+DATA codeTable3_0<>+32(SB)/4, $(0.0)
+DATA codeTable3_0<>+36(SB)/4, $(1.0)
+DATA codeTable3_0<>+40(SB)/4, $(2.0)
+DATA codeTable3_0<>+44(SB)/4, $(3.0)
+DATA codeTable3_0<>+48(SB)/4, $(4.0)
+DATA codeTable3_0<>+52(SB)/4, $(5.0)
+DATA codeTable3_0<>+56(SB)/4, $(6.0)
+DATA codeTable3_0<>+60(SB)/4, $(7.0)
+GLOBL codeTable3_0<>(SB), RODATA|NOPTR, $64
 
 // func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits3A32S2Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats3<>+0(SB), Z0
+	VMOVDQU64    codeTable3_0<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -23533,7 +23334,7 @@ Bits3A32S2Avx512_chunk:
 TEXT ·Bits3A32S10Avx512(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VPBROADCASTD AX, Z0
-	VMOVDQU64    periodicFloats3<>+0(SB), Z0
+	VMOVDQU64    codeTable3_0<>+0(SB), Z0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -25261,7 +25062,7 @@ TEXT ·Bits2A32S1Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats2<>+0(SB), Y0
+	VMOVDQU      codeTable2_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -25644,7 +25445,7 @@ TEXT ·Bits2A32S2Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats2<>+0(SB), Y0
+	VMOVDQU      codeTable2_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -25955,7 +25756,7 @@ TEXT ·Bits2A32S4Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats2<>+0(SB), Y0
+	VMOVDQU      codeTable2_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -26230,7 +26031,7 @@ TEXT ·Bits2A32S8Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats2<>+0(SB), Y0
+	VMOVDQU      codeTable2_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -26487,7 +26288,7 @@ TEXT ·Bits2A32S16Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000003, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats2<>+0(SB), Y0
+	VMOVDQU      codeTable2_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -26735,7 +26536,7 @@ TEXT ·Bits1A32S1Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats1<>+0(SB), Y0
+	VMOVDQU      codeTable1_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -27454,15 +27255,16 @@ TEXT ·Bits1A32S2Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats1<>+0(SB), Y0
+	VMOVDQU      codeTable1_0<>+0(SB), Y0
+	VMOVDQU      codeTable1_1<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S2Avx2_row:
-	VPXOR Y1, Y1, Y1
-	VPXOR X2, X2, X2
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
 	MOVQ  x+24(FP), BX
 	MOVQ  xsum+32(FP), SI
 	MOVQ  AX, DI
@@ -27471,547 +27273,483 @@ Bits1A32S2Avx2_row:
 Bits1A32S2Avx2_chunk:
 	PREFETCHT1   (DI)(DX*1)
 	PREFETCHT1   64(DI)(DX*1)
-	VMOVDQU      (DI), Y3
-	VMOVDQU      32(DI), Y4
-	VMOVDQU      64(DI), Y5
-	VMOVDQU      96(DI), Y6
-	VPSRLD       $0x1f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       (BX), Y7, Y7
-	VPSRLD       $0x1f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       32(BX), Y8, Y8
-	VPSRLD       $0x1f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       64(BX), Y9, Y9
-	VPSRLD       $0x1f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       96(BX), Y10, Y10
-	VPSRLD       $0x1e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  128(BX), Y11, Y7
-	VPSRLD       $0x1e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  160(BX), Y11, Y8
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
 	VPSRLD       $0x1e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  192(BX), Y11, Y9
-	VPSRLD       $0x1e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  224(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x1d, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       256(BX), Y7, Y7
-	VPSRLD       $0x1d, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       288(BX), Y8, Y8
-	VPSRLD       $0x1d, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       320(BX), Y9, Y9
-	VPSRLD       $0x1d, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       352(BX), Y10, Y10
-	VPSRLD       $0x1c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  384(BX), Y11, Y7
-	VPSRLD       $0x1c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x1c, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       384(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       256(BX), Y9, Y9
 	VPSRLD       $0x1c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  448(BX), Y11, Y9
-	VPSRLD       $0x1c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  480(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       416(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       288(BX), Y11, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x1b, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       512(BX), Y7, Y7
-	VPSRLD       $0x1b, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       544(BX), Y8, Y8
-	VPSRLD       $0x1b, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       576(BX), Y9, Y9
-	VPSRLD       $0x1b, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       608(BX), Y10, Y10
-	VPSRLD       $0x1a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  640(BX), Y11, Y7
-	VPSRLD       $0x1a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x1a, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       640(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       512(BX), Y9, Y9
 	VPSRLD       $0x1a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  704(BX), Y11, Y9
-	VPSRLD       $0x1a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  736(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       672(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       544(BX), Y11, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x19, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       768(BX), Y7, Y7
-	VPSRLD       $0x19, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       800(BX), Y8, Y8
-	VPSRLD       $0x19, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       832(BX), Y9, Y9
-	VPSRLD       $0x19, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       864(BX), Y10, Y10
-	VPSRLD       $0x18, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  896(BX), Y11, Y7
-	VPSRLD       $0x18, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x18, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       896(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       768(BX), Y9, Y9
 	VPSRLD       $0x18, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  960(BX), Y11, Y9
-	VPSRLD       $0x18, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  992(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       928(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       800(BX), Y11, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x17, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1024(BX), Y7, Y7
-	VPSRLD       $0x17, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1056(BX), Y8, Y8
-	VPSRLD       $0x17, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1088(BX), Y9, Y9
-	VPSRLD       $0x17, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1120(BX), Y10, Y10
-	VPSRLD       $0x16, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1152(BX), Y11, Y7
-	VPSRLD       $0x16, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x16, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1152(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1024(BX), Y9, Y9
 	VPSRLD       $0x16, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1216(BX), Y11, Y9
-	VPSRLD       $0x16, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1248(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1184(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1056(BX), Y11, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x15, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1280(BX), Y7, Y7
-	VPSRLD       $0x15, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1312(BX), Y8, Y8
-	VPSRLD       $0x15, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1344(BX), Y9, Y9
-	VPSRLD       $0x15, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1376(BX), Y10, Y10
-	VPSRLD       $0x14, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1408(BX), Y11, Y7
-	VPSRLD       $0x14, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1440(BX), Y11, Y8
+	VPSRLD       $0x14, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1408(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1280(BX), Y9, Y9
 	VPSRLD       $0x14, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1472(BX), Y11, Y9
-	VPSRLD       $0x14, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1504(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1440(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1312(BX), Y11, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x13, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1536(BX), Y7, Y7
-	VPSRLD       $0x13, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1568(BX), Y8, Y8
-	VPSRLD       $0x13, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1600(BX), Y9, Y9
-	VPSRLD       $0x13, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1632(BX), Y10, Y10
-	VPSRLD       $0x12, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1664(BX), Y11, Y7
-	VPSRLD       $0x12, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1696(BX), Y11, Y8
+	VPSRLD       $0x12, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1664(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1536(BX), Y9, Y9
 	VPSRLD       $0x12, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1728(BX), Y11, Y9
-	VPSRLD       $0x12, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1760(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1696(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1568(BX), Y11, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x11, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1792(BX), Y7, Y7
-	VPSRLD       $0x11, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1824(BX), Y8, Y8
-	VPSRLD       $0x11, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1856(BX), Y9, Y9
-	VPSRLD       $0x11, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1888(BX), Y10, Y10
-	VPSRLD       $0x10, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1920(BX), Y11, Y7
-	VPSRLD       $0x10, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1952(BX), Y11, Y8
+	VPSRLD       $0x10, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1920(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1792(BX), Y9, Y9
 	VPSRLD       $0x10, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1984(BX), Y11, Y9
-	VPSRLD       $0x10, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2016(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1952(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1824(BX), Y11, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2048(BX), Y7, Y7
-	VPSRLD       $0x0f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2080(BX), Y8, Y8
-	VPSRLD       $0x0f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2112(BX), Y9, Y9
-	VPSRLD       $0x0f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2144(BX), Y10, Y10
-	VPSRLD       $0x0e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2176(BX), Y11, Y7
-	VPSRLD       $0x0e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2208(BX), Y11, Y8
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
 	VPSRLD       $0x0e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2240(BX), Y11, Y9
-	VPSRLD       $0x0e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2272(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0d, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2304(BX), Y7, Y7
-	VPSRLD       $0x0d, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2336(BX), Y8, Y8
-	VPSRLD       $0x0d, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2368(BX), Y9, Y9
-	VPSRLD       $0x0d, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2400(BX), Y10, Y10
-	VPSRLD       $0x0c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2432(BX), Y11, Y7
-	VPSRLD       $0x0c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2464(BX), Y11, Y8
+	VPSRLD       $0x0c, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2432(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2304(BX), Y9, Y9
 	VPSRLD       $0x0c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2496(BX), Y11, Y9
-	VPSRLD       $0x0c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2528(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2464(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2336(BX), Y11, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0b, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2560(BX), Y7, Y7
-	VPSRLD       $0x0b, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2592(BX), Y8, Y8
-	VPSRLD       $0x0b, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2624(BX), Y9, Y9
-	VPSRLD       $0x0b, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2656(BX), Y10, Y10
-	VPSRLD       $0x0a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2688(BX), Y11, Y7
-	VPSRLD       $0x0a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2720(BX), Y11, Y8
+	VPSRLD       $0x0a, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2688(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2560(BX), Y9, Y9
 	VPSRLD       $0x0a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2752(BX), Y11, Y9
-	VPSRLD       $0x0a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2784(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2720(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2592(BX), Y11, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x09, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2816(BX), Y7, Y7
-	VPSRLD       $0x09, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2848(BX), Y8, Y8
-	VPSRLD       $0x09, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2880(BX), Y9, Y9
-	VPSRLD       $0x09, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2912(BX), Y10, Y10
-	VPSRLD       $0x08, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2944(BX), Y11, Y7
-	VPSRLD       $0x08, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2976(BX), Y11, Y8
+	VPSRLD       $0x08, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2944(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2816(BX), Y9, Y9
 	VPSRLD       $0x08, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3008(BX), Y11, Y9
-	VPSRLD       $0x08, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3040(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2976(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2848(BX), Y11, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x07, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3072(BX), Y7, Y7
-	VPSRLD       $0x07, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3104(BX), Y8, Y8
-	VPSRLD       $0x07, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3136(BX), Y9, Y9
-	VPSRLD       $0x07, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3168(BX), Y10, Y10
-	VPSRLD       $0x06, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3200(BX), Y11, Y7
-	VPSRLD       $0x06, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3232(BX), Y11, Y8
+	VPSRLD       $0x06, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3200(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3072(BX), Y9, Y9
 	VPSRLD       $0x06, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3264(BX), Y11, Y9
-	VPSRLD       $0x06, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3296(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3232(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3104(BX), Y11, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x05, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3328(BX), Y7, Y7
-	VPSRLD       $0x05, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3360(BX), Y8, Y8
-	VPSRLD       $0x05, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3392(BX), Y9, Y9
-	VPSRLD       $0x05, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3424(BX), Y10, Y10
-	VPSRLD       $0x04, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3456(BX), Y11, Y7
-	VPSRLD       $0x04, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3488(BX), Y11, Y8
+	VPSRLD       $0x04, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3456(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3328(BX), Y9, Y9
 	VPSRLD       $0x04, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3520(BX), Y11, Y9
-	VPSRLD       $0x04, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3552(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3488(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3360(BX), Y11, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x03, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3584(BX), Y7, Y7
-	VPSRLD       $0x03, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3616(BX), Y8, Y8
-	VPSRLD       $0x03, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3648(BX), Y9, Y9
-	VPSRLD       $0x03, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3680(BX), Y10, Y10
-	VPSRLD       $0x02, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3712(BX), Y11, Y7
-	VPSRLD       $0x02, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3744(BX), Y11, Y8
+	VPSRLD       $0x02, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3712(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3584(BX), Y9, Y9
 	VPSRLD       $0x02, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3776(BX), Y11, Y9
-	VPSRLD       $0x02, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3808(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3744(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3616(BX), Y11, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x01, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3840(BX), Y7, Y7
-	VPSRLD       $0x01, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3872(BX), Y8, Y8
-	VPSRLD       $0x01, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3904(BX), Y9, Y9
-	VPSRLD       $0x01, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3936(BX), Y10, Y10
-	VPERMPS      Y0, Y3, Y3
-	VFMADD231PS  3968(BX), Y3, Y7
-	VPERMPS      Y0, Y4, Y3
-	VFMADD231PS  4000(BX), Y3, Y8
-	VPERMPS      Y0, Y5, Y3
-	VFMADD231PS  4032(BX), Y3, Y9
-	VPERMPS      Y0, Y6, Y3
-	VFMADD231PS  4064(BX), Y3, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y3
-	VFMADD231PS  Y7, Y3, Y1
-	VMOVSS       4(CX), X3
-	VFMADD231SS  (SI), X3, X2
+	VPERMPS      Y0, Y4, Y8
+	VMULPS       3968(BX), Y8, Y8
+	VPERMPS      Y1, Y4, Y4
+	VMULPS       3840(BX), Y4, Y4
+	VPERMPS      Y0, Y5, Y9
+	VMULPS       4000(BX), Y9, Y9
+	VPERMPS      Y1, Y5, Y5
+	VMULPS       3872(BX), Y5, Y5
+	VPERMPS      Y0, Y6, Y10
+	VFMADD231PS  4032(BX), Y10, Y8
+	VPERMPS      Y1, Y6, Y6
+	VFMADD231PS  3904(BX), Y6, Y4
+	VPERMPS      Y0, Y7, Y6
+	VFMADD231PS  4064(BX), Y6, Y9
+	VPERMPS      Y1, Y7, Y6
+	VFMADD231PS  3936(BX), Y6, Y5
+	VADDPS       Y4, Y8, Y8
+	VADDPS       Y5, Y9, Y9
+	VADDPS       Y9, Y8, Y8
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	VMOVSS       4(CX), X4
+	VFMADD231SS  (SI), X4, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x00001000, BX
 	DECQ         R8
 	JNZ          Bits1A32S2Avx2_chunk
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X1
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0xb1, X3, X1
-	VADDPS       X1, X3, X3
-	VSUBSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
 	MOVQ         out+40(FP), BX
-	VMOVSS       X3, (BX)
+	VMOVSS       X4, (BX)
 	ADDQ         $0x00000004, BX
 	MOVQ         BX, out+40(FP)
 	MOVQ         stride+8(FP), BX
@@ -28029,15 +27767,16 @@ TEXT ·Bits1A32S4Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats1<>+0(SB), Y0
+	VMOVDQU      codeTable1_0<>+0(SB), Y0
+	VMOVDQU      codeTable1_1<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S4Avx2_row:
-	VPXOR Y1, Y1, Y1
-	VPXOR X2, X2, X2
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
 	MOVQ  x+24(FP), BX
 	MOVQ  xsum+32(FP), SI
 	MOVQ  AX, DI
@@ -28046,475 +27785,411 @@ Bits1A32S4Avx2_row:
 Bits1A32S4Avx2_chunk:
 	PREFETCHT1   (DI)(DX*1)
 	PREFETCHT1   64(DI)(DX*1)
-	VMOVDQU      (DI), Y3
-	VMOVDQU      32(DI), Y4
-	VMOVDQU      64(DI), Y5
-	VMOVDQU      96(DI), Y6
-	VPSRLD       $0x1f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       (BX), Y7, Y7
-	VPSRLD       $0x1f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       32(BX), Y8, Y8
-	VPSRLD       $0x1f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       64(BX), Y9, Y9
-	VPSRLD       $0x1f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       96(BX), Y10, Y10
-	VPSRLD       $0x1e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  128(BX), Y11, Y7
-	VPSRLD       $0x1e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  160(BX), Y11, Y8
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
 	VPSRLD       $0x1e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  192(BX), Y11, Y9
-	VPSRLD       $0x1e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  224(BX), Y11, Y10
-	VPSRLD       $0x1d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  256(BX), Y11, Y7
-	VPSRLD       $0x1d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  288(BX), Y11, Y8
-	VPSRLD       $0x1d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  320(BX), Y11, Y9
-	VPSRLD       $0x1d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  352(BX), Y11, Y10
-	VPSRLD       $0x1c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  384(BX), Y11, Y7
-	VPSRLD       $0x1c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  416(BX), Y11, Y8
-	VPSRLD       $0x1c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  448(BX), Y11, Y9
-	VPSRLD       $0x1c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  480(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x1b, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       512(BX), Y7, Y7
-	VPSRLD       $0x1b, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       544(BX), Y8, Y8
-	VPSRLD       $0x1b, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       576(BX), Y9, Y9
-	VPSRLD       $0x1b, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       608(BX), Y10, Y10
-	VPSRLD       $0x1a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  640(BX), Y11, Y7
-	VPSRLD       $0x1a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x1a, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       640(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       512(BX), Y9, Y9
 	VPSRLD       $0x1a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  704(BX), Y11, Y9
-	VPSRLD       $0x1a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  736(BX), Y11, Y10
-	VPSRLD       $0x19, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  768(BX), Y11, Y7
-	VPSRLD       $0x19, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  800(BX), Y11, Y8
-	VPSRLD       $0x19, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  832(BX), Y11, Y9
-	VPSRLD       $0x19, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  864(BX), Y11, Y10
-	VPSRLD       $0x18, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  896(BX), Y11, Y7
-	VPSRLD       $0x18, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  928(BX), Y11, Y8
-	VPSRLD       $0x18, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  960(BX), Y11, Y9
-	VPSRLD       $0x18, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  992(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       672(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       544(BX), Y11, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x17, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1024(BX), Y7, Y7
-	VPSRLD       $0x17, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1056(BX), Y8, Y8
-	VPSRLD       $0x17, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1088(BX), Y9, Y9
-	VPSRLD       $0x17, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1120(BX), Y10, Y10
-	VPSRLD       $0x16, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1152(BX), Y11, Y7
-	VPSRLD       $0x16, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x16, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1152(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1024(BX), Y9, Y9
 	VPSRLD       $0x16, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1216(BX), Y11, Y9
-	VPSRLD       $0x16, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1248(BX), Y11, Y10
-	VPSRLD       $0x15, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1280(BX), Y11, Y7
-	VPSRLD       $0x15, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1312(BX), Y11, Y8
-	VPSRLD       $0x15, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1344(BX), Y11, Y9
-	VPSRLD       $0x15, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1376(BX), Y11, Y10
-	VPSRLD       $0x14, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1408(BX), Y11, Y7
-	VPSRLD       $0x14, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1440(BX), Y11, Y8
-	VPSRLD       $0x14, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1472(BX), Y11, Y9
-	VPSRLD       $0x14, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1504(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1184(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1056(BX), Y11, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x13, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1536(BX), Y7, Y7
-	VPSRLD       $0x13, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1568(BX), Y8, Y8
-	VPSRLD       $0x13, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1600(BX), Y9, Y9
-	VPSRLD       $0x13, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1632(BX), Y10, Y10
-	VPSRLD       $0x12, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1664(BX), Y11, Y7
-	VPSRLD       $0x12, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1696(BX), Y11, Y8
+	VPSRLD       $0x12, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1664(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1536(BX), Y9, Y9
 	VPSRLD       $0x12, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1728(BX), Y11, Y9
-	VPSRLD       $0x12, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1760(BX), Y11, Y10
-	VPSRLD       $0x11, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1792(BX), Y11, Y7
-	VPSRLD       $0x11, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1824(BX), Y11, Y8
-	VPSRLD       $0x11, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1856(BX), Y11, Y9
-	VPSRLD       $0x11, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1888(BX), Y11, Y10
-	VPSRLD       $0x10, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1920(BX), Y11, Y7
-	VPSRLD       $0x10, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1952(BX), Y11, Y8
-	VPSRLD       $0x10, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1984(BX), Y11, Y9
-	VPSRLD       $0x10, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2016(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1696(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1568(BX), Y11, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2048(BX), Y7, Y7
-	VPSRLD       $0x0f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2080(BX), Y8, Y8
-	VPSRLD       $0x0f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2112(BX), Y9, Y9
-	VPSRLD       $0x0f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2144(BX), Y10, Y10
-	VPSRLD       $0x0e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2176(BX), Y11, Y7
-	VPSRLD       $0x0e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2208(BX), Y11, Y8
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
 	VPSRLD       $0x0e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2240(BX), Y11, Y9
-	VPSRLD       $0x0e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2272(BX), Y11, Y10
-	VPSRLD       $0x0d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2304(BX), Y11, Y7
-	VPSRLD       $0x0d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2336(BX), Y11, Y8
-	VPSRLD       $0x0d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2368(BX), Y11, Y9
-	VPSRLD       $0x0d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2400(BX), Y11, Y10
-	VPSRLD       $0x0c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2432(BX), Y11, Y7
-	VPSRLD       $0x0c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2464(BX), Y11, Y8
-	VPSRLD       $0x0c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2496(BX), Y11, Y9
-	VPSRLD       $0x0c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2528(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0b, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2560(BX), Y7, Y7
-	VPSRLD       $0x0b, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2592(BX), Y8, Y8
-	VPSRLD       $0x0b, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2624(BX), Y9, Y9
-	VPSRLD       $0x0b, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2656(BX), Y10, Y10
-	VPSRLD       $0x0a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2688(BX), Y11, Y7
-	VPSRLD       $0x0a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2720(BX), Y11, Y8
+	VPSRLD       $0x0a, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2688(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2560(BX), Y9, Y9
 	VPSRLD       $0x0a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2752(BX), Y11, Y9
-	VPSRLD       $0x0a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2784(BX), Y11, Y10
-	VPSRLD       $0x09, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2816(BX), Y11, Y7
-	VPSRLD       $0x09, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2848(BX), Y11, Y8
-	VPSRLD       $0x09, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2880(BX), Y11, Y9
-	VPSRLD       $0x09, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2912(BX), Y11, Y10
-	VPSRLD       $0x08, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2944(BX), Y11, Y7
-	VPSRLD       $0x08, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2976(BX), Y11, Y8
-	VPSRLD       $0x08, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3008(BX), Y11, Y9
-	VPSRLD       $0x08, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3040(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2720(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2592(BX), Y11, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x07, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3072(BX), Y7, Y7
-	VPSRLD       $0x07, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3104(BX), Y8, Y8
-	VPSRLD       $0x07, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3136(BX), Y9, Y9
-	VPSRLD       $0x07, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3168(BX), Y10, Y10
-	VPSRLD       $0x06, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3200(BX), Y11, Y7
-	VPSRLD       $0x06, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3232(BX), Y11, Y8
+	VPSRLD       $0x06, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3200(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3072(BX), Y9, Y9
 	VPSRLD       $0x06, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3264(BX), Y11, Y9
-	VPSRLD       $0x06, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3296(BX), Y11, Y10
-	VPSRLD       $0x05, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3328(BX), Y11, Y7
-	VPSRLD       $0x05, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3360(BX), Y11, Y8
-	VPSRLD       $0x05, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3392(BX), Y11, Y9
-	VPSRLD       $0x05, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3424(BX), Y11, Y10
-	VPSRLD       $0x04, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3456(BX), Y11, Y7
-	VPSRLD       $0x04, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3488(BX), Y11, Y8
-	VPSRLD       $0x04, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3520(BX), Y11, Y9
-	VPSRLD       $0x04, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3552(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3232(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3104(BX), Y11, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x03, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3584(BX), Y7, Y7
-	VPSRLD       $0x03, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3616(BX), Y8, Y8
-	VPSRLD       $0x03, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3648(BX), Y9, Y9
-	VPSRLD       $0x03, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3680(BX), Y10, Y10
-	VPSRLD       $0x02, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3712(BX), Y11, Y7
-	VPSRLD       $0x02, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3744(BX), Y11, Y8
+	VPSRLD       $0x02, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3712(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3584(BX), Y9, Y9
 	VPSRLD       $0x02, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3776(BX), Y11, Y9
-	VPSRLD       $0x02, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3808(BX), Y11, Y10
-	VPSRLD       $0x01, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3840(BX), Y11, Y7
-	VPSRLD       $0x01, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3872(BX), Y11, Y8
-	VPSRLD       $0x01, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3904(BX), Y11, Y9
-	VPSRLD       $0x01, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3936(BX), Y11, Y10
-	VPERMPS      Y0, Y3, Y3
-	VFMADD231PS  3968(BX), Y3, Y7
-	VPERMPS      Y0, Y4, Y3
-	VFMADD231PS  4000(BX), Y3, Y8
-	VPERMPS      Y0, Y5, Y3
-	VFMADD231PS  4032(BX), Y3, Y9
-	VPERMPS      Y0, Y6, Y3
-	VFMADD231PS  4064(BX), Y3, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y3
-	VFMADD231PS  Y7, Y3, Y1
-	VMOVSS       4(CX), X3
-	VFMADD231SS  (SI), X3, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3744(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3616(BX), Y11, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	VMOVSS       4(CX), X4
+	VFMADD231SS  (SI), X4, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x00001000, BX
 	DECQ         R8
 	JNZ          Bits1A32S4Avx2_chunk
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X1
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0xb1, X3, X1
-	VADDPS       X1, X3, X3
-	VSUBSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
 	MOVQ         out+40(FP), BX
-	VMOVSS       X3, (BX)
+	VMOVSS       X4, (BX)
 	ADDQ         $0x00000004, BX
 	MOVQ         BX, out+40(FP)
 	MOVQ         stride+8(FP), BX
@@ -28532,15 +28207,16 @@ TEXT ·Bits1A32S8Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats1<>+0(SB), Y0
+	VMOVDQU      codeTable1_0<>+0(SB), Y0
+	VMOVDQU      codeTable1_1<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S8Avx2_row:
-	VPXOR Y1, Y1, Y1
-	VPXOR X2, X2, X2
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
 	MOVQ  x+24(FP), BX
 	MOVQ  xsum+32(FP), SI
 	MOVQ  AX, DI
@@ -28549,439 +28225,375 @@ Bits1A32S8Avx2_row:
 Bits1A32S8Avx2_chunk:
 	PREFETCHT1   (DI)(DX*1)
 	PREFETCHT1   64(DI)(DX*1)
-	VMOVDQU      (DI), Y3
-	VMOVDQU      32(DI), Y4
-	VMOVDQU      64(DI), Y5
-	VMOVDQU      96(DI), Y6
-	VPSRLD       $0x1f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       (BX), Y7, Y7
-	VPSRLD       $0x1f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       32(BX), Y8, Y8
-	VPSRLD       $0x1f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       64(BX), Y9, Y9
-	VPSRLD       $0x1f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       96(BX), Y10, Y10
-	VPSRLD       $0x1e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  128(BX), Y11, Y7
-	VPSRLD       $0x1e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  160(BX), Y11, Y8
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
 	VPSRLD       $0x1e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  192(BX), Y11, Y9
-	VPSRLD       $0x1e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  224(BX), Y11, Y10
-	VPSRLD       $0x1d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  256(BX), Y11, Y7
-	VPSRLD       $0x1d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  288(BX), Y11, Y8
-	VPSRLD       $0x1d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  320(BX), Y11, Y9
-	VPSRLD       $0x1d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  352(BX), Y11, Y10
-	VPSRLD       $0x1c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  384(BX), Y11, Y7
-	VPSRLD       $0x1c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  416(BX), Y11, Y8
-	VPSRLD       $0x1c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  448(BX), Y11, Y9
-	VPSRLD       $0x1c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  480(BX), Y11, Y10
-	VPSRLD       $0x1b, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  512(BX), Y11, Y7
-	VPSRLD       $0x1b, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  544(BX), Y11, Y8
-	VPSRLD       $0x1b, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  576(BX), Y11, Y9
-	VPSRLD       $0x1b, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  608(BX), Y11, Y10
-	VPSRLD       $0x1a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  640(BX), Y11, Y7
-	VPSRLD       $0x1a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  672(BX), Y11, Y8
-	VPSRLD       $0x1a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  704(BX), Y11, Y9
-	VPSRLD       $0x1a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  736(BX), Y11, Y10
-	VPSRLD       $0x19, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  768(BX), Y11, Y7
-	VPSRLD       $0x19, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  800(BX), Y11, Y8
-	VPSRLD       $0x19, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  832(BX), Y11, Y9
-	VPSRLD       $0x19, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  864(BX), Y11, Y10
-	VPSRLD       $0x18, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  896(BX), Y11, Y7
-	VPSRLD       $0x18, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  928(BX), Y11, Y8
-	VPSRLD       $0x18, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  960(BX), Y11, Y9
-	VPSRLD       $0x18, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  992(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VPSRLD       $0x1a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  640(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  512(BX), Y12, Y9
+	VPSRLD       $0x1a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  672(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  544(BX), Y12, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x17, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       1024(BX), Y7, Y7
-	VPSRLD       $0x17, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       1056(BX), Y8, Y8
-	VPSRLD       $0x17, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       1088(BX), Y9, Y9
-	VPSRLD       $0x17, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       1120(BX), Y10, Y10
-	VPSRLD       $0x16, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1152(BX), Y11, Y7
-	VPSRLD       $0x16, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x16, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1152(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1024(BX), Y9, Y9
 	VPSRLD       $0x16, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1216(BX), Y11, Y9
-	VPSRLD       $0x16, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1248(BX), Y11, Y10
-	VPSRLD       $0x15, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1280(BX), Y11, Y7
-	VPSRLD       $0x15, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1312(BX), Y11, Y8
-	VPSRLD       $0x15, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1344(BX), Y11, Y9
-	VPSRLD       $0x15, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1376(BX), Y11, Y10
-	VPSRLD       $0x14, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1408(BX), Y11, Y7
-	VPSRLD       $0x14, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1440(BX), Y11, Y8
-	VPSRLD       $0x14, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1472(BX), Y11, Y9
-	VPSRLD       $0x14, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1504(BX), Y11, Y10
-	VPSRLD       $0x13, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1536(BX), Y11, Y7
-	VPSRLD       $0x13, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1568(BX), Y11, Y8
-	VPSRLD       $0x13, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1600(BX), Y11, Y9
-	VPSRLD       $0x13, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1632(BX), Y11, Y10
-	VPSRLD       $0x12, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1664(BX), Y11, Y7
-	VPSRLD       $0x12, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1696(BX), Y11, Y8
-	VPSRLD       $0x12, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1728(BX), Y11, Y9
-	VPSRLD       $0x12, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1760(BX), Y11, Y10
-	VPSRLD       $0x11, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1792(BX), Y11, Y7
-	VPSRLD       $0x11, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1824(BX), Y11, Y8
-	VPSRLD       $0x11, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1856(BX), Y11, Y9
-	VPSRLD       $0x11, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1888(BX), Y11, Y10
-	VPSRLD       $0x10, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1920(BX), Y11, Y7
-	VPSRLD       $0x10, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1952(BX), Y11, Y8
-	VPSRLD       $0x10, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1984(BX), Y11, Y9
-	VPSRLD       $0x10, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2016(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1184(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1056(BX), Y11, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VPSRLD       $0x12, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1664(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1536(BX), Y12, Y9
+	VPSRLD       $0x12, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1696(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1568(BX), Y12, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2048(BX), Y7, Y7
-	VPSRLD       $0x0f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2080(BX), Y8, Y8
-	VPSRLD       $0x0f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2112(BX), Y9, Y9
-	VPSRLD       $0x0f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2144(BX), Y10, Y10
-	VPSRLD       $0x0e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2176(BX), Y11, Y7
-	VPSRLD       $0x0e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2208(BX), Y11, Y8
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
 	VPSRLD       $0x0e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2240(BX), Y11, Y9
-	VPSRLD       $0x0e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2272(BX), Y11, Y10
-	VPSRLD       $0x0d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2304(BX), Y11, Y7
-	VPSRLD       $0x0d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2336(BX), Y11, Y8
-	VPSRLD       $0x0d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2368(BX), Y11, Y9
-	VPSRLD       $0x0d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2400(BX), Y11, Y10
-	VPSRLD       $0x0c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2432(BX), Y11, Y7
-	VPSRLD       $0x0c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2464(BX), Y11, Y8
-	VPSRLD       $0x0c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2496(BX), Y11, Y9
-	VPSRLD       $0x0c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2528(BX), Y11, Y10
-	VPSRLD       $0x0b, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2560(BX), Y11, Y7
-	VPSRLD       $0x0b, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2592(BX), Y11, Y8
-	VPSRLD       $0x0b, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2624(BX), Y11, Y9
-	VPSRLD       $0x0b, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2656(BX), Y11, Y10
-	VPSRLD       $0x0a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2688(BX), Y11, Y7
-	VPSRLD       $0x0a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2720(BX), Y11, Y8
-	VPSRLD       $0x0a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2752(BX), Y11, Y9
-	VPSRLD       $0x0a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2784(BX), Y11, Y10
-	VPSRLD       $0x09, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2816(BX), Y11, Y7
-	VPSRLD       $0x09, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2848(BX), Y11, Y8
-	VPSRLD       $0x09, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2880(BX), Y11, Y9
-	VPSRLD       $0x09, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2912(BX), Y11, Y10
-	VPSRLD       $0x08, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2944(BX), Y11, Y7
-	VPSRLD       $0x08, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2976(BX), Y11, Y8
-	VPSRLD       $0x08, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3008(BX), Y11, Y9
-	VPSRLD       $0x08, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3040(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VPSRLD       $0x0a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2688(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2560(BX), Y12, Y9
+	VPSRLD       $0x0a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2720(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2592(BX), Y12, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x07, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       3072(BX), Y7, Y7
-	VPSRLD       $0x07, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       3104(BX), Y8, Y8
-	VPSRLD       $0x07, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       3136(BX), Y9, Y9
-	VPSRLD       $0x07, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       3168(BX), Y10, Y10
-	VPSRLD       $0x06, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3200(BX), Y11, Y7
-	VPSRLD       $0x06, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3232(BX), Y11, Y8
+	VPSRLD       $0x06, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3200(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3072(BX), Y9, Y9
 	VPSRLD       $0x06, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3264(BX), Y11, Y9
-	VPSRLD       $0x06, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3296(BX), Y11, Y10
-	VPSRLD       $0x05, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3328(BX), Y11, Y7
-	VPSRLD       $0x05, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3360(BX), Y11, Y8
-	VPSRLD       $0x05, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3392(BX), Y11, Y9
-	VPSRLD       $0x05, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3424(BX), Y11, Y10
-	VPSRLD       $0x04, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3456(BX), Y11, Y7
-	VPSRLD       $0x04, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3488(BX), Y11, Y8
-	VPSRLD       $0x04, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3520(BX), Y11, Y9
-	VPSRLD       $0x04, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3552(BX), Y11, Y10
-	VPSRLD       $0x03, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3584(BX), Y11, Y7
-	VPSRLD       $0x03, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3616(BX), Y11, Y8
-	VPSRLD       $0x03, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3648(BX), Y11, Y9
-	VPSRLD       $0x03, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3680(BX), Y11, Y10
-	VPSRLD       $0x02, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3712(BX), Y11, Y7
-	VPSRLD       $0x02, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3744(BX), Y11, Y8
-	VPSRLD       $0x02, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3776(BX), Y11, Y9
-	VPSRLD       $0x02, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3808(BX), Y11, Y10
-	VPSRLD       $0x01, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3840(BX), Y11, Y7
-	VPSRLD       $0x01, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3872(BX), Y11, Y8
-	VPSRLD       $0x01, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3904(BX), Y11, Y9
-	VPSRLD       $0x01, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3936(BX), Y11, Y10
-	VPERMPS      Y0, Y3, Y3
-	VFMADD231PS  3968(BX), Y3, Y7
-	VPERMPS      Y0, Y4, Y3
-	VFMADD231PS  4000(BX), Y3, Y8
-	VPERMPS      Y0, Y5, Y3
-	VFMADD231PS  4032(BX), Y3, Y9
-	VPERMPS      Y0, Y6, Y3
-	VFMADD231PS  4064(BX), Y3, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y3
-	VFMADD231PS  Y7, Y3, Y1
-	VMOVSS       4(CX), X3
-	VFMADD231SS  (SI), X3, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3232(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3104(BX), Y11, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VPSRLD       $0x02, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3712(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3584(BX), Y12, Y9
+	VPSRLD       $0x02, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3744(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3616(BX), Y12, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	VMOVSS       4(CX), X4
+	VFMADD231SS  (SI), X4, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x00001000, BX
 	DECQ         R8
 	JNZ          Bits1A32S8Avx2_chunk
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X1
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0xb1, X3, X1
-	VADDPS       X1, X3, X3
-	VSUBSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
 	MOVQ         out+40(FP), BX
-	VMOVSS       X3, (BX)
+	VMOVSS       X4, (BX)
 	ADDQ         $0x00000004, BX
 	MOVQ         BX, out+40(FP)
 	MOVQ         stride+8(FP), BX
@@ -28999,15 +28611,16 @@ TEXT ·Bits1A32S16Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats1<>+0(SB), Y0
+	VMOVDQU      codeTable1_0<>+0(SB), Y0
+	VMOVDQU      codeTable1_1<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S16Avx2_row:
-	VPXOR Y1, Y1, Y1
-	VPXOR X2, X2, X2
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
 	MOVQ  x+24(FP), BX
 	MOVQ  xsum+32(FP), SI
 	MOVQ  AX, DI
@@ -29016,421 +28629,357 @@ Bits1A32S16Avx2_row:
 Bits1A32S16Avx2_chunk:
 	PREFETCHT1   (DI)(DX*1)
 	PREFETCHT1   64(DI)(DX*1)
-	VMOVDQU      (DI), Y3
-	VMOVDQU      32(DI), Y4
-	VMOVDQU      64(DI), Y5
-	VMOVDQU      96(DI), Y6
-	VPSRLD       $0x1f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       (BX), Y7, Y7
-	VPSRLD       $0x1f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       32(BX), Y8, Y8
-	VPSRLD       $0x1f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       64(BX), Y9, Y9
-	VPSRLD       $0x1f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       96(BX), Y10, Y10
-	VPSRLD       $0x1e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  128(BX), Y11, Y7
-	VPSRLD       $0x1e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  160(BX), Y11, Y8
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
 	VPSRLD       $0x1e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  192(BX), Y11, Y9
-	VPSRLD       $0x1e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  224(BX), Y11, Y10
-	VPSRLD       $0x1d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  256(BX), Y11, Y7
-	VPSRLD       $0x1d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  288(BX), Y11, Y8
-	VPSRLD       $0x1d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  320(BX), Y11, Y9
-	VPSRLD       $0x1d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  352(BX), Y11, Y10
-	VPSRLD       $0x1c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  384(BX), Y11, Y7
-	VPSRLD       $0x1c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  416(BX), Y11, Y8
-	VPSRLD       $0x1c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  448(BX), Y11, Y9
-	VPSRLD       $0x1c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  480(BX), Y11, Y10
-	VPSRLD       $0x1b, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  512(BX), Y11, Y7
-	VPSRLD       $0x1b, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  544(BX), Y11, Y8
-	VPSRLD       $0x1b, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  576(BX), Y11, Y9
-	VPSRLD       $0x1b, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  608(BX), Y11, Y10
-	VPSRLD       $0x1a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  640(BX), Y11, Y7
-	VPSRLD       $0x1a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  672(BX), Y11, Y8
-	VPSRLD       $0x1a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  704(BX), Y11, Y9
-	VPSRLD       $0x1a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  736(BX), Y11, Y10
-	VPSRLD       $0x19, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  768(BX), Y11, Y7
-	VPSRLD       $0x19, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  800(BX), Y11, Y8
-	VPSRLD       $0x19, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  832(BX), Y11, Y9
-	VPSRLD       $0x19, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  864(BX), Y11, Y10
-	VPSRLD       $0x18, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  896(BX), Y11, Y7
-	VPSRLD       $0x18, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  928(BX), Y11, Y8
-	VPSRLD       $0x18, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  960(BX), Y11, Y9
-	VPSRLD       $0x18, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  992(BX), Y11, Y10
-	VPSRLD       $0x17, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1024(BX), Y11, Y7
-	VPSRLD       $0x17, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1056(BX), Y11, Y8
-	VPSRLD       $0x17, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1088(BX), Y11, Y9
-	VPSRLD       $0x17, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1120(BX), Y11, Y10
-	VPSRLD       $0x16, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1152(BX), Y11, Y7
-	VPSRLD       $0x16, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1184(BX), Y11, Y8
-	VPSRLD       $0x16, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1216(BX), Y11, Y9
-	VPSRLD       $0x16, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1248(BX), Y11, Y10
-	VPSRLD       $0x15, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1280(BX), Y11, Y7
-	VPSRLD       $0x15, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1312(BX), Y11, Y8
-	VPSRLD       $0x15, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1344(BX), Y11, Y9
-	VPSRLD       $0x15, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1376(BX), Y11, Y10
-	VPSRLD       $0x14, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1408(BX), Y11, Y7
-	VPSRLD       $0x14, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1440(BX), Y11, Y8
-	VPSRLD       $0x14, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1472(BX), Y11, Y9
-	VPSRLD       $0x14, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1504(BX), Y11, Y10
-	VPSRLD       $0x13, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1536(BX), Y11, Y7
-	VPSRLD       $0x13, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1568(BX), Y11, Y8
-	VPSRLD       $0x13, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1600(BX), Y11, Y9
-	VPSRLD       $0x13, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1632(BX), Y11, Y10
-	VPSRLD       $0x12, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1664(BX), Y11, Y7
-	VPSRLD       $0x12, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1696(BX), Y11, Y8
-	VPSRLD       $0x12, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1728(BX), Y11, Y9
-	VPSRLD       $0x12, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1760(BX), Y11, Y10
-	VPSRLD       $0x11, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1792(BX), Y11, Y7
-	VPSRLD       $0x11, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1824(BX), Y11, Y8
-	VPSRLD       $0x11, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1856(BX), Y11, Y9
-	VPSRLD       $0x11, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1888(BX), Y11, Y10
-	VPSRLD       $0x10, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1920(BX), Y11, Y7
-	VPSRLD       $0x10, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1952(BX), Y11, Y8
-	VPSRLD       $0x10, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1984(BX), Y11, Y9
-	VPSRLD       $0x10, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2016(BX), Y11, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y8
-	VFMADD231PS  Y7, Y8, Y1
-	VMOVSS       4(CX), X7
-	VFMADD231SS  (SI), X7, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VPSRLD       $0x1a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  640(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  512(BX), Y12, Y9
+	VPSRLD       $0x1a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  672(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  544(BX), Y12, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VPSRLD       $0x16, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1152(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1024(BX), Y12, Y9
+	VPSRLD       $0x16, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1184(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1056(BX), Y12, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VPSRLD       $0x12, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1664(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1536(BX), Y12, Y9
+	VPSRLD       $0x12, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1696(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1568(BX), Y12, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVSS       4(CX), X8
+	VFMADD231SS  (SI), X8, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
-	VPSRLD       $0x0f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       2048(BX), Y7, Y7
-	VPSRLD       $0x0f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       2080(BX), Y8, Y8
-	VPSRLD       $0x0f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       2112(BX), Y9, Y9
-	VPSRLD       $0x0f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       2144(BX), Y10, Y10
-	VPSRLD       $0x0e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2176(BX), Y11, Y7
-	VPSRLD       $0x0e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2208(BX), Y11, Y8
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
 	VPSRLD       $0x0e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2240(BX), Y11, Y9
-	VPSRLD       $0x0e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2272(BX), Y11, Y10
-	VPSRLD       $0x0d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2304(BX), Y11, Y7
-	VPSRLD       $0x0d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2336(BX), Y11, Y8
-	VPSRLD       $0x0d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2368(BX), Y11, Y9
-	VPSRLD       $0x0d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2400(BX), Y11, Y10
-	VPSRLD       $0x0c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2432(BX), Y11, Y7
-	VPSRLD       $0x0c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2464(BX), Y11, Y8
-	VPSRLD       $0x0c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2496(BX), Y11, Y9
-	VPSRLD       $0x0c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2528(BX), Y11, Y10
-	VPSRLD       $0x0b, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2560(BX), Y11, Y7
-	VPSRLD       $0x0b, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2592(BX), Y11, Y8
-	VPSRLD       $0x0b, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2624(BX), Y11, Y9
-	VPSRLD       $0x0b, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2656(BX), Y11, Y10
-	VPSRLD       $0x0a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2688(BX), Y11, Y7
-	VPSRLD       $0x0a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2720(BX), Y11, Y8
-	VPSRLD       $0x0a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2752(BX), Y11, Y9
-	VPSRLD       $0x0a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2784(BX), Y11, Y10
-	VPSRLD       $0x09, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2816(BX), Y11, Y7
-	VPSRLD       $0x09, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2848(BX), Y11, Y8
-	VPSRLD       $0x09, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2880(BX), Y11, Y9
-	VPSRLD       $0x09, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2912(BX), Y11, Y10
-	VPSRLD       $0x08, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2944(BX), Y11, Y7
-	VPSRLD       $0x08, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2976(BX), Y11, Y8
-	VPSRLD       $0x08, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3008(BX), Y11, Y9
-	VPSRLD       $0x08, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3040(BX), Y11, Y10
-	VPSRLD       $0x07, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3072(BX), Y11, Y7
-	VPSRLD       $0x07, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3104(BX), Y11, Y8
-	VPSRLD       $0x07, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3136(BX), Y11, Y9
-	VPSRLD       $0x07, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3168(BX), Y11, Y10
-	VPSRLD       $0x06, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3200(BX), Y11, Y7
-	VPSRLD       $0x06, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3232(BX), Y11, Y8
-	VPSRLD       $0x06, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3264(BX), Y11, Y9
-	VPSRLD       $0x06, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3296(BX), Y11, Y10
-	VPSRLD       $0x05, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3328(BX), Y11, Y7
-	VPSRLD       $0x05, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3360(BX), Y11, Y8
-	VPSRLD       $0x05, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3392(BX), Y11, Y9
-	VPSRLD       $0x05, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3424(BX), Y11, Y10
-	VPSRLD       $0x04, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3456(BX), Y11, Y7
-	VPSRLD       $0x04, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3488(BX), Y11, Y8
-	VPSRLD       $0x04, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3520(BX), Y11, Y9
-	VPSRLD       $0x04, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3552(BX), Y11, Y10
-	VPSRLD       $0x03, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3584(BX), Y11, Y7
-	VPSRLD       $0x03, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3616(BX), Y11, Y8
-	VPSRLD       $0x03, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3648(BX), Y11, Y9
-	VPSRLD       $0x03, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3680(BX), Y11, Y10
-	VPSRLD       $0x02, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3712(BX), Y11, Y7
-	VPSRLD       $0x02, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3744(BX), Y11, Y8
-	VPSRLD       $0x02, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3776(BX), Y11, Y9
-	VPSRLD       $0x02, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3808(BX), Y11, Y10
-	VPSRLD       $0x01, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3840(BX), Y11, Y7
-	VPSRLD       $0x01, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3872(BX), Y11, Y8
-	VPSRLD       $0x01, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3904(BX), Y11, Y9
-	VPSRLD       $0x01, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3936(BX), Y11, Y10
-	VPERMPS      Y0, Y3, Y3
-	VFMADD231PS  3968(BX), Y3, Y7
-	VPERMPS      Y0, Y4, Y3
-	VFMADD231PS  4000(BX), Y3, Y8
-	VPERMPS      Y0, Y5, Y3
-	VFMADD231PS  4032(BX), Y3, Y9
-	VPERMPS      Y0, Y6, Y3
-	VFMADD231PS  4064(BX), Y3, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y3
-	VFMADD231PS  Y7, Y3, Y1
-	VMOVSS       4(CX), X3
-	VFMADD231SS  (SI), X3, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VPSRLD       $0x0a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2688(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2560(BX), Y12, Y9
+	VPSRLD       $0x0a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2720(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2592(BX), Y12, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VPSRLD       $0x06, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3200(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3072(BX), Y12, Y9
+	VPSRLD       $0x06, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3232(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3104(BX), Y12, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VPSRLD       $0x02, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3712(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3584(BX), Y12, Y9
+	VPSRLD       $0x02, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3744(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3616(BX), Y12, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	VMOVSS       4(CX), X4
+	VFMADD231SS  (SI), X4, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x00001000, BX
 	DECQ         R8
 	JNZ          Bits1A32S16Avx2_chunk
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X1
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0xb1, X3, X1
-	VADDPS       X1, X3, X3
-	VSUBSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
 	MOVQ         out+40(FP), BX
-	VMOVSS       X3, (BX)
+	VMOVSS       X4, (BX)
 	ADDQ         $0x00000004, BX
 	MOVQ         BX, out+40(FP)
 	MOVQ         stride+8(FP), BX
@@ -29448,15 +28997,16 @@ TEXT ·Bits1A32S32Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000001, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      periodicFloats1<>+0(SB), Y0
+	VMOVDQU      codeTable1_0<>+0(SB), Y0
+	VMOVDQU      codeTable1_1<>+0(SB), Y1
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
 	IMUL3Q       $0x00000004, DX, DX
 
 Bits1A32S32Avx2_row:
-	VPXOR Y1, Y1, Y1
-	VPXOR X2, X2, X2
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
 	MOVQ  x+24(FP), BX
 	MOVQ  xsum+32(FP), SI
 	MOVQ  AX, DI
@@ -29465,412 +29015,348 @@ Bits1A32S32Avx2_row:
 Bits1A32S32Avx2_chunk:
 	PREFETCHT1   (DI)(DX*1)
 	PREFETCHT1   64(DI)(DX*1)
-	VMOVDQU      (DI), Y3
-	VMOVDQU      32(DI), Y4
-	VMOVDQU      64(DI), Y5
-	VMOVDQU      96(DI), Y6
-	VPSRLD       $0x1f, Y3, Y7
-	VPERMPS      Y0, Y7, Y7
-	VMULPS       (BX), Y7, Y7
-	VPSRLD       $0x1f, Y4, Y8
-	VPERMPS      Y0, Y8, Y8
-	VMULPS       32(BX), Y8, Y8
-	VPSRLD       $0x1f, Y5, Y9
-	VPERMPS      Y0, Y9, Y9
-	VMULPS       64(BX), Y9, Y9
-	VPSRLD       $0x1f, Y6, Y10
-	VPERMPS      Y0, Y10, Y10
-	VMULPS       96(BX), Y10, Y10
-	VPSRLD       $0x1e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  128(BX), Y11, Y7
-	VPSRLD       $0x1e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  160(BX), Y11, Y8
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
 	VPSRLD       $0x1e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  192(BX), Y11, Y9
-	VPSRLD       $0x1e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  224(BX), Y11, Y10
-	VPSRLD       $0x1d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  256(BX), Y11, Y7
-	VPSRLD       $0x1d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  288(BX), Y11, Y8
-	VPSRLD       $0x1d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  320(BX), Y11, Y9
-	VPSRLD       $0x1d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  352(BX), Y11, Y10
-	VPSRLD       $0x1c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  384(BX), Y11, Y7
-	VPSRLD       $0x1c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  416(BX), Y11, Y8
-	VPSRLD       $0x1c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  448(BX), Y11, Y9
-	VPSRLD       $0x1c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  480(BX), Y11, Y10
-	VPSRLD       $0x1b, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  512(BX), Y11, Y7
-	VPSRLD       $0x1b, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  544(BX), Y11, Y8
-	VPSRLD       $0x1b, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  576(BX), Y11, Y9
-	VPSRLD       $0x1b, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  608(BX), Y11, Y10
-	VPSRLD       $0x1a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  640(BX), Y11, Y7
-	VPSRLD       $0x1a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  672(BX), Y11, Y8
-	VPSRLD       $0x1a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  704(BX), Y11, Y9
-	VPSRLD       $0x1a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  736(BX), Y11, Y10
-	VPSRLD       $0x19, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  768(BX), Y11, Y7
-	VPSRLD       $0x19, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  800(BX), Y11, Y8
-	VPSRLD       $0x19, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  832(BX), Y11, Y9
-	VPSRLD       $0x19, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  864(BX), Y11, Y10
-	VPSRLD       $0x18, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  896(BX), Y11, Y7
-	VPSRLD       $0x18, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  928(BX), Y11, Y8
-	VPSRLD       $0x18, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  960(BX), Y11, Y9
-	VPSRLD       $0x18, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  992(BX), Y11, Y10
-	VPSRLD       $0x17, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1024(BX), Y11, Y7
-	VPSRLD       $0x17, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1056(BX), Y11, Y8
-	VPSRLD       $0x17, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1088(BX), Y11, Y9
-	VPSRLD       $0x17, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1120(BX), Y11, Y10
-	VPSRLD       $0x16, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1152(BX), Y11, Y7
-	VPSRLD       $0x16, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1184(BX), Y11, Y8
-	VPSRLD       $0x16, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1216(BX), Y11, Y9
-	VPSRLD       $0x16, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1248(BX), Y11, Y10
-	VPSRLD       $0x15, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1280(BX), Y11, Y7
-	VPSRLD       $0x15, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1312(BX), Y11, Y8
-	VPSRLD       $0x15, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1344(BX), Y11, Y9
-	VPSRLD       $0x15, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1376(BX), Y11, Y10
-	VPSRLD       $0x14, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1408(BX), Y11, Y7
-	VPSRLD       $0x14, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1440(BX), Y11, Y8
-	VPSRLD       $0x14, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1472(BX), Y11, Y9
-	VPSRLD       $0x14, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1504(BX), Y11, Y10
-	VPSRLD       $0x13, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1536(BX), Y11, Y7
-	VPSRLD       $0x13, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1568(BX), Y11, Y8
-	VPSRLD       $0x13, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1600(BX), Y11, Y9
-	VPSRLD       $0x13, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1632(BX), Y11, Y10
-	VPSRLD       $0x12, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1664(BX), Y11, Y7
-	VPSRLD       $0x12, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1696(BX), Y11, Y8
-	VPSRLD       $0x12, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1728(BX), Y11, Y9
-	VPSRLD       $0x12, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1760(BX), Y11, Y10
-	VPSRLD       $0x11, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1792(BX), Y11, Y7
-	VPSRLD       $0x11, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1824(BX), Y11, Y8
-	VPSRLD       $0x11, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1856(BX), Y11, Y9
-	VPSRLD       $0x11, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1888(BX), Y11, Y10
-	VPSRLD       $0x10, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1920(BX), Y11, Y7
-	VPSRLD       $0x10, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1952(BX), Y11, Y8
-	VPSRLD       $0x10, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  1984(BX), Y11, Y9
-	VPSRLD       $0x10, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2016(BX), Y11, Y10
-	VPSRLD       $0x0f, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2048(BX), Y11, Y7
-	VPSRLD       $0x0f, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2080(BX), Y11, Y8
-	VPSRLD       $0x0f, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2112(BX), Y11, Y9
-	VPSRLD       $0x0f, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2144(BX), Y11, Y10
-	VPSRLD       $0x0e, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2176(BX), Y11, Y7
-	VPSRLD       $0x0e, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2208(BX), Y11, Y8
-	VPSRLD       $0x0e, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2240(BX), Y11, Y9
-	VPSRLD       $0x0e, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2272(BX), Y11, Y10
-	VPSRLD       $0x0d, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2304(BX), Y11, Y7
-	VPSRLD       $0x0d, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2336(BX), Y11, Y8
-	VPSRLD       $0x0d, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2368(BX), Y11, Y9
-	VPSRLD       $0x0d, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2400(BX), Y11, Y10
-	VPSRLD       $0x0c, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2432(BX), Y11, Y7
-	VPSRLD       $0x0c, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2464(BX), Y11, Y8
-	VPSRLD       $0x0c, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2496(BX), Y11, Y9
-	VPSRLD       $0x0c, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2528(BX), Y11, Y10
-	VPSRLD       $0x0b, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2560(BX), Y11, Y7
-	VPSRLD       $0x0b, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2592(BX), Y11, Y8
-	VPSRLD       $0x0b, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2624(BX), Y11, Y9
-	VPSRLD       $0x0b, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2656(BX), Y11, Y10
-	VPSRLD       $0x0a, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2688(BX), Y11, Y7
-	VPSRLD       $0x0a, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2720(BX), Y11, Y8
-	VPSRLD       $0x0a, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2752(BX), Y11, Y9
-	VPSRLD       $0x0a, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2784(BX), Y11, Y10
-	VPSRLD       $0x09, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2816(BX), Y11, Y7
-	VPSRLD       $0x09, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2848(BX), Y11, Y8
-	VPSRLD       $0x09, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2880(BX), Y11, Y9
-	VPSRLD       $0x09, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2912(BX), Y11, Y10
-	VPSRLD       $0x08, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2944(BX), Y11, Y7
-	VPSRLD       $0x08, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  2976(BX), Y11, Y8
-	VPSRLD       $0x08, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3008(BX), Y11, Y9
-	VPSRLD       $0x08, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3040(BX), Y11, Y10
-	VPSRLD       $0x07, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3072(BX), Y11, Y7
-	VPSRLD       $0x07, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3104(BX), Y11, Y8
-	VPSRLD       $0x07, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3136(BX), Y11, Y9
-	VPSRLD       $0x07, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3168(BX), Y11, Y10
-	VPSRLD       $0x06, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3200(BX), Y11, Y7
-	VPSRLD       $0x06, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3232(BX), Y11, Y8
-	VPSRLD       $0x06, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3264(BX), Y11, Y9
-	VPSRLD       $0x06, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3296(BX), Y11, Y10
-	VPSRLD       $0x05, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3328(BX), Y11, Y7
-	VPSRLD       $0x05, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3360(BX), Y11, Y8
-	VPSRLD       $0x05, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3392(BX), Y11, Y9
-	VPSRLD       $0x05, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3424(BX), Y11, Y10
-	VPSRLD       $0x04, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3456(BX), Y11, Y7
-	VPSRLD       $0x04, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3488(BX), Y11, Y8
-	VPSRLD       $0x04, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3520(BX), Y11, Y9
-	VPSRLD       $0x04, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3552(BX), Y11, Y10
-	VPSRLD       $0x03, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3584(BX), Y11, Y7
-	VPSRLD       $0x03, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3616(BX), Y11, Y8
-	VPSRLD       $0x03, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3648(BX), Y11, Y9
-	VPSRLD       $0x03, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3680(BX), Y11, Y10
-	VPSRLD       $0x02, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3712(BX), Y11, Y7
-	VPSRLD       $0x02, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3744(BX), Y11, Y8
-	VPSRLD       $0x02, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3776(BX), Y11, Y9
-	VPSRLD       $0x02, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3808(BX), Y11, Y10
-	VPSRLD       $0x01, Y3, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3840(BX), Y11, Y7
-	VPSRLD       $0x01, Y4, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3872(BX), Y11, Y8
-	VPSRLD       $0x01, Y5, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3904(BX), Y11, Y9
-	VPSRLD       $0x01, Y6, Y11
-	VPERMPS      Y0, Y11, Y11
-	VFMADD231PS  3936(BX), Y11, Y10
-	VPERMPS      Y0, Y3, Y3
-	VFMADD231PS  3968(BX), Y3, Y7
-	VPERMPS      Y0, Y4, Y3
-	VFMADD231PS  4000(BX), Y3, Y8
-	VPERMPS      Y0, Y5, Y3
-	VFMADD231PS  4032(BX), Y3, Y9
-	VPERMPS      Y0, Y6, Y3
-	VFMADD231PS  4064(BX), Y3, Y10
-	VADDPS       Y8, Y7, Y7
-	VADDPS       Y10, Y9, Y9
-	VADDPS       Y9, Y7, Y7
-	VBROADCASTSS (CX), Y3
-	VFMADD231PS  Y7, Y3, Y1
-	VMOVSS       4(CX), X3
-	VFMADD231SS  (SI), X3, X2
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VPSRLD       $0x1a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  640(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  512(BX), Y12, Y9
+	VPSRLD       $0x1a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  672(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  544(BX), Y12, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VPSRLD       $0x16, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1152(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1024(BX), Y12, Y9
+	VPSRLD       $0x16, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1184(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1056(BX), Y12, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VPSRLD       $0x12, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1664(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1536(BX), Y12, Y9
+	VPSRLD       $0x12, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1696(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1568(BX), Y12, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VPSRLD       $0x0e, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2176(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2048(BX), Y12, Y9
+	VPSRLD       $0x0e, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2208(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2080(BX), Y12, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VPSRLD       $0x0a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2688(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2560(BX), Y12, Y9
+	VPSRLD       $0x0a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2720(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2592(BX), Y12, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VPSRLD       $0x06, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3200(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3072(BX), Y12, Y9
+	VPSRLD       $0x06, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3232(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3104(BX), Y12, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VPSRLD       $0x02, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3712(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3584(BX), Y12, Y9
+	VPSRLD       $0x02, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3744(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3616(BX), Y12, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	VMOVSS       4(CX), X4
+	VFMADD231SS  (SI), X4, X3
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x00001000, BX
 	DECQ         R8
 	JNZ          Bits1A32S32Avx2_chunk
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X1
-	VADDPS       X1, X3, X3
-	VPERMILPS    $0xb1, X3, X1
-	VADDPS       X1, X3, X3
-	VSUBSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
 	MOVQ         out+40(FP), BX
-	VMOVSS       X3, (BX)
+	VMOVSS       X4, (BX)
 	ADDQ         $0x00000004, BX
 	MOVQ         BX, out+40(FP)
 	MOVQ         stride+8(FP), BX
@@ -29888,6 +29374,7 @@ TEXT ·Bits3A32S1Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      codeTable3_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -29909,16 +29396,16 @@ Bits3A32S1Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29930,20 +29417,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x1a, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       128(BX), Y7, Y7
 	VPSRLD       $0x1a, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       160(BX), Y8, Y8
 	VPSRLD       $0x1a, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       192(BX), Y9, Y9
 	VPSRLD       $0x1a, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       224(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29955,20 +29438,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       352(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -29980,20 +29459,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x14, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       384(BX), Y7, Y7
 	VPSRLD       $0x14, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       416(BX), Y8, Y8
 	VPSRLD       $0x14, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       448(BX), Y9, Y9
 	VPSRLD       $0x14, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       480(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30005,20 +29480,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30030,20 +29501,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0e, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       640(BX), Y7, Y7
 	VPSRLD       $0x0e, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       672(BX), Y8, Y8
 	VPSRLD       $0x0e, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       704(BX), Y9, Y9
 	VPSRLD       $0x0e, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       736(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30055,20 +29522,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       864(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30080,20 +29543,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x08, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       896(BX), Y7, Y7
 	VPSRLD       $0x08, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       928(BX), Y8, Y8
 	VPSRLD       $0x08, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       960(BX), Y9, Y9
 	VPSRLD       $0x08, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       992(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30105,20 +29564,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30130,20 +29585,16 @@ Bits3A32S1Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x02, Y3, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VMULPS       1152(BX), Y3, Y3
 	VPSRLD       $0x02, Y4, Y4
-	VPAND        Y4, Y0, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPERMPS      Y0, Y4, Y4
 	VMULPS       1184(BX), Y4, Y4
 	VPSRLD       $0x02, Y5, Y5
-	VPAND        Y5, Y0, Y5
-	VCVTDQ2PS    Y5, Y5
+	VPERMPS      Y0, Y5, Y5
 	VMULPS       1216(BX), Y5, Y5
 	VPSRLD       $0x02, Y6, Y6
-	VPAND        Y6, Y0, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPERMPS      Y0, Y6, Y6
 	VMULPS       1248(BX), Y6, Y6
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y6, Y5, Y5
@@ -30184,6 +29635,7 @@ TEXT ·Bits3A32S2Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      codeTable3_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -30205,32 +29657,28 @@ Bits3A32S2Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30242,36 +29690,28 @@ Bits3A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x17, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       256(BX), Y7, Y7
 	VPSRLD       $0x17, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       288(BX), Y8, Y8
 	VPSRLD       $0x17, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       320(BX), Y9, Y9
 	VPSRLD       $0x17, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       352(BX), Y10, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30283,36 +29723,28 @@ Bits3A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x11, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       512(BX), Y7, Y7
 	VPSRLD       $0x11, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       544(BX), Y8, Y8
 	VPSRLD       $0x11, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       576(BX), Y9, Y9
 	VPSRLD       $0x11, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       608(BX), Y10, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30324,36 +29756,28 @@ Bits3A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x0b, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       768(BX), Y7, Y7
 	VPSRLD       $0x0b, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       800(BX), Y8, Y8
 	VPSRLD       $0x0b, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       832(BX), Y9, Y9
 	VPSRLD       $0x0b, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       864(BX), Y10, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30365,36 +29789,28 @@ Bits3A32S2Avx2_chunk:
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, SI
 	VPSRLD       $0x05, Y3, Y7
-	VPAND        Y7, Y0, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       1024(BX), Y7, Y7
 	VPSRLD       $0x05, Y4, Y8
-	VPAND        Y8, Y0, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       1056(BX), Y8, Y8
 	VPSRLD       $0x05, Y5, Y9
-	VPAND        Y9, Y0, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       1088(BX), Y9, Y9
 	VPSRLD       $0x05, Y6, Y10
-	VPAND        Y10, Y0, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       1120(BX), Y10, Y10
 	VPSRLD       $0x02, Y3, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1152(BX), Y3, Y7
 	VPSRLD       $0x02, Y4, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1184(BX), Y3, Y8
 	VPSRLD       $0x02, Y5, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1216(BX), Y3, Y9
 	VPSRLD       $0x02, Y6, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1248(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9
@@ -30435,6 +29851,7 @@ TEXT ·Bits3A32S10Avx2(SB), NOSPLIT, $0-64
 	MOVL         $0x00000007, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
+	VMOVDQU      codeTable3_0<>+0(SB), Y0
 	MOVQ         w+0(FP), AX
 	MOVQ         meta+16(FP), CX
 	MOVQ         stride+8(FP), DX
@@ -30456,160 +29873,124 @@ Bits3A32S10Avx2_chunk:
 	VMOVDQU      64(DI), Y5
 	VMOVDQU      96(DI), Y6
 	VPSRLD       $0x1d, Y3, Y7
-	VCVTDQ2PS    Y7, Y7
+	VPERMPS      Y0, Y7, Y7
 	VMULPS       (BX), Y7, Y7
 	VPSRLD       $0x1d, Y4, Y8
-	VCVTDQ2PS    Y8, Y8
+	VPERMPS      Y0, Y8, Y8
 	VMULPS       32(BX), Y8, Y8
 	VPSRLD       $0x1d, Y5, Y9
-	VCVTDQ2PS    Y9, Y9
+	VPERMPS      Y0, Y9, Y9
 	VMULPS       64(BX), Y9, Y9
 	VPSRLD       $0x1d, Y6, Y10
-	VCVTDQ2PS    Y10, Y10
+	VPERMPS      Y0, Y10, Y10
 	VMULPS       96(BX), Y10, Y10
 	VPSRLD       $0x1a, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  128(BX), Y11, Y7
 	VPSRLD       $0x1a, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  160(BX), Y11, Y8
 	VPSRLD       $0x1a, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  192(BX), Y11, Y9
 	VPSRLD       $0x1a, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  224(BX), Y11, Y10
 	VPSRLD       $0x17, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  256(BX), Y11, Y7
 	VPSRLD       $0x17, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  288(BX), Y11, Y8
 	VPSRLD       $0x17, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  320(BX), Y11, Y9
 	VPSRLD       $0x17, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  352(BX), Y11, Y10
 	VPSRLD       $0x14, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  384(BX), Y11, Y7
 	VPSRLD       $0x14, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  416(BX), Y11, Y8
 	VPSRLD       $0x14, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  448(BX), Y11, Y9
 	VPSRLD       $0x14, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  480(BX), Y11, Y10
 	VPSRLD       $0x11, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  512(BX), Y11, Y7
 	VPSRLD       $0x11, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  544(BX), Y11, Y8
 	VPSRLD       $0x11, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  576(BX), Y11, Y9
 	VPSRLD       $0x11, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  608(BX), Y11, Y10
 	VPSRLD       $0x0e, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  640(BX), Y11, Y7
 	VPSRLD       $0x0e, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  672(BX), Y11, Y8
 	VPSRLD       $0x0e, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  704(BX), Y11, Y9
 	VPSRLD       $0x0e, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  736(BX), Y11, Y10
 	VPSRLD       $0x0b, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  768(BX), Y11, Y7
 	VPSRLD       $0x0b, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  800(BX), Y11, Y8
 	VPSRLD       $0x0b, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  832(BX), Y11, Y9
 	VPSRLD       $0x0b, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  864(BX), Y11, Y10
 	VPSRLD       $0x08, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  896(BX), Y11, Y7
 	VPSRLD       $0x08, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  928(BX), Y11, Y8
 	VPSRLD       $0x08, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  960(BX), Y11, Y9
 	VPSRLD       $0x08, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  992(BX), Y11, Y10
 	VPSRLD       $0x05, Y3, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1024(BX), Y11, Y7
 	VPSRLD       $0x05, Y4, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1056(BX), Y11, Y8
 	VPSRLD       $0x05, Y5, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1088(BX), Y11, Y9
 	VPSRLD       $0x05, Y6, Y11
-	VPAND        Y11, Y0, Y11
-	VCVTDQ2PS    Y11, Y11
+	VPERMPS      Y0, Y11, Y11
 	VFMADD231PS  1120(BX), Y11, Y10
 	VPSRLD       $0x02, Y3, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1152(BX), Y3, Y7
 	VPSRLD       $0x02, Y4, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1184(BX), Y3, Y8
 	VPSRLD       $0x02, Y5, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1216(BX), Y3, Y9
 	VPSRLD       $0x02, Y6, Y3
-	VPAND        Y3, Y0, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPERMPS      Y0, Y3, Y3
 	VFMADD231PS  1248(BX), Y3, Y10
 	VADDPS       Y8, Y7, Y7
 	VADDPS       Y10, Y9, Y9

@@ -283,23 +283,46 @@ func nibbleFloats() Mem {
 	return *nibbleFloatsMem
 }
 
-var periodicMem = map[int]Mem{}
+var codeTableMem = map[[2]int]Mem{}
 
-// periodicFloats returns the read-only table float32{e mod 2^n : e < 16}
-// (nibbleFloats for n = 4).
-func periodicFloats(n int) Mem {
+// codeTable returns the read-only table float32{e >> (n*j) & (2^n-1) : e <
+// 16}: the n-bit code at bits n*j of a 4-bit index (nibbleFloats for n =
+// 4).
+func codeTable(n, j int) Mem {
 	if n == 4 {
 		return nibbleFloats()
 	}
-	if m, ok := periodicMem[n]; ok {
+	if m, ok := codeTableMem[[2]int{n, j}]; ok {
 		return m
 	}
-	m := GLOBL(fmt.Sprintf("periodicFloats%d", n), RODATA|NOPTR)
+	m := GLOBL(fmt.Sprintf("codeTable%d_%d", n, j), RODATA|NOPTR)
 	for e := 0; e < 16; e++ {
-		DATA(4*e, F32(float32(e&(1<<n-1))))
+		DATA(4*e, F32(float32(e>>(n*j)&(1<<n-1))))
 	}
-	periodicMem[n] = m
+	codeTableMem[[2]int{n, j}] = m
 	return m
+}
+
+// bitsRuns returns the elements per shift of the one-row float kernel for
+// n bits and segments of seg planes, and its VPERMPS tables (nil: the
+// n-bit codes do not fit the 4 (ZMM) or 3 (YMM) index bits; mask and
+// convert instead). A run fits the index bits and divides both the 32/n
+// elements of a word and the segment.
+func bitsRuns(n, seg int, f fvec) (int, []VecVirtual) {
+	bits := map[bool]int{true: 4, false: 3}[f.avx512]
+	if n > bits {
+		return 1, nil
+	}
+	per := bits / n
+	for (32/n)%per != 0 || seg%per != 0 {
+		per--
+	}
+	tables := make([]VecVirtual, per)
+	for j := range tables {
+		tables[j] = f.reg()
+		f.load(codeTable(n, j), tables[j])
+	}
+	return per, tables
 }
 
 // nibbleMask returns a register of the given kind with 0x0f in every byte.
@@ -1555,15 +1578,17 @@ func bitsA32(n, seg int, f fvec) {
 		"rows, chunks >= 1; pointers cover what is read or written.",
 	)
 	mask := f.broadcast(uint32(1)<<n - 1)
-	// VPERMPS reads only the low 4 (ZMM) or 3 (YMM) bits of each index: a
-	// table of period 2^n turns a shifted word into floats with no mask.
-	// Measured on the Zen 5 VM (C model of the loop, one core): shift, mask,
-	// VPERMPS and FMA 0.70 cycles (TSC) per 16 weights; without the mask 0.61.
-	var table VecVirtual
-	if n <= 4 && f.avx512 || n <= 2 {
-		table = f.reg()
-		f.load(periodicFloats(n), table)
-	}
+	// VPERMPS reads only the low 4 (ZMM) or 3 (YMM) bits of each index, so
+	// one shift brings a run of per elements into an index and a table per
+	// element of the run (tables[j][e] = the code at bits n*j of e) turns
+	// it into floats with no mask: per 16 weights a shift per run, a
+	// VPERMPS and an FMA. Measured on the Zen 5 VM, one core,
+	// 1024x4096-cached A32: with shift, mask, VPERMPS and FMA per element
+	// Bits4/2/1 took 87 us, without the mask 71 us, with runs of 2 (Bits2)
+	// and 4 (Bits1) elements per shift 64 and 63 us. AVX2
+	// (3 index bits): Bits3 192 -> 153 us (a table instead of mask and
+	// convert), Bits1 in runs of 2 124 -> 109 us.
+	per, tables := bitsRuns(n, seg, f)
 	wp, mp := param("w"), param("meta")
 	pfo := rowPrefetchOffset()
 	Label(name + "_row")
@@ -1585,33 +1610,41 @@ func bitsA32(n, seg int, f fvec) {
 	}
 	for s0 := 0; s0 < step; s0 += seg {
 		dots := newChains(f, seg*parts, chainsMax)
-		for i := s0; i < s0+seg; i++ {
+		for i0 := s0; i0 < s0+seg; i0 += per {
 			for h := 0; h < parts; h++ {
-				c := f.reg()
-				idx := c
-				switch sh := 32 - n*(i+1); {
-				case sh == 32-n: // the top element: the shift leaves n bits
-					VPSRLD(U8(sh), data[h], c)
-				case table != nil && sh != 0:
-					VPSRLD(U8(sh), data[h], c)
-				case table != nil: // the last element: already in the low bits
+				sh := 32 - n*(i0+per) // the run's last element to bit 0
+				var idx VecVirtual
+				switch {
+				case tables == nil:
+				case sh == 0:
 					idx = data[h]
-				case sh != 0:
-					VPSRLD(U8(sh), data[h], c)
-					f.and(c, mask, c)
 				default:
-					f.and(data[h], mask, c)
+					idx = f.reg()
+					VPSRLD(U8(sh), data[h], idx)
 				}
-				if table != nil {
-					VPERMPS(table, idx, c)
-				} else {
-					VCVTDQ2PS(c, c)
-				}
-				xm := Mem{Base: xk, Disp: (i*32 + W*h) * 4}
-				if d, first := dots.next(); first {
-					VMULPS(xm, c, d)
-				} else {
-					VFMADD231PS(xm, c, d)
+				for j := 0; j < per; j++ {
+					i := i0 + per - 1 - j // at bits n*j of idx
+					c := f.reg()
+					switch sh := 32 - n*(i+1); {
+					case tables != nil:
+						VPERMPS(tables[j], idx, c)
+					case sh == 32-n: // the top element: the shift leaves n bits
+						VPSRLD(U8(sh), data[h], c)
+						VCVTDQ2PS(c, c)
+					case sh != 0:
+						VPSRLD(U8(sh), data[h], c)
+						f.and(c, mask, c)
+						VCVTDQ2PS(c, c)
+					default:
+						f.and(data[h], mask, c)
+						VCVTDQ2PS(c, c)
+					}
+					xm := Mem{Base: xk, Disp: (i*32 + W*h) * 4}
+					if d, first := dots.next(); first {
+						VMULPS(xm, c, d)
+					} else {
+						VFMADD231PS(xm, c, d)
+					}
 				}
 			}
 		}
