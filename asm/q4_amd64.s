@@ -19853,13 +19853,11 @@ Bits8A32S4Avx512_chunk:
 // func Bits4A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits4A32S1Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x0000000f, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    nibbleFloats<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits4A32S1Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -19997,13 +19995,11 @@ Bits4A32S1Avx512_chunk:
 // func Bits4A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits4A32S2Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x0000000f, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    nibbleFloats<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits4A32S2Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -20125,13 +20121,11 @@ Bits4A32S2Avx512_chunk:
 // func Bits4A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits4A32S4Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x0000000f, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    nibbleFloats<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits4A32S4Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -20237,13 +20231,11 @@ Bits4A32S4Avx512_chunk:
 // func Bits4A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits4A32S8Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x0000000f, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    nibbleFloats<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits4A32S8Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -20341,13 +20333,11 @@ Bits4A32S8Avx512_chunk:
 // func Bits2A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S1Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable2_0<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits2A32S1Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -20599,18 +20589,16 @@ GLOBL codeTable2_0<>(SB), RODATA|NOPTR, $64
 // func Bits2A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S2Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable2_0<>+0(SB), Z0
-	VMOVDQU64    codeTable2_1<>+0(SB), Z3
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits2A32S2Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20624,158 +20612,158 @@ Bits2A32S2Avx512_chunk:
 	VPSRLD           $0x1c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           128(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           (BX), Z7, Z7
 	VPSRLD           $0x1c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           64(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x18, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           384(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           256(BX), Z7, Z7
 	VPSRLD           $0x18, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           448(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           320(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           640(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           512(BX), Z7, Z7
 	VPSRLD           $0x14, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           704(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           576(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           896(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           768(BX), Z7, Z7
 	VPSRLD           $0x10, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           960(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           832(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1152(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1024(BX), Z7, Z7
 	VPSRLD           $0x0c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1088(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1408(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1280(BX), Z7, Z7
 	VPSRLD           $0x08, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1472(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1344(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1664(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1536(BX), Z7, Z7
 	VPSRLD           $0x04, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1728(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1600(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPERMPS          Z0, Z4, Z6
 	VMULPS           1920(BX), Z6, Z6
-	VPERMPS          Z3, Z4, Z4
+	VPERMPS          Z1, Z4, Z4
 	VMULPS           1792(BX), Z4, Z4
 	VPERMPS          Z0, Z5, Z7
 	VMULPS           1984(BX), Z7, Z7
-	VPERMPS          Z3, Z5, Z5
+	VPERMPS          Z1, Z5, Z5
 	VMULPS           1856(BX), Z5, Z5
 	VADDPS           Z4, Z6, Z6
 	VADDPS           Z5, Z7, Z7
 	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X2
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y4
-	VADDPS           Y4, Y1, Y4
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
 	VEXTRACTF32X4    $0x01, Y4, X5
 	VADDPS           X5, X4, X5
 	VPERMILPS        $0x4e, X5, X4
 	VADDPS           X4, X5, X5
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
-	VSUBSS           X2, X5, X5
+	VSUBSS           X3, X5, X5
 	MOVQ             out+40(FP), BX
 	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
@@ -20810,18 +20798,16 @@ GLOBL codeTable2_1<>(SB), RODATA|NOPTR, $64
 // func Bits2A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S4Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable2_0<>+0(SB), Z0
-	VMOVDQU64    codeTable2_1<>+0(SB), Z3
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits2A32S4Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20835,126 +20821,126 @@ Bits2A32S4Avx512_chunk:
 	VPSRLD           $0x1c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           128(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           (BX), Z7, Z7
 	VPSRLD           $0x1c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           64(BX), Z9, Z9
 	VPSRLD           $0x18, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      384(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      256(BX), Z10, Z7
 	VPSRLD           $0x18, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      448(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      320(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           640(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           512(BX), Z7, Z7
 	VPSRLD           $0x14, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           704(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           576(BX), Z9, Z9
 	VPSRLD           $0x10, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      896(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      768(BX), Z10, Z7
 	VPSRLD           $0x10, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      960(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      832(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1152(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1024(BX), Z7, Z7
 	VPSRLD           $0x0c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1088(BX), Z9, Z9
 	VPSRLD           $0x08, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1408(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1280(BX), Z10, Z7
 	VPSRLD           $0x08, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1472(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1344(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1664(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1536(BX), Z7, Z7
 	VPSRLD           $0x04, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1728(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1600(BX), Z9, Z9
 	VPERMPS          Z0, Z4, Z10
 	VFMADD231PS      1920(BX), Z10, Z6
-	VPERMPS          Z3, Z4, Z4
+	VPERMPS          Z1, Z4, Z4
 	VFMADD231PS      1792(BX), Z4, Z7
 	VPERMPS          Z0, Z5, Z4
 	VFMADD231PS      1984(BX), Z4, Z8
-	VPERMPS          Z3, Z5, Z4
+	VPERMPS          Z1, Z5, Z4
 	VFMADD231PS      1856(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X2
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y4
-	VADDPS           Y4, Y1, Y4
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
 	VEXTRACTF32X4    $0x01, Y4, X5
 	VADDPS           X5, X4, X5
 	VPERMILPS        $0x4e, X5, X4
 	VADDPS           X4, X5, X5
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
-	VSUBSS           X2, X5, X5
+	VSUBSS           X3, X5, X5
 	MOVQ             out+40(FP), BX
 	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
@@ -20971,18 +20957,16 @@ Bits2A32S4Avx512_chunk:
 // func Bits2A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S8Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable2_0<>+0(SB), Z0
-	VMOVDQU64    codeTable2_1<>+0(SB), Z3
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits2A32S8Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -20996,110 +20980,110 @@ Bits2A32S8Avx512_chunk:
 	VPSRLD           $0x1c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           128(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           (BX), Z7, Z7
 	VPSRLD           $0x1c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           64(BX), Z9, Z9
 	VPSRLD           $0x18, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      384(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      256(BX), Z10, Z7
 	VPSRLD           $0x18, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      448(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      320(BX), Z10, Z9
 	VPSRLD           $0x14, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      640(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      512(BX), Z10, Z7
 	VPSRLD           $0x14, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      704(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      576(BX), Z10, Z9
 	VPSRLD           $0x10, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      896(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      768(BX), Z10, Z7
 	VPSRLD           $0x10, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      960(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      832(BX), Z10, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1152(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1024(BX), Z7, Z7
 	VPSRLD           $0x0c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1088(BX), Z9, Z9
 	VPSRLD           $0x08, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1408(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1280(BX), Z10, Z7
 	VPSRLD           $0x08, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1472(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1344(BX), Z10, Z9
 	VPSRLD           $0x04, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1664(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1536(BX), Z10, Z7
 	VPSRLD           $0x04, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1728(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1600(BX), Z10, Z9
 	VPERMPS          Z0, Z4, Z10
 	VFMADD231PS      1920(BX), Z10, Z6
-	VPERMPS          Z3, Z4, Z4
+	VPERMPS          Z1, Z4, Z4
 	VFMADD231PS      1792(BX), Z4, Z7
 	VPERMPS          Z0, Z5, Z4
 	VFMADD231PS      1984(BX), Z4, Z8
-	VPERMPS          Z3, Z5, Z4
+	VPERMPS          Z1, Z5, Z4
 	VFMADD231PS      1856(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X2
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y4
-	VADDPS           Y4, Y1, Y4
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
 	VEXTRACTF32X4    $0x01, Y4, X5
 	VADDPS           X5, X4, X5
 	VPERMILPS        $0x4e, X5, X4
 	VADDPS           X4, X5, X5
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
-	VSUBSS           X2, X5, X5
+	VSUBSS           X3, X5, X5
 	MOVQ             out+40(FP), BX
 	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
@@ -21116,18 +21100,16 @@ Bits2A32S8Avx512_chunk:
 // func Bits2A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits2A32S16Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable2_0<>+0(SB), Z0
-	VMOVDQU64    codeTable2_1<>+0(SB), Z3
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits2A32S16Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -21141,102 +21123,102 @@ Bits2A32S16Avx512_chunk:
 	VPSRLD           $0x1c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           128(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           (BX), Z7, Z7
 	VPSRLD           $0x1c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           64(BX), Z9, Z9
 	VPSRLD           $0x18, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      384(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      256(BX), Z10, Z7
 	VPSRLD           $0x18, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      448(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      320(BX), Z10, Z9
 	VPSRLD           $0x14, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      640(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      512(BX), Z10, Z7
 	VPSRLD           $0x14, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      704(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      576(BX), Z10, Z9
 	VPSRLD           $0x10, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      896(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      768(BX), Z10, Z7
 	VPSRLD           $0x10, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      960(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      832(BX), Z10, Z9
 	VPSRLD           $0x0c, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1152(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1024(BX), Z10, Z7
 	VPSRLD           $0x0c, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1216(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1088(BX), Z10, Z9
 	VPSRLD           $0x08, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1408(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1280(BX), Z10, Z7
 	VPSRLD           $0x08, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1472(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1344(BX), Z10, Z9
 	VPSRLD           $0x04, Z4, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1664(BX), Z11, Z6
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1536(BX), Z10, Z7
 	VPSRLD           $0x04, Z5, Z10
 	VPERMPS          Z0, Z10, Z11
 	VFMADD231PS      1728(BX), Z11, Z8
-	VPERMPS          Z3, Z10, Z10
+	VPERMPS          Z1, Z10, Z10
 	VFMADD231PS      1600(BX), Z10, Z9
 	VPERMPS          Z0, Z4, Z10
 	VFMADD231PS      1920(BX), Z10, Z6
-	VPERMPS          Z3, Z4, Z4
+	VPERMPS          Z1, Z4, Z4
 	VFMADD231PS      1792(BX), Z4, Z7
 	VPERMPS          Z0, Z5, Z4
 	VFMADD231PS      1984(BX), Z4, Z8
-	VPERMPS          Z3, Z5, Z4
+	VPERMPS          Z1, Z5, Z4
 	VFMADD231PS      1856(BX), Z4, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X2
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00000800, BX
 	DECQ             R8
 	JNZ              Bits2A32S16Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y4
-	VADDPS           Y4, Y1, Y4
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
 	VEXTRACTF32X4    $0x01, Y4, X5
 	VADDPS           X5, X4, X5
 	VPERMILPS        $0x4e, X5, X4
 	VADDPS           X4, X5, X5
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
-	VSUBSS           X2, X5, X5
+	VSUBSS           X3, X5, X5
 	MOVQ             out+40(FP), BX
 	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
@@ -21253,13 +21235,11 @@ Bits2A32S16Avx512_chunk:
 // func Bits1A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S1Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable1_0<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits1A32S1Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -21703,18 +21683,16 @@ GLOBL codeTable1_0<>(SB), RODATA|NOPTR, $64
 // func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S2Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable1_0<>+0(SB), Z0
-	VMOVDQU64    codeTable1_1<>+0(SB), Z3
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits1A32S2Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -21728,302 +21706,302 @@ Bits1A32S2Avx512_chunk:
 	VPSRLD           $0x1e, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           128(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           (BX), Z7, Z7
 	VPSRLD           $0x1e, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           192(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           64(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           384(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           256(BX), Z7, Z7
 	VPSRLD           $0x1c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           448(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           320(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x1a, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           640(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           512(BX), Z7, Z7
 	VPSRLD           $0x1a, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           704(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           576(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x18, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           896(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           768(BX), Z7, Z7
 	VPSRLD           $0x18, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           960(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           832(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x16, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1152(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1024(BX), Z7, Z7
 	VPSRLD           $0x16, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1216(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1088(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1408(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1280(BX), Z7, Z7
 	VPSRLD           $0x14, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1472(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1344(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x12, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1664(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1536(BX), Z7, Z7
 	VPSRLD           $0x12, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1728(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1600(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           1920(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           1792(BX), Z7, Z7
 	VPSRLD           $0x10, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           1984(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           1856(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0e, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           2176(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           2048(BX), Z7, Z7
 	VPSRLD           $0x0e, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           2240(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           2112(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           2432(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           2304(BX), Z7, Z7
 	VPSRLD           $0x0c, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           2496(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           2368(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0a, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           2688(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           2560(BX), Z7, Z7
 	VPSRLD           $0x0a, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           2752(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           2624(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           2944(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           2816(BX), Z7, Z7
 	VPSRLD           $0x08, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           3008(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           2880(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x06, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           3200(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           3072(BX), Z7, Z7
 	VPSRLD           $0x06, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           3264(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           3136(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           3456(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           3328(BX), Z7, Z7
 	VPSRLD           $0x04, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           3520(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           3392(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x02, Z4, Z7
 	VPERMPS          Z0, Z7, Z6
 	VMULPS           3712(BX), Z6, Z6
-	VPERMPS          Z3, Z7, Z7
+	VPERMPS          Z1, Z7, Z7
 	VMULPS           3584(BX), Z7, Z7
 	VPSRLD           $0x02, Z5, Z9
 	VPERMPS          Z0, Z9, Z8
 	VMULPS           3776(BX), Z8, Z8
-	VPERMPS          Z3, Z9, Z9
+	VPERMPS          Z1, Z9, Z9
 	VMULPS           3648(BX), Z9, Z9
 	VADDPS           Z7, Z6, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z8, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPERMPS          Z0, Z4, Z6
 	VMULPS           3968(BX), Z6, Z6
-	VPERMPS          Z3, Z4, Z4
+	VPERMPS          Z1, Z4, Z4
 	VMULPS           3840(BX), Z4, Z4
 	VPERMPS          Z0, Z5, Z7
 	VMULPS           4032(BX), Z7, Z7
-	VPERMPS          Z3, Z5, Z5
+	VPERMPS          Z1, Z5, Z5
 	VMULPS           3904(BX), Z5, Z5
 	VADDPS           Z4, Z6, Z6
 	VADDPS           Z5, Z7, Z7
 	VADDPS           Z7, Z6, Z6
-	VFMADD231PS.BCST (CX), Z6, Z1
+	VFMADD231PS.BCST (CX), Z6, Z2
 	VMOVSS           4(CX), X4
-	VFMADD231SS      (SI), X4, X2
+	VFMADD231SS      (SI), X4, X3
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S2Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y4
-	VADDPS           Y4, Y1, Y4
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
 	VEXTRACTF32X4    $0x01, Y4, X5
 	VADDPS           X5, X4, X5
 	VPERMILPS        $0x4e, X5, X4
 	VADDPS           X4, X5, X5
 	VPERMILPS        $0xb1, X5, X4
 	VADDPS           X4, X5, X5
-	VSUBSS           X2, X5, X5
+	VSUBSS           X3, X5, X5
 	MOVQ             out+40(FP), BX
 	VMOVSS           X5, (BX)
 	ADDQ             $0x00000004, BX
@@ -22058,20 +22036,18 @@ GLOBL codeTable1_1<>(SB), RODATA|NOPTR, $64
 // func Bits1A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S4Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable1_0<>+0(SB), Z0
-	VMOVDQU64    codeTable1_1<>+0(SB), Z3
-	VMOVDQU64    codeTable1_2<>+0(SB), Z4
-	VMOVDQU64    codeTable1_3<>+0(SB), Z5
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits1A32S4Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22085,222 +22061,222 @@ Bits1A32S4Avx512_chunk:
 	VPSRLD           $0x1c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           384(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           256(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           128(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           (BX), Z11, Z11
 	VPSRLD           $0x1c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      448(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      320(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      192(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      64(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x18, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           896(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           768(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           640(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           512(BX), Z11, Z11
 	VPSRLD           $0x18, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      960(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      832(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      704(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      576(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           1408(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           1280(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           1152(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           1024(BX), Z11, Z11
 	VPSRLD           $0x14, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1472(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1344(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1216(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1088(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x10, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           1920(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           1792(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           1664(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           1536(BX), Z11, Z11
 	VPSRLD           $0x10, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1984(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1856(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1728(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1600(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           2432(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           2304(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           2176(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           2048(BX), Z11, Z11
 	VPSRLD           $0x0c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2496(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2368(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2240(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2112(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x08, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           2944(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           2816(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           2688(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           2560(BX), Z11, Z11
 	VPSRLD           $0x08, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3008(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2880(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2752(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2624(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           3456(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           3328(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           3200(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           3072(BX), Z11, Z11
 	VPSRLD           $0x04, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3520(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      3392(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      3264(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      3136(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPERMPS          Z0, Z6, Z8
 	VMULPS           3968(BX), Z8, Z8
-	VPERMPS          Z3, Z6, Z9
+	VPERMPS          Z1, Z6, Z9
 	VMULPS           3840(BX), Z9, Z9
-	VPERMPS          Z4, Z6, Z10
+	VPERMPS          Z2, Z6, Z10
 	VMULPS           3712(BX), Z10, Z10
-	VPERMPS          Z5, Z6, Z6
+	VPERMPS          Z3, Z6, Z6
 	VMULPS           3584(BX), Z6, Z6
 	VPERMPS          Z0, Z7, Z11
 	VFMADD231PS      4032(BX), Z11, Z8
-	VPERMPS          Z3, Z7, Z11
+	VPERMPS          Z1, Z7, Z11
 	VFMADD231PS      3904(BX), Z11, Z9
-	VPERMPS          Z4, Z7, Z11
+	VPERMPS          Z2, Z7, Z11
 	VFMADD231PS      3776(BX), Z11, Z10
-	VPERMPS          Z5, Z7, Z7
+	VPERMPS          Z3, Z7, Z7
 	VFMADD231PS      3648(BX), Z7, Z6
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z6, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S4Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y6
-	VADDPS           Y6, Y1, Y6
+	VEXTRACTF64X4    $0x01, Z4, Y6
+	VADDPS           Y6, Y4, Y6
 	VEXTRACTF32X4    $0x01, Y6, X7
 	VADDPS           X7, X6, X7
 	VPERMILPS        $0x4e, X7, X6
 	VADDPS           X6, X7, X7
 	VPERMILPS        $0xb1, X7, X6
 	VADDPS           X6, X7, X7
-	VSUBSS           X2, X7, X7
+	VSUBSS           X5, X7, X7
 	MOVQ             out+40(FP), BX
 	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
@@ -22353,20 +22329,18 @@ GLOBL codeTable1_3<>(SB), RODATA|NOPTR, $64
 // func Bits1A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S8Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable1_0<>+0(SB), Z0
-	VMOVDQU64    codeTable1_1<>+0(SB), Z3
-	VMOVDQU64    codeTable1_2<>+0(SB), Z4
-	VMOVDQU64    codeTable1_3<>+0(SB), Z5
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits1A32S8Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22380,190 +22354,190 @@ Bits1A32S8Avx512_chunk:
 	VPSRLD           $0x1c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           384(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           256(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           128(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           (BX), Z11, Z11
 	VPSRLD           $0x1c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      448(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      320(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      192(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      64(BX), Z12, Z11
 	VPSRLD           $0x18, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      896(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      768(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      640(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      512(BX), Z12, Z11
 	VPSRLD           $0x18, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      960(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      832(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      704(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      576(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x14, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           1408(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           1280(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           1152(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           1024(BX), Z11, Z11
 	VPSRLD           $0x14, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1472(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1344(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1216(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1088(BX), Z12, Z11
 	VPSRLD           $0x10, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1920(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1792(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1664(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1536(BX), Z12, Z11
 	VPSRLD           $0x10, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1984(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1856(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1728(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1600(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           2432(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           2304(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           2176(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           2048(BX), Z11, Z11
 	VPSRLD           $0x0c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2496(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2368(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2240(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2112(BX), Z12, Z11
 	VPSRLD           $0x08, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2944(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2816(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2688(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2560(BX), Z12, Z11
 	VPSRLD           $0x08, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3008(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2880(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2752(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2624(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x04, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           3456(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           3328(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           3200(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           3072(BX), Z11, Z11
 	VPSRLD           $0x04, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3520(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      3392(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      3264(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      3136(BX), Z12, Z11
 	VPERMPS          Z0, Z6, Z12
 	VFMADD231PS      3968(BX), Z12, Z8
-	VPERMPS          Z3, Z6, Z12
+	VPERMPS          Z1, Z6, Z12
 	VFMADD231PS      3840(BX), Z12, Z9
-	VPERMPS          Z4, Z6, Z12
+	VPERMPS          Z2, Z6, Z12
 	VFMADD231PS      3712(BX), Z12, Z10
-	VPERMPS          Z5, Z6, Z6
+	VPERMPS          Z3, Z6, Z6
 	VFMADD231PS      3584(BX), Z6, Z11
 	VPERMPS          Z0, Z7, Z6
 	VFMADD231PS      4032(BX), Z6, Z8
-	VPERMPS          Z3, Z7, Z6
+	VPERMPS          Z1, Z7, Z6
 	VFMADD231PS      3904(BX), Z6, Z9
-	VPERMPS          Z4, Z7, Z6
+	VPERMPS          Z2, Z7, Z6
 	VFMADD231PS      3776(BX), Z6, Z10
-	VPERMPS          Z5, Z7, Z6
+	VPERMPS          Z3, Z7, Z6
 	VFMADD231PS      3648(BX), Z6, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S8Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y6
-	VADDPS           Y6, Y1, Y6
+	VEXTRACTF64X4    $0x01, Z4, Y6
+	VADDPS           Y6, Y4, Y6
 	VEXTRACTF32X4    $0x01, Y6, X7
 	VADDPS           X7, X6, X7
 	VPERMILPS        $0x4e, X7, X6
 	VADDPS           X6, X7, X7
 	VPERMILPS        $0xb1, X7, X6
 	VADDPS           X6, X7, X7
-	VSUBSS           X2, X7, X7
+	VSUBSS           X5, X7, X7
 	MOVQ             out+40(FP), BX
 	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
@@ -22580,20 +22554,18 @@ Bits1A32S8Avx512_chunk:
 // func Bits1A32S16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S16Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable1_0<>+0(SB), Z0
-	VMOVDQU64    codeTable1_1<>+0(SB), Z3
-	VMOVDQU64    codeTable1_2<>+0(SB), Z4
-	VMOVDQU64    codeTable1_3<>+0(SB), Z5
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits1A32S16Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22607,174 +22579,174 @@ Bits1A32S16Avx512_chunk:
 	VPSRLD           $0x1c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           384(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           256(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           128(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           (BX), Z11, Z11
 	VPSRLD           $0x1c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      448(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      320(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      192(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      64(BX), Z12, Z11
 	VPSRLD           $0x18, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      896(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      768(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      640(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      512(BX), Z12, Z11
 	VPSRLD           $0x18, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      960(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      832(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      704(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      576(BX), Z12, Z11
 	VPSRLD           $0x14, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1408(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1280(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1152(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1024(BX), Z12, Z11
 	VPSRLD           $0x14, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1472(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1344(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1216(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1088(BX), Z12, Z11
 	VPSRLD           $0x10, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1920(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1792(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1664(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1536(BX), Z12, Z11
 	VPSRLD           $0x10, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1984(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1856(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1728(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1600(BX), Z12, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X8
-	VFMADD231SS      (SI), X8, X2
+	VFMADD231SS      (SI), X8, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	VPSRLD           $0x0c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           2432(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           2304(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           2176(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           2048(BX), Z11, Z11
 	VPSRLD           $0x0c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2496(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2368(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2240(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2112(BX), Z12, Z11
 	VPSRLD           $0x08, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2944(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2816(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2688(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2560(BX), Z12, Z11
 	VPSRLD           $0x08, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3008(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2880(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2752(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2624(BX), Z12, Z11
 	VPSRLD           $0x04, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3456(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      3328(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      3200(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      3072(BX), Z12, Z11
 	VPSRLD           $0x04, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3520(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      3392(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      3264(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      3136(BX), Z12, Z11
 	VPERMPS          Z0, Z6, Z12
 	VFMADD231PS      3968(BX), Z12, Z8
-	VPERMPS          Z3, Z6, Z12
+	VPERMPS          Z1, Z6, Z12
 	VFMADD231PS      3840(BX), Z12, Z9
-	VPERMPS          Z4, Z6, Z12
+	VPERMPS          Z2, Z6, Z12
 	VFMADD231PS      3712(BX), Z12, Z10
-	VPERMPS          Z5, Z6, Z6
+	VPERMPS          Z3, Z6, Z6
 	VFMADD231PS      3584(BX), Z6, Z11
 	VPERMPS          Z0, Z7, Z6
 	VFMADD231PS      4032(BX), Z6, Z8
-	VPERMPS          Z3, Z7, Z6
+	VPERMPS          Z1, Z7, Z6
 	VFMADD231PS      3904(BX), Z6, Z9
-	VPERMPS          Z4, Z7, Z6
+	VPERMPS          Z2, Z7, Z6
 	VFMADD231PS      3776(BX), Z6, Z10
-	VPERMPS          Z5, Z7, Z6
+	VPERMPS          Z3, Z7, Z6
 	VFMADD231PS      3648(BX), Z6, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S16Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y6
-	VADDPS           Y6, Y1, Y6
+	VEXTRACTF64X4    $0x01, Z4, Y6
+	VADDPS           Y6, Y4, Y6
 	VEXTRACTF32X4    $0x01, Y6, X7
 	VADDPS           X7, X6, X7
 	VPERMILPS        $0x4e, X7, X6
 	VADDPS           X6, X7, X7
 	VPERMILPS        $0xb1, X7, X6
 	VADDPS           X6, X7, X7
-	VSUBSS           X2, X7, X7
+	VSUBSS           X5, X7, X7
 	MOVQ             out+40(FP), BX
 	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
@@ -22791,20 +22763,18 @@ Bits1A32S16Avx512_chunk:
 // func Bits1A32S32Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits1A32S32Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable1_0<>+0(SB), Z0
-	VMOVDQU64    codeTable1_1<>+0(SB), Z3
-	VMOVDQU64    codeTable1_2<>+0(SB), Z4
-	VMOVDQU64    codeTable1_3<>+0(SB), Z5
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits1A32S32Avx512_row:
-	VPXORD Z1, Z1, Z1
-	VPXORD X2, X2, X2
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
 	MOVQ   x+24(FP), BX
 	MOVQ   xsum+32(FP), SI
 	MOVQ   AX, DI
@@ -22818,166 +22788,166 @@ Bits1A32S32Avx512_chunk:
 	VPSRLD           $0x1c, Z6, Z11
 	VPERMPS          Z0, Z11, Z8
 	VMULPS           384(BX), Z8, Z8
-	VPERMPS          Z3, Z11, Z9
+	VPERMPS          Z1, Z11, Z9
 	VMULPS           256(BX), Z9, Z9
-	VPERMPS          Z4, Z11, Z10
+	VPERMPS          Z2, Z11, Z10
 	VMULPS           128(BX), Z10, Z10
-	VPERMPS          Z5, Z11, Z11
+	VPERMPS          Z3, Z11, Z11
 	VMULPS           (BX), Z11, Z11
 	VPSRLD           $0x1c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      448(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      320(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      192(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      64(BX), Z12, Z11
 	VPSRLD           $0x18, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      896(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      768(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      640(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      512(BX), Z12, Z11
 	VPSRLD           $0x18, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      960(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      832(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      704(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      576(BX), Z12, Z11
 	VPSRLD           $0x14, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1408(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1280(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1152(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1024(BX), Z12, Z11
 	VPSRLD           $0x14, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1472(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1344(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1216(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1088(BX), Z12, Z11
 	VPSRLD           $0x10, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1920(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1792(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1664(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1536(BX), Z12, Z11
 	VPSRLD           $0x10, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      1984(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      1856(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      1728(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      1600(BX), Z12, Z11
 	VPSRLD           $0x0c, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2432(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2304(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2176(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2048(BX), Z12, Z11
 	VPSRLD           $0x0c, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2496(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2368(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2240(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2112(BX), Z12, Z11
 	VPSRLD           $0x08, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      2944(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2816(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2688(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2560(BX), Z12, Z11
 	VPSRLD           $0x08, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3008(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      2880(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      2752(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      2624(BX), Z12, Z11
 	VPSRLD           $0x04, Z6, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3456(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      3328(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      3200(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      3072(BX), Z12, Z11
 	VPSRLD           $0x04, Z7, Z12
 	VPERMPS          Z0, Z12, Z13
 	VFMADD231PS      3520(BX), Z13, Z8
-	VPERMPS          Z3, Z12, Z13
+	VPERMPS          Z1, Z12, Z13
 	VFMADD231PS      3392(BX), Z13, Z9
-	VPERMPS          Z4, Z12, Z13
+	VPERMPS          Z2, Z12, Z13
 	VFMADD231PS      3264(BX), Z13, Z10
-	VPERMPS          Z5, Z12, Z12
+	VPERMPS          Z3, Z12, Z12
 	VFMADD231PS      3136(BX), Z12, Z11
 	VPERMPS          Z0, Z6, Z12
 	VFMADD231PS      3968(BX), Z12, Z8
-	VPERMPS          Z3, Z6, Z12
+	VPERMPS          Z1, Z6, Z12
 	VFMADD231PS      3840(BX), Z12, Z9
-	VPERMPS          Z4, Z6, Z12
+	VPERMPS          Z2, Z6, Z12
 	VFMADD231PS      3712(BX), Z12, Z10
-	VPERMPS          Z5, Z6, Z6
+	VPERMPS          Z3, Z6, Z6
 	VFMADD231PS      3584(BX), Z6, Z11
 	VPERMPS          Z0, Z7, Z6
 	VFMADD231PS      4032(BX), Z6, Z8
-	VPERMPS          Z3, Z7, Z6
+	VPERMPS          Z1, Z7, Z6
 	VFMADD231PS      3904(BX), Z6, Z9
-	VPERMPS          Z4, Z7, Z6
+	VPERMPS          Z2, Z7, Z6
 	VFMADD231PS      3776(BX), Z6, Z10
-	VPERMPS          Z5, Z7, Z6
+	VPERMPS          Z3, Z7, Z6
 	VFMADD231PS      3648(BX), Z6, Z11
 	VADDPS           Z9, Z8, Z8
 	VADDPS           Z11, Z10, Z10
 	VADDPS           Z10, Z8, Z8
-	VFMADD231PS.BCST (CX), Z8, Z1
+	VFMADD231PS.BCST (CX), Z8, Z4
 	VMOVSS           4(CX), X6
-	VFMADD231SS      (SI), X6, X2
+	VFMADD231SS      (SI), X6, X5
 	ADDQ             $0x00000008, CX
 	ADDQ             $0x00000004, SI
 	ADDQ             $0x00000080, DI
 	ADDQ             $0x00001000, BX
 	DECQ             R8
 	JNZ              Bits1A32S32Avx512_chunk
-	VEXTRACTF64X4    $0x01, Z1, Y6
-	VADDPS           Y6, Y1, Y6
+	VEXTRACTF64X4    $0x01, Z4, Y6
+	VADDPS           Y6, Y4, Y6
 	VEXTRACTF32X4    $0x01, Y6, X7
 	VADDPS           X7, X6, X7
 	VPERMILPS        $0x4e, X7, X6
 	VADDPS           X6, X7, X7
 	VPERMILPS        $0xb1, X7, X6
 	VADDPS           X6, X7, X7
-	VSUBSS           X2, X7, X7
+	VSUBSS           X5, X7, X7
 	MOVQ             out+40(FP), BX
 	VMOVSS           X7, (BX)
 	ADDQ             $0x00000004, BX
@@ -22994,13 +22964,11 @@ Bits1A32S32Avx512_chunk:
 // func Bits3A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits3A32S1Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000007, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable3_0<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable3_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits3A32S1Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -23182,13 +23150,11 @@ GLOBL codeTable3_0<>(SB), RODATA|NOPTR, $64
 // func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits3A32S2Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000007, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable3_0<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable3_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits3A32S2Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -23332,13 +23298,11 @@ Bits3A32S2Avx512_chunk:
 // func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, FMA3, MMX+
 TEXT ·Bits3A32S10Avx512(SB), NOSPLIT, $0-64
-	MOVL         $0x00000007, AX
-	VPBROADCASTD AX, Z0
-	VMOVDQU64    codeTable3_0<>+0(SB), Z0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU64 codeTable3_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
 
 Bits3A32S10Avx512_row:
 	VPXORD Z1, Z1, Z1
@@ -25059,14 +25023,11 @@ Bits4A32S8Avx2_chunk:
 // func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits2A32S1Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable2_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits2A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -25442,14 +25403,11 @@ Bits2A32S1Avx2_chunk:
 // func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits2A32S2Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable2_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits2A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -25753,14 +25711,11 @@ Bits2A32S2Avx2_chunk:
 // func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits2A32S4Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable2_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits2A32S4Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -26028,14 +25983,11 @@ Bits2A32S4Avx2_chunk:
 // func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits2A32S8Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable2_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits2A32S8Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -26285,14 +26237,11 @@ Bits2A32S8Avx2_chunk:
 // func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits2A32S16Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000003, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable2_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits2A32S16Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -26533,14 +26482,11 @@ Bits2A32S16Avx2_chunk:
 // func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits1A32S1Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable1_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits1A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -27252,15 +27198,12 @@ Bits1A32S1Avx2_chunk:
 // func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits1A32S2Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable1_0<>+0(SB), Y0
-	VMOVDQU      codeTable1_1<>+0(SB), Y1
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits1A32S2Avx2_row:
 	VPXOR Y2, Y2, Y2
@@ -27764,15 +27707,12 @@ Bits1A32S2Avx2_chunk:
 // func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits1A32S4Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable1_0<>+0(SB), Y0
-	VMOVDQU      codeTable1_1<>+0(SB), Y1
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits1A32S4Avx2_row:
 	VPXOR Y2, Y2, Y2
@@ -28204,15 +28144,12 @@ Bits1A32S4Avx2_chunk:
 // func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits1A32S8Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable1_0<>+0(SB), Y0
-	VMOVDQU      codeTable1_1<>+0(SB), Y1
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits1A32S8Avx2_row:
 	VPXOR Y2, Y2, Y2
@@ -28608,15 +28545,12 @@ Bits1A32S8Avx2_chunk:
 // func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits1A32S16Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable1_0<>+0(SB), Y0
-	VMOVDQU      codeTable1_1<>+0(SB), Y1
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits1A32S16Avx2_row:
 	VPXOR Y2, Y2, Y2
@@ -28994,15 +28928,12 @@ Bits1A32S16Avx2_chunk:
 // func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits1A32S32Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000001, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable1_0<>+0(SB), Y0
-	VMOVDQU      codeTable1_1<>+0(SB), Y1
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits1A32S32Avx2_row:
 	VPXOR Y2, Y2, Y2
@@ -29371,14 +29302,11 @@ Bits1A32S32Avx2_chunk:
 // func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits3A32S1Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000007, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable3_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable3_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits3A32S1Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -29632,14 +29560,11 @@ Bits3A32S1Avx2_chunk:
 // func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits3A32S2Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000007, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable3_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable3_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits3A32S2Avx2_row:
 	VPXOR Y1, Y1, Y1
@@ -29848,14 +29773,11 @@ Bits3A32S2Avx2_chunk:
 // func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits3A32S10Avx2(SB), NOSPLIT, $0-64
-	MOVL         $0x00000007, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      codeTable3_0<>+0(SB), Y0
-	MOVQ         w+0(FP), AX
-	MOVQ         meta+16(FP), CX
-	MOVQ         stride+8(FP), DX
-	IMUL3Q       $0x00000004, DX, DX
+	VMOVDQU codeTable3_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
 
 Bits3A32S10Avx2_row:
 	VPXOR Y1, Y1, Y1

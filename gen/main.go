@@ -1577,7 +1577,6 @@ func bitsA32(n, seg int, f fvec) {
 		"Within layout.BitsTolerance of the float64 reference. Preconditions:",
 		"rows, chunks >= 1; pointers cover what is read or written.",
 	)
-	mask := f.broadcast(uint32(1)<<n - 1)
 	// VPERMPS reads only the low 4 (ZMM) or 3 (YMM) bits of each index, so
 	// one shift brings a run of per elements into an index and a table per
 	// element of the run (tables[j][e] = the code at bits n*j of e) turns
@@ -1589,6 +1588,10 @@ func bitsA32(n, seg int, f fvec) {
 	// (3 index bits): Bits3 192 -> 153 us (a table instead of mask and
 	// convert), Bits1 in runs of 2 124 -> 109 us.
 	per, tables := bitsRuns(n, seg, f)
+	var mask VecVirtual
+	if tables == nil {
+		mask = f.broadcast(uint32(1)<<n - 1)
+	}
 	wp, mp := param("w"), param("meta")
 	pfo := rowPrefetchOffset()
 	Label(name + "_row")
