@@ -239,17 +239,6 @@ func (mx *CBMatrix) scalar() bool {
 // the codes in shorter runs). 16 KiB had been measured on Zen 4 (32 KiB).
 var cbScalarBudget = l1Budget(cpuid.CPU.Cache.L1D)
 
-// l1Budget returns the largest power of two at most 2/3 of an L1 data
-// cache of l1 bytes, but at least 16 KiB (so 16 KiB when l1 is 0: cpuid
-// does not say).
-func l1Budget(l1 int) int {
-	b := 16 << 10
-	for b*2 <= l1*2/3 {
-		b *= 2
-	}
-	return b
-}
-
 // mulScalar runs the scalar-lookup kernel: threads take contiguous ranges
 // of 32-row tiles and walk the columns in tiles whose tables fit
 // cbScalarBudget; one call covers all of a thread's row tiles.

@@ -24,6 +24,19 @@ func missing(features []string) []string {
 	return out
 }
 
+// l1Budget returns the working-set budget of the kernels that keep tables
+// or activations in L1 (the codebook scalar kernel's and the batched
+// Q4G128 kernels' column tiles): the largest power of two at most 2/3 of
+// an L1 data cache of l1 bytes, but at least 16 KiB (so 16 KiB when l1 is
+// 0: cpuid does not say).
+func l1Budget(l1 int) int {
+	b := 16 << 10
+	for b*2 <= l1*2/3 {
+		b *= 2
+	}
+	return b
+}
+
 // Features returns the CPU features this backend cares about, as
 // "NAME=yes/no" pairs, for reports.
 func Features() string {
