@@ -234,11 +234,11 @@ func BenchmarkGEMV(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		kernel := lowKernel(b, spec)
 		// 4096x14336 streams from DRAM; 1024x4096-cached measures the
 		// kernels' compute rate (run it with -test.cpu 1 for one core).
 		for _, s := range []benchShape{benchShapes[0], benchShapes[2]} {
 			for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A16, qgemv.A32} {
-				kernel := lowKernel(b, spec, act)
 				b.Run(fmt.Sprintf("%s/%v/%v/%s", formatName(spec), act, s, kernel), func(b *testing.B) {
 					benchGEMV(b, "cpu", 0, spec, s, act, 1)
 				})
@@ -250,7 +250,7 @@ func BenchmarkGEMV(b *testing.B) {
 // lowKernel names the kernel sets the best CPU backend runs for a low-bit
 // format (Matrix.Kernel: e.g. "cpu-avx512vnni-a8+generic" when only the A8
 // path has assembly).
-func lowKernel(b *testing.B, spec layout.FormatSpec, _ qgemv.Activation) string {
+func lowKernel(b *testing.B, spec layout.FormatSpec) string {
 	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
 	if err != nil {
 		b.Fatal(err)
