@@ -2690,22 +2690,22 @@ Q4A32Avx512M1_group:
 	VZEROUPPER
 	RET
 
-DATA nibbleFloats<>+0(SB)/4, $(0.0)
-DATA nibbleFloats<>+4(SB)/4, $(1.0)
-DATA nibbleFloats<>+8(SB)/4, $(2.0)
-DATA nibbleFloats<>+12(SB)/4, $(3.0)
-DATA nibbleFloats<>+16(SB)/4, $(4.0)
-DATA nibbleFloats<>+20(SB)/4, $(5.0)
-DATA nibbleFloats<>+24(SB)/4, $(6.0)
-DATA nibbleFloats<>+28(SB)/4, $(7.0)
-DATA nibbleFloats<>+32(SB)/4, $(8.0)
-DATA nibbleFloats<>+36(SB)/4, $(9.0)
-DATA nibbleFloats<>+40(SB)/4, $(10.0)
-DATA nibbleFloats<>+44(SB)/4, $(11.0)
-DATA nibbleFloats<>+48(SB)/4, $(12.0)
-DATA nibbleFloats<>+52(SB)/4, $(13.0)
-DATA nibbleFloats<>+56(SB)/4, $(14.0)
-DATA nibbleFloats<>+60(SB)/4, $(15.0)
+DATA nibbleFloats<>+0(SB)/4, $0x00000000
+DATA nibbleFloats<>+4(SB)/4, $0x3f800000
+DATA nibbleFloats<>+8(SB)/4, $0x40000000
+DATA nibbleFloats<>+12(SB)/4, $0x40400000
+DATA nibbleFloats<>+16(SB)/4, $0x40800000
+DATA nibbleFloats<>+20(SB)/4, $0x40a00000
+DATA nibbleFloats<>+24(SB)/4, $0x40c00000
+DATA nibbleFloats<>+28(SB)/4, $0x40e00000
+DATA nibbleFloats<>+32(SB)/4, $0x41000000
+DATA nibbleFloats<>+36(SB)/4, $0x41100000
+DATA nibbleFloats<>+40(SB)/4, $0x41200000
+DATA nibbleFloats<>+44(SB)/4, $0x41300000
+DATA nibbleFloats<>+48(SB)/4, $0x41400000
+DATA nibbleFloats<>+52(SB)/4, $0x41500000
+DATA nibbleFloats<>+56(SB)/4, $0x41600000
+DATA nibbleFloats<>+60(SB)/4, $0x41700000
 GLOBL nibbleFloats<>(SB), RODATA|NOPTR, $64
 
 // func Q4A32Avx512M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
@@ -20568,22 +20568,22 @@ Bits2A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA codeTable2_0<>+0(SB)/4, $(0.0)
-DATA codeTable2_0<>+4(SB)/4, $(1.0)
-DATA codeTable2_0<>+8(SB)/4, $(2.0)
-DATA codeTable2_0<>+12(SB)/4, $(3.0)
-DATA codeTable2_0<>+16(SB)/4, $(0.0)
-DATA codeTable2_0<>+20(SB)/4, $(1.0)
-DATA codeTable2_0<>+24(SB)/4, $(2.0)
-DATA codeTable2_0<>+28(SB)/4, $(3.0)
-DATA codeTable2_0<>+32(SB)/4, $(0.0)
-DATA codeTable2_0<>+36(SB)/4, $(1.0)
-DATA codeTable2_0<>+40(SB)/4, $(2.0)
-DATA codeTable2_0<>+44(SB)/4, $(3.0)
-DATA codeTable2_0<>+48(SB)/4, $(0.0)
-DATA codeTable2_0<>+52(SB)/4, $(1.0)
-DATA codeTable2_0<>+56(SB)/4, $(2.0)
-DATA codeTable2_0<>+60(SB)/4, $(3.0)
+DATA codeTable2_0<>+0(SB)/4, $0x00000000
+DATA codeTable2_0<>+4(SB)/4, $0x3f800000
+DATA codeTable2_0<>+8(SB)/4, $0x40000000
+DATA codeTable2_0<>+12(SB)/4, $0x40400000
+DATA codeTable2_0<>+16(SB)/4, $0x00000000
+DATA codeTable2_0<>+20(SB)/4, $0x3f800000
+DATA codeTable2_0<>+24(SB)/4, $0x40000000
+DATA codeTable2_0<>+28(SB)/4, $0x40400000
+DATA codeTable2_0<>+32(SB)/4, $0x00000000
+DATA codeTable2_0<>+36(SB)/4, $0x3f800000
+DATA codeTable2_0<>+40(SB)/4, $0x40000000
+DATA codeTable2_0<>+44(SB)/4, $0x40400000
+DATA codeTable2_0<>+48(SB)/4, $0x00000000
+DATA codeTable2_0<>+52(SB)/4, $0x3f800000
+DATA codeTable2_0<>+56(SB)/4, $0x40000000
+DATA codeTable2_0<>+60(SB)/4, $0x40400000
 GLOBL codeTable2_0<>(SB), RODATA|NOPTR, $64
 
 // func Bits2A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
@@ -20777,22 +20777,22 @@ Bits2A32S2Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA codeTable2_1<>+0(SB)/4, $(0.0)
-DATA codeTable2_1<>+4(SB)/4, $(0.0)
-DATA codeTable2_1<>+8(SB)/4, $(0.0)
-DATA codeTable2_1<>+12(SB)/4, $(0.0)
-DATA codeTable2_1<>+16(SB)/4, $(1.0)
-DATA codeTable2_1<>+20(SB)/4, $(1.0)
-DATA codeTable2_1<>+24(SB)/4, $(1.0)
-DATA codeTable2_1<>+28(SB)/4, $(1.0)
-DATA codeTable2_1<>+32(SB)/4, $(2.0)
-DATA codeTable2_1<>+36(SB)/4, $(2.0)
-DATA codeTable2_1<>+40(SB)/4, $(2.0)
-DATA codeTable2_1<>+44(SB)/4, $(2.0)
-DATA codeTable2_1<>+48(SB)/4, $(3.0)
-DATA codeTable2_1<>+52(SB)/4, $(3.0)
-DATA codeTable2_1<>+56(SB)/4, $(3.0)
-DATA codeTable2_1<>+60(SB)/4, $(3.0)
+DATA codeTable2_1<>+0(SB)/4, $0x00000000
+DATA codeTable2_1<>+4(SB)/4, $0x00000000
+DATA codeTable2_1<>+8(SB)/4, $0x00000000
+DATA codeTable2_1<>+12(SB)/4, $0x00000000
+DATA codeTable2_1<>+16(SB)/4, $0x3f800000
+DATA codeTable2_1<>+20(SB)/4, $0x3f800000
+DATA codeTable2_1<>+24(SB)/4, $0x3f800000
+DATA codeTable2_1<>+28(SB)/4, $0x3f800000
+DATA codeTable2_1<>+32(SB)/4, $0x40000000
+DATA codeTable2_1<>+36(SB)/4, $0x40000000
+DATA codeTable2_1<>+40(SB)/4, $0x40000000
+DATA codeTable2_1<>+44(SB)/4, $0x40000000
+DATA codeTable2_1<>+48(SB)/4, $0x40400000
+DATA codeTable2_1<>+52(SB)/4, $0x40400000
+DATA codeTable2_1<>+56(SB)/4, $0x40400000
+DATA codeTable2_1<>+60(SB)/4, $0x40400000
 GLOBL codeTable2_1<>(SB), RODATA|NOPTR, $64
 
 // func Bits2A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
@@ -21662,22 +21662,22 @@ Bits1A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA codeTable1_0<>+0(SB)/4, $(0.0)
-DATA codeTable1_0<>+4(SB)/4, $(1.0)
-DATA codeTable1_0<>+8(SB)/4, $(0.0)
-DATA codeTable1_0<>+12(SB)/4, $(1.0)
-DATA codeTable1_0<>+16(SB)/4, $(0.0)
-DATA codeTable1_0<>+20(SB)/4, $(1.0)
-DATA codeTable1_0<>+24(SB)/4, $(0.0)
-DATA codeTable1_0<>+28(SB)/4, $(1.0)
-DATA codeTable1_0<>+32(SB)/4, $(0.0)
-DATA codeTable1_0<>+36(SB)/4, $(1.0)
-DATA codeTable1_0<>+40(SB)/4, $(0.0)
-DATA codeTable1_0<>+44(SB)/4, $(1.0)
-DATA codeTable1_0<>+48(SB)/4, $(0.0)
-DATA codeTable1_0<>+52(SB)/4, $(1.0)
-DATA codeTable1_0<>+56(SB)/4, $(0.0)
-DATA codeTable1_0<>+60(SB)/4, $(1.0)
+DATA codeTable1_0<>+0(SB)/4, $0x00000000
+DATA codeTable1_0<>+4(SB)/4, $0x3f800000
+DATA codeTable1_0<>+8(SB)/4, $0x00000000
+DATA codeTable1_0<>+12(SB)/4, $0x3f800000
+DATA codeTable1_0<>+16(SB)/4, $0x00000000
+DATA codeTable1_0<>+20(SB)/4, $0x3f800000
+DATA codeTable1_0<>+24(SB)/4, $0x00000000
+DATA codeTable1_0<>+28(SB)/4, $0x3f800000
+DATA codeTable1_0<>+32(SB)/4, $0x00000000
+DATA codeTable1_0<>+36(SB)/4, $0x3f800000
+DATA codeTable1_0<>+40(SB)/4, $0x00000000
+DATA codeTable1_0<>+44(SB)/4, $0x3f800000
+DATA codeTable1_0<>+48(SB)/4, $0x00000000
+DATA codeTable1_0<>+52(SB)/4, $0x3f800000
+DATA codeTable1_0<>+56(SB)/4, $0x00000000
+DATA codeTable1_0<>+60(SB)/4, $0x3f800000
 GLOBL codeTable1_0<>(SB), RODATA|NOPTR, $64
 
 // func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
@@ -22015,22 +22015,22 @@ Bits1A32S2Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA codeTable1_1<>+0(SB)/4, $(0.0)
-DATA codeTable1_1<>+4(SB)/4, $(0.0)
-DATA codeTable1_1<>+8(SB)/4, $(1.0)
-DATA codeTable1_1<>+12(SB)/4, $(1.0)
-DATA codeTable1_1<>+16(SB)/4, $(0.0)
-DATA codeTable1_1<>+20(SB)/4, $(0.0)
-DATA codeTable1_1<>+24(SB)/4, $(1.0)
-DATA codeTable1_1<>+28(SB)/4, $(1.0)
-DATA codeTable1_1<>+32(SB)/4, $(0.0)
-DATA codeTable1_1<>+36(SB)/4, $(0.0)
-DATA codeTable1_1<>+40(SB)/4, $(1.0)
-DATA codeTable1_1<>+44(SB)/4, $(1.0)
-DATA codeTable1_1<>+48(SB)/4, $(0.0)
-DATA codeTable1_1<>+52(SB)/4, $(0.0)
-DATA codeTable1_1<>+56(SB)/4, $(1.0)
-DATA codeTable1_1<>+60(SB)/4, $(1.0)
+DATA codeTable1_1<>+0(SB)/4, $0x00000000
+DATA codeTable1_1<>+4(SB)/4, $0x00000000
+DATA codeTable1_1<>+8(SB)/4, $0x3f800000
+DATA codeTable1_1<>+12(SB)/4, $0x3f800000
+DATA codeTable1_1<>+16(SB)/4, $0x00000000
+DATA codeTable1_1<>+20(SB)/4, $0x00000000
+DATA codeTable1_1<>+24(SB)/4, $0x3f800000
+DATA codeTable1_1<>+28(SB)/4, $0x3f800000
+DATA codeTable1_1<>+32(SB)/4, $0x00000000
+DATA codeTable1_1<>+36(SB)/4, $0x00000000
+DATA codeTable1_1<>+40(SB)/4, $0x3f800000
+DATA codeTable1_1<>+44(SB)/4, $0x3f800000
+DATA codeTable1_1<>+48(SB)/4, $0x00000000
+DATA codeTable1_1<>+52(SB)/4, $0x00000000
+DATA codeTable1_1<>+56(SB)/4, $0x3f800000
+DATA codeTable1_1<>+60(SB)/4, $0x3f800000
 GLOBL codeTable1_1<>(SB), RODATA|NOPTR, $64
 
 // func Bits1A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
@@ -22290,40 +22290,40 @@ Bits1A32S4Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA codeTable1_2<>+0(SB)/4, $(0.0)
-DATA codeTable1_2<>+4(SB)/4, $(0.0)
-DATA codeTable1_2<>+8(SB)/4, $(0.0)
-DATA codeTable1_2<>+12(SB)/4, $(0.0)
-DATA codeTable1_2<>+16(SB)/4, $(1.0)
-DATA codeTable1_2<>+20(SB)/4, $(1.0)
-DATA codeTable1_2<>+24(SB)/4, $(1.0)
-DATA codeTable1_2<>+28(SB)/4, $(1.0)
-DATA codeTable1_2<>+32(SB)/4, $(0.0)
-DATA codeTable1_2<>+36(SB)/4, $(0.0)
-DATA codeTable1_2<>+40(SB)/4, $(0.0)
-DATA codeTable1_2<>+44(SB)/4, $(0.0)
-DATA codeTable1_2<>+48(SB)/4, $(1.0)
-DATA codeTable1_2<>+52(SB)/4, $(1.0)
-DATA codeTable1_2<>+56(SB)/4, $(1.0)
-DATA codeTable1_2<>+60(SB)/4, $(1.0)
+DATA codeTable1_2<>+0(SB)/4, $0x00000000
+DATA codeTable1_2<>+4(SB)/4, $0x00000000
+DATA codeTable1_2<>+8(SB)/4, $0x00000000
+DATA codeTable1_2<>+12(SB)/4, $0x00000000
+DATA codeTable1_2<>+16(SB)/4, $0x3f800000
+DATA codeTable1_2<>+20(SB)/4, $0x3f800000
+DATA codeTable1_2<>+24(SB)/4, $0x3f800000
+DATA codeTable1_2<>+28(SB)/4, $0x3f800000
+DATA codeTable1_2<>+32(SB)/4, $0x00000000
+DATA codeTable1_2<>+36(SB)/4, $0x00000000
+DATA codeTable1_2<>+40(SB)/4, $0x00000000
+DATA codeTable1_2<>+44(SB)/4, $0x00000000
+DATA codeTable1_2<>+48(SB)/4, $0x3f800000
+DATA codeTable1_2<>+52(SB)/4, $0x3f800000
+DATA codeTable1_2<>+56(SB)/4, $0x3f800000
+DATA codeTable1_2<>+60(SB)/4, $0x3f800000
 GLOBL codeTable1_2<>(SB), RODATA|NOPTR, $64
 
-DATA codeTable1_3<>+0(SB)/4, $(0.0)
-DATA codeTable1_3<>+4(SB)/4, $(0.0)
-DATA codeTable1_3<>+8(SB)/4, $(0.0)
-DATA codeTable1_3<>+12(SB)/4, $(0.0)
-DATA codeTable1_3<>+16(SB)/4, $(0.0)
-DATA codeTable1_3<>+20(SB)/4, $(0.0)
-DATA codeTable1_3<>+24(SB)/4, $(0.0)
-DATA codeTable1_3<>+28(SB)/4, $(0.0)
-DATA codeTable1_3<>+32(SB)/4, $(1.0)
-DATA codeTable1_3<>+36(SB)/4, $(1.0)
-DATA codeTable1_3<>+40(SB)/4, $(1.0)
-DATA codeTable1_3<>+44(SB)/4, $(1.0)
-DATA codeTable1_3<>+48(SB)/4, $(1.0)
-DATA codeTable1_3<>+52(SB)/4, $(1.0)
-DATA codeTable1_3<>+56(SB)/4, $(1.0)
-DATA codeTable1_3<>+60(SB)/4, $(1.0)
+DATA codeTable1_3<>+0(SB)/4, $0x00000000
+DATA codeTable1_3<>+4(SB)/4, $0x00000000
+DATA codeTable1_3<>+8(SB)/4, $0x00000000
+DATA codeTable1_3<>+12(SB)/4, $0x00000000
+DATA codeTable1_3<>+16(SB)/4, $0x00000000
+DATA codeTable1_3<>+20(SB)/4, $0x00000000
+DATA codeTable1_3<>+24(SB)/4, $0x00000000
+DATA codeTable1_3<>+28(SB)/4, $0x00000000
+DATA codeTable1_3<>+32(SB)/4, $0x3f800000
+DATA codeTable1_3<>+36(SB)/4, $0x3f800000
+DATA codeTable1_3<>+40(SB)/4, $0x3f800000
+DATA codeTable1_3<>+44(SB)/4, $0x3f800000
+DATA codeTable1_3<>+48(SB)/4, $0x3f800000
+DATA codeTable1_3<>+52(SB)/4, $0x3f800000
+DATA codeTable1_3<>+56(SB)/4, $0x3f800000
+DATA codeTable1_3<>+60(SB)/4, $0x3f800000
 GLOBL codeTable1_3<>(SB), RODATA|NOPTR, $64
 
 // func Bits1A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
@@ -23129,22 +23129,22 @@ Bits3A32S1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-DATA codeTable3_0<>+0(SB)/4, $(0.0)
-DATA codeTable3_0<>+4(SB)/4, $(1.0)
-DATA codeTable3_0<>+8(SB)/4, $(2.0)
-DATA codeTable3_0<>+12(SB)/4, $(3.0)
-DATA codeTable3_0<>+16(SB)/4, $(4.0)
-DATA codeTable3_0<>+20(SB)/4, $(5.0)
-DATA codeTable3_0<>+24(SB)/4, $(6.0)
-DATA codeTable3_0<>+28(SB)/4, $(7.0)
-DATA codeTable3_0<>+32(SB)/4, $(0.0)
-DATA codeTable3_0<>+36(SB)/4, $(1.0)
-DATA codeTable3_0<>+40(SB)/4, $(2.0)
-DATA codeTable3_0<>+44(SB)/4, $(3.0)
-DATA codeTable3_0<>+48(SB)/4, $(4.0)
-DATA codeTable3_0<>+52(SB)/4, $(5.0)
-DATA codeTable3_0<>+56(SB)/4, $(6.0)
-DATA codeTable3_0<>+60(SB)/4, $(7.0)
+DATA codeTable3_0<>+0(SB)/4, $0x00000000
+DATA codeTable3_0<>+4(SB)/4, $0x3f800000
+DATA codeTable3_0<>+8(SB)/4, $0x40000000
+DATA codeTable3_0<>+12(SB)/4, $0x40400000
+DATA codeTable3_0<>+16(SB)/4, $0x40800000
+DATA codeTable3_0<>+20(SB)/4, $0x40a00000
+DATA codeTable3_0<>+24(SB)/4, $0x40c00000
+DATA codeTable3_0<>+28(SB)/4, $0x40e00000
+DATA codeTable3_0<>+32(SB)/4, $0x00000000
+DATA codeTable3_0<>+36(SB)/4, $0x3f800000
+DATA codeTable3_0<>+40(SB)/4, $0x40000000
+DATA codeTable3_0<>+44(SB)/4, $0x40400000
+DATA codeTable3_0<>+48(SB)/4, $0x40800000
+DATA codeTable3_0<>+52(SB)/4, $0x40a00000
+DATA codeTable3_0<>+56(SB)/4, $0x40c00000
+DATA codeTable3_0<>+60(SB)/4, $0x40e00000
 GLOBL codeTable3_0<>(SB), RODATA|NOPTR, $64
 
 // func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)

@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -269,38 +270,19 @@ func loadPerm(u GPVirtual, lanes int, dst VecVirtual, evex bool) {
 	}
 }
 
-var nibbleFloatsMem *Mem
-
 // nibbleFloats returns the read-only table float32{0, 1, ..., 15}.
-func nibbleFloats() Mem {
-	if nibbleFloatsMem == nil {
-		m := GLOBL("nibbleFloats", RODATA|NOPTR)
-		for k := 0; k < 16; k++ {
-			DATA(4*k, F32(float32(k)))
-		}
-		nibbleFloatsMem = &m
-	}
-	return *nibbleFloatsMem
-}
-
-var codeTableMem = map[[2]int]Mem{}
+func nibbleFloats() Mem { return codeTable(4, 0) }
 
 // codeTable returns the read-only table float32{e >> (n*j) & (2^n-1) : e <
-// 16}: the n-bit code at bits n*j of a 4-bit index (nibbleFloats for n =
-// 4).
+// 16}: the n-bit code at bits n*j of a 4-bit index.
 func codeTable(n, j int) Mem {
+	name := fmt.Sprintf("codeTable%d_%d", n, j)
 	if n == 4 {
-		return nibbleFloats()
+		name = "nibbleFloats"
 	}
-	if m, ok := codeTableMem[[2]int{n, j}]; ok {
-		return m
-	}
-	m := GLOBL(fmt.Sprintf("codeTable%d_%d", n, j), RODATA|NOPTR)
-	for e := 0; e < 16; e++ {
-		DATA(4*e, F32(float32(e>>(n*j)&(1<<n-1))))
-	}
-	codeTableMem[[2]int{n, j}] = m
-	return m
+	return rodata(name, 16, 4, func(e int) uint64 {
+		return uint64(math.Float32bits(float32(e >> (n * j) & (1<<n - 1))))
+	})
 }
 
 // bitsRuns returns the elements per shift of the one-row float kernel for

@@ -150,17 +150,9 @@ func quantA8(avx512 bool) {
 	JMP(LabelRef(name + "_next"))
 }
 
-var quantPermMem *Mem
-
 // quantPerm is the VPERMD order that undoes the lane interleaving of two
 // VPACKSSDW and a VPACKSSWB on YMM: dwords 0 4 1 5 2 6 3 7.
 func quantPerm() Mem {
-	if quantPermMem == nil {
-		m := GLOBL("quantPerm", RODATA|NOPTR)
-		for k, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-			DATA(4*k, U32(v))
-		}
-		quantPermMem = &m
-	}
-	return *quantPermMem
+	order := []uint64{0, 4, 1, 5, 2, 6, 3, 7}
+	return rodata("quantPerm", 8, 4, func(k int) uint64 { return order[k] })
 }
