@@ -304,20 +304,13 @@ func ansEpilogue(name string, nesc Register) {
 	}
 }
 
-var ansPack *Mem
-
 // ansPackDigits returns the VPERMT2B index gathering bytes 0..3 of the 16
 // qwords of two vectors into 64 bytes, lane-major.
 func ansPackDigits() Mem {
-	if ansPack == nil {
-		m := GLOBL("ansPackDigits", RODATA|NOPTR)
-		for j := 0; j < 64; j++ {
-			t, i := j/4, j%4
-			DATA(j, U8(uint8(8*t+i))) // qword t of the A:B pair, byte i
-		}
-		ansPack = &m
-	}
-	return *ansPack
+	return rodata("ansPackDigits", 64, 1, func(j int) uint64 {
+		t, i := j/4, j%4
+		return uint64(8*t + i) // qword t of the A:B pair, byte i
+	})
 }
 
 // ansMadd computes, per dword lane, F = f0 f1 f2 f3 and rank = (o0 + o1 f0)

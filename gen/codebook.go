@@ -575,22 +575,13 @@ func cbPackWords() Mem {
 	return cbPack
 }
 
-var cbPackB [4]*Mem
-
 // cbPackBytes returns the VPERMT2B index moving byte j of the dwords of
 // two vectors (A then B) into the low bytes of 32 words (the high bytes
 // take the same byte; only bits 0..7 of a word matter to the lookups).
 func cbPackBytes(j int) Mem {
-	if cbPackB[j] == nil {
-		m := GLOBL(fmt.Sprintf("cbPackBytes%d", j), RODATA|NOPTR)
-		for w := 0; w < 32; w++ {
-			src := 4*w + j // A's dword w for w < 16; B's dword w-16 (bytes 64..127) after
-			DATA(2*w, U8(uint8(src)))
-			DATA(2*w+1, U8(uint8(src)))
-		}
-		cbPackB[j] = &m
-	}
-	return *cbPackB[j]
+	return rodata(fmt.Sprintf("cbPackBytes%d", j), 64, 1, func(b int) uint64 {
+		return uint64(4*(b/2) + j) // A's dword b/2 for b < 32; B's dword b/2-16 (bytes 64..127) after
+	})
 }
 
 // cbTableSplit emits CbTableSplitV<v>Avx512: the binary16 Psumbook with
@@ -627,19 +618,10 @@ func cbTableSplit(v int) {
 	})
 }
 
-var cbSplit *Mem
-
 // cbSplitBytes returns the VPERMB index gathering the even bytes of 32
 // words, then the odd bytes.
 func cbSplitBytes() Mem {
-	if cbSplit == nil {
-		m := GLOBL("cbSplitBytes", RODATA|NOPTR)
-		for i := 0; i < 64; i++ { // in offset order (the assembler wants it)
-			DATA(i, U8(uint8(2*(i%32)+i/32)))
-		}
-		cbSplit = &m
-	}
-	return *cbSplit
+	return rodata("cbSplitBytes", 64, 1, func(i int) uint64 { return uint64(2*(i%32) + i/32) })
 }
 
 // CbRows64 is the row of each position of the 64-row kernel's scrambled
@@ -785,19 +767,10 @@ func cbPsum64(m int) {
 	RET()
 }
 
-var cbPackB64 [4]*Mem
-
 // cbPackBytes64 returns the VPERMT2B index taking byte j of dword k mod 32
 // of a 32-row tile (two vectors) into byte k, for k < 64.
 func cbPackBytes64(j int) Mem {
-	if cbPackB64[j] == nil {
-		m := GLOBL(fmt.Sprintf("cbPackBytes64_%d", j), RODATA|NOPTR)
-		for k := 0; k < 64; k++ {
-			DATA(k, U8(uint8(4*(k%32)+j)))
-		}
-		cbPackB64[j] = &m
-	}
-	return *cbPackB64[j]
+	return rodata(fmt.Sprintf("cbPackBytes64_%d", j), 64, 1, func(k int) uint64 { return uint64(4*(k%32) + j) })
 }
 
 // int8Gemv emits Int8GemvAvx512: exact int8 x int8 dot products, four rows
