@@ -34268,8 +34268,8 @@ Int8GemvAvx2_c:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34334,13 +34334,17 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	XORQ         DX, DX
-	XORQ         BX, BX
+	MOVQ         escCap+56(FP), BX
+	MOVQ         esc+48(FP), SI
+	LEAQ         (SI)(BX*8), DI
+	XORQ         R8, R8
 
 AnsDotRowsX1Avx512_step:
-	MOVQ           v+32(FP), SI
-	IMUL3Q         $0x00000080, BX, SI
-	ADDQ           v+32(FP), SI
-	VMOVDQU8       (SI), Z12
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R9
+	IMUL3Q         $0x00000080, R8, R9
+	ADDQ           v+32(FP), R9
+	VMOVDQU8       (R9), Z12
 	VPMULTISHIFTQB Z13, Z8, Z19
 	VPMULTISHIFTQB Z14, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
@@ -34350,25 +34354,15 @@ AnsDotRowsX1Avx512_step:
 	VMOVDQA32      Z19, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, DI
-	TESTQ          DI, DI
-	JZ             AnsDotRowsX1Avx512_noesc0_0
-
-AnsDotRowsX1Avx512_esc0_0:
-	TZCNTQ DI, R8
-	MOVQ   BX, R9
-	SHLQ   $0x08, R9
-	ADDQ   $0x00000000, R9
-	ADDQ   R8, R9
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotRowsX1Avx512_toomany
-	MOVQ   esc+48(FP), R8
-	MOVL   R9, (R8)(DX*4)
-	INCQ   DX
-	BLSRQ  DI, DI
-	JNZ    AnsDotRowsX1Avx512_esc0_0
-
-AnsDotRowsX1Avx512_noesc0_0:
+	KMOVQ          K1, R10
+	CMPQ           DX, BX
+	JAE            AnsDotRowsX1Avx512_toomany
+	MOVQ           R10, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R11
+	LEAQ           (R11)(R11*1), R11
+	MOVQ           R11, (DI)(DX*8)
+	CMPQ           R10, $+1
+	SBBQ           $-1, DX
 	VMOVDQA32      Z19, Z12
 	VPERMI2B       Z1, Z0, Z12
 	VMOVDQA32      Z19, Z19
@@ -34400,18 +34394,18 @@ AnsDotRowsX1Avx512_noesc0_0:
 	VPMULLQ        Z20, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z20
 	VPSLLQ         $0x20, Z13, K1, Z13
 	VPORQ          Z20, Z13, Z13
-	MOVQ           R8, AX
+	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -34420,19 +34414,19 @@ AnsDotRowsX1Avx512_noesc0_0:
 	VPMULLQ        Z12, Z14, Z14
 	VPADDQ         Z19, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z12
 	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z12, Z14, Z14
-	MOVQ           R8, AX
-	VMOVDQU8       64(SI), Z12
+	MOVQ           R11, AX
+	VMOVDQU8       64(R9), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
@@ -34442,111 +34436,101 @@ AnsDotRowsX1Avx512_noesc0_0:
 	VMOVDQA32      Z19, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, SI
-	TESTQ          SI, SI
-	JZ             AnsDotRowsX1Avx512_noesc1_0
-
-AnsDotRowsX1Avx512_esc1_0:
-	TZCNTQ SI, DI
-	MOVQ   BX, R8
-	SHLQ   $0x08, R8
-	ADDQ   $0x00000040, R8
-	ADDQ   DI, R8
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotRowsX1Avx512_toomany
-	MOVQ   esc+48(FP), DI
-	MOVL   R8, (DI)(DX*4)
-	INCQ   DX
-	BLSRQ  SI, SI
-	JNZ    AnsDotRowsX1Avx512_esc1_0
-
-AnsDotRowsX1Avx512_noesc1_0:
-	VMOVDQA32     Z19, Z12
-	VPERMI2B      Z1, Z0, Z12
-	VMOVDQA32     Z19, Z19
-	VPERMI2B      Z3, Z2, Z19
-	VPANDD        Z10, Z12, Z20
-	VPSRLD        $0x08, Z19, Z21
-	VPANDD        Z10, Z21, Z21
-	VPMULLD       Z20, Z21, Z21
-	VPANDD        Z10, Z19, Z22
-	VPADDD        Z22, Z21, Z21
-	VPSRLD        $0x08, Z12, Z22
-	VPANDD        Z10, Z22, Z22
-	VPMULLD       Z20, Z22, Z20
-	VPSRLD        $0x10, Z12, Z22
-	VPANDD        Z10, Z22, Z22
-	VPSRLD        $0x18, Z19, Z23
-	VPMULLD       Z22, Z23, Z23
-	VPSRLD        $0x10, Z19, Z19
-	VPANDD        Z10, Z19, Z19
-	VPADDD        Z19, Z23, Z23
-	VPSRLD        $0x18, Z12, Z12
-	VPMULLD       Z22, Z12, Z12
-	VPMULLD       Z20, Z12, Z12
-	VPMULLD       Z20, Z23, Z19
-	VPADDD        Z21, Z19, Z19
-	VPMOVZXDQ     Y12, Z20
-	VPMOVZXDQ     Y19, Z21
-	VPSRLQ        $0x1c, Z15, Z15
-	VPMULLQ       Z20, Z15, Z15
-	VPADDQ        Z21, Z15, Z15
-	VPCMPUQ       $0x01, Z11, Z15, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotRowsX1Avx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z20
-	VPSLLQ        $0x20, Z15, K1, Z15
-	VPORQ         Z20, Z15, Z15
-	MOVQ          DI, AX
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VEXTRACTI64X4 $0x01, Z19, Y19
-	VPMOVZXDQ     Y12, Z12
-	VPMOVZXDQ     Y19, Z19
-	VPSRLQ        $0x1c, Z16, Z16
-	VPMULLQ       Z12, Z16, Z16
-	VPADDQ        Z19, Z16, Z16
-	VPCMPUQ       $0x01, Z11, Z16, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotRowsX1Avx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z12
-	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z12, Z16, Z16
-	MOVQ          DI, AX
-	INCQ          BX
-	CMPQ          BX, steps+16(FP)
-	JB            AnsDotRowsX1Avx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z11, Z13, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z14, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z15, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU32     Z17, (AX)
-	VMOVDQU32     Z18, 64(AX)
-	MOVQ          DX, ret+64(FP)
+	KMOVQ          K1, R9
+	CMPQ           DX, BX
+	JAE            AnsDotRowsX1Avx512_toomany
+	MOVQ           R9, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R10
+	LEAQ           1(R10)(R10*1), R10
+	MOVQ           R10, (DI)(DX*8)
+	CMPQ           R9, $+1
+	SBBQ           $-1, DX
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         Z10, Z12, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         Z10, Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         Z10, Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         Z10, Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z22, Z12, Z12
+	VPMULLD        Z20, Z12, Z12
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPMOVZXDQ      Y12, Z20
+	VPMOVZXDQ      Y19, Z21
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z20, Z15, Z15
+	VPADDQ         Z21, Z15, Z15
+	VPCMPUQ        $0x01, Z11, Z15, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX1Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z20
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z20, Z15, Z15
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y12, Z12
+	VPMOVZXDQ      Y19, Z19
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z12, Z16, Z16
+	VPADDQ         Z19, Z16, Z16
+	VPCMPUQ        $0x01, Z11, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX1Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z12, Z16, Z16
+	MOVQ           R10, AX
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDotRowsX1Avx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z11, Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z14, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z15, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
+	VMOVDQU32      Z17, (AX)
+	VMOVDQU32      Z18, 64(AX)
+	MOVQ           DX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -34634,8 +34618,8 @@ DATA ansPackDigits<>+62(SB)/1, $0x7a
 DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34700,12 +34684,16 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	XORQ         DX, DX
-	XORQ         BX, BX
+	MOVQ         escCap+56(FP), BX
+	MOVQ         esc+48(FP), SI
+	LEAQ         (SI)(BX*8), DI
+	XORQ         R8, R8
 
 AnsDotStripesX1Avx512_step:
-	MOVQ           v+32(FP), SI
-	LEAQ           (SI)(BX*4), SI
-	VPBROADCASTD   (SI), Z12
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R9
+	LEAQ           (R9)(R8*4), R9
+	VPBROADCASTD   (R9), Z12
 	VPMULTISHIFTQB Z13, Z8, Z19
 	VPMULTISHIFTQB Z14, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
@@ -34715,25 +34703,15 @@ AnsDotStripesX1Avx512_step:
 	VMOVDQA32      Z19, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, DI
-	TESTQ          DI, DI
-	JZ             AnsDotStripesX1Avx512_noesc0_0
-
-AnsDotStripesX1Avx512_esc0_0:
-	TZCNTQ DI, R8
-	MOVQ   BX, R9
-	SHLQ   $0x08, R9
-	ADDQ   $0x00000000, R9
-	ADDQ   R8, R9
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotStripesX1Avx512_toomany
-	MOVQ   esc+48(FP), R8
-	MOVL   R9, (R8)(DX*4)
-	INCQ   DX
-	BLSRQ  DI, DI
-	JNZ    AnsDotStripesX1Avx512_esc0_0
-
-AnsDotStripesX1Avx512_noesc0_0:
+	KMOVQ          K1, R10
+	CMPQ           DX, BX
+	JAE            AnsDotStripesX1Avx512_toomany
+	MOVQ           R10, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R11
+	LEAQ           (R11)(R11*1), R11
+	MOVQ           R11, (DI)(DX*8)
+	CMPQ           R10, $+1
+	SBBQ           $-1, DX
 	VMOVDQA32      Z19, Z12
 	VPERMI2B       Z1, Z0, Z12
 	VMOVDQA32      Z19, Z19
@@ -34765,18 +34743,18 @@ AnsDotStripesX1Avx512_noesc0_0:
 	VPMULLQ        Z20, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z20
 	VPSLLQ         $0x20, Z13, K1, Z13
 	VPORQ          Z20, Z13, Z13
-	MOVQ           R8, AX
+	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -34785,19 +34763,19 @@ AnsDotStripesX1Avx512_noesc0_0:
 	VPMULLQ        Z12, Z14, Z14
 	VPADDQ         Z19, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z12
 	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z12, Z14, Z14
-	MOVQ           R8, AX
-	VPBROADCASTD   (SI), Z12
+	MOVQ           R11, AX
+	VPBROADCASTD   (R9), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
 	VPERMT2B       Z20, Z9, Z19
@@ -34807,111 +34785,101 @@ AnsDotStripesX1Avx512_noesc0_0:
 	VMOVDQA32      Z19, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, SI
-	TESTQ          SI, SI
-	JZ             AnsDotStripesX1Avx512_noesc1_0
-
-AnsDotStripesX1Avx512_esc1_0:
-	TZCNTQ SI, DI
-	MOVQ   BX, R8
-	SHLQ   $0x08, R8
-	ADDQ   $0x00000040, R8
-	ADDQ   DI, R8
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotStripesX1Avx512_toomany
-	MOVQ   esc+48(FP), DI
-	MOVL   R8, (DI)(DX*4)
-	INCQ   DX
-	BLSRQ  SI, SI
-	JNZ    AnsDotStripesX1Avx512_esc1_0
-
-AnsDotStripesX1Avx512_noesc1_0:
-	VMOVDQA32     Z19, Z12
-	VPERMI2B      Z1, Z0, Z12
-	VMOVDQA32     Z19, Z19
-	VPERMI2B      Z3, Z2, Z19
-	VPANDD        Z10, Z12, Z20
-	VPSRLD        $0x08, Z19, Z21
-	VPANDD        Z10, Z21, Z21
-	VPMULLD       Z20, Z21, Z21
-	VPANDD        Z10, Z19, Z22
-	VPADDD        Z22, Z21, Z21
-	VPSRLD        $0x08, Z12, Z22
-	VPANDD        Z10, Z22, Z22
-	VPMULLD       Z20, Z22, Z20
-	VPSRLD        $0x10, Z12, Z22
-	VPANDD        Z10, Z22, Z22
-	VPSRLD        $0x18, Z19, Z23
-	VPMULLD       Z22, Z23, Z23
-	VPSRLD        $0x10, Z19, Z19
-	VPANDD        Z10, Z19, Z19
-	VPADDD        Z19, Z23, Z23
-	VPSRLD        $0x18, Z12, Z12
-	VPMULLD       Z22, Z12, Z12
-	VPMULLD       Z20, Z12, Z12
-	VPMULLD       Z20, Z23, Z19
-	VPADDD        Z21, Z19, Z19
-	VPMOVZXDQ     Y12, Z20
-	VPMOVZXDQ     Y19, Z21
-	VPSRLQ        $0x1c, Z15, Z15
-	VPMULLQ       Z20, Z15, Z15
-	VPADDQ        Z21, Z15, Z15
-	VPCMPUQ       $0x01, Z11, Z15, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotStripesX1Avx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z20
-	VPSLLQ        $0x20, Z15, K1, Z15
-	VPORQ         Z20, Z15, Z15
-	MOVQ          DI, AX
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VEXTRACTI64X4 $0x01, Z19, Y19
-	VPMOVZXDQ     Y12, Z12
-	VPMOVZXDQ     Y19, Z19
-	VPSRLQ        $0x1c, Z16, Z16
-	VPMULLQ       Z12, Z16, Z16
-	VPADDQ        Z19, Z16, Z16
-	VPCMPUQ       $0x01, Z11, Z16, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotStripesX1Avx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z12
-	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z12, Z16, Z16
-	MOVQ          DI, AX
-	INCQ          BX
-	CMPQ          BX, steps+16(FP)
-	JB            AnsDotStripesX1Avx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z11, Z13, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z14, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z15, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU32     Z17, (AX)
-	VMOVDQU32     Z18, 64(AX)
-	MOVQ          DX, ret+64(FP)
+	KMOVQ          K1, R9
+	CMPQ           DX, BX
+	JAE            AnsDotStripesX1Avx512_toomany
+	MOVQ           R9, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R10
+	LEAQ           1(R10)(R10*1), R10
+	MOVQ           R10, (DI)(DX*8)
+	CMPQ           R9, $+1
+	SBBQ           $-1, DX
+	VMOVDQA32      Z19, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         Z10, Z12, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         Z10, Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         Z10, Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z12, Z22
+	VPANDD         Z10, Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         Z10, Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z22, Z12, Z12
+	VPMULLD        Z20, Z12, Z12
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPMOVZXDQ      Y12, Z20
+	VPMOVZXDQ      Y19, Z21
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z20, Z15, Z15
+	VPADDQ         Z21, Z15, Z15
+	VPCMPUQ        $0x01, Z11, Z15, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX1Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z20
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z20, Z15, Z15
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y12, Z12
+	VPMOVZXDQ      Y19, Z19
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z12, Z16, Z16
+	VPADDQ         Z19, Z16, Z16
+	VPCMPUQ        $0x01, Z11, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX1Avx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z12, Z16, Z16
+	MOVQ           R10, AX
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDotStripesX1Avx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z11, Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z14, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z15, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
+	VMOVDQU32      Z17, (AX)
+	VMOVDQU32      Z18, 64(AX)
+	MOVQ           DX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -34933,8 +34901,8 @@ AnsDotStripesX1Avx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -35041,13 +35009,18 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	VPXORD       Z23, Z23, Z23
 	VPXORD       Z24, Z24, Z24
 	XORQ         SI, SI
-	XORQ         DI, DI
+	MOVQ         escCap+56(FP), DI
+	MOVQ         esc+48(FP), R8
+	LEAQ         (R8)(DI*8), R9
+	XORQ         R10, R10
 
 AnsDotRowsX2Avx512_step:
-	MOVQ           v+32(FP), R8
-	IMUL3Q         $0x00000080, DI, R8
-	ADDQ           v+32(FP), R8
-	VMOVDQU8       (R8), Z12
+	PREFETCHT0     512(DX)
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R11
+	IMUL3Q         $0x00000080, R10, R11
+	ADDQ           v+32(FP), R11
+	VMOVDQU8       (R11), Z12
 	VPMULTISHIFTQB Z13, Z8, Z25
 	VPMULTISHIFTQB Z14, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35057,25 +35030,15 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z7, Z6, Z26
 	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotRowsX2Avx512_noesc0_0
-
-AnsDotRowsX2Avx512_esc0_0:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x00000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2Avx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotRowsX2Avx512_esc0_0
-
-AnsDotRowsX2Avx512_noesc0_0:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2Avx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           (R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z1, Z0, Z26
 	VMOVDQA32      Z25, Z25
@@ -35107,18 +35070,18 @@ AnsDotRowsX2Avx512_noesc0_0:
 	VPMULLQ        Z27, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z27
 	VPSLLQ         $0x20, Z13, K1, Z13
 	VPORQ          Z27, Z13, Z13
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35127,18 +35090,18 @@ AnsDotRowsX2Avx512_noesc0_0:
 	VPMULLQ        Z25, Z14, Z14
 	VPADDQ         Z26, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z25
 	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z25, Z14, Z14
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPMULTISHIFTQB Z20, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35148,25 +35111,15 @@ AnsDotRowsX2Avx512_noesc0_0:
 	VMOVDQA32      Z25, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotRowsX2Avx512_noesc0_1
-
-AnsDotRowsX2Avx512_esc0_1:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x40000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2Avx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotRowsX2Avx512_esc0_1
-
-AnsDotRowsX2Avx512_noesc0_1:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2Avx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           2(R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z25, Z12
 	VPERMI2B       Z1, Z0, Z12
 	VMOVDQA32      Z25, Z25
@@ -35198,18 +35151,18 @@ AnsDotRowsX2Avx512_noesc0_1:
 	VPMULLQ        Z26, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z26
 	VPSLLQ         $0x20, Z19, K1, Z19
 	VPORQ          Z26, Z19, Z19
-	MOVQ           R10, AX
+	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -35218,19 +35171,19 @@ AnsDotRowsX2Avx512_noesc0_1:
 	VPMULLQ        Z12, Z20, Z20
 	VPADDQ         Z25, Z20, Z20
 	VPCMPUQ        $0x01, Z11, Z20, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z12
 	VPSLLQ         $0x20, Z20, K1, Z20
 	VPORQ          Z12, Z20, Z20
-	MOVQ           R10, AX
-	VMOVDQU8       64(R8), Z12
+	MOVQ           R13, AX
+	VMOVDQU8       64(R11), Z12
 	VPMULTISHIFTQB Z15, Z8, Z25
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35240,25 +35193,15 @@ AnsDotRowsX2Avx512_noesc0_1:
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z7, Z6, Z26
 	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotRowsX2Avx512_noesc1_0
-
-AnsDotRowsX2Avx512_esc1_0:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x00000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2Avx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotRowsX2Avx512_esc1_0
-
-AnsDotRowsX2Avx512_noesc1_0:
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2Avx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           1(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z1, Z0, Z26
 	VMOVDQA32      Z25, Z25
@@ -35290,18 +35233,18 @@ AnsDotRowsX2Avx512_noesc1_0:
 	VPMULLQ        Z27, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z27
 	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z27, Z15, Z15
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35310,18 +35253,18 @@ AnsDotRowsX2Avx512_noesc1_0:
 	VPMULLQ        Z25, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
 	VPCMPUQ        $0x01, Z11, Z16, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z25
 	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z25, Z16, Z16
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPMULTISHIFTQB Z22, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35331,129 +35274,119 @@ AnsDotRowsX2Avx512_noesc1_0:
 	VMOVDQA32      Z25, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotRowsX2Avx512_noesc1_1
-
-AnsDotRowsX2Avx512_esc1_1:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x40000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2Avx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotRowsX2Avx512_esc1_1
-
-AnsDotRowsX2Avx512_noesc1_1:
-	VMOVDQA32     Z25, Z12
-	VPERMI2B      Z1, Z0, Z12
-	VMOVDQA32     Z25, Z25
-	VPERMI2B      Z3, Z2, Z25
-	VPANDD        Z10, Z12, Z26
-	VPSRLD        $0x08, Z25, Z27
-	VPANDD        Z10, Z27, Z27
-	VPMULLD       Z26, Z27, Z27
-	VPANDD        Z10, Z25, Z28
-	VPADDD        Z28, Z27, Z27
-	VPSRLD        $0x08, Z12, Z28
-	VPANDD        Z10, Z28, Z28
-	VPMULLD       Z26, Z28, Z26
-	VPSRLD        $0x10, Z12, Z28
-	VPANDD        Z10, Z28, Z28
-	VPSRLD        $0x18, Z25, Z29
-	VPMULLD       Z28, Z29, Z29
-	VPSRLD        $0x10, Z25, Z25
-	VPANDD        Z10, Z25, Z25
-	VPADDD        Z25, Z29, Z29
-	VPSRLD        $0x18, Z12, Z12
-	VPMULLD       Z28, Z12, Z12
-	VPMULLD       Z26, Z12, Z12
-	VPMULLD       Z26, Z29, Z25
-	VPADDD        Z27, Z25, Z25
-	VPMOVZXDQ     Y12, Z26
-	VPMOVZXDQ     Y25, Z27
-	VPSRLQ        $0x1c, Z21, Z21
-	VPMULLQ       Z26, Z21, Z21
-	VPADDQ        Z27, Z21, Z21
-	VPCMPUQ       $0x01, Z11, Z21, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotRowsX2Avx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z26
-	VPSLLQ        $0x20, Z21, K1, Z21
-	VPORQ         Z26, Z21, Z21
-	MOVQ          R9, AX
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VEXTRACTI64X4 $0x01, Z25, Y25
-	VPMOVZXDQ     Y12, Z12
-	VPMOVZXDQ     Y25, Z25
-	VPSRLQ        $0x1c, Z22, Z22
-	VPMULLQ       Z12, Z22, Z22
-	VPADDQ        Z25, Z22, Z22
-	VPCMPUQ       $0x01, Z11, Z22, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotRowsX2Avx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z12
-	VPSLLQ        $0x20, Z22, K1, Z22
-	VPORQ         Z12, Z22, Z22
-	MOVQ          R9, AX
-	INCQ          DI
-	CMPQ          DI, steps+16(FP)
-	JB            AnsDotRowsX2Avx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z11, Z13, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z14, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z15, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU32     Z17, (AX)
-	VMOVDQU32     Z18, 64(AX)
-	VPCMPUQ       $0x04, Z11, Z19, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z20, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z21, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z22, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU32     Z23, 128(AX)
-	VMOVDQU32     Z24, 192(AX)
-	MOVQ          SI, ret+64(FP)
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2Avx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           3(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z12, Z26
+	VPSRLD         $0x08, Z25, Z27
+	VPANDD         Z10, Z27, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         Z10, Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z28, Z12, Z12
+	VPMULLD        Z26, Z12, Z12
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPMOVZXDQ      Y12, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPSRLQ         $0x1c, Z21, Z21
+	VPMULLQ        Z26, Z21, Z21
+	VPADDQ         Z27, Z21, Z21
+	VPCMPUQ        $0x01, Z11, Z21, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z26
+	VPSLLQ         $0x20, Z21, K1, Z21
+	VPORQ          Z26, Z21, Z21
+	MOVQ           R12, AX
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y12, Z12
+	VPMOVZXDQ      Y25, Z25
+	VPSRLQ         $0x1c, Z22, Z22
+	VPMULLQ        Z12, Z22, Z22
+	VPADDQ         Z25, Z22, Z22
+	VPCMPUQ        $0x01, Z11, Z22, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2Avx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z22, K1, Z22
+	VPORQ          Z12, Z22, Z22
+	MOVQ           R12, AX
+	INCQ           R10
+	CMPQ           R10, steps+16(FP)
+	JB             AnsDotRowsX2Avx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z11, Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z14, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z15, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VMOVDQU32      Z17, (AX)
+	VMOVDQU32      Z18, 64(AX)
+	VPCMPUQ        $0x04, Z11, Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z20, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z21, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z22, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VMOVDQU32      Z23, 128(AX)
+	VMOVDQU32      Z24, 192(AX)
+	MOVQ           SI, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -35475,8 +35408,8 @@ AnsDotRowsX2Avx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -35583,12 +35516,17 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	VPXORD       Z23, Z23, Z23
 	VPXORD       Z24, Z24, Z24
 	XORQ         SI, SI
-	XORQ         DI, DI
+	MOVQ         escCap+56(FP), DI
+	MOVQ         esc+48(FP), R8
+	LEAQ         (R8)(DI*8), R9
+	XORQ         R10, R10
 
 AnsDotStripesX2Avx512_step:
-	MOVQ           v+32(FP), R8
-	LEAQ           (R8)(DI*4), R8
-	VPBROADCASTD   (R8), Z12
+	PREFETCHT0     512(DX)
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R11
+	LEAQ           (R11)(R10*4), R11
+	VPBROADCASTD   (R11), Z12
 	VPMULTISHIFTQB Z13, Z8, Z25
 	VPMULTISHIFTQB Z14, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35598,25 +35536,15 @@ AnsDotStripesX2Avx512_step:
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z7, Z6, Z26
 	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotStripesX2Avx512_noesc0_0
-
-AnsDotStripesX2Avx512_esc0_0:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x00000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2Avx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotStripesX2Avx512_esc0_0
-
-AnsDotStripesX2Avx512_noesc0_0:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2Avx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           (R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z1, Z0, Z26
 	VMOVDQA32      Z25, Z25
@@ -35648,18 +35576,18 @@ AnsDotStripesX2Avx512_noesc0_0:
 	VPMULLQ        Z27, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z27
 	VPSLLQ         $0x20, Z13, K1, Z13
 	VPORQ          Z27, Z13, Z13
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35668,18 +35596,18 @@ AnsDotStripesX2Avx512_noesc0_0:
 	VPMULLQ        Z25, Z14, Z14
 	VPADDQ         Z26, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z25
 	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z25, Z14, Z14
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPMULTISHIFTQB Z20, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35689,25 +35617,15 @@ AnsDotStripesX2Avx512_noesc0_0:
 	VMOVDQA32      Z25, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotStripesX2Avx512_noesc0_1
-
-AnsDotStripesX2Avx512_esc0_1:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x40000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2Avx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotStripesX2Avx512_esc0_1
-
-AnsDotStripesX2Avx512_noesc0_1:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2Avx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           2(R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z25, Z12
 	VPERMI2B       Z1, Z0, Z12
 	VMOVDQA32      Z25, Z25
@@ -35739,18 +35657,18 @@ AnsDotStripesX2Avx512_noesc0_1:
 	VPMULLQ        Z26, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z26
 	VPSLLQ         $0x20, Z19, K1, Z19
 	VPORQ          Z26, Z19, Z19
-	MOVQ           R10, AX
+	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -35759,19 +35677,19 @@ AnsDotStripesX2Avx512_noesc0_1:
 	VPMULLQ        Z12, Z20, Z20
 	VPADDQ         Z25, Z20, Z20
 	VPCMPUQ        $0x01, Z11, Z20, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z12
 	VPSLLQ         $0x20, Z20, K1, Z20
 	VPORQ          Z12, Z20, Z20
-	MOVQ           R10, AX
-	VPBROADCASTD   (R8), Z12
+	MOVQ           R13, AX
+	VPBROADCASTD   (R11), Z12
 	VPMULTISHIFTQB Z15, Z8, Z25
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35781,25 +35699,15 @@ AnsDotStripesX2Avx512_noesc0_1:
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z7, Z6, Z26
 	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotStripesX2Avx512_noesc1_0
-
-AnsDotStripesX2Avx512_esc1_0:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x00000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2Avx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotStripesX2Avx512_esc1_0
-
-AnsDotStripesX2Avx512_noesc1_0:
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2Avx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           1(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z25, Z26
 	VPERMI2B       Z1, Z0, Z26
 	VMOVDQA32      Z25, Z25
@@ -35831,18 +35739,18 @@ AnsDotStripesX2Avx512_noesc1_0:
 	VPMULLQ        Z27, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z27
 	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z27, Z15, Z15
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35851,18 +35759,18 @@ AnsDotStripesX2Avx512_noesc1_0:
 	VPMULLQ        Z25, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
 	VPCMPUQ        $0x01, Z11, Z16, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z25
 	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z25, Z16, Z16
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPMULTISHIFTQB Z22, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35872,129 +35780,119 @@ AnsDotStripesX2Avx512_noesc1_0:
 	VMOVDQA32      Z25, Z12
 	VPERMI2B       Z7, Z6, Z12
 	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotStripesX2Avx512_noesc1_1
-
-AnsDotStripesX2Avx512_esc1_1:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x40000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2Avx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotStripesX2Avx512_esc1_1
-
-AnsDotStripesX2Avx512_noesc1_1:
-	VMOVDQA32     Z25, Z12
-	VPERMI2B      Z1, Z0, Z12
-	VMOVDQA32     Z25, Z25
-	VPERMI2B      Z3, Z2, Z25
-	VPANDD        Z10, Z12, Z26
-	VPSRLD        $0x08, Z25, Z27
-	VPANDD        Z10, Z27, Z27
-	VPMULLD       Z26, Z27, Z27
-	VPANDD        Z10, Z25, Z28
-	VPADDD        Z28, Z27, Z27
-	VPSRLD        $0x08, Z12, Z28
-	VPANDD        Z10, Z28, Z28
-	VPMULLD       Z26, Z28, Z26
-	VPSRLD        $0x10, Z12, Z28
-	VPANDD        Z10, Z28, Z28
-	VPSRLD        $0x18, Z25, Z29
-	VPMULLD       Z28, Z29, Z29
-	VPSRLD        $0x10, Z25, Z25
-	VPANDD        Z10, Z25, Z25
-	VPADDD        Z25, Z29, Z29
-	VPSRLD        $0x18, Z12, Z12
-	VPMULLD       Z28, Z12, Z12
-	VPMULLD       Z26, Z12, Z12
-	VPMULLD       Z26, Z29, Z25
-	VPADDD        Z27, Z25, Z25
-	VPMOVZXDQ     Y12, Z26
-	VPMOVZXDQ     Y25, Z27
-	VPSRLQ        $0x1c, Z21, Z21
-	VPMULLQ       Z26, Z21, Z21
-	VPADDQ        Z27, Z21, Z21
-	VPCMPUQ       $0x01, Z11, Z21, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotStripesX2Avx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z26
-	VPSLLQ        $0x20, Z21, K1, Z21
-	VPORQ         Z26, Z21, Z21
-	MOVQ          R9, AX
-	VEXTRACTI64X4 $0x01, Z12, Y12
-	VEXTRACTI64X4 $0x01, Z25, Y25
-	VPMOVZXDQ     Y12, Z12
-	VPMOVZXDQ     Y25, Z25
-	VPSRLQ        $0x1c, Z22, Z22
-	VPMULLQ       Z12, Z22, Z22
-	VPADDQ        Z25, Z22, Z22
-	VPCMPUQ       $0x01, Z11, Z22, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotStripesX2Avx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z12
-	VPSLLQ        $0x20, Z22, K1, Z22
-	VPORQ         Z12, Z22, Z22
-	MOVQ          R9, AX
-	INCQ          DI
-	CMPQ          DI, steps+16(FP)
-	JB            AnsDotStripesX2Avx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z11, Z13, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z14, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z15, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU32     Z17, (AX)
-	VMOVDQU32     Z18, 64(AX)
-	VPCMPUQ       $0x04, Z11, Z19, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z20, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z21, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPCMPUQ       $0x04, Z11, Z22, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU32     Z23, 128(AX)
-	VMOVDQU32     Z24, 192(AX)
-	MOVQ          SI, ret+64(FP)
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2Avx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           3(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
+	VMOVDQA32      Z25, Z12
+	VPERMI2B       Z1, Z0, Z12
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         Z10, Z12, Z26
+	VPSRLD         $0x08, Z25, Z27
+	VPANDD         Z10, Z27, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         Z10, Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z12, Z28
+	VPANDD         Z10, Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         Z10, Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z12, Z12
+	VPMULLD        Z28, Z12, Z12
+	VPMULLD        Z26, Z12, Z12
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPMOVZXDQ      Y12, Z26
+	VPMOVZXDQ      Y25, Z27
+	VPSRLQ         $0x1c, Z21, Z21
+	VPMULLQ        Z26, Z21, Z21
+	VPADDQ         Z27, Z21, Z21
+	VPCMPUQ        $0x01, Z11, Z21, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z26
+	VPSLLQ         $0x20, Z21, K1, Z21
+	VPORQ          Z26, Z21, Z21
+	MOVQ           R12, AX
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y12, Z12
+	VPMOVZXDQ      Y25, Z25
+	VPSRLQ         $0x1c, Z22, Z22
+	VPMULLQ        Z12, Z22, Z22
+	VPADDQ         Z25, Z22, Z22
+	VPCMPUQ        $0x01, Z11, Z22, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2Avx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z12
+	VPSLLQ         $0x20, Z22, K1, Z22
+	VPORQ          Z12, Z22, Z22
+	MOVQ           R12, AX
+	INCQ           R10
+	CMPQ           R10, steps+16(FP)
+	JB             AnsDotStripesX2Avx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z11, Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z14, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z15, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VMOVDQU32      Z17, (AX)
+	VMOVDQU32      Z18, 64(AX)
+	VPCMPUQ        $0x04, Z11, Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z20, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z21, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ        $0x04, Z11, Z22, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VMOVDQU32      Z23, 128(AX)
+	VMOVDQU32      Z24, 192(AX)
+	MOVQ           SI, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -36016,8 +35914,8 @@ AnsDotStripesX2Avx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36082,13 +35980,17 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
 	XORQ         DX, DX
-	XORQ         BX, BX
+	MOVQ         escCap+56(FP), BX
+	MOVQ         esc+48(FP), SI
+	LEAQ         (SI)(BX*8), DI
+	XORQ         R8, R8
 
 AnsDotRowsX1MaddAvx512_step:
-	MOVQ           v+32(FP), SI
-	IMUL3Q         $0x00000080, BX, SI
-	ADDQ           v+32(FP), SI
-	VMOVDQU8       (SI), Z13
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R9
+	IMUL3Q         $0x00000080, R8, R9
+	ADDQ           v+32(FP), R9
+	VMOVDQU8       (R9), Z13
 	VPMULTISHIFTQB Z14, Z8, Z18
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPERMT2B       Z19, Z9, Z18
@@ -36098,25 +36000,15 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQA32      Z18, Z13
 	VPERMI2B       Z7, Z6, Z13
 	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, DI
-	TESTQ          DI, DI
-	JZ             AnsDotRowsX1MaddAvx512_noesc0_0
-
-AnsDotRowsX1MaddAvx512_esc0_0:
-	TZCNTQ DI, R8
-	MOVQ   BX, R9
-	SHLQ   $0x08, R9
-	ADDQ   $0x00000000, R9
-	ADDQ   R8, R9
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotRowsX1MaddAvx512_toomany
-	MOVQ   esc+48(FP), R8
-	MOVL   R9, (R8)(DX*4)
-	INCQ   DX
-	BLSRQ  DI, DI
-	JNZ    AnsDotRowsX1MaddAvx512_esc0_0
-
-AnsDotRowsX1MaddAvx512_noesc0_0:
+	KMOVQ          K1, R10
+	CMPQ           DX, BX
+	JAE            AnsDotRowsX1MaddAvx512_toomany
+	MOVQ           R10, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R11
+	LEAQ           (R11)(R11*1), R11
+	MOVQ           R11, (DI)(DX*8)
+	CMPQ           R10, $+1
+	SBBQ           $-1, DX
 	VMOVDQA32      Z18, Z13
 	VPERMI2B       Z1, Z0, Z13
 	VMOVDQA32      Z18, Z18
@@ -36142,18 +36034,18 @@ AnsDotRowsX1MaddAvx512_noesc0_0:
 	VPADDQ         Z21, Z14, Z14
 	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z19
 	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z19, Z14, Z14
-	MOVQ           R8, AX
+	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -36166,19 +36058,19 @@ AnsDotRowsX1MaddAvx512_noesc0_0:
 	VPADDQ         Z19, Z15, Z15
 	VPADDQ         Z18, Z15, Z15
 	VPCMPUQ        $0x01, Z10, Z15, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z13
 	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z13, Z15, Z15
-	MOVQ           R8, AX
-	VMOVDQU8       64(SI), Z13
+	MOVQ           R11, AX
+	VMOVDQU8       64(R9), Z13
 	VPMULTISHIFTQB Z16, Z8, Z18
 	VPMULTISHIFTQB Z17, Z8, Z19
 	VPERMT2B       Z19, Z9, Z18
@@ -36188,109 +36080,99 @@ AnsDotRowsX1MaddAvx512_noesc0_0:
 	VMOVDQA32      Z18, Z13
 	VPERMI2B       Z7, Z6, Z13
 	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, SI
-	TESTQ          SI, SI
-	JZ             AnsDotRowsX1MaddAvx512_noesc1_0
-
-AnsDotRowsX1MaddAvx512_esc1_0:
-	TZCNTQ SI, DI
-	MOVQ   BX, R8
-	SHLQ   $0x08, R8
-	ADDQ   $0x00000040, R8
-	ADDQ   DI, R8
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotRowsX1MaddAvx512_toomany
-	MOVQ   esc+48(FP), DI
-	MOVL   R8, (DI)(DX*4)
-	INCQ   DX
-	BLSRQ  SI, SI
-	JNZ    AnsDotRowsX1MaddAvx512_esc1_0
-
-AnsDotRowsX1MaddAvx512_noesc1_0:
-	VMOVDQA32     Z18, Z13
-	VPERMI2B      Z1, Z0, Z13
-	VMOVDQA32     Z18, Z18
-	VPERMI2B      Z3, Z2, Z18
-	VPSLLW        $0x08, Z13, Z19
-	VPORD         ansOne16<>+0(SB), Z19, Z19
-	VPMADDUBSW    Z19, Z18, Z18
-	VPANDD        ansC00ff<>+0(SB), Z13, Z19
-	VPSRLW        $0x08, Z13, Z13
-	VPMULLW       Z13, Z19, Z13
-	VPSLLD        $0x10, Z13, Z19
-	VPORD         ansOne32<>+0(SB), Z19, Z19
-	VPMADDWD      Z19, Z18, Z18
-	VPSRLD        $0x10, Z13, Z19
-	VPMADDWD      Z19, Z13, Z13
-	VPMOVZXDQ     Y13, Z19
-	VPMOVZXDQ     Y18, Z20
-	VPSRLQ        $0x1c, Z16, Z16
-	VPSRLQ        $0x20, Z16, Z21
-	VPMULUDQ      Z19, Z21, Z21
-	VPSLLQ        $0x20, Z21, Z21
-	VPMULUDQ      Z19, Z16, Z16
-	VPADDQ        Z21, Z16, Z16
-	VPADDQ        Z20, Z16, Z16
-	VPCMPUQ       $0x01, Z10, Z16, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotRowsX1MaddAvx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z19
-	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z19, Z16, Z16
-	MOVQ          DI, AX
-	VEXTRACTI64X4 $0x01, Z13, Y13
-	VEXTRACTI64X4 $0x01, Z18, Y18
-	VPMOVZXDQ     Y13, Z13
-	VPMOVZXDQ     Y18, Z18
-	VPSRLQ        $0x1c, Z17, Z17
-	VPSRLQ        $0x20, Z17, Z19
-	VPMULUDQ      Z13, Z19, Z19
-	VPSLLQ        $0x20, Z19, Z19
-	VPMULUDQ      Z13, Z17, Z17
-	VPADDQ        Z19, Z17, Z17
-	VPADDQ        Z18, Z17, Z17
-	VPCMPUQ       $0x01, Z10, Z17, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotRowsX1MaddAvx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z13
-	VPSLLQ        $0x20, Z17, K1, Z17
-	VPORQ         Z13, Z17, Z17
-	MOVQ          DI, AX
-	INCQ          BX
-	CMPQ          BX, steps+16(FP)
-	JB            AnsDotRowsX1MaddAvx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z10, Z14, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z15, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z17, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU32     Z11, (AX)
-	VMOVDQU32     Z12, 64(AX)
-	MOVQ          DX, ret+64(FP)
+	KMOVQ          K1, R9
+	CMPQ           DX, BX
+	JAE            AnsDotRowsX1MaddAvx512_toomany
+	MOVQ           R9, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R10
+	LEAQ           1(R10)(R10*1), R10
+	MOVQ           R10, (DI)(DX*8)
+	CMPQ           R9, $+1
+	SBBQ           $-1, DX
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VMOVDQA32      Z18, Z18
+	VPERMI2B       Z3, Z2, Z18
+	VPSLLW         $0x08, Z13, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z18, Z18
+	VPANDD         ansC00ff<>+0(SB), Z13, Z19
+	VPSRLW         $0x08, Z13, Z13
+	VPMULLW        Z13, Z19, Z13
+	VPSLLD         $0x10, Z13, Z19
+	VPORD          ansOne32<>+0(SB), Z19, Z19
+	VPMADDWD       Z19, Z18, Z18
+	VPSRLD         $0x10, Z13, Z19
+	VPMADDWD       Z19, Z13, Z13
+	VPMOVZXDQ      Y13, Z19
+	VPMOVZXDQ      Y18, Z20
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z16, Z16
+	VPADDQ         Z21, Z16, Z16
+	VPADDQ         Z20, Z16, Z16
+	VPCMPUQ        $0x01, Z10, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z19, Z16, Z16
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VPMOVZXDQ      Y13, Z13
+	VPMOVZXDQ      Y18, Z18
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z19
+	VPMULUDQ       Z13, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z13, Z17, Z17
+	VPADDQ         Z19, Z17, Z17
+	VPADDQ         Z18, Z17, Z17
+	VPCMPUQ        $0x01, Z10, Z17, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z13
+	VPSLLQ         $0x20, Z17, K1, Z17
+	VPORQ          Z13, Z17, Z17
+	MOVQ           R10, AX
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDotRowsX1MaddAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z10, Z14, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z15, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU32      Z11, (AX)
+	VMOVDQU32      Z12, 64(AX)
+	MOVQ           DX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -36342,8 +36224,8 @@ DATA ansOne32<>+48(SB)/8, $0x0000000100000001
 DATA ansOne32<>+56(SB)/8, $0x0000000100000001
 GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36408,12 +36290,16 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
 	XORQ         DX, DX
-	XORQ         BX, BX
+	MOVQ         escCap+56(FP), BX
+	MOVQ         esc+48(FP), SI
+	LEAQ         (SI)(BX*8), DI
+	XORQ         R8, R8
 
 AnsDotStripesX1MaddAvx512_step:
-	MOVQ           v+32(FP), SI
-	LEAQ           (SI)(BX*4), SI
-	VPBROADCASTD   (SI), Z13
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R9
+	LEAQ           (R9)(R8*4), R9
+	VPBROADCASTD   (R9), Z13
 	VPMULTISHIFTQB Z14, Z8, Z18
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPERMT2B       Z19, Z9, Z18
@@ -36423,25 +36309,15 @@ AnsDotStripesX1MaddAvx512_step:
 	VMOVDQA32      Z18, Z13
 	VPERMI2B       Z7, Z6, Z13
 	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, DI
-	TESTQ          DI, DI
-	JZ             AnsDotStripesX1MaddAvx512_noesc0_0
-
-AnsDotStripesX1MaddAvx512_esc0_0:
-	TZCNTQ DI, R8
-	MOVQ   BX, R9
-	SHLQ   $0x08, R9
-	ADDQ   $0x00000000, R9
-	ADDQ   R8, R9
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotStripesX1MaddAvx512_toomany
-	MOVQ   esc+48(FP), R8
-	MOVL   R9, (R8)(DX*4)
-	INCQ   DX
-	BLSRQ  DI, DI
-	JNZ    AnsDotStripesX1MaddAvx512_esc0_0
-
-AnsDotStripesX1MaddAvx512_noesc0_0:
+	KMOVQ          K1, R10
+	CMPQ           DX, BX
+	JAE            AnsDotStripesX1MaddAvx512_toomany
+	MOVQ           R10, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R11
+	LEAQ           (R11)(R11*1), R11
+	MOVQ           R11, (DI)(DX*8)
+	CMPQ           R10, $+1
+	SBBQ           $-1, DX
 	VMOVDQA32      Z18, Z13
 	VPERMI2B       Z1, Z0, Z13
 	VMOVDQA32      Z18, Z18
@@ -36467,18 +36343,18 @@ AnsDotStripesX1MaddAvx512_noesc0_0:
 	VPADDQ         Z21, Z14, Z14
 	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z19
 	VPSLLQ         $0x20, Z14, K1, Z14
 	VPORQ          Z19, Z14, Z14
-	MOVQ           R8, AX
+	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -36491,19 +36367,19 @@ AnsDotStripesX1MaddAvx512_noesc0_0:
 	VPADDQ         Z19, Z15, Z15
 	VPADDQ         Z18, Z15, Z15
 	VPCMPUQ        $0x01, Z10, Z15, K1
-	KMOVB          K1, DI
-	POPCNTL        DI, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	KMOVB          K1, R10
+	POPCNTL        R10, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R9
-	PDEPL          R9, DI, R9
-	KMOVW          R9, K2
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R12
+	KMOVW          R12, K2
 	VPEXPANDD.Z    (AX), K2, Z13
 	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z13, Z15, Z15
-	MOVQ           R8, AX
-	VPBROADCASTD   (SI), Z13
+	MOVQ           R11, AX
+	VPBROADCASTD   (R9), Z13
 	VPMULTISHIFTQB Z16, Z8, Z18
 	VPMULTISHIFTQB Z17, Z8, Z19
 	VPERMT2B       Z19, Z9, Z18
@@ -36513,109 +36389,99 @@ AnsDotStripesX1MaddAvx512_noesc0_0:
 	VMOVDQA32      Z18, Z13
 	VPERMI2B       Z7, Z6, Z13
 	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, SI
-	TESTQ          SI, SI
-	JZ             AnsDotStripesX1MaddAvx512_noesc1_0
-
-AnsDotStripesX1MaddAvx512_esc1_0:
-	TZCNTQ SI, DI
-	MOVQ   BX, R8
-	SHLQ   $0x08, R8
-	ADDQ   $0x00000040, R8
-	ADDQ   DI, R8
-	CMPQ   DX, escCap+56(FP)
-	JAE    AnsDotStripesX1MaddAvx512_toomany
-	MOVQ   esc+48(FP), DI
-	MOVL   R8, (DI)(DX*4)
-	INCQ   DX
-	BLSRQ  SI, SI
-	JNZ    AnsDotStripesX1MaddAvx512_esc1_0
-
-AnsDotStripesX1MaddAvx512_noesc1_0:
-	VMOVDQA32     Z18, Z13
-	VPERMI2B      Z1, Z0, Z13
-	VMOVDQA32     Z18, Z18
-	VPERMI2B      Z3, Z2, Z18
-	VPSLLW        $0x08, Z13, Z19
-	VPORD         ansOne16<>+0(SB), Z19, Z19
-	VPMADDUBSW    Z19, Z18, Z18
-	VPANDD        ansC00ff<>+0(SB), Z13, Z19
-	VPSRLW        $0x08, Z13, Z13
-	VPMULLW       Z13, Z19, Z13
-	VPSLLD        $0x10, Z13, Z19
-	VPORD         ansOne32<>+0(SB), Z19, Z19
-	VPMADDWD      Z19, Z18, Z18
-	VPSRLD        $0x10, Z13, Z19
-	VPMADDWD      Z19, Z13, Z13
-	VPMOVZXDQ     Y13, Z19
-	VPMOVZXDQ     Y18, Z20
-	VPSRLQ        $0x1c, Z16, Z16
-	VPSRLQ        $0x20, Z16, Z21
-	VPMULUDQ      Z19, Z21, Z21
-	VPSLLQ        $0x20, Z21, Z21
-	VPMULUDQ      Z19, Z16, Z16
-	VPADDQ        Z21, Z16, Z16
-	VPADDQ        Z20, Z16, Z16
-	VPCMPUQ       $0x01, Z10, Z16, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotStripesX1MaddAvx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z19
-	VPSLLQ        $0x20, Z16, K1, Z16
-	VPORQ         Z19, Z16, Z16
-	MOVQ          DI, AX
-	VEXTRACTI64X4 $0x01, Z13, Y13
-	VEXTRACTI64X4 $0x01, Z18, Y18
-	VPMOVZXDQ     Y13, Z13
-	VPMOVZXDQ     Y18, Z18
-	VPSRLQ        $0x1c, Z17, Z17
-	VPSRLQ        $0x20, Z17, Z19
-	VPMULUDQ      Z13, Z19, Z19
-	VPSLLQ        $0x20, Z19, Z19
-	VPMULUDQ      Z13, Z17, Z17
-	VPADDQ        Z19, Z17, Z17
-	VPADDQ        Z18, Z17, Z17
-	VPCMPUQ       $0x01, Z10, Z17, K1
-	KMOVB         K1, SI
-	POPCNTL       SI, DI
-	LEAQ          (AX)(DI*4), DI
-	CMPQ          DI, CX
-	JA            AnsDotStripesX1MaddAvx512_exhausted
-	MOVL          $0x00005555, R8
-	PDEPL         R8, SI, R8
-	KMOVW         R8, K2
-	VPEXPANDD.Z   (AX), K2, Z13
-	VPSLLQ        $0x20, Z17, K1, Z17
-	VPORQ         Z13, Z17, Z17
-	MOVQ          DI, AX
-	INCQ          BX
-	CMPQ          BX, steps+16(FP)
-	JB            AnsDotStripesX1MaddAvx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z10, Z14, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z15, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z17, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU32     Z11, (AX)
-	VMOVDQU32     Z12, 64(AX)
-	MOVQ          DX, ret+64(FP)
+	KMOVQ          K1, R9
+	CMPQ           DX, BX
+	JAE            AnsDotStripesX1MaddAvx512_toomany
+	MOVQ           R9, (SI)(DX*8)
+	LEAQ           (R8)(R8*1), R10
+	LEAQ           1(R10)(R10*1), R10
+	MOVQ           R10, (DI)(DX*8)
+	CMPQ           R9, $+1
+	SBBQ           $-1, DX
+	VMOVDQA32      Z18, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VMOVDQA32      Z18, Z18
+	VPERMI2B       Z3, Z2, Z18
+	VPSLLW         $0x08, Z13, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z18, Z18
+	VPANDD         ansC00ff<>+0(SB), Z13, Z19
+	VPSRLW         $0x08, Z13, Z13
+	VPMULLW        Z13, Z19, Z13
+	VPSLLD         $0x10, Z13, Z19
+	VPORD          ansOne32<>+0(SB), Z19, Z19
+	VPMADDWD       Z19, Z18, Z18
+	VPSRLD         $0x10, Z13, Z19
+	VPMADDWD       Z19, Z13, Z13
+	VPMOVZXDQ      Y13, Z19
+	VPMOVZXDQ      Y18, Z20
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z16, Z16
+	VPADDQ         Z21, Z16, Z16
+	VPADDQ         Z20, Z16, Z16
+	VPCMPUQ        $0x01, Z10, Z16, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z19
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z19, Z16, Z16
+	MOVQ           R10, AX
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VPMOVZXDQ      Y13, Z13
+	VPMOVZXDQ      Y18, Z18
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z19
+	VPMULUDQ       Z13, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z13, Z17, Z17
+	VPADDQ         Z19, Z17, Z17
+	VPADDQ         Z18, Z17, Z17
+	VPCMPUQ        $0x01, Z10, Z17, K1
+	KMOVB          K1, R9
+	POPCNTL        R9, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R11
+	KMOVW          R11, K2
+	VPEXPANDD.Z    (AX), K2, Z13
+	VPSLLQ         $0x20, Z17, K1, Z17
+	VPORQ          Z13, Z17, Z17
+	MOVQ           R10, AX
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDotStripesX1MaddAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z10, Z14, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z15, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU32      Z11, (AX)
+	VMOVDQU32      Z12, 64(AX)
+	MOVQ           DX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -36637,8 +36503,8 @@ AnsDotStripesX1MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36745,13 +36611,18 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
 	XORQ         SI, SI
-	XORQ         DI, DI
+	MOVQ         escCap+56(FP), DI
+	MOVQ         esc+48(FP), R8
+	LEAQ         (R8)(DI*8), R9
+	XORQ         R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
-	MOVQ           v+32(FP), R8
-	IMUL3Q         $0x00000080, DI, R8
-	ADDQ           v+32(FP), R8
-	VMOVDQU8       (R8), Z15
+	PREFETCHT0     512(DX)
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R11
+	IMUL3Q         $0x00000080, R10, R11
+	ADDQ           v+32(FP), R11
+	VMOVDQU8       (R11), Z15
 	VPMULTISHIFTQB Z16, Z8, Z24
 	VPMULTISHIFTQB Z17, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -36761,25 +36632,15 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z7, Z6, Z25
 	VPTESTMB       Z25, Z25, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotRowsX2MaddAvx512_noesc0_0
-
-AnsDotRowsX2MaddAvx512_esc0_0:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x00000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotRowsX2MaddAvx512_esc0_0
-
-AnsDotRowsX2MaddAvx512_noesc0_0:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2MaddAvx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           (R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z24, Z24
@@ -36805,18 +36666,18 @@ AnsDotRowsX2MaddAvx512_noesc0_0:
 	VPADDQ         Z28, Z16, Z16
 	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z26
 	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z26, Z16, Z16
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -36829,18 +36690,18 @@ AnsDotRowsX2MaddAvx512_noesc0_0:
 	VPADDQ         Z26, Z17, Z17
 	VPADDQ         Z24, Z17, Z17
 	VPCMPUQ        $0x01, Z10, Z17, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z24
 	VPSLLQ         $0x20, Z17, K1, Z17
 	VPORQ          Z24, Z17, Z17
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VPMULTISHIFTQB Z20, Z8, Z24
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -36850,25 +36711,15 @@ AnsDotRowsX2MaddAvx512_noesc0_0:
 	VMOVDQA32      Z24, Z15
 	VPERMI2B       Z7, Z6, Z15
 	VPTESTMB       Z15, Z15, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotRowsX2MaddAvx512_noesc0_1
-
-AnsDotRowsX2MaddAvx512_esc0_1:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x40000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotRowsX2MaddAvx512_esc0_1
-
-AnsDotRowsX2MaddAvx512_noesc0_1:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2MaddAvx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           2(R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z24, Z15
 	VPERMI2B       Z1, Z0, Z15
 	VMOVDQA32      Z24, Z24
@@ -36894,18 +36745,18 @@ AnsDotRowsX2MaddAvx512_noesc0_1:
 	VPADDQ         Z27, Z20, Z20
 	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z25
 	VPSLLQ         $0x20, Z20, K1, Z20
 	VPORQ          Z25, Z20, Z20
-	MOVQ           R10, AX
+	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -36918,19 +36769,19 @@ AnsDotRowsX2MaddAvx512_noesc0_1:
 	VPADDQ         Z25, Z21, Z21
 	VPADDQ         Z24, Z21, Z21
 	VPCMPUQ        $0x01, Z10, Z21, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z15
 	VPSLLQ         $0x20, Z21, K1, Z21
 	VPORQ          Z15, Z21, Z21
-	MOVQ           R10, AX
-	VMOVDQU8       64(R8), Z15
+	MOVQ           R13, AX
+	VMOVDQU8       64(R11), Z15
 	VPMULTISHIFTQB Z18, Z8, Z24
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -36940,25 +36791,15 @@ AnsDotRowsX2MaddAvx512_noesc0_1:
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z7, Z6, Z25
 	VPTESTMB       Z25, Z25, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotRowsX2MaddAvx512_noesc1_0
-
-AnsDotRowsX2MaddAvx512_esc1_0:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x00000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotRowsX2MaddAvx512_esc1_0
-
-AnsDotRowsX2MaddAvx512_noesc1_0:
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2MaddAvx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           1(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z24, Z24
@@ -36984,18 +36825,18 @@ AnsDotRowsX2MaddAvx512_noesc1_0:
 	VPADDQ         Z28, Z18, Z18
 	VPADDQ         Z27, Z18, Z18
 	VPCMPUQ        $0x01, Z10, Z18, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z26
 	VPSLLQ         $0x20, Z18, K1, Z18
 	VPORQ          Z26, Z18, Z18
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -37008,18 +36849,18 @@ AnsDotRowsX2MaddAvx512_noesc1_0:
 	VPADDQ         Z26, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
 	VPCMPUQ        $0x01, Z10, Z19, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z24
 	VPSLLQ         $0x20, Z19, K1, Z19
 	VPORQ          Z24, Z19, Z19
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VPMULTISHIFTQB Z22, Z8, Z24
 	VPMULTISHIFTQB Z23, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37029,127 +36870,117 @@ AnsDotRowsX2MaddAvx512_noesc1_0:
 	VMOVDQA32      Z24, Z15
 	VPERMI2B       Z7, Z6, Z15
 	VPTESTMB       Z15, Z15, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotRowsX2MaddAvx512_noesc1_1
-
-AnsDotRowsX2MaddAvx512_esc1_1:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x40000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotRowsX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotRowsX2MaddAvx512_esc1_1
-
-AnsDotRowsX2MaddAvx512_noesc1_1:
-	VMOVDQA32     Z24, Z15
-	VPERMI2B      Z1, Z0, Z15
-	VMOVDQA32     Z24, Z24
-	VPERMI2B      Z3, Z2, Z24
-	VPSLLW        $0x08, Z15, Z25
-	VPORD         ansOne16<>+0(SB), Z25, Z25
-	VPMADDUBSW    Z25, Z24, Z24
-	VPANDD        ansC00ff<>+0(SB), Z15, Z25
-	VPSRLW        $0x08, Z15, Z15
-	VPMULLW       Z15, Z25, Z15
-	VPSLLD        $0x10, Z15, Z25
-	VPORD         ansOne32<>+0(SB), Z25, Z25
-	VPMADDWD      Z25, Z24, Z24
-	VPSRLD        $0x10, Z15, Z25
-	VPMADDWD      Z25, Z15, Z15
-	VPMOVZXDQ     Y15, Z25
-	VPMOVZXDQ     Y24, Z26
-	VPSRLQ        $0x1c, Z22, Z22
-	VPSRLQ        $0x20, Z22, Z27
-	VPMULUDQ      Z25, Z27, Z27
-	VPSLLQ        $0x20, Z27, Z27
-	VPMULUDQ      Z25, Z22, Z22
-	VPADDQ        Z27, Z22, Z22
-	VPADDQ        Z26, Z22, Z22
-	VPCMPUQ       $0x01, Z10, Z22, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotRowsX2MaddAvx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z25
-	VPSLLQ        $0x20, Z22, K1, Z22
-	VPORQ         Z25, Z22, Z22
-	MOVQ          R9, AX
-	VEXTRACTI64X4 $0x01, Z15, Y15
-	VEXTRACTI64X4 $0x01, Z24, Y24
-	VPMOVZXDQ     Y15, Z15
-	VPMOVZXDQ     Y24, Z24
-	VPSRLQ        $0x1c, Z23, Z23
-	VPSRLQ        $0x20, Z23, Z25
-	VPMULUDQ      Z15, Z25, Z25
-	VPSLLQ        $0x20, Z25, Z25
-	VPMULUDQ      Z15, Z23, Z23
-	VPADDQ        Z25, Z23, Z23
-	VPADDQ        Z24, Z23, Z23
-	VPCMPUQ       $0x01, Z10, Z23, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotRowsX2MaddAvx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z15
-	VPSLLQ        $0x20, Z23, K1, Z23
-	VPORQ         Z15, Z23, Z23
-	MOVQ          R9, AX
-	INCQ          DI
-	CMPQ          DI, steps+16(FP)
-	JB            AnsDotRowsX2MaddAvx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z10, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z17, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z18, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z19, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU32     Z11, (AX)
-	VMOVDQU32     Z12, 64(AX)
-	VPCMPUQ       $0x04, Z10, Z20, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z21, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z22, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z23, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU32     Z13, 128(AX)
-	VMOVDQU32     Z14, 192(AX)
-	MOVQ          SI, ret+64(FP)
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotRowsX2MaddAvx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           3(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z1, Z0, Z15
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z15, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z15, Z25
+	VPSRLW         $0x08, Z15, Z15
+	VPMULLW        Z15, Z25, Z15
+	VPSLLD         $0x10, Z15, Z25
+	VPORD          ansOne32<>+0(SB), Z25, Z25
+	VPMADDWD       Z25, Z24, Z24
+	VPSRLD         $0x10, Z15, Z25
+	VPMADDWD       Z25, Z15, Z15
+	VPMOVZXDQ      Y15, Z25
+	VPMOVZXDQ      Y24, Z26
+	VPSRLQ         $0x1c, Z22, Z22
+	VPSRLQ         $0x20, Z22, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z22, Z22
+	VPADDQ         Z27, Z22, Z22
+	VPADDQ         Z26, Z22, Z22
+	VPCMPUQ        $0x01, Z10, Z22, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z25
+	VPSLLQ         $0x20, Z22, K1, Z22
+	VPORQ          Z25, Z22, Z22
+	MOVQ           R12, AX
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y15, Z15
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z23, Z23
+	VPSRLQ         $0x20, Z23, Z25
+	VPMULUDQ       Z15, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z15, Z23, Z23
+	VPADDQ         Z25, Z23, Z23
+	VPADDQ         Z24, Z23, Z23
+	VPCMPUQ        $0x01, Z10, Z23, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z15
+	VPSLLQ         $0x20, Z23, K1, Z23
+	VPORQ          Z15, Z23, Z23
+	MOVQ           R12, AX
+	INCQ           R10
+	CMPQ           R10, steps+16(FP)
+	JB             AnsDotRowsX2MaddAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z10, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z18, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU32      Z11, (AX)
+	VMOVDQU32      Z12, 64(AX)
+	VPCMPUQ        $0x04, Z10, Z20, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z21, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z22, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z23, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU32      Z13, 128(AX)
+	VMOVDQU32      Z14, 192(AX)
+	MOVQ           SI, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -37171,8 +37002,8 @@ AnsDotRowsX2MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI, BMI2, POPCNT
+// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -37279,12 +37110,17 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
 	XORQ         SI, SI
-	XORQ         DI, DI
+	MOVQ         escCap+56(FP), DI
+	MOVQ         esc+48(FP), R8
+	LEAQ         (R8)(DI*8), R9
+	XORQ         R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
-	MOVQ           v+32(FP), R8
-	LEAQ           (R8)(DI*4), R8
-	VPBROADCASTD   (R8), Z15
+	PREFETCHT0     512(DX)
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R11
+	LEAQ           (R11)(R10*4), R11
+	VPBROADCASTD   (R11), Z15
 	VPMULTISHIFTQB Z16, Z8, Z24
 	VPMULTISHIFTQB Z17, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37294,25 +37130,15 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z7, Z6, Z25
 	VPTESTMB       Z25, Z25, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotStripesX2MaddAvx512_noesc0_0
-
-AnsDotStripesX2MaddAvx512_esc0_0:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x00000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotStripesX2MaddAvx512_esc0_0
-
-AnsDotStripesX2MaddAvx512_noesc0_0:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2MaddAvx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           (R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z24, Z24
@@ -37338,18 +37164,18 @@ AnsDotStripesX2MaddAvx512_noesc0_0:
 	VPADDQ         Z28, Z16, Z16
 	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z26
 	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z26, Z16, Z16
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -37362,18 +37188,18 @@ AnsDotStripesX2MaddAvx512_noesc0_0:
 	VPADDQ         Z26, Z17, Z17
 	VPADDQ         Z24, Z17, Z17
 	VPCMPUQ        $0x01, Z10, Z17, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (DX)(R10*4), R10
-	CMPQ           R10, BX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (DX)(R13*4), R13
+	CMPQ           R13, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (DX), K2, Z24
 	VPSLLQ         $0x20, Z17, K1, Z17
 	VPORQ          Z24, Z17, Z17
-	MOVQ           R10, DX
+	MOVQ           R13, DX
 	VPMULTISHIFTQB Z20, Z8, Z24
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37383,25 +37209,15 @@ AnsDotStripesX2MaddAvx512_noesc0_0:
 	VMOVDQA32      Z24, Z15
 	VPERMI2B       Z7, Z6, Z15
 	VPTESTMB       Z15, Z15, K1
-	KMOVQ          K1, R9
-	TESTQ          R9, R9
-	JZ             AnsDotStripesX2MaddAvx512_noesc0_1
-
-AnsDotStripesX2MaddAvx512_esc0_1:
-	TZCNTQ R9, R10
-	MOVQ   DI, R11
-	SHLQ   $0x08, R11
-	ADDQ   $0x40000000, R11
-	ADDQ   R10, R11
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R10
-	MOVL   R11, (R10)(SI*4)
-	INCQ   SI
-	BLSRQ  R9, R9
-	JNZ    AnsDotStripesX2MaddAvx512_esc0_1
-
-AnsDotStripesX2MaddAvx512_noesc0_1:
+	KMOVQ          K1, R12
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2MaddAvx512_toomany
+	MOVQ           R12, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R13
+	LEAQ           2(R13)(R13*1), R13
+	MOVQ           R13, (R9)(SI*8)
+	CMPQ           R12, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z24, Z15
 	VPERMI2B       Z1, Z0, Z15
 	VMOVDQA32      Z24, Z24
@@ -37427,18 +37243,18 @@ AnsDotStripesX2MaddAvx512_noesc0_1:
 	VPADDQ         Z27, Z20, Z20
 	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z25
 	VPSLLQ         $0x20, Z20, K1, Z20
 	VPORQ          Z25, Z20, Z20
-	MOVQ           R10, AX
+	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -37451,19 +37267,19 @@ AnsDotStripesX2MaddAvx512_noesc0_1:
 	VPADDQ         Z25, Z21, Z21
 	VPADDQ         Z24, Z21, Z21
 	VPCMPUQ        $0x01, Z10, Z21, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVB          K1, R12
+	POPCNTL        R12, R13
+	LEAQ           (AX)(R13*4), R13
+	CMPQ           R13, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
+	MOVL           $0x00005555, R14
+	PDEPL          R14, R12, R14
+	KMOVW          R14, K2
 	VPEXPANDD.Z    (AX), K2, Z15
 	VPSLLQ         $0x20, Z21, K1, Z21
 	VPORQ          Z15, Z21, Z21
-	MOVQ           R10, AX
-	VPBROADCASTD   (R8), Z15
+	MOVQ           R13, AX
+	VPBROADCASTD   (R11), Z15
 	VPMULTISHIFTQB Z18, Z8, Z24
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37473,25 +37289,15 @@ AnsDotStripesX2MaddAvx512_noesc0_1:
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z7, Z6, Z25
 	VPTESTMB       Z25, Z25, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotStripesX2MaddAvx512_noesc1_0
-
-AnsDotStripesX2MaddAvx512_esc1_0:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x00000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotStripesX2MaddAvx512_esc1_0
-
-AnsDotStripesX2MaddAvx512_noesc1_0:
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2MaddAvx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           1(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
 	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z24, Z24
@@ -37517,18 +37323,18 @@ AnsDotStripesX2MaddAvx512_noesc1_0:
 	VPADDQ         Z28, Z18, Z18
 	VPADDQ         Z27, Z18, Z18
 	VPCMPUQ        $0x01, Z10, Z18, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z26
 	VPSLLQ         $0x20, Z18, K1, Z18
 	VPORQ          Z26, Z18, Z18
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -37541,18 +37347,18 @@ AnsDotStripesX2MaddAvx512_noesc1_0:
 	VPADDQ         Z26, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
 	VPCMPUQ        $0x01, Z10, Z19, K1
-	KMOVB          K1, R8
-	POPCNTL        R8, R9
-	LEAQ           (DX)(R9*4), R9
-	CMPQ           R9, BX
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R10
-	PDEPL          R10, R8, R10
-	KMOVW          R10, K2
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
 	VPEXPANDD.Z    (DX), K2, Z24
 	VPSLLQ         $0x20, Z19, K1, Z19
 	VPORQ          Z24, Z19, Z19
-	MOVQ           R9, DX
+	MOVQ           R12, DX
 	VPMULTISHIFTQB Z22, Z8, Z24
 	VPMULTISHIFTQB Z23, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37562,127 +37368,117 @@ AnsDotStripesX2MaddAvx512_noesc1_0:
 	VMOVDQA32      Z24, Z15
 	VPERMI2B       Z7, Z6, Z15
 	VPTESTMB       Z15, Z15, K1
-	KMOVQ          K1, R8
-	TESTQ          R8, R8
-	JZ             AnsDotStripesX2MaddAvx512_noesc1_1
-
-AnsDotStripesX2MaddAvx512_esc1_1:
-	TZCNTQ R8, R9
-	MOVQ   DI, R10
-	SHLQ   $0x08, R10
-	ADDQ   $0x40000040, R10
-	ADDQ   R9, R10
-	CMPQ   SI, escCap+56(FP)
-	JAE    AnsDotStripesX2MaddAvx512_toomany
-	MOVQ   esc+48(FP), R9
-	MOVL   R10, (R9)(SI*4)
-	INCQ   SI
-	BLSRQ  R8, R8
-	JNZ    AnsDotStripesX2MaddAvx512_esc1_1
-
-AnsDotStripesX2MaddAvx512_noesc1_1:
-	VMOVDQA32     Z24, Z15
-	VPERMI2B      Z1, Z0, Z15
-	VMOVDQA32     Z24, Z24
-	VPERMI2B      Z3, Z2, Z24
-	VPSLLW        $0x08, Z15, Z25
-	VPORD         ansOne16<>+0(SB), Z25, Z25
-	VPMADDUBSW    Z25, Z24, Z24
-	VPANDD        ansC00ff<>+0(SB), Z15, Z25
-	VPSRLW        $0x08, Z15, Z15
-	VPMULLW       Z15, Z25, Z15
-	VPSLLD        $0x10, Z15, Z25
-	VPORD         ansOne32<>+0(SB), Z25, Z25
-	VPMADDWD      Z25, Z24, Z24
-	VPSRLD        $0x10, Z15, Z25
-	VPMADDWD      Z25, Z15, Z15
-	VPMOVZXDQ     Y15, Z25
-	VPMOVZXDQ     Y24, Z26
-	VPSRLQ        $0x1c, Z22, Z22
-	VPSRLQ        $0x20, Z22, Z27
-	VPMULUDQ      Z25, Z27, Z27
-	VPSLLQ        $0x20, Z27, Z27
-	VPMULUDQ      Z25, Z22, Z22
-	VPADDQ        Z27, Z22, Z22
-	VPADDQ        Z26, Z22, Z22
-	VPCMPUQ       $0x01, Z10, Z22, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotStripesX2MaddAvx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z25
-	VPSLLQ        $0x20, Z22, K1, Z22
-	VPORQ         Z25, Z22, Z22
-	MOVQ          R9, AX
-	VEXTRACTI64X4 $0x01, Z15, Y15
-	VEXTRACTI64X4 $0x01, Z24, Y24
-	VPMOVZXDQ     Y15, Z15
-	VPMOVZXDQ     Y24, Z24
-	VPSRLQ        $0x1c, Z23, Z23
-	VPSRLQ        $0x20, Z23, Z25
-	VPMULUDQ      Z15, Z25, Z25
-	VPSLLQ        $0x20, Z25, Z25
-	VPMULUDQ      Z15, Z23, Z23
-	VPADDQ        Z25, Z23, Z23
-	VPADDQ        Z24, Z23, Z23
-	VPCMPUQ       $0x01, Z10, Z23, K1
-	KMOVB         K1, R8
-	POPCNTL       R8, R9
-	LEAQ          (AX)(R9*4), R9
-	CMPQ          R9, CX
-	JA            AnsDotStripesX2MaddAvx512_exhausted
-	MOVL          $0x00005555, R10
-	PDEPL         R10, R8, R10
-	KMOVW         R10, K2
-	VPEXPANDD.Z   (AX), K2, Z15
-	VPSLLQ        $0x20, Z23, K1, Z23
-	VPORQ         Z15, Z23, Z23
-	MOVQ          R9, AX
-	INCQ          DI
-	CMPQ          DI, steps+16(FP)
-	JB            AnsDotStripesX2MaddAvx512_step
-	MOVQ          acc+40(FP), AX
-	VPCMPUQ       $0x04, Z10, Z16, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z17, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z18, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z19, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU32     Z11, (AX)
-	VMOVDQU32     Z12, 64(AX)
-	VPCMPUQ       $0x04, Z10, Z20, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z21, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z22, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ       $0x04, Z10, Z23, K1
-	KMOVB         K1, CX
-	TESTL         CX, CX
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU32     Z13, 128(AX)
-	VMOVDQU32     Z14, 192(AX)
-	MOVQ          SI, ret+64(FP)
+	KMOVQ          K1, R11
+	CMPQ           SI, DI
+	JAE            AnsDotStripesX2MaddAvx512_toomany
+	MOVQ           R11, (R8)(SI*8)
+	LEAQ           (R10)(R10*1), R12
+	LEAQ           3(R12)(R12*1), R12
+	MOVQ           R12, (R9)(SI*8)
+	CMPQ           R11, $+1
+	SBBQ           $-1, SI
+	VMOVDQA32      Z24, Z15
+	VPERMI2B       Z1, Z0, Z15
+	VMOVDQA32      Z24, Z24
+	VPERMI2B       Z3, Z2, Z24
+	VPSLLW         $0x08, Z15, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z24, Z24
+	VPANDD         ansC00ff<>+0(SB), Z15, Z25
+	VPSRLW         $0x08, Z15, Z15
+	VPMULLW        Z15, Z25, Z15
+	VPSLLD         $0x10, Z15, Z25
+	VPORD          ansOne32<>+0(SB), Z25, Z25
+	VPMADDWD       Z25, Z24, Z24
+	VPSRLD         $0x10, Z15, Z25
+	VPMADDWD       Z25, Z15, Z15
+	VPMOVZXDQ      Y15, Z25
+	VPMOVZXDQ      Y24, Z26
+	VPSRLQ         $0x1c, Z22, Z22
+	VPSRLQ         $0x20, Z22, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z22, Z22
+	VPADDQ         Z27, Z22, Z22
+	VPADDQ         Z26, Z22, Z22
+	VPCMPUQ        $0x01, Z10, Z22, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z25
+	VPSLLQ         $0x20, Z22, K1, Z22
+	VPORQ          Z25, Z22, Z22
+	MOVQ           R12, AX
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y15, Z15
+	VPMOVZXDQ      Y24, Z24
+	VPSRLQ         $0x1c, Z23, Z23
+	VPSRLQ         $0x20, Z23, Z25
+	VPMULUDQ       Z15, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z15, Z23, Z23
+	VPADDQ         Z25, Z23, Z23
+	VPADDQ         Z24, Z23, Z23
+	VPCMPUQ        $0x01, Z10, Z23, K1
+	KMOVB          K1, R11
+	POPCNTL        R11, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	MOVL           $0x00005555, R13
+	PDEPL          R13, R11, R13
+	KMOVW          R13, K2
+	VPEXPANDD.Z    (AX), K2, Z15
+	VPSLLQ         $0x20, Z23, K1, Z23
+	VPORQ          Z15, Z23, Z23
+	MOVQ           R12, AX
+	INCQ           R10
+	CMPQ           R10, steps+16(FP)
+	JB             AnsDotStripesX2MaddAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ        $0x04, Z10, Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z18, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU32      Z11, (AX)
+	VMOVDQU32      Z12, 64(AX)
+	VPCMPUQ        $0x04, Z10, Z20, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z21, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z22, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ        $0x04, Z10, Z23, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU32      Z13, 128(AX)
+	VMOVDQU32      Z14, 192(AX)
+	MOVQ           SI, ret+64(FP)
 	VZEROUPPER
 	RET
 

@@ -11,6 +11,17 @@ import (
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
+// TestANSEscapeOverflow: when an AVX-512 decoder call runs out of escape
+// records, MulANS falls back to the generic decoder with the same result.
+func TestANSEscapeOverflow(t *testing.T) {
+	saved := ansEscRecords
+	defer func() { ansEscRecords = saved }()
+	for _, n := range []int{1, 3} {
+		ansEscRecords = func(*ans.Matrix) int { return n }
+		testInt8AndANS(t)
+	}
+}
+
 // TestANSAVX2 checks the AVX2 decoder unit by unit against ans DotUnit
 // (bit-exact) on the shapes and value sets of the layout/ans tests:
 // gaussians, a constant (one symbol, frequency 128), every int8 value

@@ -18,6 +18,8 @@ import (
 // VPMULUDQ instead of VPMULLD and VPMULLQ, which are multi-uop with long
 // latencies on Intel cores (frequencies must be <= 127: a one-symbol model
 // takes another kernel).
+const ansPrefetch = 512
+
 func ansDot(stripes bool, units int, madd bool) {
 	kind := "Rows"
 	if stripes {
@@ -27,7 +29,7 @@ func ansDot(stripes bool, units int, madd bool) {
 	if madd {
 		name = fmt.Sprintf("AnsDot%sX%dMaddAvx512", kind, units)
 	}
-	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint32, escCap int) int")
+	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int")
 	Pragma("noescape")
 	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
 	if stripes {
@@ -43,15 +45,18 @@ func ansDot(stripes bool, units int, madd bool) {
 		"tabs holds four 128-byte tables indexed by slot digit: the digit's symbol",
 		"frequency, the digit minus the symbol's cumulative frequency, the value",
 		"plus 128 (128 for the escape symbol, so an escape contributes 0), and",
-		"1 for the escape symbol else 0. Each escape is recorded, in decoding order",
-		"per unit, as esc[n] = U<<30 | j<<8 | t<<2 | e (unit, quad, lane, element)",
-		"for the caller to add; the products use unsigned (value+128) times signed",
-		"inputs (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).",
+		"1 for the escape symbol else 0. Escapes are recorded without a branch, for",
+		"the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U",
+		"with at least one escape, in that order, record n gets esc[n] = the mask",
+		"whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =",
+		"j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs",
+		"(VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).",
 		"",
-		"Returns the number of escapes, -1 if a unit's words run out, -2 if more",
-		"than escCap escapes occur, -3 if a coder's initial state is outside",
-		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
-		"words[U][0:nwords[U]] (nwords[U] >= 64).",
+		"Returns the number of records, -1 if a unit's words run out, -2 if more",
+		"than escCap records would be written, -3 if a coder's initial state is",
+		"outside [2^31, 2^63) or its final state is not 2^31. Never reads outside",
+		"words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside",
+		"esc[0:2*escCap].",
 	)
 	tab := param("tabs")
 	var tF, tO, tV, tE [2]VecVirtual
@@ -117,9 +122,16 @@ func ansDot(stripes bool, units int, madd bool) {
 	}
 	nesc := GP64()
 	XORQ(nesc, nesc)
+	escCap, escMask, escTag := GP64(), GP64(), GP64()
+	Load(Param("escCap"), escCap)
+	Load(Param("esc"), escMask)
+	LEAQ(Mem{Base: escMask, Index: escCap, Scale: 8}, escTag)
 	step := GP64()
 	XORQ(step, step)
 	Label(name + "_step")
+	for u := 0; u < units; u++ {
+		PREFETCHT0(Mem{Base: wp[u], Disp: ansPrefetch})
+	}
 	vp := param("v")
 	if !stripes {
 		IMUL3Q(U32(128), step, vp.(GPVirtual)) // v + 128*step
@@ -154,28 +166,19 @@ func ansDot(stripes bool, units int, madd bool) {
 			VPTESTMB(eb, eb, ke)
 			kx := GP64()
 			KMOVQ(ke, kx)
-			noEsc := fmt.Sprintf("%s_noesc%d_%d", name, h, u)
-			TESTQ(kx, kx)
-			JZ(LabelRef(noEsc))
-			{
-				loop := fmt.Sprintf("%s_esc%d_%d", name, h, u)
-				Label(loop)
-				b := GP64()
-				TZCNTQ(kx, b)
-				ev := GP64()
-				MOVQ(step, ev)
-				SHLQ(U8(8), ev)
-				ADDQ(U32(uint32(u)<<30|uint32(64*h)), ev)
-				ADDQ(b, ev)
-				CMPQ(nesc, NewParamAddr("escCap", 56))
-				JAE(LabelRef(name + "_toomany"))
-				ep := param("esc")
-				MOVL(ev.As32(), Mem{Base: ep, Index: nesc, Scale: 4})
-				INCQ(nesc)
-				BLSRQ(kx, kx)
-				JNZ(LabelRef(loop))
-			}
-			Label(noEsc)
+			// Escapes are rare but irregular (at sigma 4, a quarter of the
+			// halves have one): a branch on them mispredicts often enough to
+			// cost a third of the decode time, so every half writes its record
+			// at esc[nesc], and nesc advances only past a nonzero mask.
+			CMPQ(nesc, escCap)
+			JAE(LabelRef(name + "_toomany"))
+			MOVQ(kx, Mem{Base: escMask, Index: nesc, Scale: 8})
+			tag := GP64()
+			LEAQ(Mem{Base: step, Index: step, Scale: 1}, tag)
+			LEAQ(Mem{Base: tag, Index: tag, Scale: 1, Disp: 2*u + h}, tag)
+			MOVQ(tag, Mem{Base: escTag, Index: nesc, Scale: 8})
+			CMPQ(kx, I8(1))
+			SBBQ(I8(-1), nesc) // nesc += 1 unless kx == 0
 			part := func(bytes VecVirtual, i int) VecVirtual {
 				r := ZMM()
 				switch i {
