@@ -34269,7 +34269,7 @@ Int8GemvAvx2_c:
 	RET
 
 // func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34394,18 +34394,6 @@ AnsDotRowsX1Avx512_step:
 	VPMULLQ        Z20, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
-	JA             AnsDotRowsX1Avx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z20
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z20, Z13, Z13
-	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -34413,19 +34401,22 @@ AnsDotRowsX1Avx512_step:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z12, Z14, Z14
 	VPADDQ         Z19, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	VPCMPUQ        $0x01, Z11, Z14, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z14, K1, Z14
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R10, AX
+	VPMOVZXDQ      Y12, Z19
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z19, Z13, Z13
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z14, K2, Z14
 	VPORQ          Z12, Z14, Z14
-	MOVQ           R11, AX
 	VMOVDQU8       64(R9), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
@@ -34476,18 +34467,6 @@ AnsDotRowsX1Avx512_step:
 	VPMULLQ        Z20, Z15, Z15
 	VPADDQ         Z21, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
-	JA             AnsDotRowsX1Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z20
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z20, Z15, Z15
-	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -34495,19 +34474,22 @@ AnsDotRowsX1Avx512_step:
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z12, Z16, Z16
 	VPADDQ         Z19, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	VPCMPUQ        $0x01, Z11, Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (AX)(R9*4), R9
+	CMPQ           R9, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z16, K1, Z16
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R9, AX
+	VPMOVZXDQ      Y12, Z19
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z19, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z16, K2, Z16
 	VPORQ          Z12, Z16, Z16
-	MOVQ           R10, AX
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
@@ -34619,7 +34601,7 @@ DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34743,18 +34725,6 @@ AnsDotStripesX1Avx512_step:
 	VPMULLQ        Z20, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
-	JA             AnsDotStripesX1Avx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z20
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z20, Z13, Z13
-	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -34762,19 +34732,22 @@ AnsDotStripesX1Avx512_step:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z12, Z14, Z14
 	VPADDQ         Z19, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	VPCMPUQ        $0x01, Z11, Z14, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z14, K1, Z14
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R10, AX
+	VPMOVZXDQ      Y12, Z19
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z19, Z13, Z13
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z14, K2, Z14
 	VPORQ          Z12, Z14, Z14
-	MOVQ           R11, AX
 	VPBROADCASTD   (R9), Z12
 	VPMULTISHIFTQB Z15, Z8, Z19
 	VPMULTISHIFTQB Z16, Z8, Z20
@@ -34825,18 +34798,6 @@ AnsDotStripesX1Avx512_step:
 	VPMULLQ        Z20, Z15, Z15
 	VPADDQ         Z21, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
-	JA             AnsDotStripesX1Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z20
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z20, Z15, Z15
-	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y12, Z12
@@ -34844,19 +34805,22 @@ AnsDotStripesX1Avx512_step:
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z12, Z16, Z16
 	VPADDQ         Z19, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	VPCMPUQ        $0x01, Z11, Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (AX)(R9*4), R9
+	CMPQ           R9, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z16, K1, Z16
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R9, AX
+	VPMOVZXDQ      Y12, Z19
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z19, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z16, K2, Z16
 	VPORQ          Z12, Z16, Z16
-	MOVQ           R10, AX
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
@@ -34902,7 +34866,7 @@ AnsDotStripesX1Avx512_badstate:
 	RET
 
 // func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -35070,18 +35034,6 @@ AnsDotRowsX2Avx512_step:
 	VPMULLQ        Z27, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
-	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z27
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z27, Z13, Z13
-	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35089,19 +35041,22 @@ AnsDotRowsX2Avx512_step:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z25, Z14, Z14
 	VPADDQ         Z26, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
+	VPCMPUQ        $0x01, Z11, Z14, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z25
-	VPSLLQ         $0x20, Z14, K1, Z14
+	VPEXPANDD.Z    (DX), K3, Z25
+	MOVQ           R12, DX
+	VPMOVZXDQ      Y25, Z26
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z26, Z13, Z13
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
+	VPSLLQ         $0x20, Z14, K2, Z14
 	VPORQ          Z25, Z14, Z14
-	MOVQ           R13, DX
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPMULTISHIFTQB Z20, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35151,18 +35106,6 @@ AnsDotRowsX2Avx512_step:
 	VPMULLQ        Z26, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
-	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z26
-	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z26, Z19, Z19
-	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -35170,19 +35113,22 @@ AnsDotRowsX2Avx512_step:
 	VPSRLQ         $0x1c, Z20, Z20
 	VPMULLQ        Z12, Z20, Z20
 	VPADDQ         Z25, Z20, Z20
-	VPCMPUQ        $0x01, Z11, Z20, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
+	VPCMPUQ        $0x01, Z11, Z20, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z20, K1, Z20
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R12, AX
+	VPMOVZXDQ      Y12, Z25
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z25, Z19, Z19
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z20, K2, Z20
 	VPORQ          Z12, Z20, Z20
-	MOVQ           R13, AX
 	VMOVDQU8       64(R11), Z12
 	VPMULTISHIFTQB Z15, Z8, Z25
 	VPMULTISHIFTQB Z16, Z8, Z26
@@ -35233,18 +35179,6 @@ AnsDotRowsX2Avx512_step:
 	VPMULLQ        Z27, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
-	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z27
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z27, Z15, Z15
-	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35252,19 +35186,22 @@ AnsDotRowsX2Avx512_step:
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z25, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	VPCMPUQ        $0x01, Z11, Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (DX)(R11*4), R11
+	CMPQ           R11, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z25
-	VPSLLQ         $0x20, Z16, K1, Z16
+	VPEXPANDD.Z    (DX), K3, Z25
+	MOVQ           R11, DX
+	VPMOVZXDQ      Y25, Z26
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z26, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
+	VPSLLQ         $0x20, Z16, K2, Z16
 	VPORQ          Z25, Z16, Z16
-	MOVQ           R12, DX
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPMULTISHIFTQB Z22, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35314,18 +35251,6 @@ AnsDotRowsX2Avx512_step:
 	VPMULLQ        Z26, Z21, Z21
 	VPADDQ         Z27, Z21, Z21
 	VPCMPUQ        $0x01, Z11, Z21, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z26
-	VPSLLQ         $0x20, Z21, K1, Z21
-	VPORQ          Z26, Z21, Z21
-	MOVQ           R12, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -35333,19 +35258,22 @@ AnsDotRowsX2Avx512_step:
 	VPSRLQ         $0x1c, Z22, Z22
 	VPMULLQ        Z12, Z22, Z22
 	VPADDQ         Z25, Z22, Z22
-	VPCMPUQ        $0x01, Z11, Z22, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	VPCMPUQ        $0x01, Z11, Z22, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z22, K1, Z22
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R11, AX
+	VPMOVZXDQ      Y12, Z25
+	VPSLLQ         $0x20, Z21, K1, Z21
+	VPORQ          Z25, Z21, Z21
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z22, K2, Z22
 	VPORQ          Z12, Z22, Z22
-	MOVQ           R12, AX
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
@@ -35409,7 +35337,7 @@ AnsDotRowsX2Avx512_badstate:
 	RET
 
 // func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -35576,18 +35504,6 @@ AnsDotStripesX2Avx512_step:
 	VPMULLQ        Z27, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
-	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z27
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z27, Z13, Z13
-	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35595,19 +35511,22 @@ AnsDotStripesX2Avx512_step:
 	VPSRLQ         $0x1c, Z14, Z14
 	VPMULLQ        Z25, Z14, Z14
 	VPADDQ         Z26, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
+	VPCMPUQ        $0x01, Z11, Z14, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z25
-	VPSLLQ         $0x20, Z14, K1, Z14
+	VPEXPANDD.Z    (DX), K3, Z25
+	MOVQ           R12, DX
+	VPMOVZXDQ      Y25, Z26
+	VPSLLQ         $0x20, Z13, K1, Z13
+	VPORQ          Z26, Z13, Z13
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
+	VPSLLQ         $0x20, Z14, K2, Z14
 	VPORQ          Z25, Z14, Z14
-	MOVQ           R13, DX
 	VPMULTISHIFTQB Z19, Z8, Z25
 	VPMULTISHIFTQB Z20, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35657,18 +35576,6 @@ AnsDotStripesX2Avx512_step:
 	VPMULLQ        Z26, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
-	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z26
-	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z26, Z19, Z19
-	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -35676,19 +35583,22 @@ AnsDotStripesX2Avx512_step:
 	VPSRLQ         $0x1c, Z20, Z20
 	VPMULLQ        Z12, Z20, Z20
 	VPADDQ         Z25, Z20, Z20
-	VPCMPUQ        $0x01, Z11, Z20, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
+	VPCMPUQ        $0x01, Z11, Z20, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z20, K1, Z20
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R12, AX
+	VPMOVZXDQ      Y12, Z25
+	VPSLLQ         $0x20, Z19, K1, Z19
+	VPORQ          Z25, Z19, Z19
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z20, K2, Z20
 	VPORQ          Z12, Z20, Z20
-	MOVQ           R13, AX
 	VPBROADCASTD   (R11), Z12
 	VPMULTISHIFTQB Z15, Z8, Z25
 	VPMULTISHIFTQB Z16, Z8, Z26
@@ -35739,18 +35649,6 @@ AnsDotStripesX2Avx512_step:
 	VPMULLQ        Z27, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
-	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z27
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z27, Z15, Z15
-	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
@@ -35758,19 +35656,22 @@ AnsDotStripesX2Avx512_step:
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z25, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	VPCMPUQ        $0x01, Z11, Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (DX)(R11*4), R11
+	CMPQ           R11, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z25
-	VPSLLQ         $0x20, Z16, K1, Z16
+	VPEXPANDD.Z    (DX), K3, Z25
+	MOVQ           R11, DX
+	VPMOVZXDQ      Y25, Z26
+	VPSLLQ         $0x20, Z15, K1, Z15
+	VPORQ          Z26, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
+	VPSLLQ         $0x20, Z16, K2, Z16
 	VPORQ          Z25, Z16, Z16
-	MOVQ           R12, DX
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPMULTISHIFTQB Z22, Z8, Z26
 	VPERMT2B       Z26, Z9, Z25
@@ -35820,18 +35721,6 @@ AnsDotStripesX2Avx512_step:
 	VPMULLQ        Z26, Z21, Z21
 	VPADDQ         Z27, Z21, Z21
 	VPCMPUQ        $0x01, Z11, Z21, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z26
-	VPSLLQ         $0x20, Z21, K1, Z21
-	VPORQ          Z26, Z21, Z21
-	MOVQ           R12, AX
 	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y12, Z12
@@ -35839,19 +35728,22 @@ AnsDotStripesX2Avx512_step:
 	VPSRLQ         $0x1c, Z22, Z22
 	VPMULLQ        Z12, Z22, Z22
 	VPADDQ         Z25, Z22, Z22
-	VPCMPUQ        $0x01, Z11, Z22, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	VPCMPUQ        $0x01, Z11, Z22, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z12
-	VPSLLQ         $0x20, Z22, K1, Z22
+	VPEXPANDD.Z    (AX), K3, Z12
+	MOVQ           R11, AX
+	VPMOVZXDQ      Y12, Z25
+	VPSLLQ         $0x20, Z21, K1, Z21
+	VPORQ          Z25, Z21, Z21
+	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPMOVZXDQ      Y12, Z12
+	VPSLLQ         $0x20, Z22, K2, Z22
 	VPORQ          Z12, Z22, Z22
-	MOVQ           R12, AX
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
@@ -35915,7 +35807,7 @@ AnsDotStripesX2Avx512_badstate:
 	RET
 
 // func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36034,18 +35926,6 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDQ         Z21, Z14, Z14
 	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
-	JA             AnsDotRowsX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z19
-	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z19, Z14, Z14
-	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -36057,19 +35937,22 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMULUDQ       Z13, Z15, Z15
 	VPADDQ         Z19, Z15, Z15
 	VPADDQ         Z18, Z15, Z15
-	VPCMPUQ        $0x01, Z10, Z15, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	VPCMPUQ        $0x01, Z10, Z15, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z13
-	VPSLLQ         $0x20, Z15, K1, Z15
+	VPEXPANDD.Z    (AX), K3, Z13
+	MOVQ           R10, AX
+	VPMOVZXDQ      Y13, Z18
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z18, Z14, Z14
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VPMOVZXDQ      Y13, Z13
+	VPSLLQ         $0x20, Z15, K2, Z15
 	VPORQ          Z13, Z15, Z15
-	MOVQ           R11, AX
 	VMOVDQU8       64(R9), Z13
 	VPMULTISHIFTQB Z16, Z8, Z18
 	VPMULTISHIFTQB Z17, Z8, Z19
@@ -36114,18 +35997,6 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDQ         Z21, Z16, Z16
 	VPADDQ         Z20, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
-	JA             AnsDotRowsX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z19
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z19, Z16, Z16
-	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -36137,19 +36008,22 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMULUDQ       Z13, Z17, Z17
 	VPADDQ         Z19, Z17, Z17
 	VPADDQ         Z18, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	VPCMPUQ        $0x01, Z10, Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (AX)(R9*4), R9
+	CMPQ           R9, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z13
-	VPSLLQ         $0x20, Z17, K1, Z17
+	VPEXPANDD.Z    (AX), K3, Z13
+	MOVQ           R9, AX
+	VPMOVZXDQ      Y13, Z18
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z18, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VPMOVZXDQ      Y13, Z13
+	VPSLLQ         $0x20, Z17, K2, Z17
 	VPORQ          Z13, Z17, Z17
-	MOVQ           R10, AX
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
@@ -36225,7 +36099,7 @@ DATA ansOne32<>+56(SB)/8, $0x0000000100000001
 GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36343,18 +36217,6 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDQ         Z21, Z14, Z14
 	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
-	JA             AnsDotStripesX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z19
-	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z19, Z14, Z14
-	MOVQ           R11, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -36366,19 +36228,22 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMULUDQ       Z13, Z15, Z15
 	VPADDQ         Z19, Z15, Z15
 	VPADDQ         Z18, Z15, Z15
-	VPCMPUQ        $0x01, Z10, Z15, K1
-	KMOVB          K1, R10
-	POPCNTL        R10, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	VPCMPUQ        $0x01, Z10, Z15, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (AX)(R10*4), R10
+	CMPQ           R10, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R12
-	PDEPL          R12, R10, R12
-	KMOVW          R12, K2
-	VPEXPANDD.Z    (AX), K2, Z13
-	VPSLLQ         $0x20, Z15, K1, Z15
+	VPEXPANDD.Z    (AX), K3, Z13
+	MOVQ           R10, AX
+	VPMOVZXDQ      Y13, Z18
+	VPSLLQ         $0x20, Z14, K1, Z14
+	VPORQ          Z18, Z14, Z14
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VPMOVZXDQ      Y13, Z13
+	VPSLLQ         $0x20, Z15, K2, Z15
 	VPORQ          Z13, Z15, Z15
-	MOVQ           R11, AX
 	VPBROADCASTD   (R9), Z13
 	VPMULTISHIFTQB Z16, Z8, Z18
 	VPMULTISHIFTQB Z17, Z8, Z19
@@ -36423,18 +36288,6 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDQ         Z21, Z16, Z16
 	VPADDQ         Z20, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
-	JA             AnsDotStripesX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z19
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z19, Z16, Z16
-	MOVQ           R10, AX
 	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
 	VPMOVZXDQ      Y13, Z13
@@ -36446,19 +36299,22 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMULUDQ       Z13, Z17, Z17
 	VPADDQ         Z19, Z17, Z17
 	VPADDQ         Z18, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K1
-	KMOVB          K1, R9
-	POPCNTL        R9, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	VPCMPUQ        $0x01, Z10, Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (AX)(R9*4), R9
+	CMPQ           R9, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	MOVL           $0x00005555, R11
-	PDEPL          R11, R9, R11
-	KMOVW          R11, K2
-	VPEXPANDD.Z    (AX), K2, Z13
-	VPSLLQ         $0x20, Z17, K1, Z17
+	VPEXPANDD.Z    (AX), K3, Z13
+	MOVQ           R9, AX
+	VPMOVZXDQ      Y13, Z18
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z18, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z13, Y13
+	VPMOVZXDQ      Y13, Z13
+	VPSLLQ         $0x20, Z17, K2, Z17
 	VPORQ          Z13, Z17, Z17
-	MOVQ           R10, AX
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
@@ -36504,7 +36360,7 @@ AnsDotStripesX1MaddAvx512_badstate:
 	RET
 
 // func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36666,18 +36522,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z28, Z16, Z16
 	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z26
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z26, Z16, Z16
-	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -36689,19 +36533,22 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
 	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
+	VPCMPUQ        $0x01, Z10, Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z24
-	VPSLLQ         $0x20, Z17, K1, Z17
+	VPEXPANDD.Z    (DX), K3, Z24
+	MOVQ           R12, DX
+	VPMOVZXDQ      Y24, Z25
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z25, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y24, Z24
+	VPSLLQ         $0x20, Z17, K2, Z17
 	VPORQ          Z24, Z17, Z17
-	MOVQ           R13, DX
 	VPMULTISHIFTQB Z20, Z8, Z24
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -36745,18 +36592,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z27, Z20, Z20
 	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z25
-	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z25, Z20, Z20
-	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -36768,19 +36603,22 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z15, Z21, Z21
 	VPADDQ         Z25, Z21, Z21
 	VPADDQ         Z24, Z21, Z21
-	VPCMPUQ        $0x01, Z10, Z21, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
+	VPCMPUQ        $0x01, Z10, Z21, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z15
-	VPSLLQ         $0x20, Z21, K1, Z21
+	VPEXPANDD.Z    (AX), K3, Z15
+	MOVQ           R12, AX
+	VPMOVZXDQ      Y15, Z24
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z24, Z20, Z20
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VPMOVZXDQ      Y15, Z15
+	VPSLLQ         $0x20, Z21, K2, Z21
 	VPORQ          Z15, Z21, Z21
-	MOVQ           R13, AX
 	VMOVDQU8       64(R11), Z15
 	VPMULTISHIFTQB Z18, Z8, Z24
 	VPMULTISHIFTQB Z19, Z8, Z25
@@ -36825,18 +36663,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z28, Z18, Z18
 	VPADDQ         Z27, Z18, Z18
 	VPCMPUQ        $0x01, Z10, Z18, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z26
-	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z26, Z18, Z18
-	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -36848,19 +36674,22 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
-	VPCMPUQ        $0x01, Z10, Z19, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	VPCMPUQ        $0x01, Z10, Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (DX)(R11*4), R11
+	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z24
-	VPSLLQ         $0x20, Z19, K1, Z19
+	VPEXPANDD.Z    (DX), K3, Z24
+	MOVQ           R11, DX
+	VPMOVZXDQ      Y24, Z25
+	VPSLLQ         $0x20, Z18, K1, Z18
+	VPORQ          Z25, Z18, Z18
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y24, Z24
+	VPSLLQ         $0x20, Z19, K2, Z19
 	VPORQ          Z24, Z19, Z19
-	MOVQ           R12, DX
 	VPMULTISHIFTQB Z22, Z8, Z24
 	VPMULTISHIFTQB Z23, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -36904,18 +36733,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z27, Z22, Z22
 	VPADDQ         Z26, Z22, Z22
 	VPCMPUQ        $0x01, Z10, Z22, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z25
-	VPSLLQ         $0x20, Z22, K1, Z22
-	VPORQ          Z25, Z22, Z22
-	MOVQ           R12, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -36927,19 +36744,22 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z15, Z23, Z23
 	VPADDQ         Z25, Z23, Z23
 	VPADDQ         Z24, Z23, Z23
-	VPCMPUQ        $0x01, Z10, Z23, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	VPCMPUQ        $0x01, Z10, Z23, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z15
-	VPSLLQ         $0x20, Z23, K1, Z23
+	VPEXPANDD.Z    (AX), K3, Z15
+	MOVQ           R11, AX
+	VPMOVZXDQ      Y15, Z24
+	VPSLLQ         $0x20, Z22, K1, Z22
+	VPORQ          Z24, Z22, Z22
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VPMOVZXDQ      Y15, Z15
+	VPSLLQ         $0x20, Z23, K2, Z23
 	VPORQ          Z15, Z23, Z23
-	MOVQ           R12, AX
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
@@ -37003,7 +36823,7 @@ AnsDotRowsX2MaddAvx512_badstate:
 	RET
 
 // func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, BMI2, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -37164,18 +36984,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z28, Z16, Z16
 	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z26
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z26, Z16, Z16
-	MOVQ           R13, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -37187,19 +36995,22 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
 	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (DX)(R13*4), R13
-	CMPQ           R13, BX
+	VPCMPUQ        $0x01, Z10, Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (DX)(R12*4), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (DX), K2, Z24
-	VPSLLQ         $0x20, Z17, K1, Z17
+	VPEXPANDD.Z    (DX), K3, Z24
+	MOVQ           R12, DX
+	VPMOVZXDQ      Y24, Z25
+	VPSLLQ         $0x20, Z16, K1, Z16
+	VPORQ          Z25, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y24, Z24
+	VPSLLQ         $0x20, Z17, K2, Z17
 	VPORQ          Z24, Z17, Z17
-	MOVQ           R13, DX
 	VPMULTISHIFTQB Z20, Z8, Z24
 	VPMULTISHIFTQB Z21, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37243,18 +37054,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z27, Z20, Z20
 	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z25
-	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z25, Z20, Z20
-	MOVQ           R13, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -37266,19 +37065,22 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z15, Z21, Z21
 	VPADDQ         Z25, Z21, Z21
 	VPADDQ         Z24, Z21, Z21
-	VPCMPUQ        $0x01, Z10, Z21, K1
-	KMOVB          K1, R12
-	POPCNTL        R12, R13
-	LEAQ           (AX)(R13*4), R13
-	CMPQ           R13, CX
+	VPCMPUQ        $0x01, Z10, Z21, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R14
-	PDEPL          R14, R12, R14
-	KMOVW          R14, K2
-	VPEXPANDD.Z    (AX), K2, Z15
-	VPSLLQ         $0x20, Z21, K1, Z21
+	VPEXPANDD.Z    (AX), K3, Z15
+	MOVQ           R12, AX
+	VPMOVZXDQ      Y15, Z24
+	VPSLLQ         $0x20, Z20, K1, Z20
+	VPORQ          Z24, Z20, Z20
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VPMOVZXDQ      Y15, Z15
+	VPSLLQ         $0x20, Z21, K2, Z21
 	VPORQ          Z15, Z21, Z21
-	MOVQ           R13, AX
 	VPBROADCASTD   (R11), Z15
 	VPMULTISHIFTQB Z18, Z8, Z24
 	VPMULTISHIFTQB Z19, Z8, Z25
@@ -37323,18 +37125,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z28, Z18, Z18
 	VPADDQ         Z27, Z18, Z18
 	VPCMPUQ        $0x01, Z10, Z18, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z26
-	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z26, Z18, Z18
-	MOVQ           R12, DX
 	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y25, Z25
@@ -37346,19 +37136,22 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
-	VPCMPUQ        $0x01, Z10, Z19, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	VPCMPUQ        $0x01, Z10, Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (DX)(R11*4), R11
+	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (DX), K2, Z24
-	VPSLLQ         $0x20, Z19, K1, Z19
+	VPEXPANDD.Z    (DX), K3, Z24
+	MOVQ           R11, DX
+	VPMOVZXDQ      Y24, Z25
+	VPSLLQ         $0x20, Z18, K1, Z18
+	VPORQ          Z25, Z18, Z18
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y24, Z24
+	VPSLLQ         $0x20, Z19, K2, Z19
 	VPORQ          Z24, Z19, Z19
-	MOVQ           R12, DX
 	VPMULTISHIFTQB Z22, Z8, Z24
 	VPMULTISHIFTQB Z23, Z8, Z25
 	VPERMT2B       Z25, Z9, Z24
@@ -37402,18 +37195,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z27, Z22, Z22
 	VPADDQ         Z26, Z22, Z22
 	VPCMPUQ        $0x01, Z10, Z22, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z25
-	VPSLLQ         $0x20, Z22, K1, Z22
-	VPORQ          Z25, Z22, Z22
-	MOVQ           R12, AX
 	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
 	VPMOVZXDQ      Y15, Z15
@@ -37425,19 +37206,22 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z15, Z23, Z23
 	VPADDQ         Z25, Z23, Z23
 	VPADDQ         Z24, Z23, Z23
-	VPCMPUQ        $0x01, Z10, Z23, K1
-	KMOVB          K1, R11
-	POPCNTL        R11, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	VPCMPUQ        $0x01, Z10, Z23, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
+	POPCNTL        R11, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	MOVL           $0x00005555, R13
-	PDEPL          R13, R11, R13
-	KMOVW          R13, K2
-	VPEXPANDD.Z    (AX), K2, Z15
-	VPSLLQ         $0x20, Z23, K1, Z23
+	VPEXPANDD.Z    (AX), K3, Z15
+	MOVQ           R11, AX
+	VPMOVZXDQ      Y15, Z24
+	VPSLLQ         $0x20, Z22, K1, Z22
+	VPORQ          Z24, Z22, Z22
+	VEXTRACTI64X4  $0x01, Z15, Y15
+	VPMOVZXDQ      Y15, Z15
+	VPSLLQ         $0x20, Z23, K2, Z23
 	VPORQ          Z15, Z23, Z23
-	MOVQ           R12, AX
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step

@@ -221,6 +221,7 @@ func ansDot(stripes bool, units int, madd bool) {
 				VPMULLD(f01, hi, rank)
 				VPADDD(lo, rank, rank)
 			}
+			var kr [2]OpmaskVirtual
 			for q, xs := range []VecVirtual{xa, xb} {
 				Fq, rq := ZMM(), ZMM()
 				if q == 0 {
@@ -246,26 +247,36 @@ func ansDot(stripes bool, units int, madd bool) {
 					VPMULLQ(Fq, t, t)
 				}
 				VPADDQ(rq, t, xs)
-				kr := K()
-				VPCMPUQ(U8(1), low, xs, kr) // lanes below 2^31
-				m := GP32()
-				KMOVB(kr, m)
-				cnt := GP32()
-				POPCNTL(m, cnt)
-				nxt := GP64()
-				LEAQ(Mem{Base: wp[u], Index: cnt.As64(), Scale: 4}, nxt)
-				CMPQ(nxt, end[u])
-				JA(LabelRef(name + "_exhausted"))
-				spread := GP32()
-				MOVL(U32(0x5555), spread)
-				PDEPL(spread, m, spread) // qword lane j -> dword lane 2j
-				k2 := K()
-				KMOVW(spread, k2)
-				w := ZMM()
-				VPEXPANDD_Z(Mem{Base: wp[u]}, k2, w)
-				VPSLLQ(U8(32), xs, kr, xs)
-				VPORQ(w, xs, xs)
-				MOVQ(nxt, wp[u])
+				kr[q] = K()
+				VPCMPUQ(U8(1), low, xs, kr[q]) // lanes below 2^31
+			}
+			// One refill for the half's 16 coders: bit i of the mask is coder
+			// 16h+i, so one expand-load hands them consecutive words in
+			// coder order.
+			k16 := K()
+			KUNPCKBW(kr[0], kr[1], k16)
+			m := GP32()
+			KMOVW(k16, m)
+			cnt := GP32()
+			POPCNTL(m, cnt)
+			nxt := GP64()
+			LEAQ(Mem{Base: wp[u], Index: cnt.As64(), Scale: 4}, nxt)
+			CMPQ(nxt, end[u])
+			JA(LabelRef(name + "_exhausted"))
+			w := ZMM()
+			VPEXPANDD_Z(Mem{Base: wp[u]}, k16, w)
+			MOVQ(nxt, wp[u])
+			for q, xs := range []VecVirtual{xa, xb} {
+				wq := ZMM()
+				if q == 0 {
+					VPMOVZXDQ(w.AsY(), wq)
+				} else {
+					wy := YMM()
+					VEXTRACTI64X4(U8(1), w, wy)
+					VPMOVZXDQ(wy, wq)
+				}
+				VPSLLQ(U8(32), xs, kr[q], xs)
+				VPORQ(wq, xs, xs)
 			}
 		}
 	}
