@@ -2579,21 +2579,19 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotStripesX1Avx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2604,21 +2602,19 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotRowsX2Avx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2629,21 +2625,19 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotStripesX2Avx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2654,21 +2648,19 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotRowsX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2679,21 +2671,19 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotStripesX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2704,21 +2694,19 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotRowsX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2729,21 +2717,19 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotStripesX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2754,21 +2740,19 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
 // plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Escapes are recorded without a branch, for
-// the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U
-// with at least one escape, in that order, record n gets esc[n] = the mask
-// whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =
-// j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs
-// (VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
 //
-// Returns the number of records, -1 if a unit's words run out, -2 if more
-// than escCap records would be written, -3 if a coder's initial state is
-// outside [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside
-// esc[0:2*escCap].
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // AnsDotRowsAvx2 decodes the layout/ans unit of nwords words at words (64 state
 // words, then the interleaved stream): steps quads of each of its 32 coders

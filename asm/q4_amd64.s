@@ -34268,8 +34268,8 @@ Int8GemvAvx2_c:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34333,165 +34333,166 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
-	XORQ         DX, DX
-	MOVQ         escCap+56(FP), BX
-	MOVQ         esc+48(FP), SI
-	LEAQ         (SI)(BX*8), DI
-	XORQ         R8, R8
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
+	MOVL         $0x00000080, SI
+	VPBROADCASTB SI, Z12
+	XORQ         SI, SI
 
 AnsDotRowsX1Avx512_step:
 	PREFETCHT0     512(AX)
-	MOVQ           v+32(FP), R9
-	IMUL3Q         $0x00000080, R8, R9
-	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z12
-	VPMULTISHIFTQB Z13, Z8, Z19
-	VPMULTISHIFTQB Z14, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VPDPBUSD       Z12, Z20, Z17
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R10
-	CMPQ           DX, BX
-	JAE            AnsDotRowsX1Avx512_toomany
-	MOVQ           R10, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R11
-	LEAQ           (R11)(R11*1), R11
-	MOVQ           R11, (DI)(DX*8)
-	CMPQ           R10, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         Z10, Z12, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         Z10, Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         Z10, Z19, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z12, Z22
+	MOVQ           v+32(FP), DI
+	IMUL3Q         $0x00000080, SI, DI
+	ADDQ           v+32(FP), DI
+	VMOVDQU8       (DI), Z19
+	VPMULTISHIFTQB Z13, Z8, Z20
+	VPMULTISHIFTQB Z14, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K1
+	KMOVQ          K1, R8
+	POPCNTQ        R8, R8
+	LEAQ           (DX)(R8*1), R8
+	CMPQ           R8, BX
+	JA             AnsDotRowsX1Avx512_toomany
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z12, Z21, K1, Z21
+	MOVQ           R8, DX
+	VPDPBUSD       Z19, Z21, Z17
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         Z10, Z19, Z21
+	VPSRLD         $0x08, Z20, Z22
 	VPANDD         Z10, Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z12, Z22
-	VPANDD         Z10, Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         Z10, Z19, Z19
-	VPADDD         Z19, Z23, Z23
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z22, Z12, Z12
-	VPMULLD        Z20, Z12, Z12
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPMOVZXDQ      Y12, Z20
+	VPMULLD        Z21, Z22, Z22
+	VPANDD         Z10, Z20, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPMULLD        Z21, Z23, Z21
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPSRLD         $0x18, Z20, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         Z10, Z20, Z20
+	VPADDD         Z20, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z21, Z19, Z19
+	VPMULLD        Z21, Z24, Z20
+	VPADDD         Z22, Z20, Z20
 	VPMOVZXDQ      Y19, Z21
+	VPMOVZXDQ      Y20, Z22
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z20, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
+	VPMULLQ        Z21, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y12, Z12
+	VEXTRACTI64X4  $0x01, Z20, Y20
 	VPMOVZXDQ      Y19, Z19
+	VPMOVZXDQ      Y20, Z20
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z12, Z14, Z14
-	VPADDQ         Z19, Z14, Z14
+	VPMULLQ        Z19, Z14, Z14
+	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
-	POPCNTL        R10, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVW          K3, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           R10, AX
-	VPMOVZXDQ      Y12, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
+	MOVQ           R8, AX
+	VPMOVZXDQ      Y19, Z20
 	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z19, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
-	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z12, Z14, Z14
-	VMOVDQU8       64(R9), Z12
-	VPMULTISHIFTQB Z15, Z8, Z19
-	VPMULTISHIFTQB Z16, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VPDPBUSD       Z12, Z20, Z18
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R9
-	CMPQ           DX, BX
-	JAE            AnsDotRowsX1Avx512_toomany
-	MOVQ           R9, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R10
-	LEAQ           1(R10)(R10*1), R10
-	MOVQ           R10, (DI)(DX*8)
-	CMPQ           R9, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         Z10, Z12, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         Z10, Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         Z10, Z19, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z12, Z22
-	VPANDD         Z10, Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z12, Z22
-	VPANDD         Z10, Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         Z10, Z19, Z19
-	VPADDD         Z19, Z23, Z23
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z22, Z12, Z12
-	VPMULLD        Z20, Z12, Z12
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPMOVZXDQ      Y12, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z20, Z15, Z15
-	VPADDQ         Z21, Z15, Z15
-	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPORQ          Z20, Z13, Z13
 	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y12, Z12
 	VPMOVZXDQ      Y19, Z19
+	VPSLLQ         $0x20, Z14, K2, Z14
+	VPORQ          Z19, Z14, Z14
+	VMOVDQU8       64(DI), Z19
+	VPMULTISHIFTQB Z15, Z8, Z20
+	VPMULTISHIFTQB Z16, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K1
+	KMOVQ          K1, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotRowsX1Avx512_toomany
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z12, Z21, K1, Z21
+	MOVQ           DI, DX
+	VPDPBUSD       Z19, Z21, Z18
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         Z10, Z19, Z21
+	VPSRLD         $0x08, Z20, Z22
+	VPANDD         Z10, Z22, Z22
+	VPMULLD        Z21, Z22, Z22
+	VPANDD         Z10, Z20, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPMULLD        Z21, Z23, Z21
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPSRLD         $0x18, Z20, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         Z10, Z20, Z20
+	VPADDD         Z20, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z21, Z19, Z19
+	VPMULLD        Z21, Z24, Z20
+	VPADDD         Z22, Z20, Z20
+	VPMOVZXDQ      Y19, Z21
+	VPMOVZXDQ      Y20, Z22
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z21, Z15, Z15
+	VPADDQ         Z22, Z15, Z15
+	VPCMPUQ        $0x01, Z11, Z15, K1
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VEXTRACTI64X4  $0x01, Z20, Y20
+	VPMOVZXDQ      Y19, Z19
+	VPMOVZXDQ      Y20, Z20
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z12, Z16, Z16
-	VPADDQ         Z19, Z16, Z16
+	VPMULLQ        Z19, Z16, Z16
+	VPADDQ         Z20, Z16, Z16
 	VPCMPUQ        $0x01, Z11, Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	KMOVW          K3, DI
+	POPCNTL        DI, DI
+	LEAQ           (AX)(DI*4), DI
+	CMPQ           DI, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y12, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
+	MOVQ           DI, AX
+	VPMOVZXDQ      Y19, Z20
 	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z19, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
+	VPORQ          Z20, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y19, Z19
 	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z12, Z16, Z16
-	INCQ           R8
-	CMPQ           R8, steps+16(FP)
+	VPORQ          Z19, Z16, Z16
+	INCQ           SI
+	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ        $0x04, Z11, Z13, K1
@@ -34510,9 +34511,12 @@ AnsDotRowsX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotRowsX1Avx512_toomany
 	VMOVDQU32      Z17, (AX)
 	VMOVDQU32      Z18, 64(AX)
-	MOVQ           DX, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -34600,8 +34604,8 @@ DATA ansPackDigits<>+62(SB)/1, $0x7a
 DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34665,164 +34669,165 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
-	XORQ         DX, DX
-	MOVQ         escCap+56(FP), BX
-	MOVQ         esc+48(FP), SI
-	LEAQ         (SI)(BX*8), DI
-	XORQ         R8, R8
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
+	MOVL         $0x00000080, SI
+	VPBROADCASTB SI, Z12
+	XORQ         SI, SI
 
 AnsDotStripesX1Avx512_step:
 	PREFETCHT0     512(AX)
-	MOVQ           v+32(FP), R9
-	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z13, Z8, Z19
-	VPMULTISHIFTQB Z14, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VPDPBUSD       Z12, Z20, Z17
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R10
-	CMPQ           DX, BX
-	JAE            AnsDotStripesX1Avx512_toomany
-	MOVQ           R10, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R11
-	LEAQ           (R11)(R11*1), R11
-	MOVQ           R11, (DI)(DX*8)
-	CMPQ           R10, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         Z10, Z12, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         Z10, Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         Z10, Z19, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z12, Z22
+	MOVQ           v+32(FP), DI
+	LEAQ           (DI)(SI*4), DI
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z13, Z8, Z20
+	VPMULTISHIFTQB Z14, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K1
+	KMOVQ          K1, R8
+	POPCNTQ        R8, R8
+	LEAQ           (DX)(R8*1), R8
+	CMPQ           R8, BX
+	JA             AnsDotStripesX1Avx512_toomany
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z12, Z21, K1, Z21
+	MOVQ           R8, DX
+	VPDPBUSD       Z19, Z21, Z17
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         Z10, Z19, Z21
+	VPSRLD         $0x08, Z20, Z22
 	VPANDD         Z10, Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z12, Z22
-	VPANDD         Z10, Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         Z10, Z19, Z19
-	VPADDD         Z19, Z23, Z23
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z22, Z12, Z12
-	VPMULLD        Z20, Z12, Z12
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPMOVZXDQ      Y12, Z20
+	VPMULLD        Z21, Z22, Z22
+	VPANDD         Z10, Z20, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPMULLD        Z21, Z23, Z21
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPSRLD         $0x18, Z20, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         Z10, Z20, Z20
+	VPADDD         Z20, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z21, Z19, Z19
+	VPMULLD        Z21, Z24, Z20
+	VPADDD         Z22, Z20, Z20
 	VPMOVZXDQ      Y19, Z21
+	VPMOVZXDQ      Y20, Z22
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z20, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
+	VPMULLQ        Z21, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y12, Z12
+	VEXTRACTI64X4  $0x01, Z20, Y20
 	VPMOVZXDQ      Y19, Z19
+	VPMOVZXDQ      Y20, Z20
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z12, Z14, Z14
-	VPADDQ         Z19, Z14, Z14
+	VPMULLQ        Z19, Z14, Z14
+	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
-	POPCNTL        R10, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVW          K3, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           R10, AX
-	VPMOVZXDQ      Y12, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
+	MOVQ           R8, AX
+	VPMOVZXDQ      Y19, Z20
 	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z19, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
-	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z12, Z14, Z14
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z15, Z8, Z19
-	VPMULTISHIFTQB Z16, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VPDPBUSD       Z12, Z20, Z18
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
-	KMOVQ          K1, R9
-	CMPQ           DX, BX
-	JAE            AnsDotStripesX1Avx512_toomany
-	MOVQ           R9, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R10
-	LEAQ           1(R10)(R10*1), R10
-	MOVQ           R10, (DI)(DX*8)
-	CMPQ           R9, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z19, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         Z10, Z12, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         Z10, Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         Z10, Z19, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z12, Z22
-	VPANDD         Z10, Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z12, Z22
-	VPANDD         Z10, Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         Z10, Z19, Z19
-	VPADDD         Z19, Z23, Z23
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z22, Z12, Z12
-	VPMULLD        Z20, Z12, Z12
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPMOVZXDQ      Y12, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z20, Z15, Z15
-	VPADDQ         Z21, Z15, Z15
-	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
+	VPORQ          Z20, Z13, Z13
 	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y12, Z12
 	VPMOVZXDQ      Y19, Z19
+	VPSLLQ         $0x20, Z14, K2, Z14
+	VPORQ          Z19, Z14, Z14
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z15, Z8, Z20
+	VPMULTISHIFTQB Z16, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K1
+	KMOVQ          K1, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotStripesX1Avx512_toomany
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z12, Z21, K1, Z21
+	MOVQ           DI, DX
+	VPDPBUSD       Z19, Z21, Z18
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         Z10, Z19, Z21
+	VPSRLD         $0x08, Z20, Z22
+	VPANDD         Z10, Z22, Z22
+	VPMULLD        Z21, Z22, Z22
+	VPANDD         Z10, Z20, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPMULLD        Z21, Z23, Z21
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         Z10, Z23, Z23
+	VPSRLD         $0x18, Z20, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         Z10, Z20, Z20
+	VPADDD         Z20, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z21, Z19, Z19
+	VPMULLD        Z21, Z24, Z20
+	VPADDD         Z22, Z20, Z20
+	VPMOVZXDQ      Y19, Z21
+	VPMOVZXDQ      Y20, Z22
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z21, Z15, Z15
+	VPADDQ         Z22, Z15, Z15
+	VPCMPUQ        $0x01, Z11, Z15, K1
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VEXTRACTI64X4  $0x01, Z20, Y20
+	VPMOVZXDQ      Y19, Z19
+	VPMOVZXDQ      Y20, Z20
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z12, Z16, Z16
-	VPADDQ         Z19, Z16, Z16
+	VPMULLQ        Z19, Z16, Z16
+	VPADDQ         Z20, Z16, Z16
 	VPCMPUQ        $0x01, Z11, Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	KMOVW          K3, DI
+	POPCNTL        DI, DI
+	LEAQ           (AX)(DI*4), DI
+	CMPQ           DI, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y12, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
+	MOVQ           DI, AX
+	VPMOVZXDQ      Y19, Z20
 	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z19, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
+	VPORQ          Z20, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y19, Z19
 	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z12, Z16, Z16
-	INCQ           R8
-	CMPQ           R8, steps+16(FP)
+	VPORQ          Z19, Z16, Z16
+	INCQ           SI
+	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ        $0x04, Z11, Z13, K1
@@ -34841,9 +34846,12 @@ AnsDotStripesX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotStripesX1Avx512_toomany
 	VMOVDQU32      Z17, (AX)
 	VMOVDQU32      Z18, 64(AX)
-	MOVQ           DX, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -34865,8 +34873,8 @@ AnsDotStripesX1Avx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -34972,10 +34980,16 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z23, Z23, Z23
 	VPXORD       Z24, Z24, Z24
-	XORQ         SI, SI
-	MOVQ         escCap+56(FP), DI
-	MOVQ         esc+48(FP), R8
-	LEAQ         (R8)(DI*8), R9
+	MOVQ         esc+48(FP), SI
+	MOVQ         nesc+56(FP), DI
+	MOVQ         (SI), R8
+	MOVQ         (DI), R9
+	ADDQ         R8, R9
+	MOVQ         8(SI), SI
+	MOVQ         8(DI), DI
+	ADDQ         SI, DI
+	MOVL         $0x00000080, R10
+	VPBROADCASTB R10, Z12
 	XORQ         R10, R10
 
 AnsDotRowsX2Avx512_step:
@@ -34984,63 +34998,62 @@ AnsDotRowsX2Avx512_step:
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
-	VMOVDQU8       (R11), Z12
-	VPMULTISHIFTQB Z13, Z8, Z25
-	VPMULTISHIFTQB Z14, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z17
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VMOVDQU8       (R11), Z25
+	VPMULTISHIFTQB Z13, Z8, Z26
+	VPMULTISHIFTQB Z14, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2Avx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           (R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z26, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z25, Z29
-	VPADDD         Z29, Z28, Z28
+	POPCNTQ        R12, R12
+	LEAQ           (R8)(R12*1), R12
+	CMPQ           R12, R9
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R12, R8
+	VPDPBUSD       Z25, Z27, Z17
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z27, Z28
 	VPSRLD         $0x08, Z26, Z29
 	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         Z10, Z29, Z29
-	VPSRLD         $0x18, Z25, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z30, Z30
-	VPSRLD         $0x18, Z26, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         Z10, Z26, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPSRLD         $0x18, Z26, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z31, Z31
+	VPSRLD         $0x18, Z27, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
 	VPMOVZXDQ      Y26, Z28
+	VPMOVZXDQ      Y27, Z29
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z27, Z13, Z13
-	VPADDQ         Z28, Z13, Z13
+	VPMULLQ        Z28, Z13, Z13
+	VPADDQ         Z29, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
+	VEXTRACTI64X4  $0x01, Z27, Y27
 	VPMOVZXDQ      Y26, Z26
+	VPMOVZXDQ      Y27, Z27
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z25, Z14, Z14
-	VPADDQ         Z26, Z14, Z14
+	VPMULLQ        Z26, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -35048,71 +35061,70 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (DX)(R12*4), R12
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
+	VPEXPANDD.Z    (DX), K3, Z26
 	MOVQ           R12, DX
-	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z26, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
+	VPORQ          Z27, Z13, Z13
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y26, Z26
 	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z25, Z14, Z14
-	VPMULTISHIFTQB Z19, Z8, Z25
-	VPMULTISHIFTQB Z20, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z23
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
+	VPORQ          Z26, Z14, Z14
+	VPMULTISHIFTQB Z19, Z8, Z26
+	VPMULTISHIFTQB Z20, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2Avx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           2(R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z12, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         Z10, Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         Z10, Z25, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z12, Z28
+	POPCNTQ        R12, R12
+	LEAQ           (SI)(R12*1), R12
+	CMPQ           R12, DI
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (SI), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R12, SI
+	VPDPBUSD       Z25, Z27, Z23
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
 	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z12, Z28
-	VPANDD         Z10, Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z29, Z29
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z28, Z12, Z12
-	VPMULLD        Z26, Z12, Z12
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPMOVZXDQ      Y12, Z26
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
 	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
 	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z26, Z19, Z19
-	VPADDQ         Z27, Z19, Z19
+	VPMULLQ        Z27, Z19, Z19
+	VPADDQ         Z28, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y12, Z12
+	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
 	VPSRLQ         $0x1c, Z20, Z20
-	VPMULLQ        Z12, Z20, Z20
-	VPADDQ         Z25, Z20, Z20
+	VPMULLQ        Z25, Z20, Z20
+	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z11, Z20, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -35120,72 +35132,71 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
-	VPMOVZXDQ      Y12, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z25, Z19, Z19
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
+	VPORQ          Z26, Z19, Z19
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z20, K2, Z20
-	VPORQ          Z12, Z20, Z20
-	VMOVDQU8       64(R11), Z12
-	VPMULTISHIFTQB Z15, Z8, Z25
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z18
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPORQ          Z25, Z20, Z20
+	VMOVDQU8       64(R11), Z25
+	VPMULTISHIFTQB Z15, Z8, Z26
+	VPMULTISHIFTQB Z16, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2Avx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           1(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z26, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z25, Z29
-	VPADDD         Z29, Z28, Z28
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z18
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z27, Z28
 	VPSRLD         $0x08, Z26, Z29
 	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         Z10, Z29, Z29
-	VPSRLD         $0x18, Z25, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z30, Z30
-	VPSRLD         $0x18, Z26, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         Z10, Z26, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPSRLD         $0x18, Z26, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z31, Z31
+	VPSRLD         $0x18, Z27, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
 	VPMOVZXDQ      Y26, Z28
+	VPMOVZXDQ      Y27, Z29
 	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
+	VPMULLQ        Z28, Z15, Z15
+	VPADDQ         Z29, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
+	VEXTRACTI64X4  $0x01, Z27, Y27
 	VPMOVZXDQ      Y26, Z26
+	VPMOVZXDQ      Y27, Z27
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z25, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
+	VPMULLQ        Z26, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z11, Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -35193,71 +35204,70 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (DX)(R11*4), R11
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
+	VPEXPANDD.Z    (DX), K3, Z26
 	MOVQ           R11, DX
-	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z26, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
+	VPORQ          Z27, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y26, Z26
 	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z25, Z16, Z16
-	VPMULTISHIFTQB Z21, Z8, Z25
-	VPMULTISHIFTQB Z22, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z24
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
+	VPORQ          Z26, Z16, Z16
+	VPMULTISHIFTQB Z21, Z8, Z26
+	VPMULTISHIFTQB Z22, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2Avx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           3(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z12, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         Z10, Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         Z10, Z25, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z12, Z28
+	POPCNTQ        R11, R11
+	LEAQ           (SI)(R11*1), R11
+	CMPQ           R11, DI
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (SI), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R11, SI
+	VPDPBUSD       Z25, Z27, Z24
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
 	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z12, Z28
-	VPANDD         Z10, Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z29, Z29
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z28, Z12, Z12
-	VPMULLD        Z26, Z12, Z12
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPMOVZXDQ      Y12, Z26
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
 	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
 	VPSRLQ         $0x1c, Z21, Z21
-	VPMULLQ        Z26, Z21, Z21
-	VPADDQ         Z27, Z21, Z21
+	VPMULLQ        Z27, Z21, Z21
+	VPADDQ         Z28, Z21, Z21
 	VPCMPUQ        $0x01, Z11, Z21, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y12, Z12
+	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
 	VPSRLQ         $0x1c, Z22, Z22
-	VPMULLQ        Z12, Z22, Z22
-	VPADDQ         Z25, Z22, Z22
+	VPMULLQ        Z25, Z22, Z22
+	VPADDQ         Z26, Z22, Z22
 	VPCMPUQ        $0x01, Z11, Z22, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -35265,15 +35275,15 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y12, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z21, K1, Z21
-	VPORQ          Z25, Z21, Z21
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
+	VPORQ          Z26, Z21, Z21
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z22, K2, Z22
-	VPORQ          Z12, Z22, Z22
+	VPORQ          Z25, Z22, Z22
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
@@ -35294,6 +35304,8 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
+	CMPQ           R8, R9
+	JNE            AnsDotRowsX2Avx512_toomany
 	VMOVDQU32      Z17, (AX)
 	VMOVDQU32      Z18, 64(AX)
 	VPCMPUQ        $0x04, Z11, Z19, K1
@@ -35312,9 +35324,12 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
+	CMPQ           SI, DI
+	JNE            AnsDotRowsX2Avx512_toomany
 	VMOVDQU32      Z23, 128(AX)
 	VMOVDQU32      Z24, 192(AX)
-	MOVQ           SI, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -35336,8 +35351,8 @@ AnsDotRowsX2Avx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -35443,10 +35458,16 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z23, Z23, Z23
 	VPXORD       Z24, Z24, Z24
-	XORQ         SI, SI
-	MOVQ         escCap+56(FP), DI
-	MOVQ         esc+48(FP), R8
-	LEAQ         (R8)(DI*8), R9
+	MOVQ         esc+48(FP), SI
+	MOVQ         nesc+56(FP), DI
+	MOVQ         (SI), R8
+	MOVQ         (DI), R9
+	ADDQ         R8, R9
+	MOVQ         8(SI), SI
+	MOVQ         8(DI), DI
+	ADDQ         SI, DI
+	MOVL         $0x00000080, R10
+	VPBROADCASTB R10, Z12
 	XORQ         R10, R10
 
 AnsDotStripesX2Avx512_step:
@@ -35454,63 +35475,62 @@ AnsDotStripesX2Avx512_step:
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
-	VPBROADCASTD   (R11), Z12
-	VPMULTISHIFTQB Z13, Z8, Z25
-	VPMULTISHIFTQB Z14, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z17
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z13, Z8, Z26
+	VPMULTISHIFTQB Z14, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2Avx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           (R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z26, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z25, Z29
-	VPADDD         Z29, Z28, Z28
+	POPCNTQ        R12, R12
+	LEAQ           (R8)(R12*1), R12
+	CMPQ           R12, R9
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R12, R8
+	VPDPBUSD       Z25, Z27, Z17
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z27, Z28
 	VPSRLD         $0x08, Z26, Z29
 	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         Z10, Z29, Z29
-	VPSRLD         $0x18, Z25, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z30, Z30
-	VPSRLD         $0x18, Z26, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         Z10, Z26, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPSRLD         $0x18, Z26, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z31, Z31
+	VPSRLD         $0x18, Z27, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
 	VPMOVZXDQ      Y26, Z28
+	VPMOVZXDQ      Y27, Z29
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z27, Z13, Z13
-	VPADDQ         Z28, Z13, Z13
+	VPMULLQ        Z28, Z13, Z13
+	VPADDQ         Z29, Z13, Z13
 	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
+	VEXTRACTI64X4  $0x01, Z27, Y27
 	VPMOVZXDQ      Y26, Z26
+	VPMOVZXDQ      Y27, Z27
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z25, Z14, Z14
-	VPADDQ         Z26, Z14, Z14
+	VPMULLQ        Z26, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
 	VPCMPUQ        $0x01, Z11, Z14, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -35518,71 +35538,70 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (DX)(R12*4), R12
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
+	VPEXPANDD.Z    (DX), K3, Z26
 	MOVQ           R12, DX
-	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z26, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
+	VPORQ          Z27, Z13, Z13
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y26, Z26
 	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z25, Z14, Z14
-	VPMULTISHIFTQB Z19, Z8, Z25
-	VPMULTISHIFTQB Z20, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z23
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
+	VPORQ          Z26, Z14, Z14
+	VPMULTISHIFTQB Z19, Z8, Z26
+	VPMULTISHIFTQB Z20, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2Avx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           2(R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z12, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         Z10, Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         Z10, Z25, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z12, Z28
+	POPCNTQ        R12, R12
+	LEAQ           (SI)(R12*1), R12
+	CMPQ           R12, DI
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (SI), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R12, SI
+	VPDPBUSD       Z25, Z27, Z23
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
 	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z12, Z28
-	VPANDD         Z10, Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z29, Z29
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z28, Z12, Z12
-	VPMULLD        Z26, Z12, Z12
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPMOVZXDQ      Y12, Z26
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
 	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
 	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z26, Z19, Z19
-	VPADDQ         Z27, Z19, Z19
+	VPMULLQ        Z27, Z19, Z19
+	VPADDQ         Z28, Z19, Z19
 	VPCMPUQ        $0x01, Z11, Z19, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y12, Z12
+	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
 	VPSRLQ         $0x1c, Z20, Z20
-	VPMULLQ        Z12, Z20, Z20
-	VPADDQ         Z25, Z20, Z20
+	VPMULLQ        Z25, Z20, Z20
+	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z11, Z20, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -35590,72 +35609,71 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
-	VPMOVZXDQ      Y12, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z25, Z19, Z19
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
+	VPORQ          Z26, Z19, Z19
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z20, K2, Z20
-	VPORQ          Z12, Z20, Z20
-	VPBROADCASTD   (R11), Z12
-	VPMULTISHIFTQB Z15, Z8, Z25
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z18
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPORQ          Z25, Z20, Z20
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z15, Z8, Z26
+	VPMULTISHIFTQB Z16, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2Avx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           1(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z26, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z25, Z29
-	VPADDD         Z29, Z28, Z28
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z18
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z27, Z28
 	VPSRLD         $0x08, Z26, Z29
 	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         Z10, Z29, Z29
-	VPSRLD         $0x18, Z25, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z30, Z30
-	VPSRLD         $0x18, Z26, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         Z10, Z26, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z27, Z30
+	VPANDD         Z10, Z30, Z30
+	VPSRLD         $0x18, Z26, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z31, Z31
+	VPSRLD         $0x18, Z27, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
 	VPMOVZXDQ      Y26, Z28
+	VPMOVZXDQ      Y27, Z29
 	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
+	VPMULLQ        Z28, Z15, Z15
+	VPADDQ         Z29, Z15, Z15
 	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
 	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
+	VEXTRACTI64X4  $0x01, Z27, Y27
 	VPMOVZXDQ      Y26, Z26
+	VPMOVZXDQ      Y27, Z27
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z25, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
+	VPMULLQ        Z26, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z11, Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -35663,71 +35681,70 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (DX)(R11*4), R11
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
+	VPEXPANDD.Z    (DX), K3, Z26
 	MOVQ           R11, DX
-	VPMOVZXDQ      Y25, Z26
+	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z26, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
+	VPORQ          Z27, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VPMOVZXDQ      Y26, Z26
 	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z25, Z16, Z16
-	VPMULTISHIFTQB Z21, Z8, Z25
-	VPMULTISHIFTQB Z22, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VPDPBUSD       Z12, Z26, Z24
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z7, Z6, Z12
-	VPTESTMB       Z12, Z12, K1
+	VPORQ          Z26, Z16, Z16
+	VPMULTISHIFTQB Z21, Z8, Z26
+	VPMULTISHIFTQB Z22, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2Avx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           3(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z25, Z12
-	VPERMI2B       Z1, Z0, Z12
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         Z10, Z12, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         Z10, Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         Z10, Z25, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z12, Z28
+	POPCNTQ        R11, R11
+	LEAQ           (SI)(R11*1), R11
+	CMPQ           R11, DI
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (SI), K1, Z27
+	VPADDB         Z12, Z27, K1, Z27
+	MOVQ           R11, SI
+	VPDPBUSD       Z25, Z27, Z24
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         Z10, Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
 	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z12, Z28
-	VPANDD         Z10, Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         Z10, Z25, Z25
-	VPADDD         Z25, Z29, Z29
-	VPSRLD         $0x18, Z12, Z12
-	VPMULLD        Z28, Z12, Z12
-	VPMULLD        Z26, Z12, Z12
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPMOVZXDQ      Y12, Z26
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         Z10, Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         Z10, Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         Z10, Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
 	VPMOVZXDQ      Y25, Z27
+	VPMOVZXDQ      Y26, Z28
 	VPSRLQ         $0x1c, Z21, Z21
-	VPMULLQ        Z26, Z21, Z21
-	VPADDQ         Z27, Z21, Z21
+	VPMULLQ        Z27, Z21, Z21
+	VPADDQ         Z28, Z21, Z21
 	VPCMPUQ        $0x01, Z11, Z21, K1
-	VEXTRACTI64X4  $0x01, Z12, Y12
 	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y12, Z12
+	VEXTRACTI64X4  $0x01, Z26, Y26
 	VPMOVZXDQ      Y25, Z25
+	VPMOVZXDQ      Y26, Z26
 	VPSRLQ         $0x1c, Z22, Z22
-	VPMULLQ        Z12, Z22, Z22
-	VPADDQ         Z25, Z22, Z22
+	VPMULLQ        Z25, Z22, Z22
+	VPADDQ         Z26, Z22, Z22
 	VPCMPUQ        $0x01, Z11, Z22, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -35735,15 +35752,15 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z12
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y12, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z21, K1, Z21
-	VPORQ          Z25, Z21, Z21
-	VEXTRACTI64X4  $0x01, Z12, Y12
-	VPMOVZXDQ      Y12, Z12
+	VPORQ          Z26, Z21, Z21
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z22, K2, Z22
-	VPORQ          Z12, Z22, Z22
+	VPORQ          Z25, Z22, Z22
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
@@ -35764,6 +35781,8 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
+	CMPQ           R8, R9
+	JNE            AnsDotStripesX2Avx512_toomany
 	VMOVDQU32      Z17, (AX)
 	VMOVDQU32      Z18, 64(AX)
 	VPCMPUQ        $0x04, Z11, Z19, K1
@@ -35782,9 +35801,12 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
+	CMPQ           SI, DI
+	JNE            AnsDotStripesX2Avx512_toomany
 	VMOVDQU32      Z23, 128(AX)
 	VMOVDQU32      Z24, 192(AX)
-	MOVQ           SI, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -35806,8 +35828,8 @@ AnsDotStripesX2Avx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -35871,161 +35893,162 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
-	XORQ         DX, DX
-	MOVQ         escCap+56(FP), BX
-	MOVQ         esc+48(FP), SI
-	LEAQ         (SI)(BX*8), DI
-	XORQ         R8, R8
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
+	MOVL         $0x00000080, SI
+	VPBROADCASTB SI, Z13
+	XORQ         SI, SI
 
 AnsDotRowsX1MaddAvx512_step:
 	PREFETCHT0     512(AX)
-	MOVQ           v+32(FP), R9
-	IMUL3Q         $0x00000080, R8, R9
-	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z13
-	VPMULTISHIFTQB Z14, Z8, Z18
-	VPMULTISHIFTQB Z15, Z8, Z19
-	VPERMT2B       Z19, Z9, Z18
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPDPBUSD       Z13, Z19, Z11
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z7, Z6, Z13
-	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, R10
-	CMPQ           DX, BX
-	JAE            AnsDotRowsX1MaddAvx512_toomany
-	MOVQ           R10, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R11
-	LEAQ           (R11)(R11*1), R11
-	MOVQ           R11, (DI)(DX*8)
-	CMPQ           R10, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z1, Z0, Z13
-	VMOVDQA32      Z18, Z18
-	VPERMI2B       Z3, Z2, Z18
-	VPSLLW         $0x08, Z13, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
-	VPMADDUBSW     Z19, Z18, Z18
-	VPANDD         ansC00ff<>+0(SB), Z13, Z19
-	VPSRLW         $0x08, Z13, Z13
-	VPMULLW        Z13, Z19, Z13
-	VPSLLD         $0x10, Z13, Z19
-	VPORD          ansOne32<>+0(SB), Z19, Z19
-	VPMADDWD       Z19, Z18, Z18
-	VPSRLD         $0x10, Z13, Z19
-	VPMADDWD       Z19, Z13, Z13
-	VPMOVZXDQ      Y13, Z19
+	MOVQ           v+32(FP), DI
+	IMUL3Q         $0x00000080, SI, DI
+	ADDQ           v+32(FP), DI
+	VMOVDQU8       (DI), Z18
+	VPMULTISHIFTQB Z14, Z8, Z19
+	VPMULTISHIFTQB Z15, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z5, Z4, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z7, Z6, Z21
+	VPTESTMB       Z21, Z21, K1
+	KMOVQ          K1, R8
+	POPCNTQ        R8, R8
+	LEAQ           (DX)(R8*1), R8
+	CMPQ           R8, BX
+	JA             AnsDotRowsX1MaddAvx512_toomany
+	VPEXPANDB      (DX), K1, Z20
+	VPADDB         Z13, Z20, K1, Z20
+	MOVQ           R8, DX
+	VPDPBUSD       Z18, Z20, Z11
+	VMOVDQA32      Z19, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
 	VPMOVZXDQ      Y18, Z20
+	VPMOVZXDQ      Y19, Z21
 	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z14, Z14
+	VPADDQ         Z22, Z14, Z14
 	VPADDQ         Z21, Z14, Z14
-	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
-	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y13, Z13
+	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y18, Z18
+	VPMOVZXDQ      Y19, Z19
 	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z19
-	VPMULUDQ       Z13, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z13, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
 	VPADDQ         Z19, Z15, Z15
-	VPADDQ         Z18, Z15, Z15
 	VPCMPUQ        $0x01, Z10, Z15, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
-	POPCNTL        R10, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVW          K3, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z13
-	MOVQ           R10, AX
-	VPMOVZXDQ      Y13, Z18
+	VPEXPANDD.Z    (AX), K3, Z18
+	MOVQ           R8, AX
+	VPMOVZXDQ      Y18, Z19
 	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z18, Z14, Z14
-	VEXTRACTI64X4  $0x01, Z13, Y13
-	VPMOVZXDQ      Y13, Z13
-	VPSLLQ         $0x20, Z15, K2, Z15
-	VPORQ          Z13, Z15, Z15
-	VMOVDQU8       64(R9), Z13
-	VPMULTISHIFTQB Z16, Z8, Z18
-	VPMULTISHIFTQB Z17, Z8, Z19
-	VPERMT2B       Z19, Z9, Z18
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPDPBUSD       Z13, Z19, Z12
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z7, Z6, Z13
-	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, R9
-	CMPQ           DX, BX
-	JAE            AnsDotRowsX1MaddAvx512_toomany
-	MOVQ           R9, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R10
-	LEAQ           1(R10)(R10*1), R10
-	MOVQ           R10, (DI)(DX*8)
-	CMPQ           R9, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z1, Z0, Z13
-	VMOVDQA32      Z18, Z18
-	VPERMI2B       Z3, Z2, Z18
-	VPSLLW         $0x08, Z13, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
-	VPMADDUBSW     Z19, Z18, Z18
-	VPANDD         ansC00ff<>+0(SB), Z13, Z19
-	VPSRLW         $0x08, Z13, Z13
-	VPMULLW        Z13, Z19, Z13
-	VPSLLD         $0x10, Z13, Z19
-	VPORD          ansOne32<>+0(SB), Z19, Z19
-	VPMADDWD       Z19, Z18, Z18
-	VPSRLD         $0x10, Z13, Z19
-	VPMADDWD       Z19, Z13, Z13
-	VPMOVZXDQ      Y13, Z19
-	VPMOVZXDQ      Y18, Z20
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z16, Z16
-	VPADDQ         Z21, Z16, Z16
-	VPADDQ         Z20, Z16, Z16
-	VPCMPUQ        $0x01, Z10, Z16, K1
-	VEXTRACTI64X4  $0x01, Z13, Y13
+	VPORQ          Z19, Z14, Z14
 	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y13, Z13
 	VPMOVZXDQ      Y18, Z18
+	VPSLLQ         $0x20, Z15, K2, Z15
+	VPORQ          Z18, Z15, Z15
+	VMOVDQU8       64(DI), Z18
+	VPMULTISHIFTQB Z16, Z8, Z19
+	VPMULTISHIFTQB Z17, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z5, Z4, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z7, Z6, Z21
+	VPTESTMB       Z21, Z21, K1
+	KMOVQ          K1, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotRowsX1MaddAvx512_toomany
+	VPEXPANDB      (DX), K1, Z20
+	VPADDB         Z13, Z20, K1, Z20
+	MOVQ           DI, DX
+	VPDPBUSD       Z18, Z20, Z12
+	VMOVDQA32      Z19, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPMOVZXDQ      Y18, Z20
+	VPMOVZXDQ      Y19, Z21
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z16, Z16
+	VPADDQ         Z22, Z16, Z16
+	VPADDQ         Z21, Z16, Z16
+	VPCMPUQ        $0x01, Z10, Z16, K1
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y18, Z18
+	VPMOVZXDQ      Y19, Z19
 	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z19
-	VPMULUDQ       Z13, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z13, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z17, Z17
+	VPADDQ         Z20, Z17, Z17
 	VPADDQ         Z19, Z17, Z17
-	VPADDQ         Z18, Z17, Z17
 	VPCMPUQ        $0x01, Z10, Z17, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	KMOVW          K3, DI
+	POPCNTL        DI, DI
+	LEAQ           (AX)(DI*4), DI
+	CMPQ           DI, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z13
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y13, Z18
+	VPEXPANDD.Z    (AX), K3, Z18
+	MOVQ           DI, AX
+	VPMOVZXDQ      Y18, Z19
 	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z18, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z13, Y13
-	VPMOVZXDQ      Y13, Z13
+	VPORQ          Z19, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VPMOVZXDQ      Y18, Z18
 	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z13, Z17, Z17
-	INCQ           R8
-	CMPQ           R8, steps+16(FP)
+	VPORQ          Z18, Z17, Z17
+	INCQ           SI
+	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ        $0x04, Z10, Z14, K1
@@ -36044,9 +36067,12 @@ AnsDotRowsX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotRowsX1MaddAvx512_toomany
 	VMOVDQU32      Z11, (AX)
 	VMOVDQU32      Z12, 64(AX)
-	MOVQ           DX, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -36098,8 +36124,8 @@ DATA ansOne32<>+48(SB)/8, $0x0000000100000001
 DATA ansOne32<>+56(SB)/8, $0x0000000100000001
 GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36163,160 +36189,161 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
-	XORQ         DX, DX
-	MOVQ         escCap+56(FP), BX
-	MOVQ         esc+48(FP), SI
-	LEAQ         (SI)(BX*8), DI
-	XORQ         R8, R8
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
+	MOVL         $0x00000080, SI
+	VPBROADCASTB SI, Z13
+	XORQ         SI, SI
 
 AnsDotStripesX1MaddAvx512_step:
 	PREFETCHT0     512(AX)
-	MOVQ           v+32(FP), R9
-	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z13
-	VPMULTISHIFTQB Z14, Z8, Z18
-	VPMULTISHIFTQB Z15, Z8, Z19
-	VPERMT2B       Z19, Z9, Z18
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPDPBUSD       Z13, Z19, Z11
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z7, Z6, Z13
-	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, R10
-	CMPQ           DX, BX
-	JAE            AnsDotStripesX1MaddAvx512_toomany
-	MOVQ           R10, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R11
-	LEAQ           (R11)(R11*1), R11
-	MOVQ           R11, (DI)(DX*8)
-	CMPQ           R10, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z1, Z0, Z13
-	VMOVDQA32      Z18, Z18
-	VPERMI2B       Z3, Z2, Z18
-	VPSLLW         $0x08, Z13, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
-	VPMADDUBSW     Z19, Z18, Z18
-	VPANDD         ansC00ff<>+0(SB), Z13, Z19
-	VPSRLW         $0x08, Z13, Z13
-	VPMULLW        Z13, Z19, Z13
-	VPSLLD         $0x10, Z13, Z19
-	VPORD          ansOne32<>+0(SB), Z19, Z19
-	VPMADDWD       Z19, Z18, Z18
-	VPSRLD         $0x10, Z13, Z19
-	VPMADDWD       Z19, Z13, Z13
-	VPMOVZXDQ      Y13, Z19
+	MOVQ           v+32(FP), DI
+	LEAQ           (DI)(SI*4), DI
+	VPBROADCASTD   (DI), Z18
+	VPMULTISHIFTQB Z14, Z8, Z19
+	VPMULTISHIFTQB Z15, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z5, Z4, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z7, Z6, Z21
+	VPTESTMB       Z21, Z21, K1
+	KMOVQ          K1, R8
+	POPCNTQ        R8, R8
+	LEAQ           (DX)(R8*1), R8
+	CMPQ           R8, BX
+	JA             AnsDotStripesX1MaddAvx512_toomany
+	VPEXPANDB      (DX), K1, Z20
+	VPADDB         Z13, Z20, K1, Z20
+	MOVQ           R8, DX
+	VPDPBUSD       Z18, Z20, Z11
+	VMOVDQA32      Z19, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
 	VPMOVZXDQ      Y18, Z20
+	VPMOVZXDQ      Y19, Z21
 	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z14, Z14
+	VPADDQ         Z22, Z14, Z14
 	VPADDQ         Z21, Z14, Z14
-	VPADDQ         Z20, Z14, Z14
 	VPCMPUQ        $0x01, Z10, Z14, K1
-	VEXTRACTI64X4  $0x01, Z13, Y13
 	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y13, Z13
+	VEXTRACTI64X4  $0x01, Z19, Y19
 	VPMOVZXDQ      Y18, Z18
+	VPMOVZXDQ      Y19, Z19
 	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z19
-	VPMULUDQ       Z13, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z13, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
 	VPADDQ         Z19, Z15, Z15
-	VPADDQ         Z18, Z15, Z15
 	VPCMPUQ        $0x01, Z10, Z15, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
-	POPCNTL        R10, R10
-	LEAQ           (AX)(R10*4), R10
-	CMPQ           R10, CX
+	KMOVW          K3, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z13
-	MOVQ           R10, AX
-	VPMOVZXDQ      Y13, Z18
+	VPEXPANDD.Z    (AX), K3, Z18
+	MOVQ           R8, AX
+	VPMOVZXDQ      Y18, Z19
 	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z18, Z14, Z14
-	VEXTRACTI64X4  $0x01, Z13, Y13
-	VPMOVZXDQ      Y13, Z13
-	VPSLLQ         $0x20, Z15, K2, Z15
-	VPORQ          Z13, Z15, Z15
-	VPBROADCASTD   (R9), Z13
-	VPMULTISHIFTQB Z16, Z8, Z18
-	VPMULTISHIFTQB Z17, Z8, Z19
-	VPERMT2B       Z19, Z9, Z18
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPDPBUSD       Z13, Z19, Z12
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z7, Z6, Z13
-	VPTESTMB       Z13, Z13, K1
-	KMOVQ          K1, R9
-	CMPQ           DX, BX
-	JAE            AnsDotStripesX1MaddAvx512_toomany
-	MOVQ           R9, (SI)(DX*8)
-	LEAQ           (R8)(R8*1), R10
-	LEAQ           1(R10)(R10*1), R10
-	MOVQ           R10, (DI)(DX*8)
-	CMPQ           R9, $+1
-	SBBQ           $-1, DX
-	VMOVDQA32      Z18, Z13
-	VPERMI2B       Z1, Z0, Z13
-	VMOVDQA32      Z18, Z18
-	VPERMI2B       Z3, Z2, Z18
-	VPSLLW         $0x08, Z13, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
-	VPMADDUBSW     Z19, Z18, Z18
-	VPANDD         ansC00ff<>+0(SB), Z13, Z19
-	VPSRLW         $0x08, Z13, Z13
-	VPMULLW        Z13, Z19, Z13
-	VPSLLD         $0x10, Z13, Z19
-	VPORD          ansOne32<>+0(SB), Z19, Z19
-	VPMADDWD       Z19, Z18, Z18
-	VPSRLD         $0x10, Z13, Z19
-	VPMADDWD       Z19, Z13, Z13
-	VPMOVZXDQ      Y13, Z19
-	VPMOVZXDQ      Y18, Z20
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z16, Z16
-	VPADDQ         Z21, Z16, Z16
-	VPADDQ         Z20, Z16, Z16
-	VPCMPUQ        $0x01, Z10, Z16, K1
-	VEXTRACTI64X4  $0x01, Z13, Y13
+	VPORQ          Z19, Z14, Z14
 	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y13, Z13
 	VPMOVZXDQ      Y18, Z18
+	VPSLLQ         $0x20, Z15, K2, Z15
+	VPORQ          Z18, Z15, Z15
+	VPBROADCASTD   (DI), Z18
+	VPMULTISHIFTQB Z16, Z8, Z19
+	VPMULTISHIFTQB Z17, Z8, Z20
+	VPERMT2B       Z20, Z9, Z19
+	VMOVDQA32      Z19, Z20
+	VPERMI2B       Z5, Z4, Z20
+	VMOVDQA32      Z19, Z21
+	VPERMI2B       Z7, Z6, Z21
+	VPTESTMB       Z21, Z21, K1
+	KMOVQ          K1, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotStripesX1MaddAvx512_toomany
+	VPEXPANDB      (DX), K1, Z20
+	VPADDB         Z13, Z20, K1, Z20
+	MOVQ           DI, DX
+	VPDPBUSD       Z18, Z20, Z12
+	VMOVDQA32      Z19, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPMOVZXDQ      Y18, Z20
+	VPMOVZXDQ      Y19, Z21
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z16, Z16
+	VPADDQ         Z22, Z16, Z16
+	VPADDQ         Z21, Z16, Z16
+	VPCMPUQ        $0x01, Z10, Z16, K1
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VEXTRACTI64X4  $0x01, Z19, Y19
+	VPMOVZXDQ      Y18, Z18
+	VPMOVZXDQ      Y19, Z19
 	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z19
-	VPMULUDQ       Z13, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z13, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z17, Z17
+	VPADDQ         Z20, Z17, Z17
 	VPADDQ         Z19, Z17, Z17
-	VPADDQ         Z18, Z17, Z17
 	VPCMPUQ        $0x01, Z10, Z17, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (AX)(R9*4), R9
-	CMPQ           R9, CX
+	KMOVW          K3, DI
+	POPCNTL        DI, DI
+	LEAQ           (AX)(DI*4), DI
+	CMPQ           DI, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z13
-	MOVQ           R9, AX
-	VPMOVZXDQ      Y13, Z18
+	VPEXPANDD.Z    (AX), K3, Z18
+	MOVQ           DI, AX
+	VPMOVZXDQ      Y18, Z19
 	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z18, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z13, Y13
-	VPMOVZXDQ      Y13, Z13
+	VPORQ          Z19, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VPMOVZXDQ      Y18, Z18
 	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z13, Z17, Z17
-	INCQ           R8
-	CMPQ           R8, steps+16(FP)
+	VPORQ          Z18, Z17, Z17
+	INCQ           SI
+	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ        $0x04, Z10, Z14, K1
@@ -36335,9 +36362,12 @@ AnsDotStripesX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotStripesX1MaddAvx512_toomany
 	VMOVDQU32      Z11, (AX)
 	VMOVDQU32      Z12, 64(AX)
-	MOVQ           DX, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -36359,8 +36389,8 @@ AnsDotStripesX1MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36466,10 +36496,16 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
-	XORQ         SI, SI
-	MOVQ         escCap+56(FP), DI
-	MOVQ         esc+48(FP), R8
-	LEAQ         (R8)(DI*8), R9
+	MOVQ         esc+48(FP), SI
+	MOVQ         nesc+56(FP), DI
+	MOVQ         (SI), R8
+	MOVQ         (DI), R9
+	ADDQ         R8, R9
+	MOVQ         8(SI), SI
+	MOVQ         8(DI), DI
+	ADDQ         SI, DI
+	MOVL         $0x00000080, R10
+	VPBROADCASTB R10, Z15
 	XORQ         R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
@@ -36478,61 +36514,60 @@ AnsDotRowsX2MaddAvx512_step:
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
-	VMOVDQU8       (R11), Z15
-	VPMULTISHIFTQB Z16, Z8, Z24
-	VPMULTISHIFTQB Z17, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z11
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z7, Z6, Z25
-	VPTESTMB       Z25, Z25, K1
+	VMOVDQU8       (R11), Z24
+	VPMULTISHIFTQB Z16, Z8, Z25
+	VPMULTISHIFTQB Z17, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2MaddAvx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           (R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z25, Z26
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z26, Z25
-	VPSLLD         $0x10, Z25, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPMOVZXDQ      Y25, Z26
-	VPMOVZXDQ      Y24, Z27
+	POPCNTQ        R12, R12
+	LEAQ           (R8)(R12*1), R12
+	CMPQ           R12, R9
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R12, R8
+	VPDPBUSD       Z24, Z26, Z11
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z26, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z26, Z27
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z27, Z26
+	VPSLLD         $0x10, Z26, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPMOVZXDQ      Y26, Z27
+	VPMOVZXDQ      Y25, Z28
 	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z16, Z16
+	VPADDQ         Z29, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
+	VEXTRACTI64X4  $0x01, Z26, Y26
 	VEXTRACTI64X4  $0x01, Z25, Y25
-	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y26, Z26
 	VPMOVZXDQ      Y25, Z25
-	VPMOVZXDQ      Y24, Z24
 	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPADDQ         Z24, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPADDQ         Z25, Z17, Z17
 	VPCMPUQ        $0x01, Z10, Z17, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -36540,69 +36575,68 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (DX)(R12*4), R12
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
+	VPEXPANDD.Z    (DX), K3, Z25
 	MOVQ           R12, DX
-	VPMOVZXDQ      Y24, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z25, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
+	VPORQ          Z26, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z24, Z17, Z17
-	VPMULTISHIFTQB Z20, Z8, Z24
-	VPMULTISHIFTQB Z21, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z13
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z7, Z6, Z15
-	VPTESTMB       Z15, Z15, K1
+	VPORQ          Z25, Z17, Z17
+	VPMULTISHIFTQB Z20, Z8, Z25
+	VPMULTISHIFTQB Z21, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2MaddAvx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           2(R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z1, Z0, Z15
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z15, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
-	VPMADDUBSW     Z25, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z15, Z25
-	VPSRLW         $0x08, Z15, Z15
-	VPMULLW        Z15, Z25, Z15
-	VPSLLD         $0x10, Z15, Z25
-	VPORD          ansOne32<>+0(SB), Z25, Z25
-	VPMADDWD       Z25, Z24, Z24
-	VPSRLD         $0x10, Z15, Z25
-	VPMADDWD       Z25, Z15, Z15
-	VPMOVZXDQ      Y15, Z25
+	POPCNTQ        R12, R12
+	LEAQ           (SI)(R12*1), R12
+	CMPQ           R12, DI
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (SI), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R12, SI
+	VPDPBUSD       Z24, Z26, Z13
+	VMOVDQA32      Z25, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
 	VPMOVZXDQ      Y24, Z26
+	VPMOVZXDQ      Y25, Z27
 	VPSRLQ         $0x1c, Z20, Z20
-	VPSRLQ         $0x20, Z20, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z20, Z20
+	VPSRLQ         $0x20, Z20, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z20, Z20
+	VPADDQ         Z28, Z20, Z20
 	VPADDQ         Z27, Z20, Z20
-	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
-	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y15, Z15
+	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y24, Z24
+	VPMOVZXDQ      Y25, Z25
 	VPSRLQ         $0x1c, Z21, Z21
-	VPSRLQ         $0x20, Z21, Z25
-	VPMULUDQ       Z15, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z15, Z21, Z21
+	VPSRLQ         $0x20, Z21, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z21, Z21
+	VPADDQ         Z26, Z21, Z21
 	VPADDQ         Z25, Z21, Z21
-	VPADDQ         Z24, Z21, Z21
 	VPCMPUQ        $0x01, Z10, Z21, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -36610,70 +36644,69 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z15
+	VPEXPANDD.Z    (AX), K3, Z24
 	MOVQ           R12, AX
-	VPMOVZXDQ      Y15, Z24
+	VPMOVZXDQ      Y24, Z25
 	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z24, Z20, Z20
-	VEXTRACTI64X4  $0x01, Z15, Y15
-	VPMOVZXDQ      Y15, Z15
-	VPSLLQ         $0x20, Z21, K2, Z21
-	VPORQ          Z15, Z21, Z21
-	VMOVDQU8       64(R11), Z15
-	VPMULTISHIFTQB Z18, Z8, Z24
-	VPMULTISHIFTQB Z19, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z12
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z7, Z6, Z25
-	VPTESTMB       Z25, Z25, K1
-	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2MaddAvx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           1(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z25, Z26
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z26, Z25
-	VPSLLD         $0x10, Z25, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPMOVZXDQ      Y25, Z26
-	VPMOVZXDQ      Y24, Z27
-	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPADDQ         Z27, Z18, Z18
-	VPCMPUQ        $0x01, Z10, Z18, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPORQ          Z25, Z20, Z20
 	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y25, Z25
 	VPMOVZXDQ      Y24, Z24
+	VPSLLQ         $0x20, Z21, K2, Z21
+	VPORQ          Z24, Z21, Z21
+	VMOVDQU8       64(R11), Z24
+	VPMULTISHIFTQB Z18, Z8, Z25
+	VPMULTISHIFTQB Z19, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
+	KMOVQ          K1, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R11, R8
+	VPDPBUSD       Z24, Z26, Z12
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z26, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z26, Z27
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z27, Z26
+	VPSLLD         $0x10, Z26, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPMOVZXDQ      Y26, Z27
+	VPMOVZXDQ      Y25, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z18, Z18
+	VPADDQ         Z29, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ        $0x01, Z10, Z18, K1
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y26, Z26
+	VPMOVZXDQ      Y25, Z25
 	VPSRLQ         $0x1c, Z19, Z19
-	VPSRLQ         $0x20, Z19, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPADDQ         Z24, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z19, Z19
+	VPADDQ         Z27, Z19, Z19
+	VPADDQ         Z25, Z19, Z19
 	VPCMPUQ        $0x01, Z10, Z19, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -36681,69 +36714,68 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (DX)(R11*4), R11
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
+	VPEXPANDD.Z    (DX), K3, Z25
 	MOVQ           R11, DX
-	VPMOVZXDQ      Y24, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z25, Z18, Z18
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
+	VPORQ          Z26, Z18, Z18
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPORQ          Z24, Z19, Z19
-	VPMULTISHIFTQB Z22, Z8, Z24
-	VPMULTISHIFTQB Z23, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z14
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z7, Z6, Z15
-	VPTESTMB       Z15, Z15, K1
+	VPORQ          Z25, Z19, Z19
+	VPMULTISHIFTQB Z22, Z8, Z25
+	VPMULTISHIFTQB Z23, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotRowsX2MaddAvx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           3(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z1, Z0, Z15
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z15, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
-	VPMADDUBSW     Z25, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z15, Z25
-	VPSRLW         $0x08, Z15, Z15
-	VPMULLW        Z15, Z25, Z15
-	VPSLLD         $0x10, Z15, Z25
-	VPORD          ansOne32<>+0(SB), Z25, Z25
-	VPMADDWD       Z25, Z24, Z24
-	VPSRLD         $0x10, Z15, Z25
-	VPMADDWD       Z25, Z15, Z15
-	VPMOVZXDQ      Y15, Z25
+	POPCNTQ        R11, R11
+	LEAQ           (SI)(R11*1), R11
+	CMPQ           R11, DI
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (SI), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R11, SI
+	VPDPBUSD       Z24, Z26, Z14
+	VMOVDQA32      Z25, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
 	VPMOVZXDQ      Y24, Z26
+	VPMOVZXDQ      Y25, Z27
 	VPSRLQ         $0x1c, Z22, Z22
-	VPSRLQ         $0x20, Z22, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z22, Z22
+	VPSRLQ         $0x20, Z22, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z22, Z22
+	VPADDQ         Z28, Z22, Z22
 	VPADDQ         Z27, Z22, Z22
-	VPADDQ         Z26, Z22, Z22
 	VPCMPUQ        $0x01, Z10, Z22, K1
-	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y15, Z15
+	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y24, Z24
+	VPMOVZXDQ      Y25, Z25
 	VPSRLQ         $0x1c, Z23, Z23
-	VPSRLQ         $0x20, Z23, Z25
-	VPMULUDQ       Z15, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z15, Z23, Z23
+	VPSRLQ         $0x20, Z23, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z23, Z23
+	VPADDQ         Z26, Z23, Z23
 	VPADDQ         Z25, Z23, Z23
-	VPADDQ         Z24, Z23, Z23
 	VPCMPUQ        $0x01, Z10, Z23, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -36751,15 +36783,15 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z15
+	VPEXPANDD.Z    (AX), K3, Z24
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y15, Z24
+	VPMOVZXDQ      Y24, Z25
 	VPSLLQ         $0x20, Z22, K1, Z22
-	VPORQ          Z24, Z22, Z22
-	VEXTRACTI64X4  $0x01, Z15, Y15
-	VPMOVZXDQ      Y15, Z15
+	VPORQ          Z25, Z22, Z22
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y24, Z24
 	VPSLLQ         $0x20, Z23, K2, Z23
-	VPORQ          Z15, Z23, Z23
+	VPORQ          Z24, Z23, Z23
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
@@ -36780,6 +36812,8 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	CMPQ           R8, R9
+	JNE            AnsDotRowsX2MaddAvx512_toomany
 	VMOVDQU32      Z11, (AX)
 	VMOVDQU32      Z12, 64(AX)
 	VPCMPUQ        $0x04, Z10, Z20, K1
@@ -36798,9 +36832,12 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	CMPQ           SI, DI
+	JNE            AnsDotRowsX2MaddAvx512_toomany
 	VMOVDQU32      Z13, 128(AX)
 	VMOVDQU32      Z14, 192(AX)
-	MOVQ           SI, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 
@@ -36822,8 +36859,8 @@ AnsDotRowsX2MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VNNI, MMX+, POPCNT
+// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         tabs+24(FP), AX
 	VMOVDQU8     (AX), Z0
@@ -36929,10 +36966,16 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	ADDQ         $0x00000100, AX
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
-	XORQ         SI, SI
-	MOVQ         escCap+56(FP), DI
-	MOVQ         esc+48(FP), R8
-	LEAQ         (R8)(DI*8), R9
+	MOVQ         esc+48(FP), SI
+	MOVQ         nesc+56(FP), DI
+	MOVQ         (SI), R8
+	MOVQ         (DI), R9
+	ADDQ         R8, R9
+	MOVQ         8(SI), SI
+	MOVQ         8(DI), DI
+	ADDQ         SI, DI
+	MOVL         $0x00000080, R10
+	VPBROADCASTB R10, Z15
 	XORQ         R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
@@ -36940,61 +36983,60 @@ AnsDotStripesX2MaddAvx512_step:
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
-	VPBROADCASTD   (R11), Z15
-	VPMULTISHIFTQB Z16, Z8, Z24
-	VPMULTISHIFTQB Z17, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z11
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z7, Z6, Z25
-	VPTESTMB       Z25, Z25, K1
+	VPBROADCASTD   (R11), Z24
+	VPMULTISHIFTQB Z16, Z8, Z25
+	VPMULTISHIFTQB Z17, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2MaddAvx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           (R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z25, Z26
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z26, Z25
-	VPSLLD         $0x10, Z25, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPMOVZXDQ      Y25, Z26
-	VPMOVZXDQ      Y24, Z27
+	POPCNTQ        R12, R12
+	LEAQ           (R8)(R12*1), R12
+	CMPQ           R12, R9
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R12, R8
+	VPDPBUSD       Z24, Z26, Z11
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z26, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z26, Z27
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z27, Z26
+	VPSLLD         $0x10, Z26, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPMOVZXDQ      Y26, Z27
+	VPMOVZXDQ      Y25, Z28
 	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z16, Z16
+	VPADDQ         Z29, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
 	VPCMPUQ        $0x01, Z10, Z16, K1
+	VEXTRACTI64X4  $0x01, Z26, Y26
 	VEXTRACTI64X4  $0x01, Z25, Y25
-	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y26, Z26
 	VPMOVZXDQ      Y25, Z25
-	VPMOVZXDQ      Y24, Z24
 	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPADDQ         Z24, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPADDQ         Z25, Z17, Z17
 	VPCMPUQ        $0x01, Z10, Z17, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -37002,69 +37044,68 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (DX)(R12*4), R12
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
+	VPEXPANDD.Z    (DX), K3, Z25
 	MOVQ           R12, DX
-	VPMOVZXDQ      Y24, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z25, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
+	VPORQ          Z26, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z24, Z17, Z17
-	VPMULTISHIFTQB Z20, Z8, Z24
-	VPMULTISHIFTQB Z21, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z13
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z7, Z6, Z15
-	VPTESTMB       Z15, Z15, K1
+	VPORQ          Z25, Z17, Z17
+	VPMULTISHIFTQB Z20, Z8, Z25
+	VPMULTISHIFTQB Z21, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R12
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2MaddAvx512_toomany
-	MOVQ           R12, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R13
-	LEAQ           2(R13)(R13*1), R13
-	MOVQ           R13, (R9)(SI*8)
-	CMPQ           R12, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z1, Z0, Z15
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z15, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
-	VPMADDUBSW     Z25, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z15, Z25
-	VPSRLW         $0x08, Z15, Z15
-	VPMULLW        Z15, Z25, Z15
-	VPSLLD         $0x10, Z15, Z25
-	VPORD          ansOne32<>+0(SB), Z25, Z25
-	VPMADDWD       Z25, Z24, Z24
-	VPSRLD         $0x10, Z15, Z25
-	VPMADDWD       Z25, Z15, Z15
-	VPMOVZXDQ      Y15, Z25
+	POPCNTQ        R12, R12
+	LEAQ           (SI)(R12*1), R12
+	CMPQ           R12, DI
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (SI), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R12, SI
+	VPDPBUSD       Z24, Z26, Z13
+	VMOVDQA32      Z25, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
 	VPMOVZXDQ      Y24, Z26
+	VPMOVZXDQ      Y25, Z27
 	VPSRLQ         $0x1c, Z20, Z20
-	VPSRLQ         $0x20, Z20, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z20, Z20
+	VPSRLQ         $0x20, Z20, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z20, Z20
+	VPADDQ         Z28, Z20, Z20
 	VPADDQ         Z27, Z20, Z20
-	VPADDQ         Z26, Z20, Z20
 	VPCMPUQ        $0x01, Z10, Z20, K1
-	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y15, Z15
+	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y24, Z24
+	VPMOVZXDQ      Y25, Z25
 	VPSRLQ         $0x1c, Z21, Z21
-	VPSRLQ         $0x20, Z21, Z25
-	VPMULUDQ       Z15, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z15, Z21, Z21
+	VPSRLQ         $0x20, Z21, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z21, Z21
+	VPADDQ         Z26, Z21, Z21
 	VPADDQ         Z25, Z21, Z21
-	VPADDQ         Z24, Z21, Z21
 	VPCMPUQ        $0x01, Z10, Z21, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
@@ -37072,70 +37113,69 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z15
+	VPEXPANDD.Z    (AX), K3, Z24
 	MOVQ           R12, AX
-	VPMOVZXDQ      Y15, Z24
+	VPMOVZXDQ      Y24, Z25
 	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z24, Z20, Z20
-	VEXTRACTI64X4  $0x01, Z15, Y15
-	VPMOVZXDQ      Y15, Z15
-	VPSLLQ         $0x20, Z21, K2, Z21
-	VPORQ          Z15, Z21, Z21
-	VPBROADCASTD   (R11), Z15
-	VPMULTISHIFTQB Z18, Z8, Z24
-	VPMULTISHIFTQB Z19, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z12
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z7, Z6, Z25
-	VPTESTMB       Z25, Z25, K1
-	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2MaddAvx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           1(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z25, Z26
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z26, Z25
-	VPSLLD         $0x10, Z25, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPMOVZXDQ      Y25, Z26
-	VPMOVZXDQ      Y24, Z27
-	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPADDQ         Z27, Z18, Z18
-	VPCMPUQ        $0x01, Z10, Z18, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPORQ          Z25, Z20, Z20
 	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y25, Z25
 	VPMOVZXDQ      Y24, Z24
+	VPSLLQ         $0x20, Z21, K2, Z21
+	VPORQ          Z24, Z21, Z21
+	VPBROADCASTD   (R11), Z24
+	VPMULTISHIFTQB Z18, Z8, Z25
+	VPMULTISHIFTQB Z19, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
+	KMOVQ          K1, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R11, R8
+	VPDPBUSD       Z24, Z26, Z12
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z26, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z26, Z27
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z27, Z26
+	VPSLLD         $0x10, Z26, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPMOVZXDQ      Y26, Z27
+	VPMOVZXDQ      Y25, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z18, Z18
+	VPADDQ         Z29, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ        $0x01, Z10, Z18, K1
+	VEXTRACTI64X4  $0x01, Z26, Y26
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y26, Z26
+	VPMOVZXDQ      Y25, Z25
 	VPSRLQ         $0x1c, Z19, Z19
-	VPSRLQ         $0x20, Z19, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPADDQ         Z24, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z19, Z19
+	VPADDQ         Z27, Z19, Z19
+	VPADDQ         Z25, Z19, Z19
 	VPCMPUQ        $0x01, Z10, Z19, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -37143,69 +37183,68 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (DX)(R11*4), R11
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z24
+	VPEXPANDD.Z    (DX), K3, Z25
 	MOVQ           R11, DX
-	VPMOVZXDQ      Y24, Z25
+	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z25, Z18, Z18
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
+	VPORQ          Z26, Z18, Z18
+	VEXTRACTI64X4  $0x01, Z25, Y25
+	VPMOVZXDQ      Y25, Z25
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPORQ          Z24, Z19, Z19
-	VPMULTISHIFTQB Z22, Z8, Z24
-	VPMULTISHIFTQB Z23, Z8, Z25
-	VPERMT2B       Z25, Z9, Z24
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPDPBUSD       Z15, Z25, Z14
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z7, Z6, Z15
-	VPTESTMB       Z15, Z15, K1
+	VPORQ          Z25, Z19, Z19
+	VPMULTISHIFTQB Z22, Z8, Z25
+	VPMULTISHIFTQB Z23, Z8, Z26
+	VPERMT2B       Z26, Z9, Z25
+	VMOVDQA32      Z25, Z26
+	VPERMI2B       Z5, Z4, Z26
+	VMOVDQA32      Z25, Z27
+	VPERMI2B       Z7, Z6, Z27
+	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R11
-	CMPQ           SI, DI
-	JAE            AnsDotStripesX2MaddAvx512_toomany
-	MOVQ           R11, (R8)(SI*8)
-	LEAQ           (R10)(R10*1), R12
-	LEAQ           3(R12)(R12*1), R12
-	MOVQ           R12, (R9)(SI*8)
-	CMPQ           R11, $+1
-	SBBQ           $-1, SI
-	VMOVDQA32      Z24, Z15
-	VPERMI2B       Z1, Z0, Z15
-	VMOVDQA32      Z24, Z24
-	VPERMI2B       Z3, Z2, Z24
-	VPSLLW         $0x08, Z15, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
-	VPMADDUBSW     Z25, Z24, Z24
-	VPANDD         ansC00ff<>+0(SB), Z15, Z25
-	VPSRLW         $0x08, Z15, Z15
-	VPMULLW        Z15, Z25, Z15
-	VPSLLD         $0x10, Z15, Z25
-	VPORD          ansOne32<>+0(SB), Z25, Z25
-	VPMADDWD       Z25, Z24, Z24
-	VPSRLD         $0x10, Z15, Z25
-	VPMADDWD       Z25, Z15, Z15
-	VPMOVZXDQ      Y15, Z25
+	POPCNTQ        R11, R11
+	LEAQ           (SI)(R11*1), R11
+	CMPQ           R11, DI
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (SI), K1, Z26
+	VPADDB         Z15, Z26, K1, Z26
+	MOVQ           R11, SI
+	VPDPBUSD       Z24, Z26, Z14
+	VMOVDQA32      Z25, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
 	VPMOVZXDQ      Y24, Z26
+	VPMOVZXDQ      Y25, Z27
 	VPSRLQ         $0x1c, Z22, Z22
-	VPSRLQ         $0x20, Z22, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z22, Z22
+	VPSRLQ         $0x20, Z22, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z22, Z22
+	VPADDQ         Z28, Z22, Z22
 	VPADDQ         Z27, Z22, Z22
-	VPADDQ         Z26, Z22, Z22
 	VPCMPUQ        $0x01, Z10, Z22, K1
-	VEXTRACTI64X4  $0x01, Z15, Y15
 	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y15, Z15
+	VEXTRACTI64X4  $0x01, Z25, Y25
 	VPMOVZXDQ      Y24, Z24
+	VPMOVZXDQ      Y25, Z25
 	VPSRLQ         $0x1c, Z23, Z23
-	VPSRLQ         $0x20, Z23, Z25
-	VPMULUDQ       Z15, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z15, Z23, Z23
+	VPSRLQ         $0x20, Z23, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z23, Z23
+	VPADDQ         Z26, Z23, Z23
 	VPADDQ         Z25, Z23, Z23
-	VPADDQ         Z24, Z23, Z23
 	VPCMPUQ        $0x01, Z10, Z23, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
@@ -37213,15 +37252,15 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z15
+	VPEXPANDD.Z    (AX), K3, Z24
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y15, Z24
+	VPMOVZXDQ      Y24, Z25
 	VPSLLQ         $0x20, Z22, K1, Z22
-	VPORQ          Z24, Z22, Z22
-	VEXTRACTI64X4  $0x01, Z15, Y15
-	VPMOVZXDQ      Y15, Z15
+	VPORQ          Z25, Z22, Z22
+	VEXTRACTI64X4  $0x01, Z24, Y24
+	VPMOVZXDQ      Y24, Z24
 	VPSLLQ         $0x20, Z23, K2, Z23
-	VPORQ          Z15, Z23, Z23
+	VPORQ          Z24, Z23, Z23
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
@@ -37242,6 +37281,8 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	CMPQ           R8, R9
+	JNE            AnsDotStripesX2MaddAvx512_toomany
 	VMOVDQU32      Z11, (AX)
 	VMOVDQU32      Z12, 64(AX)
 	VPCMPUQ        $0x04, Z10, Z20, K1
@@ -37260,9 +37301,12 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	CMPQ           SI, DI
+	JNE            AnsDotStripesX2MaddAvx512_toomany
 	VMOVDQU32      Z13, 128(AX)
 	VMOVDQU32      Z14, 192(AX)
-	MOVQ           SI, ret+64(FP)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
 	RET
 

@@ -4,7 +4,6 @@ package cpu
 
 import (
 	"fmt"
-	"math/bits"
 	"os"
 
 	"github.com/klauspost/cpuid/v2"
@@ -14,7 +13,7 @@ import (
 )
 
 // ansRequires is what the AnsDot kernels need.
-var ansRequires = []string{"AVX", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VBMI", "AVX512VNNI", "BMI1", "BMI2", "POPCNT"}
+var ansRequires = []string{"AVX", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VBMI", "AVX512VBMI2", "AVX512VNNI", "POPCNT"}
 
 // ansKernelOK reports whether MulANS has a SIMD decoder: AVX-512 for the
 // avx512vnni kernel set, AVX2 for the avx2 and avxvnni sets.
@@ -38,24 +37,25 @@ func ansTables(md *ans.Model) *[512]byte {
 	return &t
 }
 
-type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int
+type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
 // dotUnitsSIMD is ans.Matrix.DotUnit for units u0 and u0+1 (n = 1 or 2)
-// with the AVX-512 kernel, which checks the stream bounds and the initial
-// and final states; escapes are added here and their count checked. The
-// offsets must have passed Matrix.Validate. out holds n*per results;
-// escBuf holds the kernel's escape records (masks, then tags), so its
-// length is twice the record capacity.
-func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []int32, out []int32, escBuf []uint64) error {
+// with the AVX-512 kernel, which checks the stream bounds, the escape
+// counts and the initial and final states, and adds the escapes itself.
+// The offsets must have passed Matrix.Validate. out holds n*per results.
+func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []int32, out []int32) error {
 	var words [2]*uint32
 	var nwords [2]int
 	var acc [2 * ans.Lanes]int32
-	var escs [2][]int8
+	var none int8 // the address passed for an empty escape list
+	esc, nesc := [2]*int8{&none, &none}, [2]int{}
 	for k := 0; k < n; k++ {
 		u := u0 + k
 		w0, w1 := m.Offsets[u], m.Offsets[u+1]
 		words[k], nwords[k] = &m.Words[w0], int(w1-w0)
-		escs[k] = m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]
+		if e := m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]; len(e) > 0 {
+			esc[k], nesc[k] = &e[0], len(e)
+		}
 	}
 	stripes := m.Layout == ans.WarpStripes
 	variant := 0
@@ -67,8 +67,7 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 	if stripes {
 		steps, fn = m.Cols/4, ansDotFuncs[variant][n-1][1]
 	}
-	escCap := len(escBuf) / 2
-	got := fn(&words, &nwords, steps, &tabs[0], &v[0], &acc[0], &escBuf[0], escCap)
+	got := fn(&words, &nwords, steps, &tabs[0], &v[0], &acc[0], &esc, &nesc)
 	per := 1
 	if stripes {
 		per = ans.Lanes
@@ -76,39 +75,15 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 	switch got {
 	case -1:
 		return fmt.Errorf("%w: units %d..%d: stream exhausted", ans.ErrCorrupt, u0, u0+n-1)
-	case -2, -3: // too many escape records, or a bad state: the generic decoder decodes (and names the error)
+	case -2, -3: // escape counts off, or a bad state: the generic decoder decodes (and names the error)
 		for k := 0; k < n; k++ {
 			if err := m.DotUnit(u0+k, v, out[k*per:]); err != nil {
 				return err
 			}
 		}
-		if got == -3 {
-			return fmt.Errorf("%w: units %d..%d: a coder state is out of range", ans.ErrCorrupt, u0, u0+n-1)
-		}
-		return nil
-	}
-	var used [2]int
-	for i, mask := range escBuf[:got] {
-		tag := escBuf[escCap+i]
-		j, k, h := int(tag>>2), int(tag>>1&1), int(tag&1)
-		for ; mask != 0; mask &= mask - 1 {
-			b := bits.TrailingZeros64(mask)
-			t, e := 16*h+b/4, b%4
-			if used[k] >= len(escs[k]) {
-				return fmt.Errorf("%w: unit %d: more escapes decoded than stored", ans.ErrCorrupt, u0+k)
-			}
-			c := 4*j + e
-			if !stripes {
-				c = 128*j + 4*t + e
-			}
-			acc[k*ans.Lanes+t] += int32(escs[k][used[k]]) * int32(v[c])
-			used[k]++
-		}
+		return fmt.Errorf("%w: units %d..%d: escapes or coder states do not match the stream", ans.ErrCorrupt, u0, u0+n-1)
 	}
 	for k := 0; k < n; k++ {
-		if used[k] != len(escs[k]) {
-			return fmt.Errorf("%w: unit %d: %d escapes decoded, %d stored", ans.ErrCorrupt, u0+k, used[k], len(escs[k]))
-		}
 		a := acc[k*ans.Lanes : (k+1)*ans.Lanes]
 		if stripes {
 			for t := range a {
@@ -146,17 +121,6 @@ var ansMadd = func() bool {
 	return cpuid.CPU.VendorID == cpuid.Intel
 }()
 
-// ansEscRecords is the escape-record capacity of one AVX-512 decoder call:
-// one record per step and half of each of its two units, so a call never
-// runs out (and falls back to the generic decoder) unless a test lowers it.
-var ansEscRecords = func(m *ans.Matrix) int {
-	steps := m.Cols / 128
-	if m.Layout == ans.WarpStripes {
-		steps = m.Cols / 4
-	}
-	return 2 * 2 * steps
-}
-
 // mulANSSIMD runs the AVX-512 (or AVX2) decoder over units in parallel.
 func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 	if !ans512OK(b) {
@@ -180,10 +144,9 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 	}
 	return b.parallelFor(m.Units(), max(2, 64/per), func(u0, u1 int) error {
 		out := make([]int32, 2*ans.Lanes)
-		escBuf := make([]uint64, 2*ansEscRecords(m))
 		for u := u0; u < u1; u += 2 {
 			n := min(2, u1-u)
-			if err := dotUnitsSIMD(m, tabs, u, n, v, vsum, out, escBuf); err != nil {
+			if err := dotUnitsSIMD(m, tabs, u, n, v, vsum, out); err != nil {
 				return err
 			}
 			copy(y[u*per:(u+n)*per], out[:n*per])

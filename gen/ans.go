@@ -10,7 +10,7 @@ import (
 
 // ansDot emits AnsDot{Rows,Stripes}X<units>Avx512: the fused rANS decode
 // and int8 dot product of units (1 or 2) layout/ans units of 32 coders,
-// with AVX-512 F, BW, DQ, VBMI, VNNI and BMI2. Two units interleave two
+// with AVX-512 F, BW, DQ, VBMI, VBMI2, VNNI and BMI2. Two units interleave two
 // independent state chains (the update is a serial chain per coder).
 //
 // With madd, F and the rank come from byte and word multiply-adds
@@ -29,7 +29,7 @@ func ansDot(stripes bool, units int, madd bool) {
 	if madd {
 		name = fmt.Sprintf("AnsDot%sX%dMaddAvx512", kind, units)
 	}
-	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *uint64, escCap int) int")
+	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int")
 	Pragma("noescape")
 	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
 	if stripes {
@@ -45,18 +45,16 @@ func ansDot(stripes bool, units int, madd bool) {
 		"tabs holds four 128-byte tables indexed by slot digit: the digit's symbol",
 		"frequency, the digit minus the symbol's cumulative frequency, the value",
 		"plus 128 (128 for the escape symbol, so an escape contributes 0), and",
-		"1 for the escape symbol else 0. Escapes are recorded without a branch, for",
-		"the caller to add: for each step j, half h (lanes 16h..16h+15) and unit U",
-		"with at least one escape, in that order, record n gets esc[n] = the mask",
-		"whose bit 4t'+e marks element e of lane 16h+t' and esc[escCap+n] =",
-		"j<<2 | U<<1 | h. The products use unsigned (value+128) times signed inputs",
-		"(VPDPBUSD), so the caller subtracts 128 * (sum of each lane's inputs).",
+		"1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]",
+		"int8 at esc[U], in decoding order (step, lane, element); each half step",
+		"expand-loads the next ones into the escaped positions, without a branch.",
+		"The products use unsigned (value+128) times signed inputs (VPDPBUSD), so",
+		"the caller subtracts 128 * (sum of each lane's inputs).",
 		"",
-		"Returns the number of records, -1 if a unit's words run out, -2 if more",
-		"than escCap records would be written, -3 if a coder's initial state is",
-		"outside [2^31, 2^63) or its final state is not 2^31. Never reads outside",
-		"words[U][0:nwords[U]] (nwords[U] >= 64), never writes outside",
-		"esc[0:2*escCap].",
+		"Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer",
+		"escapes than nesc[U], -3 if a coder's initial state is outside",
+		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
+		"words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].",
 	)
 	tab := param("tabs")
 	var tF, tO, tV, tE [2]VecVirtual
@@ -120,12 +118,21 @@ func ansDot(stripes bool, units int, madd bool) {
 			VPXORD(acc[u][h], acc[u][h], acc[u][h])
 		}
 	}
-	nesc := GP64()
-	XORQ(nesc, nesc)
-	escCap, escMask, escTag := GP64(), GP64(), GP64()
-	Load(Param("escCap"), escCap)
-	Load(Param("esc"), escMask)
-	LEAQ(Mem{Base: escMask, Index: escCap, Scale: 8}, escTag)
+	// Each unit's escape list: next byte and end.
+	ep, eend := make([]GPVirtual, units), make([]GPVirtual, units)
+	epp, nep := param("esc"), param("nesc")
+	for u := 0; u < units; u++ {
+		ep[u], eend[u] = GP64(), GP64()
+		MOVQ(Mem{Base: epp, Disp: 8 * u}, ep[u])
+		MOVQ(Mem{Base: nep, Disp: 8 * u}, eend[u])
+		ADDQ(ep[u], eend[u])
+	}
+	c80 := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(0x80), t)
+		VPBROADCASTB(t, c80)
+	}
 	step := GP64()
 	XORQ(step, step)
 	Label(name + "_step")
@@ -160,25 +167,24 @@ func ansDot(stripes bool, units int, madd bool) {
 				return r
 			}
 			vb := look(tV)
-			VPDPBUSD(vin, vb, acc[u][h])
 			eb := look(tE)
 			ke := K()
 			VPTESTMB(eb, eb, ke)
-			kx := GP64()
-			KMOVQ(ke, kx)
 			// Escapes are rare but irregular (at sigma 4, a quarter of the
-			// halves have one): a branch on them mispredicts often enough to
-			// cost a third of the decode time, so every half writes its record
-			// at esc[nesc], and nesc advances only past a nonzero mask.
-			CMPQ(nesc, escCap)
-			JAE(LabelRef(name + "_toomany"))
-			MOVQ(kx, Mem{Base: escMask, Index: nesc, Scale: 8})
-			tag := GP64()
-			LEAQ(Mem{Base: step, Index: step, Scale: 1}, tag)
-			LEAQ(Mem{Base: tag, Index: tag, Scale: 1, Disp: 2*u + h}, tag)
-			MOVQ(tag, Mem{Base: escTag, Index: nesc, Scale: 8})
-			CMPQ(kx, I8(1))
-			SBBQ(I8(-1), nesc) // nesc += 1 unless kx == 0
+			// halves have one): a branch on them mispredicts often enough
+			// to cost a third of the decode time. Instead the half's escaped
+			// values are expand-loaded over the escape symbol's 128 in vb and
+			// offset by 128 like the others.
+			kx, cnt, nx := GP64(), GP64(), GP64()
+			KMOVQ(ke, kx)
+			POPCNTQ(kx, cnt)
+			LEAQ(Mem{Base: ep[u], Index: cnt, Scale: 1}, nx)
+			CMPQ(nx, eend[u])
+			JA(LabelRef(name + "_toomany"))
+			VPEXPANDB(Mem{Base: ep[u]}, ke, vb)
+			VPADDB(c80, vb, ke, vb)
+			MOVQ(nx, ep[u])
+			VPDPBUSD(vin, vb, acc[u][h])
 			part := func(bytes VecVirtual, i int) VecVirtual {
 				r := ZMM()
 				switch i {
@@ -257,10 +263,10 @@ func ansDot(stripes bool, units int, madd bool) {
 			KUNPCKBW(kr[0], kr[1], k16)
 			m := GP32()
 			KMOVW(k16, m)
-			cnt := GP32()
-			POPCNTL(m, cnt)
+			wcnt := GP32()
+			POPCNTL(m, wcnt)
 			nxt := GP64()
-			LEAQ(Mem{Base: wp[u], Index: cnt.As64(), Scale: 4}, nxt)
+			LEAQ(Mem{Base: wp[u], Index: wcnt.As64(), Scale: 4}, nxt)
 			CMPQ(nxt, end[u])
 			JA(LabelRef(name + "_exhausted"))
 			w := ZMM()
@@ -293,11 +299,15 @@ func ansDot(stripes bool, units int, madd bool) {
 			TESTL(m, m)
 			JNZ(LabelRef(name + "_badstate"))
 		}
+		CMPQ(ep[u], eend[u]) // every escape used
+		JNE(LabelRef(name + "_toomany"))
 		for h := range acc[u] {
 			VMOVDQU32(acc[u][h], Mem{Base: ap, Disp: 128*u + 64*h})
 		}
 	}
-	ansEpilogue(name, nesc)
+	zero := GP64()
+	XORQ(zero, zero)
+	ansEpilogue(name, zero)
 }
 
 // ansEpilogue ends an ANS decoder: it returns nesc (the escape count),
