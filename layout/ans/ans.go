@@ -62,9 +62,11 @@
 package ans
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Layout selects how rows are split among coders.
@@ -203,12 +205,10 @@ func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
 		for lane := 0; lane < Lanes; lane++ {
 			m.Words = append(m.Words, uint32(finals[lane]), uint32(finals[lane]>>32))
 		}
-		// Decoder order: step ascending, lane ascending.
-		sortWords(ws, func(a, b int) bool {
-			if ws[a].step != ws[b].step {
-				return ws[a].step < ws[b].step
-			}
-			return ws[a].lane < ws[b].lane
+		// Decoder order: step ascending, lane ascending (a coder emits at
+		// most one word per step, so the keys are distinct).
+		slices.SortFunc(ws, func(a, b word) int {
+			return cmp.Compare(a.step*Lanes+a.lane, b.step*Lanes+b.lane)
 		})
 		for _, x := range ws {
 			m.Words = append(m.Words, x.w)
