@@ -306,7 +306,7 @@ func BenchmarkReadBandwidth(b *testing.B) {
 // BenchmarkMatVANS times the MatVANS chain (10 matrices 4096x4096,
 // sigma 4) with plain int8 matrices and entropy-coded in both ANS
 // layouts, each chain checked against the reference. Setup (drawing and
-// encoding 20 matrices) takes tens of seconds.
+// encoding 20 matrices) takes a few seconds.
 func BenchmarkMatVANS(b *testing.B) {
 	const d = 4096
 	wl, err := matvans.New(d, 10, 4, 1)
