@@ -34291,53 +34291,53 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z12
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
 	MOVQ         (AX), AX
 	MOVQ         (CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z13
 	VPCMPUQ      $0x01, Z11, Z13, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VPTESTMQ     Z12, Z13, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VMOVDQU64    64(AX), Z14
 	VPCMPUQ      $0x01, Z11, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VPTESTMQ     Z12, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VMOVDQU64    128(AX), Z15
 	VPCMPUQ      $0x01, Z11, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VPTESTMQ     Z12, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VMOVDQU64    192(AX), Z16
 	VPCMPUQ      $0x01, Z11, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	VPTESTMQ     Z12, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
 	MOVL         $0x00000080, SI
 	VPBROADCASTB SI, Z12
 	XORQ         SI, SI
@@ -34627,53 +34627,53 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z12
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
 	MOVQ         (AX), AX
 	MOVQ         (CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z13
 	VPCMPUQ      $0x01, Z11, Z13, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VPTESTMQ     Z12, Z13, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VMOVDQU64    64(AX), Z14
 	VPCMPUQ      $0x01, Z11, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VPTESTMQ     Z12, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VMOVDQU64    128(AX), Z15
 	VPCMPUQ      $0x01, Z11, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VPTESTMQ     Z12, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VMOVDQU64    192(AX), Z16
 	VPCMPUQ      $0x01, Z11, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	VPTESTMQ     Z12, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
 	MOVL         $0x00000080, SI
 	VPBROADCASTB SI, Z12
 	XORQ         SI, SI
@@ -34896,104 +34896,104 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z12
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
-	MOVQ         (AX), DX
-	MOVQ         (CX), BX
-	LEAQ         (DX)(BX*4), BX
-	VMOVDQU64    (DX), Z13
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (AX), SI
+	MOVQ         (CX), DI
+	LEAQ         (SI)(DI*4), DI
+	MOVQ         (DX), R8
+	MOVQ         (BX), R9
+	ADDQ         R8, R9
+	VMOVDQU64    (SI), Z13
 	VPCMPUQ      $0x01, Z11, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    64(DX), Z14
+	VMOVDQU64    64(SI), Z14
 	VPCMPUQ      $0x01, Z11, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    128(DX), Z15
+	VMOVDQU64    128(SI), Z15
 	VPCMPUQ      $0x01, Z11, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    192(DX), Z16
+	VMOVDQU64    192(SI), Z16
 	VPCMPUQ      $0x01, Z11, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         8(DX), DX
+	MOVQ         8(BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z19
 	VPCMPUQ      $0x01, Z11, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VMOVDQU64    64(AX), Z20
 	VPCMPUQ      $0x01, Z11, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VMOVDQU64    128(AX), Z21
 	VPCMPUQ      $0x01, Z11, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VMOVDQU64    192(AX), Z22
 	VPCMPUQ      $0x01, Z11, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	VPTESTMQ     Z12, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z23, Z23, Z23
 	VPXORD       Z24, Z24, Z24
-	MOVQ         esc+48(FP), SI
-	MOVQ         nesc+56(FP), DI
-	MOVQ         (SI), R8
-	MOVQ         (DI), R9
-	ADDQ         R8, R9
-	MOVQ         8(SI), SI
-	MOVQ         8(DI), DI
-	ADDQ         SI, DI
 	MOVL         $0x00000080, R10
 	VPBROADCASTB R10, Z12
 	XORQ         R10, R10
 
 AnsDotRowsX2Avx512_step:
-	PREFETCHT0     512(DX)
+	PREFETCHT0     512(SI)
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
@@ -35058,11 +35058,11 @@ AnsDotRowsX2Avx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z26
-	MOVQ           R12, DX
+	VPEXPANDD.Z    (SI), K3, Z26
+	MOVQ           R12, SI
 	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z13, K1, Z13
 	VPORQ          Z27, Z13, Z13
@@ -35080,12 +35080,12 @@ AnsDotRowsX2Avx512_step:
 	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (SI)(R12*1), R12
-	CMPQ           R12, DI
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (SI), K1, Z27
+	VPEXPANDB      (DX), K1, Z27
 	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R12, SI
+	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z23
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35201,11 +35201,11 @@ AnsDotRowsX2Avx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
 	POPCNTL        R11, R11
-	LEAQ           (DX)(R11*4), R11
-	CMPQ           R11, BX
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z26
-	MOVQ           R11, DX
+	VPEXPANDD.Z    (SI), K3, Z26
+	MOVQ           R11, SI
 	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z27, Z15, Z15
@@ -35223,12 +35223,12 @@ AnsDotRowsX2Avx512_step:
 	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
-	LEAQ           (SI)(R11*1), R11
-	CMPQ           R11, DI
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (SI), K1, Z27
+	VPEXPANDB      (DX), K1, Z27
 	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R11, SI
+	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z24
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35324,7 +35324,7 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	CMPQ           SI, DI
+	CMPQ           DX, BX
 	JNE            AnsDotRowsX2Avx512_toomany
 	VMOVDQU32      Z23, 128(AX)
 	VMOVDQU32      Z24, 192(AX)
@@ -35374,104 +35374,104 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z12
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
-	MOVQ         (AX), DX
-	MOVQ         (CX), BX
-	LEAQ         (DX)(BX*4), BX
-	VMOVDQU64    (DX), Z13
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (AX), SI
+	MOVQ         (CX), DI
+	LEAQ         (SI)(DI*4), DI
+	MOVQ         (DX), R8
+	MOVQ         (BX), R9
+	ADDQ         R8, R9
+	VMOVDQU64    (SI), Z13
 	VPCMPUQ      $0x01, Z11, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    64(DX), Z14
+	VMOVDQU64    64(SI), Z14
 	VPCMPUQ      $0x01, Z11, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    128(DX), Z15
+	VMOVDQU64    128(SI), Z15
 	VPCMPUQ      $0x01, Z11, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    192(DX), Z16
+	VMOVDQU64    192(SI), Z16
 	VPCMPUQ      $0x01, Z11, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         8(DX), DX
+	MOVQ         8(BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z19
 	VPCMPUQ      $0x01, Z11, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VMOVDQU64    64(AX), Z20
 	VPCMPUQ      $0x01, Z11, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VMOVDQU64    128(AX), Z21
 	VPCMPUQ      $0x01, Z11, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VMOVDQU64    192(AX), Z22
 	VPCMPUQ      $0x01, Z11, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	VPTESTMQ     Z12, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z23, Z23, Z23
 	VPXORD       Z24, Z24, Z24
-	MOVQ         esc+48(FP), SI
-	MOVQ         nesc+56(FP), DI
-	MOVQ         (SI), R8
-	MOVQ         (DI), R9
-	ADDQ         R8, R9
-	MOVQ         8(SI), SI
-	MOVQ         8(DI), DI
-	ADDQ         SI, DI
 	MOVL         $0x00000080, R10
 	VPBROADCASTB R10, Z12
 	XORQ         R10, R10
 
 AnsDotStripesX2Avx512_step:
-	PREFETCHT0     512(DX)
+	PREFETCHT0     512(SI)
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
@@ -35535,11 +35535,11 @@ AnsDotStripesX2Avx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z26
-	MOVQ           R12, DX
+	VPEXPANDD.Z    (SI), K3, Z26
+	MOVQ           R12, SI
 	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z13, K1, Z13
 	VPORQ          Z27, Z13, Z13
@@ -35557,12 +35557,12 @@ AnsDotStripesX2Avx512_step:
 	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (SI)(R12*1), R12
-	CMPQ           R12, DI
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (SI), K1, Z27
+	VPEXPANDB      (DX), K1, Z27
 	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R12, SI
+	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z23
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35678,11 +35678,11 @@ AnsDotStripesX2Avx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
 	POPCNTL        R11, R11
-	LEAQ           (DX)(R11*4), R11
-	CMPQ           R11, BX
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z26
-	MOVQ           R11, DX
+	VPEXPANDD.Z    (SI), K3, Z26
+	MOVQ           R11, SI
 	VPMOVZXDQ      Y26, Z27
 	VPSLLQ         $0x20, Z15, K1, Z15
 	VPORQ          Z27, Z15, Z15
@@ -35700,12 +35700,12 @@ AnsDotStripesX2Avx512_step:
 	VPTESTMB       Z28, Z28, K1
 	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
-	LEAQ           (SI)(R11*1), R11
-	CMPQ           R11, DI
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (SI), K1, Z27
+	VPEXPANDB      (DX), K1, Z27
 	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R11, SI
+	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z24
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35801,7 +35801,7 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	CMPQ           SI, DI
+	CMPQ           DX, BX
 	JNE            AnsDotStripesX2Avx512_toomany
 	VMOVDQU32      Z23, 128(AX)
 	VMOVDQU32      Z24, 192(AX)
@@ -35851,53 +35851,53 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z13
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
 	MOVQ         (AX), AX
 	MOVQ         (CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z14
 	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VMOVDQU64    64(AX), Z15
 	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VMOVDQU64    128(AX), Z16
 	VPCMPUQ      $0x01, Z10, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VMOVDQU64    192(AX), Z17
 	VPCMPUQ      $0x01, Z10, Z17, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z17, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
 	MOVL         $0x00000080, SI
 	VPBROADCASTB SI, Z13
 	XORQ         SI, SI
@@ -36147,53 +36147,53 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z13
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
 	MOVQ         (AX), AX
 	MOVQ         (CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         (DX), DX
+	MOVQ         (BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z14
 	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z14, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VMOVDQU64    64(AX), Z15
 	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z15, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VMOVDQU64    128(AX), Z16
 	VPCMPUQ      $0x01, Z10, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z16, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VMOVDQU64    192(AX), Z17
 	VPCMPUQ      $0x01, Z10, Z17, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ     Z13, Z17, K1
-	KMOVB        K1, DX
-	TESTL        DX, DX
+	KMOVB        K1, SI
+	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
 	MOVL         $0x00000080, SI
 	VPBROADCASTB SI, Z13
 	XORQ         SI, SI
@@ -36412,104 +36412,104 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z15
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
-	MOVQ         (AX), DX
-	MOVQ         (CX), BX
-	LEAQ         (DX)(BX*4), BX
-	VMOVDQU64    (DX), Z16
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (AX), SI
+	MOVQ         (CX), DI
+	LEAQ         (SI)(DI*4), DI
+	MOVQ         (DX), R8
+	MOVQ         (BX), R9
+	ADDQ         R8, R9
+	VMOVDQU64    (SI), Z16
 	VPCMPUQ      $0x01, Z10, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    64(DX), Z17
+	VMOVDQU64    64(SI), Z17
 	VPCMPUQ      $0x01, Z10, Z17, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z17, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    128(DX), Z18
+	VMOVDQU64    128(SI), Z18
 	VPCMPUQ      $0x01, Z10, Z18, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z18, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    192(DX), Z19
+	VMOVDQU64    192(SI), Z19
 	VPCMPUQ      $0x01, Z10, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         8(DX), DX
+	MOVQ         8(BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z20
 	VPCMPUQ      $0x01, Z10, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VMOVDQU64    64(AX), Z21
 	VPCMPUQ      $0x01, Z10, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VMOVDQU64    128(AX), Z22
 	VPCMPUQ      $0x01, Z10, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VMOVDQU64    192(AX), Z23
 	VPCMPUQ      $0x01, Z10, Z23, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z23, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
-	MOVQ         esc+48(FP), SI
-	MOVQ         nesc+56(FP), DI
-	MOVQ         (SI), R8
-	MOVQ         (DI), R9
-	ADDQ         R8, R9
-	MOVQ         8(SI), SI
-	MOVQ         8(DI), DI
-	ADDQ         SI, DI
 	MOVL         $0x00000080, R10
 	VPBROADCASTB R10, Z15
 	XORQ         R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
-	PREFETCHT0     512(DX)
+	PREFETCHT0     512(SI)
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
@@ -36572,11 +36572,11 @@ AnsDotRowsX2MaddAvx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R12, DX
+	VPEXPANDD.Z    (SI), K3, Z25
+	MOVQ           R12, SI
 	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z26, Z16, Z16
@@ -36594,12 +36594,12 @@ AnsDotRowsX2MaddAvx512_step:
 	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (SI)(R12*1), R12
-	CMPQ           R12, DI
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (SI), K1, Z26
+	VPEXPANDB      (DX), K1, Z26
 	VPADDB         Z15, Z26, K1, Z26
-	MOVQ           R12, SI
+	MOVQ           R12, DX
 	VPDPBUSD       Z24, Z26, Z13
 	VMOVDQA32      Z25, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -36711,11 +36711,11 @@ AnsDotRowsX2MaddAvx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
 	POPCNTL        R11, R11
-	LEAQ           (DX)(R11*4), R11
-	CMPQ           R11, BX
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R11, DX
+	VPEXPANDD.Z    (SI), K3, Z25
+	MOVQ           R11, SI
 	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z18, K1, Z18
 	VPORQ          Z26, Z18, Z18
@@ -36733,12 +36733,12 @@ AnsDotRowsX2MaddAvx512_step:
 	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
-	LEAQ           (SI)(R11*1), R11
-	CMPQ           R11, DI
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (SI), K1, Z26
+	VPEXPANDB      (DX), K1, Z26
 	VPADDB         Z15, Z26, K1, Z26
-	MOVQ           R11, SI
+	MOVQ           R11, DX
 	VPDPBUSD       Z24, Z26, Z14
 	VMOVDQA32      Z25, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -36832,7 +36832,7 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	CMPQ           SI, DI
+	CMPQ           DX, BX
 	JNE            AnsDotRowsX2MaddAvx512_toomany
 	VMOVDQU32      Z13, 128(AX)
 	VMOVDQU32      Z14, 192(AX)
@@ -36882,104 +36882,104 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	VPBROADCASTQ AX, Z15
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
-	MOVQ         (AX), DX
-	MOVQ         (CX), BX
-	LEAQ         (DX)(BX*4), BX
-	VMOVDQU64    (DX), Z16
+	MOVQ         esc+48(FP), DX
+	MOVQ         nesc+56(FP), BX
+	MOVQ         (AX), SI
+	MOVQ         (CX), DI
+	LEAQ         (SI)(DI*4), DI
+	MOVQ         (DX), R8
+	MOVQ         (BX), R9
+	ADDQ         R8, R9
+	VMOVDQU64    (SI), Z16
 	VPCMPUQ      $0x01, Z10, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    64(DX), Z17
+	VMOVDQU64    64(SI), Z17
 	VPCMPUQ      $0x01, Z10, Z17, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z17, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    128(DX), Z18
+	VMOVDQU64    128(SI), Z18
 	VPCMPUQ      $0x01, Z10, Z18, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z18, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    192(DX), Z19
+	VMOVDQU64    192(SI), Z19
 	VPCMPUQ      $0x01, Z10, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z19, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
+	MOVQ         8(DX), DX
+	MOVQ         8(BX), BX
+	ADDQ         DX, BX
 	VMOVDQU64    (AX), Z20
 	VPCMPUQ      $0x01, Z10, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z20, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VMOVDQU64    64(AX), Z21
 	VPCMPUQ      $0x01, Z10, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z21, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VMOVDQU64    128(AX), Z22
 	VPCMPUQ      $0x01, Z10, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z22, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VMOVDQU64    192(AX), Z23
 	VPCMPUQ      $0x01, Z10, Z23, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ     Z15, Z23, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
+	KMOVB        K1, R10
+	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
-	MOVQ         esc+48(FP), SI
-	MOVQ         nesc+56(FP), DI
-	MOVQ         (SI), R8
-	MOVQ         (DI), R9
-	ADDQ         R8, R9
-	MOVQ         8(SI), SI
-	MOVQ         8(DI), DI
-	ADDQ         SI, DI
 	MOVL         $0x00000080, R10
 	VPBROADCASTB R10, Z15
 	XORQ         R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
-	PREFETCHT0     512(DX)
+	PREFETCHT0     512(SI)
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
@@ -37041,11 +37041,11 @@ AnsDotStripesX2MaddAvx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (DX)(R12*4), R12
-	CMPQ           R12, BX
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R12, DX
+	VPEXPANDD.Z    (SI), K3, Z25
+	MOVQ           R12, SI
 	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z16, K1, Z16
 	VPORQ          Z26, Z16, Z16
@@ -37063,12 +37063,12 @@ AnsDotStripesX2MaddAvx512_step:
 	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (SI)(R12*1), R12
-	CMPQ           R12, DI
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (SI), K1, Z26
+	VPEXPANDB      (DX), K1, Z26
 	VPADDB         Z15, Z26, K1, Z26
-	MOVQ           R12, SI
+	MOVQ           R12, DX
 	VPDPBUSD       Z24, Z26, Z13
 	VMOVDQA32      Z25, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -37180,11 +37180,11 @@ AnsDotStripesX2MaddAvx512_step:
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R11
 	POPCNTL        R11, R11
-	LEAQ           (DX)(R11*4), R11
-	CMPQ           R11, BX
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DX), K3, Z25
-	MOVQ           R11, DX
+	VPEXPANDD.Z    (SI), K3, Z25
+	MOVQ           R11, SI
 	VPMOVZXDQ      Y25, Z26
 	VPSLLQ         $0x20, Z18, K1, Z18
 	VPORQ          Z26, Z18, Z18
@@ -37202,12 +37202,12 @@ AnsDotStripesX2MaddAvx512_step:
 	VPTESTMB       Z27, Z27, K1
 	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
-	LEAQ           (SI)(R11*1), R11
-	CMPQ           R11, DI
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (SI), K1, Z26
+	VPEXPANDB      (DX), K1, Z26
 	VPADDB         Z15, Z26, K1, Z26
-	MOVQ           R11, SI
+	MOVQ           R11, DX
 	VPDPBUSD       Z24, Z26, Z14
 	VMOVDQA32      Z25, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -37301,7 +37301,7 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	CMPQ           SI, DI
+	CMPQ           DX, BX
 	JNE            AnsDotStripesX2MaddAvx512_toomany
 	VMOVDQU32      Z13, 128(AX)
 	VMOVDQU32      Z14, 192(AX)

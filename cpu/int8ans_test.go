@@ -73,6 +73,44 @@ func testInt8AndANS(t *testing.T) {
 	}
 }
 
+// TestANSEscapeMismatch: an escape list whose unit boundaries are off by
+// one (the offsets stay valid; unit u hands its last escape to unit u+1)
+// is an error from every decoder (the SIMD ones count the escapes they use).
+func TestANSEscapeMismatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	w := matvans.Draw(rng, 64*512, 4)
+	v := matvans.Draw(rng, 512, 30)
+	y := make([]int32, 64)
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
+			m, err := ans.Encode(w, 64, 512, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := be.MulANS(m, v, y); err != nil {
+				t.Fatal(err)
+			}
+			u := 0
+			for u < m.Units()-1 && m.EscOffsets[u+1] == m.EscOffsets[u] {
+				u++
+			}
+			if u == m.Units()-1 {
+				t.Fatalf("%s: no unit with escapes", l)
+			}
+			c := *m
+			c.EscOffsets = append([]uint64(nil), m.EscOffsets...)
+			c.EscOffsets[u+1]--
+			if err := be.MulANS(&c, v, y); err == nil {
+				t.Errorf("%s (%s): escape boundary of unit %d moved, no error", l, be.ANSKernel(), u)
+			}
+		}
+	}
+}
+
 // TestANSCorruptSIMD: corrupted streams through MulANS (the AVX-512
 // decoder where available) are errors, never a panic or an out-of-bounds
 // read; most single-bit flips are detected by the state checks (the

@@ -96,11 +96,18 @@ func ansDot(stripes bool, units int, madd bool) {
 	wp := make([]GPVirtual, units)
 	end := make([]GPVirtual, units)
 	wpp, nwp := param("words"), param("nwords")
+	ep, eend := make([]GPVirtual, units), make([]GPVirtual, units)
+	epp, nep := param("esc"), param("nesc")
 	for u := 0; u < units; u++ {
 		wp[u], end[u] = GP64(), GP64()
 		MOVQ(Mem{Base: wpp, Disp: 8 * u}, wp[u])
 		MOVQ(Mem{Base: nwp, Disp: 8 * u}, end[u])
 		LEAQ(Mem{Base: wp[u], Index: end[u], Scale: 4}, end[u])
+		// The unit's escape list: next byte and end.
+		ep[u], eend[u] = GP64(), GP64()
+		MOVQ(Mem{Base: epp, Disp: 8 * u}, ep[u])
+		MOVQ(Mem{Base: nep, Disp: 8 * u}, eend[u])
+		ADDQ(ep[u], eend[u])
 		// Word pairs 2t, 2t+1 are coder t's little-endian 64-bit state.
 		for i := range x[u] {
 			x[u][i] = ZMM()
@@ -121,15 +128,6 @@ func ansDot(stripes bool, units int, madd bool) {
 			acc[u][h] = ZMM()
 			VPXORD(acc[u][h], acc[u][h], acc[u][h])
 		}
-	}
-	// Each unit's escape list: next byte and end.
-	ep, eend := make([]GPVirtual, units), make([]GPVirtual, units)
-	epp, nep := param("esc"), param("nesc")
-	for u := 0; u < units; u++ {
-		ep[u], eend[u] = GP64(), GP64()
-		MOVQ(Mem{Base: epp, Disp: 8 * u}, ep[u])
-		MOVQ(Mem{Base: nep, Disp: 8 * u}, eend[u])
-		ADDQ(ep[u], eend[u])
 	}
 	c80 := ZMM()
 	{
