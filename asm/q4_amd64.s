@@ -34283,12 +34283,10 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z11
+	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z12
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -34299,47 +34297,51 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), DX
 	MOVQ         (BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z13
-	VPCMPUQ      $0x01, Z11, Z13, K1
+	VMOVDQU64    (AX), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z12, Z13, K1
+	VPTESTMQ     Z11, Z12, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VMOVDQU64    64(AX), Z14
-	VPCMPUQ      $0x01, Z11, Z14, K1
+	VMOVDQU64    64(AX), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z12, Z14, K1
+	VPTESTMQ     Z11, Z13, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VMOVDQU64    128(AX), Z15
-	VPCMPUQ      $0x01, Z11, Z15, K1
+	VMOVDQU64    128(AX), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z12, Z15, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VMOVDQU64    192(AX), Z16
-	VPCMPUQ      $0x01, Z11, Z16, K1
+	VMOVDQU64    192(AX), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z12, Z16, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1Avx512_badstate
 	ADDQ         $0x00000100, AX
+	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
-	VPXORD       Z18, Z18, Z18
 	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z12
+	VPBROADCASTB SI, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z18
+	MOVL         $0x00005555, SI
+	KMOVW        SI, K1
 	XORQ         SI, SI
 
 AnsDotRowsX1Avx512_step:
@@ -34348,173 +34350,163 @@ AnsDotRowsX1Avx512_step:
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
 	VMOVDQU8       (DI), Z19
-	VPMULTISHIFTQB Z13, Z8, Z20
-	VPMULTISHIFTQB Z14, Z8, Z21
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
 	VMOVDQA32      Z20, Z22
 	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K1
-	KMOVQ          K1, R8
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z12, Z21, K1, Z21
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
 	MOVQ           R8, DX
+	VPDPBUSD       Z19, Z21, Z16
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z19, Z21
+	VPSRLD         $0x08, Z20, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z21, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z20, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z21, Z23, Z21
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPSRLD         $0x18, Z20, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z21, Z19, Z19
+	VPMULLD        Z21, Z24, Z20
+	VPADDD         Z22, Z20, Z20
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z21, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1Avx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           R8, AX
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VMOVDQU8       64(DI), Z19
+	VPMULTISHIFTQB Z14, Z8, Z20
+	VPMULTISHIFTQB Z15, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotRowsX1Avx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
+	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z17
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
 	VPERMI2B       Z3, Z2, Z20
-	VPANDD         Z10, Z19, Z21
+	VPANDD         ansCff<>+0(SB), Z19, Z21
 	VPSRLD         $0x08, Z20, Z22
-	VPANDD         Z10, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
 	VPMULLD        Z21, Z22, Z22
-	VPANDD         Z10, Z20, Z23
+	VPANDD         ansCff<>+0(SB), Z20, Z23
 	VPADDD         Z23, Z22, Z22
 	VPSRLD         $0x08, Z19, Z23
-	VPANDD         Z10, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
 	VPMULLD        Z21, Z23, Z21
 	VPSRLD         $0x10, Z19, Z23
-	VPANDD         Z10, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
 	VPSRLD         $0x18, Z20, Z24
 	VPMULLD        Z23, Z24, Z24
 	VPSRLD         $0x10, Z20, Z20
-	VPANDD         Z10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
 	VPADDD         Z20, Z24, Z24
 	VPSRLD         $0x18, Z19, Z19
 	VPMULLD        Z23, Z19, Z19
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPMOVZXDQ      Y20, Z22
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z21, Z13, Z13
-	VPADDQ         Z22, Z13, Z13
-	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VEXTRACTI64X4  $0x01, Z20, Y20
-	VPMOVZXDQ      Y19, Z19
-	VPMOVZXDQ      Y20, Z20
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z19, Z14, Z14
-	VPADDQ         Z20, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
-	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPMOVZXDQ      Y19, Z20
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z20, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y19, Z19
-	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z19, Z14, Z14
-	VMOVDQU8       64(DI), Z19
-	VPMULTISHIFTQB Z15, Z8, Z20
-	VPMULTISHIFTQB Z16, Z8, Z21
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z12, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z18
-	VMOVDQA32      Z20, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPANDD         Z10, Z19, Z21
-	VPSRLD         $0x08, Z20, Z22
-	VPANDD         Z10, Z22, Z22
-	VPMULLD        Z21, Z22, Z22
-	VPANDD         Z10, Z20, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         Z10, Z23, Z23
-	VPMULLD        Z21, Z23, Z21
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         Z10, Z23, Z23
-	VPSRLD         $0x18, Z20, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z20, Z20
-	VPANDD         Z10, Z20, Z20
-	VPADDD         Z20, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z21, Z19, Z19
-	VPMULLD        Z21, Z24, Z20
-	VPADDD         Z22, Z20, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPMOVZXDQ      Y20, Z22
+	VPMULLQ        Z21, Z14, Z14
+	VPADDQ         Z22, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
 	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z21, Z15, Z15
-	VPADDQ         Z22, Z15, Z15
-	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VEXTRACTI64X4  $0x01, Z20, Y20
-	VPMOVZXDQ      Y19, Z19
-	VPMOVZXDQ      Y20, Z20
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z19, Z16, Z16
-	VPADDQ         Z20, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
+	VPMULLQ        Z19, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
+	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPMOVZXDQ      Y19, Z20
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z20, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y19, Z19
-	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z19, Z16, Z16
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z11, Z13, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z14, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z15, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX1Avx512_toomany
-	VMOVDQU32      Z17, (AX)
-	VMOVDQU32      Z18, 64(AX)
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -34604,6 +34596,62 @@ DATA ansPackDigits<>+62(SB)/1, $0x7a
 DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
+DATA ansCff<>+0(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+8(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+16(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+24(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+32(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+40(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+48(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+56(SB)/8, $0x000000ff000000ff
+GLOBL ansCff<>(SB), RODATA|NOPTR, $64
+
+DATA ansLow<>+0(SB)/8, $0x0000000080000000
+DATA ansLow<>+8(SB)/8, $0x0000000080000000
+DATA ansLow<>+16(SB)/8, $0x0000000080000000
+DATA ansLow<>+24(SB)/8, $0x0000000080000000
+DATA ansLow<>+32(SB)/8, $0x0000000080000000
+DATA ansLow<>+40(SB)/8, $0x0000000080000000
+DATA ansLow<>+48(SB)/8, $0x0000000080000000
+DATA ansLow<>+56(SB)/8, $0x0000000080000000
+GLOBL ansLow<>(SB), RODATA|NOPTR, $64
+
+DATA ansSpread0<>+0(SB)/4, $0x00000000
+DATA ansSpread0<>+4(SB)/4, $0x00000000
+DATA ansSpread0<>+8(SB)/4, $0x00000001
+DATA ansSpread0<>+12(SB)/4, $0x00000001
+DATA ansSpread0<>+16(SB)/4, $0x00000002
+DATA ansSpread0<>+20(SB)/4, $0x00000002
+DATA ansSpread0<>+24(SB)/4, $0x00000003
+DATA ansSpread0<>+28(SB)/4, $0x00000003
+DATA ansSpread0<>+32(SB)/4, $0x00000004
+DATA ansSpread0<>+36(SB)/4, $0x00000004
+DATA ansSpread0<>+40(SB)/4, $0x00000005
+DATA ansSpread0<>+44(SB)/4, $0x00000005
+DATA ansSpread0<>+48(SB)/4, $0x00000006
+DATA ansSpread0<>+52(SB)/4, $0x00000006
+DATA ansSpread0<>+56(SB)/4, $0x00000007
+DATA ansSpread0<>+60(SB)/4, $0x00000007
+GLOBL ansSpread0<>(SB), RODATA|NOPTR, $64
+
+DATA ansSpread1<>+0(SB)/4, $0x00000008
+DATA ansSpread1<>+4(SB)/4, $0x00000008
+DATA ansSpread1<>+8(SB)/4, $0x00000009
+DATA ansSpread1<>+12(SB)/4, $0x00000009
+DATA ansSpread1<>+16(SB)/4, $0x0000000a
+DATA ansSpread1<>+20(SB)/4, $0x0000000a
+DATA ansSpread1<>+24(SB)/4, $0x0000000b
+DATA ansSpread1<>+28(SB)/4, $0x0000000b
+DATA ansSpread1<>+32(SB)/4, $0x0000000c
+DATA ansSpread1<>+36(SB)/4, $0x0000000c
+DATA ansSpread1<>+40(SB)/4, $0x0000000d
+DATA ansSpread1<>+44(SB)/4, $0x0000000d
+DATA ansSpread1<>+48(SB)/4, $0x0000000e
+DATA ansSpread1<>+52(SB)/4, $0x0000000e
+DATA ansSpread1<>+56(SB)/4, $0x0000000f
+DATA ansSpread1<>+60(SB)/4, $0x0000000f
+GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
+
 // func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
@@ -34619,12 +34667,10 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z11
+	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z12
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -34635,47 +34681,51 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), DX
 	MOVQ         (BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z13
-	VPCMPUQ      $0x01, Z11, Z13, K1
+	VMOVDQU64    (AX), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z12, Z13, K1
+	VPTESTMQ     Z11, Z12, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VMOVDQU64    64(AX), Z14
-	VPCMPUQ      $0x01, Z11, Z14, K1
+	VMOVDQU64    64(AX), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z12, Z14, K1
+	VPTESTMQ     Z11, Z13, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VMOVDQU64    128(AX), Z15
-	VPCMPUQ      $0x01, Z11, Z15, K1
+	VMOVDQU64    128(AX), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z12, Z15, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VMOVDQU64    192(AX), Z16
-	VPCMPUQ      $0x01, Z11, Z16, K1
+	VMOVDQU64    192(AX), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z12, Z16, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1Avx512_badstate
 	ADDQ         $0x00000100, AX
+	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
-	VPXORD       Z18, Z18, Z18
 	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z12
+	VPBROADCASTB SI, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z18
+	MOVL         $0x00005555, SI
+	KMOVW        SI, K1
 	XORQ         SI, SI
 
 AnsDotStripesX1Avx512_step:
@@ -34683,173 +34733,163 @@ AnsDotStripesX1Avx512_step:
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
 	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z13, Z8, Z20
-	VPMULTISHIFTQB Z14, Z8, Z21
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
 	VMOVDQA32      Z20, Z22
 	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K1
-	KMOVQ          K1, R8
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z12, Z21, K1, Z21
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
 	MOVQ           R8, DX
+	VPDPBUSD       Z19, Z21, Z16
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z19, Z21
+	VPSRLD         $0x08, Z20, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z21, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z20, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z21, Z23, Z21
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPSRLD         $0x18, Z20, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z21, Z19, Z19
+	VPMULLD        Z21, Z24, Z20
+	VPADDD         Z22, Z20, Z20
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z21, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1Avx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           R8, AX
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z14, Z8, Z20
+	VPMULTISHIFTQB Z15, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotStripesX1Avx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
+	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z17
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
 	VPERMI2B       Z3, Z2, Z20
-	VPANDD         Z10, Z19, Z21
+	VPANDD         ansCff<>+0(SB), Z19, Z21
 	VPSRLD         $0x08, Z20, Z22
-	VPANDD         Z10, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
 	VPMULLD        Z21, Z22, Z22
-	VPANDD         Z10, Z20, Z23
+	VPANDD         ansCff<>+0(SB), Z20, Z23
 	VPADDD         Z23, Z22, Z22
 	VPSRLD         $0x08, Z19, Z23
-	VPANDD         Z10, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
 	VPMULLD        Z21, Z23, Z21
 	VPSRLD         $0x10, Z19, Z23
-	VPANDD         Z10, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
 	VPSRLD         $0x18, Z20, Z24
 	VPMULLD        Z23, Z24, Z24
 	VPSRLD         $0x10, Z20, Z20
-	VPANDD         Z10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
 	VPADDD         Z20, Z24, Z24
 	VPSRLD         $0x18, Z19, Z19
 	VPMULLD        Z23, Z19, Z19
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPMOVZXDQ      Y20, Z22
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z21, Z13, Z13
-	VPADDQ         Z22, Z13, Z13
-	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VEXTRACTI64X4  $0x01, Z20, Y20
-	VPMOVZXDQ      Y19, Z19
-	VPMOVZXDQ      Y20, Z20
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z19, Z14, Z14
-	VPADDQ         Z20, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
-	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPMOVZXDQ      Y19, Z20
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z20, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y19, Z19
-	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z19, Z14, Z14
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z15, Z8, Z20
-	VPMULTISHIFTQB Z16, Z8, Z21
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z12, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z18
-	VMOVDQA32      Z20, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPANDD         Z10, Z19, Z21
-	VPSRLD         $0x08, Z20, Z22
-	VPANDD         Z10, Z22, Z22
-	VPMULLD        Z21, Z22, Z22
-	VPANDD         Z10, Z20, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         Z10, Z23, Z23
-	VPMULLD        Z21, Z23, Z21
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         Z10, Z23, Z23
-	VPSRLD         $0x18, Z20, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z20, Z20
-	VPANDD         Z10, Z20, Z20
-	VPADDD         Z20, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z21, Z19, Z19
-	VPMULLD        Z21, Z24, Z20
-	VPADDD         Z22, Z20, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPMOVZXDQ      Y20, Z22
+	VPMULLQ        Z21, Z14, Z14
+	VPADDQ         Z22, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
 	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z21, Z15, Z15
-	VPADDQ         Z22, Z15, Z15
-	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VEXTRACTI64X4  $0x01, Z20, Y20
-	VPMOVZXDQ      Y19, Z19
-	VPMOVZXDQ      Y20, Z20
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z19, Z16, Z16
-	VPADDQ         Z20, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
+	VPMULLQ        Z19, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
+	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPMOVZXDQ      Y19, Z20
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z20, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y19, Z19
-	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z19, Z16, Z16
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z11, Z13, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z14, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z15, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX1Avx512_toomany
-	VMOVDQU32      Z17, (AX)
-	VMOVDQU32      Z18, 64(AX)
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -34888,12 +34928,10 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z11
+	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z12
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -34904,92 +34942,96 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), R8
 	MOVQ         (BX), R9
 	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z13
-	VPCMPUQ      $0x01, Z11, Z13, K1
+	VMOVDQU64    (SI), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z13, K1
+	VPTESTMQ     Z11, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    64(SI), Z14
-	VPCMPUQ      $0x01, Z11, Z14, K1
+	VMOVDQU64    64(SI), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z14, K1
+	VPTESTMQ     Z11, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    128(SI), Z15
-	VPCMPUQ      $0x01, Z11, Z15, K1
+	VMOVDQU64    128(SI), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z15, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    192(SI), Z16
-	VPCMPUQ      $0x01, Z11, Z16, K1
+	VMOVDQU64    192(SI), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z16, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	ADDQ         $0x00000100, SI
+	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
-	VPXORD       Z18, Z18, Z18
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
 	MOVQ         8(DX), DX
 	MOVQ         8(BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z19
-	VPCMPUQ      $0x01, Z11, Z19, K1
+	VMOVDQU64    (AX), Z18
+	VPCMPUQ      $0x01, Z10, Z18, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z19, K1
+	VPTESTMQ     Z11, Z18, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    64(AX), Z20
-	VPCMPUQ      $0x01, Z11, Z20, K1
+	VMOVDQU64    64(AX), Z19
+	VPCMPUQ      $0x01, Z10, Z19, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z20, K1
+	VPTESTMQ     Z11, Z19, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    128(AX), Z21
-	VPCMPUQ      $0x01, Z11, Z21, K1
+	VMOVDQU64    128(AX), Z20
+	VPCMPUQ      $0x01, Z10, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z21, K1
+	VPTESTMQ     Z11, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    192(AX), Z22
-	VPCMPUQ      $0x01, Z11, Z22, K1
+	VMOVDQU64    192(AX), Z21
+	VPCMPUQ      $0x01, Z10, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z12, Z22, K1
+	VPTESTMQ     Z11, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2Avx512_badstate
 	ADDQ         $0x00000100, AX
+	VPXORD       Z22, Z22, Z22
 	VPXORD       Z23, Z23, Z23
-	VPXORD       Z24, Z24, Z24
 	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z12
+	VPBROADCASTB R10, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z24
+	MOVL         $0x00005555, R10
+	KMOVW        R10, K1
 	XORQ         R10, R10
 
 AnsDotRowsX2Avx512_step:
@@ -34999,335 +35041,315 @@ AnsDotRowsX2Avx512_step:
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
 	VMOVDQU8       (R11), Z25
-	VPMULTISHIFTQB Z13, Z8, Z26
-	VPMULTISHIFTQB Z14, Z8, Z27
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
 	VMOVDQA32      Z26, Z28
 	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R12
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R12, R8
+	VPDPBUSD       Z25, Z27, Z16
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         ansCff<>+0(SB), Z27, Z28
+	VPSRLD         $0x08, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z26, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z27, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z27, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPSRLD         $0x18, Z26, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPADDD         Z26, Z31, Z31
+	VPSRLD         $0x18, Z27, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPERMD.Z       Z27, Z11, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z28, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z26, Z13, Z13
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
+	JA             AnsDotRowsX2Avx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R12, SI
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R12, DX
+	VPDPBUSD       Z25, Z27, Z22
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         ansCff<>+0(SB), Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z27, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2Avx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VMOVDQU8       64(R11), Z25
+	VPMULTISHIFTQB Z14, Z8, Z26
+	VPMULTISHIFTQB Z15, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z17
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
 	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z27, Z28
+	VPANDD         ansCff<>+0(SB), Z27, Z28
 	VPSRLD         $0x08, Z26, Z29
-	VPANDD         Z10, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPANDD         Z10, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z26, Z30
 	VPADDD         Z30, Z29, Z29
 	VPSRLD         $0x08, Z27, Z30
-	VPANDD         Z10, Z30, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPMULLD        Z28, Z30, Z28
 	VPSRLD         $0x10, Z27, Z30
-	VPANDD         Z10, Z30, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPSRLD         $0x18, Z26, Z31
 	VPMULLD        Z30, Z31, Z31
 	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
 	VPADDD         Z26, Z31, Z31
 	VPSRLD         $0x18, Z27, Z26
 	VPMULLD        Z30, Z26, Z26
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPMOVZXDQ      Y26, Z28
-	VPMOVZXDQ      Y27, Z29
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z28, Z13, Z13
-	VPADDQ         Z29, Z13, Z13
-	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z27, Y27
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y27, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPERMD.Z       Z27, Z11, K1, Z29
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z26, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	VPMULLQ        Z28, Z14, Z14
+	VPADDQ         Z29, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z26, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPMOVZXDQ      Y26, Z27
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z27, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y26, Z26
-	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z26, Z14, Z14
-	VPMULTISHIFTQB Z19, Z8, Z26
-	VPMULTISHIFTQB Z20, Z8, Z27
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R11, SI
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
+	VPMULTISHIFTQB Z20, Z8, Z26
+	VPMULTISHIFTQB Z21, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
 	VMOVDQA32      Z26, Z28
 	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R12, DX
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z23
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
 	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z25, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
-	VPANDD         Z10, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
 	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z26, Z29
 	VPADDD         Z29, Z28, Z28
 	VPSRLD         $0x08, Z25, Z29
-	VPANDD         Z10, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z27, Z29, Z27
 	VPSRLD         $0x10, Z25, Z29
-	VPANDD         Z10, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPSRLD         $0x18, Z26, Z30
 	VPMULLD        Z29, Z30, Z30
 	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
 	VPADDD         Z26, Z30, Z30
 	VPSRLD         $0x18, Z25, Z25
 	VPMULLD        Z29, Z25, Z25
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPMOVZXDQ      Y26, Z28
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z27, Z19, Z19
-	VPADDQ         Z28, Z19, Z19
-	VPCMPUQ        $0x01, Z11, Z19, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
-	VPMOVZXDQ      Y26, Z26
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
 	VPSRLQ         $0x1c, Z20, Z20
-	VPMULLQ        Z25, Z20, Z20
-	VPADDQ         Z26, Z20, Z20
-	VPCMPUQ        $0x01, Z11, Z20, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z26, Z19, Z19
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z20, K2, Z20
-	VPORQ          Z25, Z20, Z20
-	VMOVDQU8       64(R11), Z25
-	VPMULTISHIFTQB Z15, Z8, Z26
-	VPMULTISHIFTQB Z16, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
-	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z18
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z27, Z28
-	VPSRLD         $0x08, Z26, Z29
-	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         Z10, Z26, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z27, Z30
-	VPANDD         Z10, Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z27, Z30
-	VPANDD         Z10, Z30, Z30
-	VPSRLD         $0x18, Z26, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
-	VPADDD         Z26, Z31, Z31
-	VPSRLD         $0x18, Z27, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
-	VPMOVZXDQ      Y26, Z28
-	VPMOVZXDQ      Y27, Z29
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z28, Z15, Z15
-	VPADDQ         Z29, Z15, Z15
-	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z27, Y27
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y27, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z26, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPMOVZXDQ      Y26, Z27
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z27, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y26, Z26
-	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z26, Z16, Z16
-	VPMULTISHIFTQB Z21, Z8, Z26
-	VPMULTISHIFTQB Z22, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z24
-	VMOVDQA32      Z26, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
-	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z26, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         Z10, Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
-	VPADDD         Z26, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPMOVZXDQ      Y26, Z28
+	VPMULLQ        Z27, Z20, Z20
+	VPADDQ         Z28, Z20, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
 	VPSRLQ         $0x1c, Z21, Z21
-	VPMULLQ        Z27, Z21, Z21
-	VPADDQ         Z28, Z21, Z21
-	VPCMPUQ        $0x01, Z11, Z21, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
-	VPMOVZXDQ      Y26, Z26
-	VPSRLQ         $0x1c, Z22, Z22
-	VPMULLQ        Z25, Z22, Z22
-	VPADDQ         Z26, Z22, Z22
-	VPCMPUQ        $0x01, Z11, Z22, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
+	VPMULLQ        Z25, Z21, Z21
+	VPADDQ         Z26, Z21, Z21
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
+	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z21, K1, Z21
-	VPORQ          Z26, Z21, Z21
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z22, K2, Z22
-	VPORQ          Z25, Z22, Z22
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z11, Z13, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z14, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z15, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z17, (AX)
-	VMOVDQU32      Z18, 64(AX)
-	VPCMPUQ        $0x04, Z11, Z19, K1
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z20, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z21, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z22, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z23, 128(AX)
-	VMOVDQU32      Z24, 192(AX)
+	VMOVDQU32      Z22, 128(AX)
+	VMOVDQU32      Z23, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -35366,12 +35388,10 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z11
+	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z12
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -35382,92 +35402,96 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), R8
 	MOVQ         (BX), R9
 	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z13
-	VPCMPUQ      $0x01, Z11, Z13, K1
+	VMOVDQU64    (SI), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z13, K1
+	VPTESTMQ     Z11, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    64(SI), Z14
-	VPCMPUQ      $0x01, Z11, Z14, K1
+	VMOVDQU64    64(SI), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z14, K1
+	VPTESTMQ     Z11, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    128(SI), Z15
-	VPCMPUQ      $0x01, Z11, Z15, K1
+	VMOVDQU64    128(SI), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z15, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    192(SI), Z16
-	VPCMPUQ      $0x01, Z11, Z16, K1
+	VMOVDQU64    192(SI), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z16, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	ADDQ         $0x00000100, SI
+	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
-	VPXORD       Z18, Z18, Z18
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
 	MOVQ         8(DX), DX
 	MOVQ         8(BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z19
-	VPCMPUQ      $0x01, Z11, Z19, K1
+	VMOVDQU64    (AX), Z18
+	VPCMPUQ      $0x01, Z10, Z18, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z19, K1
+	VPTESTMQ     Z11, Z18, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    64(AX), Z20
-	VPCMPUQ      $0x01, Z11, Z20, K1
+	VMOVDQU64    64(AX), Z19
+	VPCMPUQ      $0x01, Z10, Z19, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z20, K1
+	VPTESTMQ     Z11, Z19, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    128(AX), Z21
-	VPCMPUQ      $0x01, Z11, Z21, K1
+	VMOVDQU64    128(AX), Z20
+	VPCMPUQ      $0x01, Z10, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z21, K1
+	VPTESTMQ     Z11, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    192(AX), Z22
-	VPCMPUQ      $0x01, Z11, Z22, K1
+	VMOVDQU64    192(AX), Z21
+	VPCMPUQ      $0x01, Z10, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z12, Z22, K1
+	VPTESTMQ     Z11, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2Avx512_badstate
 	ADDQ         $0x00000100, AX
+	VPXORD       Z22, Z22, Z22
 	VPXORD       Z23, Z23, Z23
-	VPXORD       Z24, Z24, Z24
 	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z12
+	VPBROADCASTB R10, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z24
+	MOVL         $0x00005555, R10
+	KMOVW        R10, K1
 	XORQ         R10, R10
 
 AnsDotStripesX2Avx512_step:
@@ -35476,335 +35500,315 @@ AnsDotStripesX2Avx512_step:
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
 	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z13, Z8, Z26
-	VPMULTISHIFTQB Z14, Z8, Z27
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
 	VMOVDQA32      Z26, Z28
 	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R12
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R12, R8
+	VPDPBUSD       Z25, Z27, Z16
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         ansCff<>+0(SB), Z27, Z28
+	VPSRLD         $0x08, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z26, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z27, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z27, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPSRLD         $0x18, Z26, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPADDD         Z26, Z31, Z31
+	VPSRLD         $0x18, Z27, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPERMD.Z       Z27, Z11, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z28, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z26, Z13, Z13
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
+	JA             AnsDotStripesX2Avx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R12, SI
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R12, DX
+	VPDPBUSD       Z25, Z27, Z22
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         ansCff<>+0(SB), Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z27, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2Avx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z14, Z8, Z26
+	VPMULTISHIFTQB Z15, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z17
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
 	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z27, Z28
+	VPANDD         ansCff<>+0(SB), Z27, Z28
 	VPSRLD         $0x08, Z26, Z29
-	VPANDD         Z10, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPANDD         Z10, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z26, Z30
 	VPADDD         Z30, Z29, Z29
 	VPSRLD         $0x08, Z27, Z30
-	VPANDD         Z10, Z30, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPMULLD        Z28, Z30, Z28
 	VPSRLD         $0x10, Z27, Z30
-	VPANDD         Z10, Z30, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPSRLD         $0x18, Z26, Z31
 	VPMULLD        Z30, Z31, Z31
 	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
 	VPADDD         Z26, Z31, Z31
 	VPSRLD         $0x18, Z27, Z26
 	VPMULLD        Z30, Z26, Z26
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPMOVZXDQ      Y26, Z28
-	VPMOVZXDQ      Y27, Z29
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z28, Z13, Z13
-	VPADDQ         Z29, Z13, Z13
-	VPCMPUQ        $0x01, Z11, Z13, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z27, Y27
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y27, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPERMD.Z       Z27, Z11, K1, Z29
 	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z26, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ        $0x01, Z11, Z14, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	VPMULLQ        Z28, Z14, Z14
+	VPADDQ         Z29, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z26, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPMOVZXDQ      Y26, Z27
-	VPSLLQ         $0x20, Z13, K1, Z13
-	VPORQ          Z27, Z13, Z13
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y26, Z26
-	VPSLLQ         $0x20, Z14, K2, Z14
-	VPORQ          Z26, Z14, Z14
-	VPMULTISHIFTQB Z19, Z8, Z26
-	VPMULTISHIFTQB Z20, Z8, Z27
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R11, SI
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
+	VPMULTISHIFTQB Z20, Z8, Z26
+	VPMULTISHIFTQB Z21, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
 	VMOVDQA32      Z26, Z28
 	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R12, DX
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z23
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
 	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z25, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
-	VPANDD         Z10, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
 	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z26, Z29
 	VPADDD         Z29, Z28, Z28
 	VPSRLD         $0x08, Z25, Z29
-	VPANDD         Z10, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z27, Z29, Z27
 	VPSRLD         $0x10, Z25, Z29
-	VPANDD         Z10, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPSRLD         $0x18, Z26, Z30
 	VPMULLD        Z29, Z30, Z30
 	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
 	VPADDD         Z26, Z30, Z30
 	VPSRLD         $0x18, Z25, Z25
 	VPMULLD        Z29, Z25, Z25
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPMOVZXDQ      Y26, Z28
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z27, Z19, Z19
-	VPADDQ         Z28, Z19, Z19
-	VPCMPUQ        $0x01, Z11, Z19, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
-	VPMOVZXDQ      Y26, Z26
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
 	VPSRLQ         $0x1c, Z20, Z20
-	VPMULLQ        Z25, Z20, Z20
-	VPADDQ         Z26, Z20, Z20
-	VPCMPUQ        $0x01, Z11, Z20, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z19, K1, Z19
-	VPORQ          Z26, Z19, Z19
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z20, K2, Z20
-	VPORQ          Z25, Z20, Z20
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z15, Z8, Z26
-	VPMULTISHIFTQB Z16, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
-	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z18
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z27, Z28
-	VPSRLD         $0x08, Z26, Z29
-	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         Z10, Z26, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z27, Z30
-	VPANDD         Z10, Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z27, Z30
-	VPANDD         Z10, Z30, Z30
-	VPSRLD         $0x18, Z26, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
-	VPADDD         Z26, Z31, Z31
-	VPSRLD         $0x18, Z27, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
-	VPMOVZXDQ      Y26, Z28
-	VPMOVZXDQ      Y27, Z29
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z28, Z15, Z15
-	VPADDQ         Z29, Z15, Z15
-	VPCMPUQ        $0x01, Z11, Z15, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z27, Y27
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y27, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z26, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ        $0x01, Z11, Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPMOVZXDQ      Y26, Z27
-	VPSLLQ         $0x20, Z15, K1, Z15
-	VPORQ          Z27, Z15, Z15
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y26, Z26
-	VPSLLQ         $0x20, Z16, K2, Z16
-	VPORQ          Z26, Z16, Z16
-	VPMULTISHIFTQB Z21, Z8, Z26
-	VPMULTISHIFTQB Z22, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z12, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z24
-	VMOVDQA32      Z26, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         Z10, Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
-	VPANDD         Z10, Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         Z10, Z26, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         Z10, Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         Z10, Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         Z10, Z26, Z26
-	VPADDD         Z26, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPMOVZXDQ      Y26, Z28
+	VPMULLQ        Z27, Z20, Z20
+	VPADDQ         Z28, Z20, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
 	VPSRLQ         $0x1c, Z21, Z21
-	VPMULLQ        Z27, Z21, Z21
-	VPADDQ         Z28, Z21, Z21
-	VPCMPUQ        $0x01, Z11, Z21, K1
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VPMOVZXDQ      Y25, Z25
-	VPMOVZXDQ      Y26, Z26
-	VPSRLQ         $0x1c, Z22, Z22
-	VPMULLQ        Z25, Z22, Z22
-	VPADDQ         Z26, Z22, Z22
-	VPCMPUQ        $0x01, Z11, Z22, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
+	VPMULLQ        Z25, Z21, Z21
+	VPADDQ         Z26, Z21, Z21
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
+	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z21, K1, Z21
-	VPORQ          Z26, Z21, Z21
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z22, K2, Z22
-	VPORQ          Z25, Z22, Z22
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z11, Z13, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z14, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z15, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z17, (AX)
-	VMOVDQU32      Z18, 64(AX)
-	VPCMPUQ        $0x04, Z11, Z19, K1
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z20, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z21, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ        $0x04, Z11, Z22, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z23, 128(AX)
-	VMOVDQU32      Z24, 192(AX)
+	VMOVDQU32      Z22, 128(AX)
+	VMOVDQU32      Z23, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -35843,12 +35847,10 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z13
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -35859,47 +35861,51 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), DX
 	MOVQ         (BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z14
+	VMOVDQU64    (AX), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ     Z11, Z12, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ     Z11, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z14
 	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z14, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z15
+	VMOVDQU64    192(AX), Z15
 	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z16
-	VPCMPUQ      $0x01, Z10, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z17
-	VPCMPUQ      $0x01, Z10, Z17, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z17, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotRowsX1MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
 	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z13
+	VPBROADCASTB SI, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z18
+	MOVL         $0x00005555, SI
+	KMOVW        SI, K1
 	XORQ         SI, SI
 
 AnsDotRowsX1MaddAvx512_step:
@@ -35907,170 +35913,160 @@ AnsDotRowsX1MaddAvx512_step:
 	MOVQ           v+32(FP), DI
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
-	VMOVDQU8       (DI), Z18
-	VPMULTISHIFTQB Z14, Z8, Z19
-	VPMULTISHIFTQB Z15, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z7, Z6, Z21
-	VPTESTMB       Z21, Z21, K1
-	KMOVQ          K1, R8
+	VMOVDQU8       (DI), Z19
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z20
-	VPADDB         Z13, Z20, K1, Z20
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
 	MOVQ           R8, DX
-	VPDPBUSD       Z18, Z20, Z11
-	VMOVDQA32      Z19, Z18
-	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPMOVZXDQ      Y18, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z14, Z14
-	VPADDQ         Z22, Z14, Z14
-	VPADDQ         Z21, Z14, Z14
-	VPCMPUQ        $0x01, Z10, Z14, K1
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y18, Z18
-	VPMOVZXDQ      Y19, Z19
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z15, Z15
-	VPADDQ         Z20, Z15, Z15
-	VPADDQ         Z19, Z15, Z15
-	VPCMPUQ        $0x01, Z10, Z15, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
+	VPDPBUSD       Z19, Z21, Z16
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z18
+	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           R8, AX
-	VPMOVZXDQ      Y18, Z19
-	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z19, Z14, Z14
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y18, Z18
-	VPSLLQ         $0x20, Z15, K2, Z15
-	VPORQ          Z18, Z15, Z15
-	VMOVDQU8       64(DI), Z18
-	VPMULTISHIFTQB Z16, Z8, Z19
-	VPMULTISHIFTQB Z17, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z7, Z6, Z21
-	VPTESTMB       Z21, Z21, K1
-	KMOVQ          K1, DI
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VMOVDQU8       64(DI), Z19
+	VPMULTISHIFTQB Z14, Z8, Z20
+	VPMULTISHIFTQB Z15, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z20
-	VPADDB         Z13, Z20, K1, Z20
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
 	MOVQ           DI, DX
-	VPDPBUSD       Z18, Z20, Z12
-	VMOVDQA32      Z19, Z18
-	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPMOVZXDQ      Y18, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z16, Z16
-	VPADDQ         Z22, Z16, Z16
-	VPADDQ         Z21, Z16, Z16
-	VPCMPUQ        $0x01, Z10, Z16, K1
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y18, Z18
-	VPMOVZXDQ      Y19, Z19
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z17, Z17
-	VPADDQ         Z20, Z17, Z17
-	VPADDQ         Z19, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
+	VPDPBUSD       Z19, Z21, Z17
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z14, Z14
+	VPADDQ         Z23, Z14, Z14
+	VPADDQ         Z22, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z15, Z15
+	VPADDQ         Z21, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z18
+	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPMOVZXDQ      Y18, Z19
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z19, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y18, Z18
-	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z18, Z17, Z17
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z10, Z14, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z15, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX1MaddAvx512_toomany
-	VMOVDQU32      Z11, (AX)
-	VMOVDQU32      Z12, 64(AX)
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -36139,12 +36135,10 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z13
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -36155,217 +36149,211 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), DX
 	MOVQ         (BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z14
+	VMOVDQU64    (AX), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ     Z11, Z12, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ     Z11, Z13, K1
+	KMOVB        K1, SI
+	TESTL        SI, SI
+	JNZ          AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z14
 	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z14, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z15
+	VMOVDQU64    192(AX), Z15
 	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z16
-	VPCMPUQ      $0x01, Z10, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z16, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z17
-	VPCMPUQ      $0x01, Z10, Z17, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z13, Z17, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, SI
 	TESTL        SI, SI
 	JNZ          AnsDotStripesX1MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
 	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z13
+	VPBROADCASTB SI, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z18
+	MOVL         $0x00005555, SI
+	KMOVW        SI, K1
 	XORQ         SI, SI
 
 AnsDotStripesX1MaddAvx512_step:
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
-	VPBROADCASTD   (DI), Z18
-	VPMULTISHIFTQB Z14, Z8, Z19
-	VPMULTISHIFTQB Z15, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z7, Z6, Z21
-	VPTESTMB       Z21, Z21, K1
-	KMOVQ          K1, R8
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z20
-	VPADDB         Z13, Z20, K1, Z20
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
 	MOVQ           R8, DX
-	VPDPBUSD       Z18, Z20, Z11
-	VMOVDQA32      Z19, Z18
-	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPMOVZXDQ      Y18, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z14, Z14
-	VPADDQ         Z22, Z14, Z14
-	VPADDQ         Z21, Z14, Z14
-	VPCMPUQ        $0x01, Z10, Z14, K1
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y18, Z18
-	VPMOVZXDQ      Y19, Z19
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z15, Z15
-	VPADDQ         Z20, Z15, Z15
-	VPADDQ         Z19, Z15, Z15
-	VPCMPUQ        $0x01, Z10, Z15, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
+	VPDPBUSD       Z19, Z21, Z16
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z18
+	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           R8, AX
-	VPMOVZXDQ      Y18, Z19
-	VPSLLQ         $0x20, Z14, K1, Z14
-	VPORQ          Z19, Z14, Z14
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y18, Z18
-	VPSLLQ         $0x20, Z15, K2, Z15
-	VPORQ          Z18, Z15, Z15
-	VPBROADCASTD   (DI), Z18
-	VPMULTISHIFTQB Z16, Z8, Z19
-	VPMULTISHIFTQB Z17, Z8, Z20
-	VPERMT2B       Z20, Z9, Z19
-	VMOVDQA32      Z19, Z20
-	VPERMI2B       Z5, Z4, Z20
-	VMOVDQA32      Z19, Z21
-	VPERMI2B       Z7, Z6, Z21
-	VPTESTMB       Z21, Z21, K1
-	KMOVQ          K1, DI
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z14, Z8, Z20
+	VPMULTISHIFTQB Z15, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z20
-	VPADDB         Z13, Z20, K1, Z20
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z10, Z21, K2, Z21
 	MOVQ           DI, DX
-	VPDPBUSD       Z18, Z20, Z12
-	VMOVDQA32      Z19, Z18
-	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z19, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPMOVZXDQ      Y18, Z20
-	VPMOVZXDQ      Y19, Z21
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z16, Z16
-	VPADDQ         Z22, Z16, Z16
-	VPADDQ         Z21, Z16, Z16
-	VPCMPUQ        $0x01, Z10, Z16, K1
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VEXTRACTI64X4  $0x01, Z19, Y19
-	VPMOVZXDQ      Y18, Z18
-	VPMOVZXDQ      Y19, Z19
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z17, Z17
-	VPADDQ         Z20, Z17, Z17
-	VPADDQ         Z19, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
+	VPDPBUSD       Z19, Z21, Z17
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z11, K1, Z21
+	VPERMD.Z       Z20, Z11, K1, Z22
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z14, Z14
+	VPADDQ         Z23, Z14, Z14
+	VPADDQ         Z22, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z15, Z15
+	VPADDQ         Z21, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z18
+	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPMOVZXDQ      Y18, Z19
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z19, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z18, Y18
-	VPMOVZXDQ      Y18, Z18
-	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z18, Z17, Z17
+	VPERMD         Z19, Z11, Z20
+	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z10, Z14, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z15, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX1MaddAvx512_toomany
-	VMOVDQU32      Z11, (AX)
-	VMOVDQU32      Z12, 64(AX)
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -36404,12 +36392,10 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z15
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -36420,92 +36406,96 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), R8
 	MOVQ         (BX), R9
 	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z16
-	VPCMPUQ      $0x01, Z10, Z16, K1
+	VMOVDQU64    (SI), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z16, K1
+	VPTESTMQ     Z11, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    64(SI), Z17
-	VPCMPUQ      $0x01, Z10, Z17, K1
+	VMOVDQU64    64(SI), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z17, K1
+	VPTESTMQ     Z11, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    128(SI), Z18
-	VPCMPUQ      $0x01, Z10, Z18, K1
+	VMOVDQU64    128(SI), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z18, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    192(SI), Z19
-	VPCMPUQ      $0x01, Z10, Z19, K1
+	VMOVDQU64    192(SI), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z19, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	ADDQ         $0x00000100, SI
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
 	MOVQ         8(DX), DX
 	MOVQ         8(BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z20
+	VMOVDQU64    (AX), Z18
+	VPCMPUQ      $0x01, Z10, Z18, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z11, Z18, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z19
+	VPCMPUQ      $0x01, Z10, Z19, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ     Z11, Z19, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z20
 	VPCMPUQ      $0x01, Z10, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z20, K1
+	VPTESTMQ     Z11, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z21
+	VMOVDQU64    192(AX), Z21
 	VPCMPUQ      $0x01, Z10, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z22
-	VPCMPUQ      $0x01, Z10, Z22, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z22, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z23
-	VPCMPUQ      $0x01, Z10, Z23, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z23, K1
+	VPTESTMQ     Z11, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotRowsX2MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z14, Z14, Z14
+	VPXORD       Z22, Z22, Z22
+	VPXORD       Z23, Z23, Z23
 	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z15
+	VPBROADCASTB R10, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z24
+	MOVL         $0x00005555, R10
+	KMOVW        R10, K1
 	XORQ         R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
@@ -36514,180 +36504,105 @@ AnsDotRowsX2MaddAvx512_step:
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
-	VMOVDQU8       (R11), Z24
-	VPMULTISHIFTQB Z16, Z8, Z25
-	VPMULTISHIFTQB Z17, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R12
+	VMOVDQU8       (R11), Z25
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R12, R8
-	VPDPBUSD       Z24, Z26, Z11
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z26, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z26, Z27
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z27, Z26
-	VPSLLD         $0x10, Z26, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPMOVZXDQ      Y26, Z27
-	VPMOVZXDQ      Y25, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z16, Z16
-	VPADDQ         Z29, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ        $0x01, Z10, Z16, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y25, Z25
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z27
-	VPMULUDQ       Z26, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
-	VPADDQ         Z25, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
+	VPDPBUSD       Z25, Z27, Z16
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z11, K1, Z28
+	VPERMD.Z       Z26, Z11, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z12, Z12
+	VPADDQ         Z30, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z28
+	VPMULUDQ       Z27, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z27, Z13, Z13
+	VPADDQ         Z28, Z13, Z13
+	VPADDQ         Z26, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z25
+	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R12, SI
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z26, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z25, Z17, Z17
-	VPMULTISHIFTQB Z20, Z8, Z25
-	VPMULTISHIFTQB Z21, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R12
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R12, DX
-	VPDPBUSD       Z24, Z26, Z13
-	VMOVDQA32      Z25, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPMOVZXDQ      Y24, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPSRLQ         $0x1c, Z20, Z20
-	VPSRLQ         $0x20, Z20, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z20, Z20
-	VPADDQ         Z28, Z20, Z20
-	VPADDQ         Z27, Z20, Z20
-	VPCMPUQ        $0x01, Z10, Z20, K1
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y24, Z24
-	VPMOVZXDQ      Y25, Z25
-	VPSRLQ         $0x1c, Z21, Z21
-	VPSRLQ         $0x20, Z21, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z21, Z21
-	VPADDQ         Z26, Z21, Z21
-	VPADDQ         Z25, Z21, Z21
-	VPCMPUQ        $0x01, Z10, Z21, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z24
-	MOVQ           R12, AX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z25, Z20, Z20
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z21, K2, Z21
-	VPORQ          Z24, Z21, Z21
-	VMOVDQU8       64(R11), Z24
-	VPMULTISHIFTQB Z18, Z8, Z25
-	VPMULTISHIFTQB Z19, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
-	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
-	MOVQ           R11, R8
-	VPDPBUSD       Z24, Z26, Z12
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z26, Z27
+	VPDPBUSD       Z25, Z27, Z22
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z26, Z27
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z27, Z26
-	VPSLLD         $0x10, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPSRLD         $0x10, Z26, Z27
 	VPMADDWD       Z27, Z26, Z26
-	VPMOVZXDQ      Y26, Z27
-	VPMOVZXDQ      Y25, Z28
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPSRLQ         $0x20, Z18, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -36695,147 +36610,202 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z27, Z18, Z18
 	VPADDQ         Z29, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ        $0x01, Z10, Z18, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y25, Z25
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPSRLQ         $0x20, Z19, Z27
-	VPMULUDQ       Z26, Z27, Z27
+	VPMULUDQ       Z25, Z27, Z27
 	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z19, Z19
+	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
-	VPADDQ         Z25, Z19, Z19
-	VPCMPUQ        $0x01, Z10, Z19, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VMOVDQU8       64(R11), Z25
+	VPMULTISHIFTQB Z14, Z8, Z26
+	VPMULTISHIFTQB Z15, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z17
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z11, K1, Z28
+	VPERMD.Z       Z26, Z11, K1, Z29
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z14, Z14
+	VPADDQ         Z30, Z14, Z14
+	VPADDQ         Z29, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z28
+	VPMULUDQ       Z27, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPADDQ         Z26, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z25
+	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R11, SI
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z26, Z18, Z18
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z19, K2, Z19
-	VPORQ          Z25, Z19, Z19
-	VPMULTISHIFTQB Z22, Z8, Z25
-	VPMULTISHIFTQB Z23, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R11
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
+	VPMULTISHIFTQB Z20, Z8, Z26
+	VPMULTISHIFTQB Z21, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R11, DX
-	VPDPBUSD       Z24, Z26, Z14
-	VMOVDQA32      Z25, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPMOVZXDQ      Y24, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPSRLQ         $0x1c, Z22, Z22
-	VPSRLQ         $0x20, Z22, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z22, Z22
-	VPADDQ         Z28, Z22, Z22
-	VPADDQ         Z27, Z22, Z22
-	VPCMPUQ        $0x01, Z10, Z22, K1
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y24, Z24
-	VPMOVZXDQ      Y25, Z25
-	VPSRLQ         $0x1c, Z23, Z23
-	VPSRLQ         $0x20, Z23, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z23, Z23
-	VPADDQ         Z26, Z23, Z23
-	VPADDQ         Z25, Z23, Z23
-	VPCMPUQ        $0x01, Z10, Z23, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
+	VPDPBUSD       Z25, Z27, Z23
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPSRLQ         $0x1c, Z20, Z20
+	VPSRLQ         $0x20, Z20, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z20, Z20
+	VPADDQ         Z29, Z20, Z20
+	VPADDQ         Z28, Z20, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z21, Z21
+	VPSRLQ         $0x20, Z21, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z21, Z21
+	VPADDQ         Z27, Z21, Z21
+	VPADDQ         Z26, Z21, Z21
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z24
+	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z22, K1, Z22
-	VPORQ          Z25, Z22, Z22
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z23, K2, Z23
-	VPORQ          Z24, Z23, Z23
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z10, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z18, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z19, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z11, (AX)
-	VMOVDQU32      Z12, 64(AX)
-	VPCMPUQ        $0x04, Z10, Z20, K1
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z21, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z22, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z23, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z13, 128(AX)
-	VMOVDQU32      Z14, 192(AX)
+	VMOVDQU32      Z22, 128(AX)
+	VMOVDQU32      Z23, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -36874,12 +36844,10 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         $0x00000000150e0700, AX
 	VPBROADCASTQ AX, Z8
 	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVL         $0x000000ff, AX
-	VPBROADCASTD AX, Z10
 	MOVQ         $0x0000000080000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z15
+	VPBROADCASTQ AX, Z11
 	MOVQ         words+0(FP), AX
 	MOVQ         nwords+8(FP), CX
 	MOVQ         esc+48(FP), DX
@@ -36890,92 +36858,96 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	MOVQ         (DX), R8
 	MOVQ         (BX), R9
 	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z16
-	VPCMPUQ      $0x01, Z10, Z16, K1
+	VMOVDQU64    (SI), Z12
+	VPCMPUQ      $0x01, Z10, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z16, K1
+	VPTESTMQ     Z11, Z12, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    64(SI), Z17
-	VPCMPUQ      $0x01, Z10, Z17, K1
+	VMOVDQU64    64(SI), Z13
+	VPCMPUQ      $0x01, Z10, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z17, K1
+	VPTESTMQ     Z11, Z13, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    128(SI), Z18
-	VPCMPUQ      $0x01, Z10, Z18, K1
+	VMOVDQU64    128(SI), Z14
+	VPCMPUQ      $0x01, Z10, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z18, K1
+	VPTESTMQ     Z11, Z14, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    192(SI), Z19
-	VPCMPUQ      $0x01, Z10, Z19, K1
+	VMOVDQU64    192(SI), Z15
+	VPCMPUQ      $0x01, Z10, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z19, K1
+	VPTESTMQ     Z11, Z15, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	ADDQ         $0x00000100, SI
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
 	MOVQ         8(AX), AX
 	MOVQ         8(CX), CX
 	LEAQ         (AX)(CX*4), CX
 	MOVQ         8(DX), DX
 	MOVQ         8(BX), BX
 	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z20
+	VMOVDQU64    (AX), Z18
+	VPCMPUQ      $0x01, Z10, Z18, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z11, Z18, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    64(AX), Z19
+	VPCMPUQ      $0x01, Z10, Z19, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ     Z11, Z19, K1
+	KMOVB        K1, R10
+	TESTL        R10, R10
+	JNZ          AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64    128(AX), Z20
 	VPCMPUQ      $0x01, Z10, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z20, K1
+	VPTESTMQ     Z11, Z20, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z21
+	VMOVDQU64    192(AX), Z21
 	VPCMPUQ      $0x01, Z10, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z22
-	VPCMPUQ      $0x01, Z10, Z22, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z22, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z23
-	VPCMPUQ      $0x01, Z10, Z23, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z15, Z23, K1
+	VPTESTMQ     Z11, Z21, K1
 	KMOVB        K1, R10
 	TESTL        R10, R10
 	JNZ          AnsDotStripesX2MaddAvx512_badstate
 	ADDQ         $0x00000100, AX
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z14, Z14, Z14
+	VPXORD       Z22, Z22, Z22
+	VPXORD       Z23, Z23, Z23
 	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z15
+	VPBROADCASTB R10, Z10
+	VMOVDQU32    ansSpread0<>+0(SB), Z11
+	VMOVDQU32    ansSpread1<>+0(SB), Z24
+	MOVL         $0x00005555, R10
+	KMOVW        R10, K1
 	XORQ         R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
@@ -36983,180 +36955,105 @@ AnsDotStripesX2MaddAvx512_step:
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
-	VPBROADCASTD   (R11), Z24
-	VPMULTISHIFTQB Z16, Z8, Z25
-	VPMULTISHIFTQB Z17, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R12
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R12, R8
-	VPDPBUSD       Z24, Z26, Z11
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z26, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z26, Z27
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z27, Z26
-	VPSLLD         $0x10, Z26, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPMOVZXDQ      Y26, Z27
-	VPMOVZXDQ      Y25, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z16, Z16
-	VPADDQ         Z29, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ        $0x01, Z10, Z16, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y25, Z25
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z27
-	VPMULUDQ       Z26, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
-	VPADDQ         Z25, Z17, Z17
-	VPCMPUQ        $0x01, Z10, Z17, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
+	VPDPBUSD       Z25, Z27, Z16
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z11, K1, Z28
+	VPERMD.Z       Z26, Z11, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z12, Z12
+	VPADDQ         Z30, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z28
+	VPMULUDQ       Z27, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z27, Z13, Z13
+	VPADDQ         Z28, Z13, Z13
+	VPADDQ         Z26, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z25
+	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R12, SI
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z16, K1, Z16
-	VPORQ          Z26, Z16, Z16
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z17, K2, Z17
-	VPORQ          Z25, Z17, Z17
-	VPMULTISHIFTQB Z20, Z8, Z25
-	VPMULTISHIFTQB Z21, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R12
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R12, DX
-	VPDPBUSD       Z24, Z26, Z13
-	VMOVDQA32      Z25, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPMOVZXDQ      Y24, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPSRLQ         $0x1c, Z20, Z20
-	VPSRLQ         $0x20, Z20, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z20, Z20
-	VPADDQ         Z28, Z20, Z20
-	VPADDQ         Z27, Z20, Z20
-	VPCMPUQ        $0x01, Z10, Z20, K1
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y24, Z24
-	VPMOVZXDQ      Y25, Z25
-	VPSRLQ         $0x1c, Z21, Z21
-	VPSRLQ         $0x20, Z21, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z21, Z21
-	VPADDQ         Z26, Z21, Z21
-	VPADDQ         Z25, Z21, Z21
-	VPCMPUQ        $0x01, Z10, Z21, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z24
-	MOVQ           R12, AX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z20, K1, Z20
-	VPORQ          Z25, Z20, Z20
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z21, K2, Z21
-	VPORQ          Z24, Z21, Z21
-	VPBROADCASTD   (R11), Z24
-	VPMULTISHIFTQB Z18, Z8, Z25
-	VPMULTISHIFTQB Z19, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
-	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
-	MOVQ           R11, R8
-	VPDPBUSD       Z24, Z26, Z12
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z26, Z27
+	VPDPBUSD       Z25, Z27, Z22
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z26, Z27
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z27, Z26
-	VPSLLD         $0x10, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPSRLD         $0x10, Z26, Z27
 	VPMADDWD       Z27, Z26, Z26
-	VPMOVZXDQ      Y26, Z27
-	VPMOVZXDQ      Y25, Z28
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPSRLQ         $0x20, Z18, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -37164,147 +37061,202 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z27, Z18, Z18
 	VPADDQ         Z29, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ        $0x01, Z10, Z18, K1
-	VEXTRACTI64X4  $0x01, Z26, Y26
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y26, Z26
-	VPMOVZXDQ      Y25, Z25
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPSRLQ         $0x20, Z19, Z27
-	VPMULUDQ       Z26, Z27, Z27
+	VPMULUDQ       Z25, Z27, Z27
 	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z19, Z19
+	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
-	VPADDQ         Z25, Z19, Z19
-	VPCMPUQ        $0x01, Z10, Z19, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z14, Z8, Z26
+	VPMULTISHIFTQB Z15, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z17
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z11, K1, Z28
+	VPERMD.Z       Z26, Z11, K1, Z29
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z14, Z14
+	VPADDQ         Z30, Z14, Z14
+	VPADDQ         Z29, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z28
+	VPMULUDQ       Z27, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPADDQ         Z26, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z25
+	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R11, SI
-	VPMOVZXDQ      Y25, Z26
-	VPSLLQ         $0x20, Z18, K1, Z18
-	VPORQ          Z26, Z18, Z18
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y25, Z25
-	VPSLLQ         $0x20, Z19, K2, Z19
-	VPORQ          Z25, Z19, Z19
-	VPMULTISHIFTQB Z22, Z8, Z25
-	VPMULTISHIFTQB Z23, Z8, Z26
-	VPERMT2B       Z26, Z9, Z25
-	VMOVDQA32      Z25, Z26
-	VPERMI2B       Z5, Z4, Z26
-	VMOVDQA32      Z25, Z27
-	VPERMI2B       Z7, Z6, Z27
-	VPTESTMB       Z27, Z27, K1
-	KMOVQ          K1, R11
+	VPERMD         Z26, Z11, Z27
+	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
+	VPMULTISHIFTQB Z20, Z8, Z26
+	VPMULTISHIFTQB Z21, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z26
-	VPADDB         Z15, Z26, K1, Z26
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z10, Z27, K2, Z27
 	MOVQ           R11, DX
-	VPDPBUSD       Z24, Z26, Z14
-	VMOVDQA32      Z25, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z25, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPMOVZXDQ      Y24, Z26
-	VPMOVZXDQ      Y25, Z27
-	VPSRLQ         $0x1c, Z22, Z22
-	VPSRLQ         $0x20, Z22, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z22, Z22
-	VPADDQ         Z28, Z22, Z22
-	VPADDQ         Z27, Z22, Z22
-	VPCMPUQ        $0x01, Z10, Z22, K1
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VEXTRACTI64X4  $0x01, Z25, Y25
-	VPMOVZXDQ      Y24, Z24
-	VPMOVZXDQ      Y25, Z25
-	VPSRLQ         $0x1c, Z23, Z23
-	VPSRLQ         $0x20, Z23, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z23, Z23
-	VPADDQ         Z26, Z23, Z23
-	VPADDQ         Z25, Z23, Z23
-	VPCMPUQ        $0x01, Z10, Z23, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
+	VPDPBUSD       Z25, Z27, Z23
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z11, K1, Z27
+	VPERMD.Z       Z26, Z11, K1, Z28
+	VPSRLQ         $0x1c, Z20, Z20
+	VPSRLQ         $0x20, Z20, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z20, Z20
+	VPADDQ         Z29, Z20, Z20
+	VPADDQ         Z28, Z20, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z21, Z21
+	VPSRLQ         $0x20, Z21, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z21, Z21
+	VPADDQ         Z27, Z21, Z21
+	VPADDQ         Z26, Z21, Z21
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z24
+	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPMOVZXDQ      Y24, Z25
-	VPSLLQ         $0x20, Z22, K1, Z22
-	VPORQ          Z25, Z22, Z22
-	VEXTRACTI64X4  $0x01, Z24, Y24
-	VPMOVZXDQ      Y24, Z24
-	VPSLLQ         $0x20, Z23, K2, Z23
-	VPORQ          Z24, Z23, Z23
+	VPERMD         Z25, Z11, Z26
+	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
-	VPCMPUQ        $0x04, Z10, Z16, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z18, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z19, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z11, (AX)
-	VMOVDQU32      Z12, 64(AX)
-	VPCMPUQ        $0x04, Z10, Z20, K1
+	VMOVDQU32      Z16, (AX)
+	VMOVDQU32      Z17, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z21, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z22, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ        $0x04, Z10, Z23, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z13, 128(AX)
-	VMOVDQU32      Z14, 192(AX)
+	VMOVDQU32      Z22, 128(AX)
+	VMOVDQU32      Z23, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER

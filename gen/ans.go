@@ -76,12 +76,9 @@ func ansDot(stripes bool, units int, madd bool) {
 	}
 	pack := ZMM()
 	VMOVDQU8(ansPackDigits(), pack)
-	cff := ZMM()
-	{
-		t := GP32()
-		MOVL(U32(0xff), t)
-		VPBROADCASTD(t, cff)
-	}
+	// Memory operands, not registers: the loop of two units needs all 32.
+	cff := ansConst("ansCff", 0x000000ff000000ff) // byte 0 of each dword
+	lowMem := ansConst("ansLow", 1<<31)
 	low := ZMM()  // 2^31
 	sign := ZMM() // 2^63
 	{
@@ -134,6 +131,19 @@ func ansDot(stripes bool, units int, madd bool) {
 		t := GP32()
 		MOVL(U32(0x80), t)
 		VPBROADCASTB(t, c80)
+	}
+	// Dword i of a 16-lane vector to both dwords of qword i (spread[0])
+	// or of qword i-8 (spread[1]); with k5555 the high dword is zeroed.
+	var spread [2]VecVirtual
+	for q := range spread {
+		spread[q] = ZMM()
+		VMOVDQU32(ansSpread(q), spread[q])
+	}
+	k5555 := K()
+	{
+		t := GP32()
+		MOVL(U32(0x5555), t)
+		KMOVW(t, k5555)
 	}
 	step := GP64()
 	XORQ(step, step)
@@ -232,16 +242,8 @@ func ansDot(stripes bool, units int, madd bool) {
 			var kr [2]OpmaskVirtual
 			for q, xs := range []VecVirtual{xa, xb} {
 				Fq, rq := ZMM(), ZMM()
-				if q == 0 {
-					VPMOVZXDQ(F.AsY(), Fq)
-					VPMOVZXDQ(rank.AsY(), rq)
-				} else {
-					fy, ry := YMM(), YMM()
-					VEXTRACTI64X4(U8(1), F, fy)
-					VEXTRACTI64X4(U8(1), rank, ry)
-					VPMOVZXDQ(fy, Fq)
-					VPMOVZXDQ(ry, rq)
-				}
+				VPERMD_Z(F, spread[q], k5555, Fq)
+				VPERMD_Z(rank, spread[q], k5555, rq)
 				t := ZMM()
 				VPSRLQ(U8(28), xs, t)
 				if madd { // F * t with t < 2^35: F*(t mod 2^32) + (F*(t >> 32)) << 32
@@ -256,7 +258,7 @@ func ansDot(stripes bool, units int, madd bool) {
 				}
 				VPADDQ(rq, t, xs)
 				kr[q] = K()
-				VPCMPUQ(U8(1), low, xs, kr[q]) // lanes below 2^31
+				VPCMPUQ_BCST(U8(1), lowMem, xs, kr[q]) // lanes below 2^31
 			}
 			// One refill for the half's 16 coders: bit i of the mask is coder
 			// 16h+i, so one expand-load hands them consecutive words in
@@ -276,15 +278,8 @@ func ansDot(stripes bool, units int, madd bool) {
 			MOVQ(nxt, wp[u])
 			for q, xs := range []VecVirtual{xa, xb} {
 				wq := ZMM()
-				if q == 0 {
-					VPMOVZXDQ(w.AsY(), wq)
-				} else {
-					wy := YMM()
-					VEXTRACTI64X4(U8(1), w, wy)
-					VPMOVZXDQ(wy, wq)
-				}
-				VPSLLQ(U8(32), xs, kr[q], xs)
-				VPORQ(wq, xs, xs)
+				VPERMD(w, spread[q], wq)           // the coder's word in the high dword
+				VPSHLDQ(U8(32), wq, xs, kr[q], xs) // x<<32 | word, refilled lanes only
 			}
 		}
 	}
@@ -295,7 +290,7 @@ func ansDot(stripes bool, units int, madd bool) {
 	for u := 0; u < units; u++ {
 		for i := range x[u] { // every coder back at 2^31
 			kb := K()
-			VPCMPUQ(U8(4), low, x[u][i], kb) // not equal
+			VPCMPUQ_BCST(U8(4), lowMem, x[u][i], kb) // not equal
 			m := GP32()
 			KMOVB(kb, m)
 			TESTL(m, m)
@@ -365,6 +360,12 @@ func ansMadd(fb, ob VecVirtual) (F, rank VecVirtual) {
 	F = ZMM()
 	VPMADDWD(f23, fw, F)
 	return F, rank
+}
+
+// ansSpread returns the VPERMD index taking dword 8q+i to both dwords of
+// qword i.
+func ansSpread(q int) Mem {
+	return rodata(fmt.Sprintf("ansSpread%d", q), 16, 4, func(i int) uint64 { return uint64(8*q + i/2) })
 }
 
 // ansConst returns a 64-byte read-only vector of the qword q repeated.
