@@ -22,7 +22,7 @@ func TestInt8AndANS(t *testing.T) {
 
 func testInt8AndANS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
-	for _, sh := range [][2]int{{1, 1}, {5, 63}, {37, 200}, {64, 256}, {70, 1280}} {
+	for _, sh := range [][2]int{{1, 1}, {5, 63}, {37, 200}, {64, 256}, {70, 1280}, {96, 2048}, {128, 512}} {
 		rows, cols := sh[0], sh[1]
 		w := matvans.Draw(rng, rows*cols, 20)
 		if rows%2 == 1 { // every int8 value: escapes (and, for stripes, more than the kernel's buffer)
