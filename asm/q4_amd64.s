@@ -34271,78 +34271,74 @@ Int8GemvAvx2_c:
 // func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), AX
-	MOVQ         (CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VMOVDQU64    64(AX), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VMOVDQU64    128(AX), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VMOVDQU64    192(AX), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1Avx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z18
-	MOVL         $0x00005555, SI
-	KMOVW        SI, K1
-	XORQ         SI, SI
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), AX
+	MOVQ          (CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          (DX), DX
+	MOVQ          (BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VMOVDQU64     64(AX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VMOVDQU64     128(AX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VMOVDQU64     192(AX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVL          $0x00000080, SI
+	VPBROADCASTB  SI, Z16
+	VMOVDQU32     ansSpread0<>+0(SB), Z17
+	VMOVDQU32     ansSpread1<>+0(SB), Z18
+	MOVL          $0x00005555, SI
+	KMOVW         SI, K1
+	XORQ          SI, SI
 
 AnsDotRowsX1Avx512_step:
 	PREFETCHT0     512(AX)
@@ -34350,8 +34346,8 @@ AnsDotRowsX1Avx512_step:
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
 	VMOVDQU8       (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
+	VPMULTISHIFTQB Z10, Z8, Z20
+	VPMULTISHIFTQB Z11, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
@@ -34364,9 +34360,9 @@ AnsDotRowsX1Avx512_step:
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1Avx512_toomany
 	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
 	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z16
+	VPDPBUSD       Z19, Z21, Z14
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
@@ -34392,18 +34388,18 @@ AnsDotRowsX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z21, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPERMD.Z       Z19, Z18, K1, Z19
 	VPERMD.Z       Z20, Z18, K1, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z19, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R8
 	POPCNTL        R8, R8
@@ -34412,13 +34408,13 @@ AnsDotRowsX1Avx512_step:
 	JA             AnsDotRowsX1Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           R8, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
 	VMOVDQU8       64(DI), Z19
-	VPMULTISHIFTQB Z14, Z8, Z20
-	VPMULTISHIFTQB Z15, Z8, Z21
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
@@ -34431,9 +34427,9 @@ AnsDotRowsX1Avx512_step:
 	CMPQ           DI, BX
 	JA             AnsDotRowsX1Avx512_toomany
 	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
 	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z17
+	VPDPBUSD       Z19, Z21, Z15
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
@@ -34459,18 +34455,18 @@ AnsDotRowsX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z21, Z14, Z14
-	VPADDQ         Z22, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z21, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	VPERMD.Z       Z19, Z18, K1, Z19
 	VPERMD.Z       Z20, Z18, K1, Z20
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z19, Z15, Z15
-	VPADDQ         Z20, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, DI
 	POPCNTL        DI, DI
@@ -34479,14 +34475,22 @@ AnsDotRowsX1Avx512_step:
 	JA             AnsDotRowsX1Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -34495,18 +34499,10 @@ AnsDotRowsX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX1Avx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -34616,6 +34612,16 @@ DATA ansLow<>+48(SB)/8, $0x0000000080000000
 DATA ansLow<>+56(SB)/8, $0x0000000080000000
 GLOBL ansLow<>(SB), RODATA|NOPTR, $64
 
+DATA ansSign<>+0(SB)/8, $0x8000000000000000
+DATA ansSign<>+8(SB)/8, $0x8000000000000000
+DATA ansSign<>+16(SB)/8, $0x8000000000000000
+DATA ansSign<>+24(SB)/8, $0x8000000000000000
+DATA ansSign<>+32(SB)/8, $0x8000000000000000
+DATA ansSign<>+40(SB)/8, $0x8000000000000000
+DATA ansSign<>+48(SB)/8, $0x8000000000000000
+DATA ansSign<>+56(SB)/8, $0x8000000000000000
+GLOBL ansSign<>(SB), RODATA|NOPTR, $64
+
 DATA ansSpread0<>+0(SB)/4, $0x00000000
 DATA ansSpread0<>+4(SB)/4, $0x00000000
 DATA ansSpread0<>+8(SB)/4, $0x00000001
@@ -34655,86 +34661,82 @@ GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
 // func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), AX
-	MOVQ         (CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VMOVDQU64    64(AX), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VMOVDQU64    128(AX), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VMOVDQU64    192(AX), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1Avx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z18
-	MOVL         $0x00005555, SI
-	KMOVW        SI, K1
-	XORQ         SI, SI
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), AX
+	MOVQ          (CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          (DX), DX
+	MOVQ          (BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VMOVDQU64     64(AX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VMOVDQU64     128(AX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VMOVDQU64     192(AX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVL          $0x00000080, SI
+	VPBROADCASTB  SI, Z16
+	VMOVDQU32     ansSpread0<>+0(SB), Z17
+	VMOVDQU32     ansSpread1<>+0(SB), Z18
+	MOVL          $0x00005555, SI
+	KMOVW         SI, K1
+	XORQ          SI, SI
 
 AnsDotStripesX1Avx512_step:
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
 	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
+	VPMULTISHIFTQB Z10, Z8, Z20
+	VPMULTISHIFTQB Z11, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
@@ -34747,9 +34749,9 @@ AnsDotStripesX1Avx512_step:
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1Avx512_toomany
 	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
 	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z16
+	VPDPBUSD       Z19, Z21, Z14
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
@@ -34775,18 +34777,18 @@ AnsDotStripesX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z21, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPERMD.Z       Z19, Z18, K1, Z19
 	VPERMD.Z       Z20, Z18, K1, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z19, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R8
 	POPCNTL        R8, R8
@@ -34795,13 +34797,13 @@ AnsDotStripesX1Avx512_step:
 	JA             AnsDotStripesX1Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           R8, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
 	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z14, Z8, Z20
-	VPMULTISHIFTQB Z15, Z8, Z21
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
@@ -34814,9 +34816,9 @@ AnsDotStripesX1Avx512_step:
 	CMPQ           DI, BX
 	JA             AnsDotStripesX1Avx512_toomany
 	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
 	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z17
+	VPDPBUSD       Z19, Z21, Z15
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
@@ -34842,18 +34844,18 @@ AnsDotStripesX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z21, Z14, Z14
-	VPADDQ         Z22, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z21, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	VPERMD.Z       Z19, Z18, K1, Z19
 	VPERMD.Z       Z20, Z18, K1, Z20
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z19, Z15, Z15
-	VPADDQ         Z20, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, DI
 	POPCNTL        DI, DI
@@ -34862,14 +34864,22 @@ AnsDotStripesX1Avx512_step:
 	JA             AnsDotStripesX1Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -34878,18 +34888,10 @@ AnsDotStripesX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX1Avx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -34916,123 +34918,119 @@ AnsDotStripesX1Avx512_badstate:
 // func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), SI
-	MOVQ         (CX), DI
-	LEAQ         (SI)(DI*4), DI
-	MOVQ         (DX), R8
-	MOVQ         (BX), R9
-	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    64(SI), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    128(SI), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    192(SI), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	ADDQ         $0x00000100, SI
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVQ         8(AX), AX
-	MOVQ         8(CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         8(DX), DX
-	MOVQ         8(BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z18
-	VPCMPUQ      $0x01, Z10, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    64(AX), Z19
-	VPCMPUQ      $0x01, Z10, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    128(AX), Z20
-	VPCMPUQ      $0x01, Z10, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VMOVDQU64    192(AX), Z21
-	VPCMPUQ      $0x01, Z10, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	VPTESTMQ     Z11, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2Avx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z22, Z22, Z22
-	VPXORD       Z23, Z23, Z23
-	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z24
-	MOVL         $0x00005555, R10
-	KMOVW        R10, K1
-	XORQ         R10, R10
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), SI
+	MOVQ          (CX), DI
+	LEAQ          (SI)(DI*4), DI
+	MOVQ          (DX), R8
+	MOVQ          (BX), R9
+	ADDQ          R8, R9
+	VMOVDQU64     (SI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     64(SI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     128(SI), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     192(SI), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	ADDQ          $0x00000100, SI
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVQ          8(AX), AX
+	MOVQ          8(CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          8(DX), DX
+	MOVQ          8(BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     64(AX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     128(AX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     192(AX), Z19
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2Avx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	MOVL          $0x00000080, R10
+	VPBROADCASTB  R10, Z22
+	VMOVDQU32     ansSpread0<>+0(SB), Z23
+	VMOVDQU32     ansSpread1<>+0(SB), Z24
+	MOVL          $0x00005555, R10
+	KMOVW         R10, K1
+	XORQ          R10, R10
 
 AnsDotRowsX2Avx512_step:
 	PREFETCHT0     512(SI)
@@ -35041,8 +35039,8 @@ AnsDotRowsX2Avx512_step:
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
 	VMOVDQU8       (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
+	VPMULTISHIFTQB Z10, Z8, Z26
+	VPMULTISHIFTQB Z11, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35055,9 +35053,9 @@ AnsDotRowsX2Avx512_step:
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z16
+	VPDPBUSD       Z25, Z27, Z14
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
@@ -35083,18 +35081,18 @@ AnsDotRowsX2Avx512_step:
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPERMD.Z       Z27, Z11, K1, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z28, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPERMD.Z       Z27, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z28, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPERMD.Z       Z26, Z24, K1, Z26
 	VPERMD.Z       Z27, Z24, K1, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z26, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z26, Z11, Z11
+	VPADDQ         Z27, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R12
 	POPCNTL        R12, R12
@@ -35103,12 +35101,12 @@ AnsDotRowsX2Avx512_step:
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R12, SI
-	VPERMD         Z26, Z11, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
+	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPMULTISHIFTQB Z17, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35121,9 +35119,9 @@ AnsDotRowsX2Avx512_step:
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z22
+	VPDPBUSD       Z25, Z27, Z20
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
@@ -35149,18 +35147,18 @@ AnsDotRowsX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z27, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z27, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	VPERMD.Z       Z25, Z24, K1, Z25
 	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R12
 	POPCNTL        R12, R12
@@ -35169,13 +35167,13 @@ AnsDotRowsX2Avx512_step:
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R12, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
 	VMOVDQU8       64(R11), Z25
-	VPMULTISHIFTQB Z14, Z8, Z26
-	VPMULTISHIFTQB Z15, Z8, Z27
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35188,9 +35186,9 @@ AnsDotRowsX2Avx512_step:
 	CMPQ           R11, R9
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z17
+	VPDPBUSD       Z25, Z27, Z15
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
@@ -35216,18 +35214,18 @@ AnsDotRowsX2Avx512_step:
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPERMD.Z       Z27, Z11, K1, Z29
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z28, Z14, Z14
-	VPADDQ         Z29, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPERMD.Z       Z27, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z28, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	VPERMD.Z       Z26, Z24, K1, Z26
 	VPERMD.Z       Z27, Z24, K1, Z27
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z26, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z26, Z13, Z13
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R11
 	POPCNTL        R11, R11
@@ -35236,12 +35234,12 @@ AnsDotRowsX2Avx512_step:
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R11, SI
-	VPERMD         Z26, Z11, Z27
-	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
-	VPMULTISHIFTQB Z20, Z8, Z26
-	VPMULTISHIFTQB Z21, Z8, Z27
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35254,9 +35252,9 @@ AnsDotRowsX2Avx512_step:
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z23
+	VPDPBUSD       Z25, Z27, Z21
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
@@ -35282,18 +35280,18 @@ AnsDotRowsX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPSRLQ         $0x1c, Z20, Z20
-	VPMULLQ        Z27, Z20, Z20
-	VPADDQ         Z28, Z20, Z20
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z27, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	VPERMD.Z       Z25, Z24, K1, Z25
 	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z21, Z21
-	VPMULLQ        Z25, Z21, Z21
-	VPADDQ         Z26, Z21, Z21
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R11
 	POPCNTL        R11, R11
@@ -35302,14 +35300,22 @@ AnsDotRowsX2Avx512_step:
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35318,18 +35324,18 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35338,18 +35344,10 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z22, 128(AX)
-	VMOVDQU32      Z23, 192(AX)
+	VMOVDQU32      Z20, 128(AX)
+	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -35376,123 +35374,119 @@ AnsDotRowsX2Avx512_badstate:
 // func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), SI
-	MOVQ         (CX), DI
-	LEAQ         (SI)(DI*4), DI
-	MOVQ         (DX), R8
-	MOVQ         (BX), R9
-	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    64(SI), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    128(SI), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    192(SI), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	ADDQ         $0x00000100, SI
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVQ         8(AX), AX
-	MOVQ         8(CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         8(DX), DX
-	MOVQ         8(BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z18
-	VPCMPUQ      $0x01, Z10, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    64(AX), Z19
-	VPCMPUQ      $0x01, Z10, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    128(AX), Z20
-	VPCMPUQ      $0x01, Z10, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VMOVDQU64    192(AX), Z21
-	VPCMPUQ      $0x01, Z10, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	VPTESTMQ     Z11, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2Avx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z22, Z22, Z22
-	VPXORD       Z23, Z23, Z23
-	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z24
-	MOVL         $0x00005555, R10
-	KMOVW        R10, K1
-	XORQ         R10, R10
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), SI
+	MOVQ          (CX), DI
+	LEAQ          (SI)(DI*4), DI
+	MOVQ          (DX), R8
+	MOVQ          (BX), R9
+	ADDQ          R8, R9
+	VMOVDQU64     (SI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     64(SI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     128(SI), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     192(SI), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	ADDQ          $0x00000100, SI
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVQ          8(AX), AX
+	MOVQ          8(CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          8(DX), DX
+	MOVQ          8(BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     64(AX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     128(AX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     192(AX), Z19
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2Avx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	MOVL          $0x00000080, R10
+	VPBROADCASTB  R10, Z22
+	VMOVDQU32     ansSpread0<>+0(SB), Z23
+	VMOVDQU32     ansSpread1<>+0(SB), Z24
+	MOVL          $0x00005555, R10
+	KMOVW         R10, K1
+	XORQ          R10, R10
 
 AnsDotStripesX2Avx512_step:
 	PREFETCHT0     512(SI)
@@ -35500,8 +35494,8 @@ AnsDotStripesX2Avx512_step:
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
 	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
+	VPMULTISHIFTQB Z10, Z8, Z26
+	VPMULTISHIFTQB Z11, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35514,9 +35508,9 @@ AnsDotStripesX2Avx512_step:
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z16
+	VPDPBUSD       Z25, Z27, Z14
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
@@ -35542,18 +35536,18 @@ AnsDotStripesX2Avx512_step:
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPERMD.Z       Z27, Z11, K1, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z28, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPERMD.Z       Z27, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z28, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPERMD.Z       Z26, Z24, K1, Z26
 	VPERMD.Z       Z27, Z24, K1, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z26, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z26, Z11, Z11
+	VPADDQ         Z27, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R12
 	POPCNTL        R12, R12
@@ -35562,12 +35556,12 @@ AnsDotStripesX2Avx512_step:
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R12, SI
-	VPERMD         Z26, Z11, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
+	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPMULTISHIFTQB Z17, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35580,9 +35574,9 @@ AnsDotStripesX2Avx512_step:
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z22
+	VPDPBUSD       Z25, Z27, Z20
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
@@ -35608,18 +35602,18 @@ AnsDotStripesX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z27, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z27, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	VPERMD.Z       Z25, Z24, K1, Z25
 	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R12
 	POPCNTL        R12, R12
@@ -35628,13 +35622,13 @@ AnsDotStripesX2Avx512_step:
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R12, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
 	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z14, Z8, Z26
-	VPMULTISHIFTQB Z15, Z8, Z27
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35647,9 +35641,9 @@ AnsDotStripesX2Avx512_step:
 	CMPQ           R11, R9
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z17
+	VPDPBUSD       Z25, Z27, Z15
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
@@ -35675,18 +35669,18 @@ AnsDotStripesX2Avx512_step:
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPERMD.Z       Z27, Z11, K1, Z29
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z28, Z14, Z14
-	VPADDQ         Z29, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPERMD.Z       Z27, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z28, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	VPERMD.Z       Z26, Z24, K1, Z26
 	VPERMD.Z       Z27, Z24, K1, Z27
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z26, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z26, Z13, Z13
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R11
 	POPCNTL        R11, R11
@@ -35695,12 +35689,12 @@ AnsDotStripesX2Avx512_step:
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (SI), K4, Z26
 	MOVQ           R11, SI
-	VPERMD         Z26, Z11, Z27
-	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
-	VPMULTISHIFTQB Z20, Z8, Z26
-	VPMULTISHIFTQB Z21, Z8, Z27
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -35713,9 +35707,9 @@ AnsDotStripesX2Avx512_step:
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z23
+	VPDPBUSD       Z25, Z27, Z21
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
@@ -35741,18 +35735,18 @@ AnsDotStripesX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPSRLQ         $0x1c, Z20, Z20
-	VPMULLQ        Z27, Z20, Z20
-	VPADDQ         Z28, Z20, Z20
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z27, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	VPERMD.Z       Z25, Z24, K1, Z25
 	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z21, Z21
-	VPMULLQ        Z25, Z21, Z21
-	VPADDQ         Z26, Z21, Z21
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
 	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R11
 	POPCNTL        R11, R11
@@ -35761,14 +35755,22 @@ AnsDotStripesX2Avx512_step:
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35777,18 +35779,18 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35797,18 +35799,10 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z22, 128(AX)
-	VMOVDQU32      Z23, 192(AX)
+	VMOVDQU32      Z20, 128(AX)
+	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -35835,78 +35829,74 @@ AnsDotStripesX2Avx512_badstate:
 // func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), AX
-	MOVQ         (CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotRowsX1MaddAvx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z18
-	MOVL         $0x00005555, SI
-	KMOVW        SI, K1
-	XORQ         SI, SI
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), AX
+	MOVQ          (CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          (DX), DX
+	MOVQ          (BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64     64(AX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64     128(AX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64     192(AX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVL          $0x00000080, SI
+	VPBROADCASTB  SI, Z16
+	VMOVDQU32     ansSpread0<>+0(SB), Z17
+	VMOVDQU32     ansSpread1<>+0(SB), Z18
+	MOVL          $0x00005555, SI
+	KMOVW         SI, K1
+	XORQ          SI, SI
 
 AnsDotRowsX1MaddAvx512_step:
 	PREFETCHT0     512(AX)
@@ -35914,8 +35904,8 @@ AnsDotRowsX1MaddAvx512_step:
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
 	VMOVDQU8       (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
+	VPMULTISHIFTQB Z10, Z8, Z20
+	VPMULTISHIFTQB Z11, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
@@ -35928,9 +35918,9 @@ AnsDotRowsX1MaddAvx512_step:
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1MaddAvx512_toomany
 	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
 	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z16
+	VPDPBUSD       Z19, Z21, Z14
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
@@ -35946,8 +35936,73 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z10, Z10
+	VPADDQ         Z23, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z11, Z11
+	VPADDQ         Z21, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           R8, AX
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VMOVDQU8       64(DI), Z19
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotRowsX1MaddAvx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
+	MOVQ           DI, DX
+	VPDPBUSD       Z19, Z21, Z15
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z23
 	VPMULUDQ       Z21, Z23, Z23
@@ -35967,71 +36022,6 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDQ         Z20, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
-	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
-	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
-	VMOVDQU8       64(DI), Z19
-	VPMULTISHIFTQB Z14, Z8, Z20
-	VPMULTISHIFTQB Z15, Z8, Z21
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z17
-	VMOVDQA32      Z20, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z14, Z14
-	VPADDQ         Z23, Z14, Z14
-	VPADDQ         Z22, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z15, Z15
-	VPADDQ         Z21, Z15, Z15
-	VPADDQ         Z20, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
@@ -36039,14 +36029,22 @@ AnsDotRowsX1MaddAvx512_step:
 	JA             AnsDotRowsX1MaddAvx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36055,18 +36053,10 @@ AnsDotRowsX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX1MaddAvx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -36123,86 +36113,82 @@ GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
 // func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), AX
-	MOVQ         (CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         (DX), DX
-	MOVQ         (BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, SI
-	TESTL        SI, SI
-	JNZ          AnsDotStripesX1MaddAvx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVL         $0x00000080, SI
-	VPBROADCASTB SI, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z18
-	MOVL         $0x00005555, SI
-	KMOVW        SI, K1
-	XORQ         SI, SI
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), AX
+	MOVQ          (CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          (DX), DX
+	MOVQ          (BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64     64(AX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64     128(AX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64     192(AX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVL          $0x00000080, SI
+	VPBROADCASTB  SI, Z16
+	VMOVDQU32     ansSpread0<>+0(SB), Z17
+	VMOVDQU32     ansSpread1<>+0(SB), Z18
+	MOVL          $0x00005555, SI
+	KMOVW         SI, K1
+	XORQ          SI, SI
 
 AnsDotStripesX1MaddAvx512_step:
 	PREFETCHT0     512(AX)
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
 	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
+	VPMULTISHIFTQB Z10, Z8, Z20
+	VPMULTISHIFTQB Z11, Z8, Z21
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
@@ -36215,9 +36201,9 @@ AnsDotStripesX1MaddAvx512_step:
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1MaddAvx512_toomany
 	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
 	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z16
+	VPDPBUSD       Z19, Z21, Z14
 	VMOVDQA32      Z20, Z19
 	VPERMI2B       Z1, Z0, Z19
 	VMOVDQA32      Z20, Z20
@@ -36233,8 +36219,73 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z10, Z10
+	VPADDQ         Z23, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z11, Z11
+	VPADDQ         Z21, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           R8, AX
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotStripesX1MaddAvx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
+	MOVQ           DI, DX
+	VPDPBUSD       Z19, Z21, Z15
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z23
 	VPMULUDQ       Z21, Z23, Z23
@@ -36254,71 +36305,6 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDQ         Z20, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
-	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
-	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z14, Z8, Z20
-	VPMULTISHIFTQB Z15, Z8, Z21
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z10, Z21, K2, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z17
-	VMOVDQA32      Z20, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z11, K1, Z21
-	VPERMD.Z       Z20, Z11, K1, Z22
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z14, Z14
-	VPADDQ         Z23, Z14, Z14
-	VPADDQ         Z22, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z15, Z15
-	VPADDQ         Z21, Z15, Z15
-	VPADDQ         Z20, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
@@ -36326,14 +36312,22 @@ AnsDotStripesX1MaddAvx512_step:
 	JA             AnsDotStripesX1MaddAvx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z19
 	MOVQ           DI, AX
-	VPERMD         Z19, Z11, Z20
-	VPSHLDQ        $0x20, Z20, Z14, K2, Z14
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z15, K3, Z15
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36342,18 +36336,10 @@ AnsDotStripesX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX1MaddAvx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -36380,123 +36366,119 @@ AnsDotStripesX1MaddAvx512_badstate:
 // func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), SI
-	MOVQ         (CX), DI
-	LEAQ         (SI)(DI*4), DI
-	MOVQ         (DX), R8
-	MOVQ         (BX), R9
-	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    64(SI), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    128(SI), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    192(SI), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	ADDQ         $0x00000100, SI
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVQ         8(AX), AX
-	MOVQ         8(CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         8(DX), DX
-	MOVQ         8(BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z18
-	VPCMPUQ      $0x01, Z10, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z19
-	VPCMPUQ      $0x01, Z10, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z20
-	VPCMPUQ      $0x01, Z10, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z21
-	VPCMPUQ      $0x01, Z10, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotRowsX2MaddAvx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z22, Z22, Z22
-	VPXORD       Z23, Z23, Z23
-	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z24
-	MOVL         $0x00005555, R10
-	KMOVW        R10, K1
-	XORQ         R10, R10
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), SI
+	MOVQ          (CX), DI
+	LEAQ          (SI)(DI*4), DI
+	MOVQ          (DX), R8
+	MOVQ          (BX), R9
+	ADDQ          R8, R9
+	VMOVDQU64     (SI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(SI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     128(SI), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     192(SI), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	ADDQ          $0x00000100, SI
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVQ          8(AX), AX
+	MOVQ          8(CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          8(DX), DX
+	MOVQ          8(BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(AX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     128(AX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     192(AX), Z19
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	MOVL          $0x00000080, R10
+	VPBROADCASTB  R10, Z22
+	VMOVDQU32     ansSpread0<>+0(SB), Z23
+	VMOVDQU32     ansSpread1<>+0(SB), Z24
+	MOVL          $0x00005555, R10
+	KMOVW         R10, K1
+	XORQ          R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
 	PREFETCHT0     512(SI)
@@ -36505,8 +36487,8 @@ AnsDotRowsX2MaddAvx512_step:
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
 	VMOVDQU8       (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
+	VPMULTISHIFTQB Z10, Z8, Z26
+	VPMULTISHIFTQB Z11, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -36519,9 +36501,9 @@ AnsDotRowsX2MaddAvx512_step:
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2MaddAvx512_toomany
 	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z16
+	VPDPBUSD       Z25, Z27, Z14
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
@@ -36537,8 +36519,137 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMADDWD       Z28, Z26, Z26
 	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z11, K1, Z28
-	VPERMD.Z       Z26, Z11, K1, Z29
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z10, Z10
+	VPADDQ         Z30, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z28
+	VPMULUDQ       Z27, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z27, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R12, SI
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPMULTISHIFTQB Z17, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R12, DX
+	VPDPBUSD       Z25, Z27, Z20
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z16, Z16
+	VPADDQ         Z29, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VMOVDQU8       64(R11), Z25
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z15
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z30
 	VPMULUDQ       Z28, Z30, Z30
@@ -36558,14 +36669,14 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z26, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (SI), K4, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z11, Z27
+	MOVQ           R11, SI
+	VPERMD         Z26, Z23, Z27
 	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
 	VPERMD         Z26, Z24, Z26
 	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
@@ -36577,15 +36688,15 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA32      Z26, Z28
 	VPERMI2B       Z7, Z6, Z28
 	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
-	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
 	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z22
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, DX
+	VPDPBUSD       Z25, Z27, Z21
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
@@ -36601,8 +36712,8 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPSRLQ         $0x20, Z18, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -36622,135 +36733,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z26, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
 	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
-	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
-	VMOVDQU8       64(R11), Z25
-	VPMULTISHIFTQB Z14, Z8, Z26
-	VPMULTISHIFTQB Z15, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
-	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z17
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z11, K1, Z28
-	VPERMD.Z       Z26, Z11, K1, Z29
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z14, Z14
-	VPADDQ         Z30, Z14, Z14
-	VPADDQ         Z29, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z28
-	VPMULUDQ       Z27, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPADDQ         Z26, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z11, Z27
-	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
-	VPMULTISHIFTQB Z20, Z8, Z26
-	VPMULTISHIFTQB Z21, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z23
-	VMOVDQA32      Z26, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPSRLQ         $0x1c, Z20, Z20
-	VPSRLQ         $0x20, Z20, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z20, Z20
-	VPADDQ         Z29, Z20, Z20
-	VPADDQ         Z28, Z20, Z20
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z21, Z21
-	VPSRLQ         $0x20, Z21, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z21, Z21
-	VPADDQ         Z27, Z21, Z21
-	VPADDQ         Z26, Z21, Z21
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
-	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
@@ -36758,14 +36740,22 @@ AnsDotRowsX2MaddAvx512_step:
 	JA             AnsDotRowsX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36774,18 +36764,18 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36794,18 +36784,10 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z22, 128(AX)
-	VMOVDQU32      Z23, 192(AX)
+	VMOVDQU32      Z20, 128(AX)
+	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER
@@ -36832,123 +36814,119 @@ AnsDotRowsX2MaddAvx512_badstate:
 // func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
-	MOVQ         tabs+24(FP), AX
-	VMOVDQU8     (AX), Z0
-	VMOVDQU8     64(AX), Z1
-	VMOVDQU8     128(AX), Z2
-	VMOVDQU8     192(AX), Z3
-	VMOVDQU8     256(AX), Z4
-	VMOVDQU8     320(AX), Z5
-	VMOVDQU8     384(AX), Z6
-	VMOVDQU8     448(AX), Z7
-	MOVQ         $0x00000000150e0700, AX
-	VPBROADCASTQ AX, Z8
-	VMOVDQU8     ansPackDigits<>+0(SB), Z9
-	MOVQ         $0x0000000080000000, AX
-	VPBROADCASTQ AX, Z10
-	MOVQ         $0x8000000000000000, AX
-	VPBROADCASTQ AX, Z11
-	MOVQ         words+0(FP), AX
-	MOVQ         nwords+8(FP), CX
-	MOVQ         esc+48(FP), DX
-	MOVQ         nesc+56(FP), BX
-	MOVQ         (AX), SI
-	MOVQ         (CX), DI
-	LEAQ         (SI)(DI*4), DI
-	MOVQ         (DX), R8
-	MOVQ         (BX), R9
-	ADDQ         R8, R9
-	VMOVDQU64    (SI), Z12
-	VPCMPUQ      $0x01, Z10, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z12, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    64(SI), Z13
-	VPCMPUQ      $0x01, Z10, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z13, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    128(SI), Z14
-	VPCMPUQ      $0x01, Z10, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z14, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    192(SI), Z15
-	VPCMPUQ      $0x01, Z10, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z15, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	ADDQ         $0x00000100, SI
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
-	MOVQ         8(AX), AX
-	MOVQ         8(CX), CX
-	LEAQ         (AX)(CX*4), CX
-	MOVQ         8(DX), DX
-	MOVQ         8(BX), BX
-	ADDQ         DX, BX
-	VMOVDQU64    (AX), Z18
-	VPCMPUQ      $0x01, Z10, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z18, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    64(AX), Z19
-	VPCMPUQ      $0x01, Z10, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z19, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    128(AX), Z20
-	VPCMPUQ      $0x01, Z10, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z20, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64    192(AX), Z21
-	VPCMPUQ      $0x01, Z10, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ     Z11, Z21, K1
-	KMOVB        K1, R10
-	TESTL        R10, R10
-	JNZ          AnsDotStripesX2MaddAvx512_badstate
-	ADDQ         $0x00000100, AX
-	VPXORD       Z22, Z22, Z22
-	VPXORD       Z23, Z23, Z23
-	MOVL         $0x00000080, R10
-	VPBROADCASTB R10, Z10
-	VMOVDQU32    ansSpread0<>+0(SB), Z11
-	VMOVDQU32    ansSpread1<>+0(SB), Z24
-	MOVL         $0x00005555, R10
-	KMOVW        R10, K1
-	XORQ         R10, R10
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), SI
+	MOVQ          (CX), DI
+	LEAQ          (SI)(DI*4), DI
+	MOVQ          (DX), R8
+	MOVQ          (BX), R9
+	ADDQ          R8, R9
+	VMOVDQU64     (SI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     64(SI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     128(SI), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     192(SI), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	ADDQ          $0x00000100, SI
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVQ          8(AX), AX
+	MOVQ          8(CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          8(DX), DX
+	MOVQ          8(BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     64(AX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     128(AX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     192(AX), Z19
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	MOVL          $0x00000080, R10
+	VPBROADCASTB  R10, Z22
+	VMOVDQU32     ansSpread0<>+0(SB), Z23
+	VMOVDQU32     ansSpread1<>+0(SB), Z24
+	MOVL          $0x00005555, R10
+	KMOVW         R10, K1
+	XORQ          R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
 	PREFETCHT0     512(SI)
@@ -36956,8 +36934,8 @@ AnsDotStripesX2MaddAvx512_step:
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
 	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
+	VPMULTISHIFTQB Z10, Z8, Z26
+	VPMULTISHIFTQB Z11, Z8, Z27
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
@@ -36970,9 +36948,9 @@ AnsDotStripesX2MaddAvx512_step:
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2MaddAvx512_toomany
 	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
 	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z16
+	VPDPBUSD       Z25, Z27, Z14
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z1, Z0, Z27
 	VMOVDQA32      Z26, Z26
@@ -36988,8 +36966,137 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMADDWD       Z28, Z26, Z26
 	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z11, K1, Z28
-	VPERMD.Z       Z26, Z11, K1, Z29
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z10, Z10
+	VPADDQ         Z30, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z28
+	VPMULUDQ       Z27, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z27, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R12, SI
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPMULTISHIFTQB Z17, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R12, DX
+	VPDPBUSD       Z25, Z27, Z20
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z16, Z16
+	VPADDQ         Z29, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z15
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z30
 	VPMULUDQ       Z28, Z30, Z30
@@ -37009,14 +37116,14 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z26, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (SI), K4, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z11, Z27
+	MOVQ           R11, SI
+	VPERMD         Z26, Z23, Z27
 	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
 	VPERMD         Z26, Z24, Z26
 	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
@@ -37028,15 +37135,15 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA32      Z26, Z28
 	VPERMI2B       Z7, Z6, Z28
 	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
-	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
 	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z22
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, DX
+	VPDPBUSD       Z25, Z27, Z21
 	VMOVDQA32      Z26, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VMOVDQA32      Z26, Z26
@@ -37052,8 +37159,8 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPSRLQ         $0x20, Z18, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -37073,135 +37180,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z26, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
 	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
-	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z14, Z8, Z26
-	VPMULTISHIFTQB Z15, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
-	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z17
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z11, K1, Z28
-	VPERMD.Z       Z26, Z11, K1, Z29
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z14, Z14
-	VPADDQ         Z30, Z14, Z14
-	VPADDQ         Z29, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z28
-	VPMULUDQ       Z27, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPADDQ         Z26, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z11, Z27
-	VPSHLDQ        $0x20, Z27, Z14, K2, Z14
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z15, K3, Z15
-	VPMULTISHIFTQB Z20, Z8, Z26
-	VPMULTISHIFTQB Z21, Z8, Z27
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z10, Z27, K2, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z23
-	VMOVDQA32      Z26, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z11, K1, Z27
-	VPERMD.Z       Z26, Z11, K1, Z28
-	VPSRLQ         $0x1c, Z20, Z20
-	VPSRLQ         $0x20, Z20, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z20, Z20
-	VPADDQ         Z29, Z20, Z20
-	VPADDQ         Z28, Z20, Z20
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z20, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPSRLQ         $0x1c, Z21, Z21
-	VPSRLQ         $0x20, Z21, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z21, Z21
-	VPADDQ         Z27, Z21, Z21
-	VPADDQ         Z26, Z21, Z21
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z21, K3
-	KUNPCKBW       K2, K3, K4
 	KMOVW          K4, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
@@ -37209,14 +37187,22 @@ AnsDotStripesX2MaddAvx512_step:
 	JA             AnsDotStripesX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (AX), K4, Z25
 	MOVQ           R11, AX
-	VPERMD         Z25, Z11, Z26
-	VPSHLDQ        $0x20, Z26, Z20, K2, Z20
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z21, K3, Z21
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -37225,18 +37211,18 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	CMPQ           R8, R9
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z16, (AX)
-	VMOVDQU32      Z17, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -37245,18 +37231,10 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z20, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z21, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	CMPQ           DX, BX
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z22, 128(AX)
-	VMOVDQU32      Z23, 192(AX)
+	VMOVDQU32      Z20, 128(AX)
+	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+64(FP)
 	VZEROUPPER

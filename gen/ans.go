@@ -78,16 +78,8 @@ func ansDot(stripes bool, units int, madd bool) {
 	VMOVDQU8(ansPackDigits(), pack)
 	// Memory operands, not registers: the loop of two units needs all 32.
 	cff := ansConst("ansCff", 0x000000ff000000ff) // byte 0 of each dword
-	lowMem := ansConst("ansLow", 1<<31)
-	low := ZMM()  // 2^31
-	sign := ZMM() // 2^63
-	{
-		t := GP64()
-		MOVQ(U64(1<<31), t)
-		VPBROADCASTQ(t, low)
-		MOVQ(U64(1<<63), t)
-		VPBROADCASTQ(t, sign)
-	}
+	low := ansConst("ansLow", 1<<31)
+	sign := ansConst("ansSign", 1<<63)
 	x := make([][4]VecVirtual, units)
 	acc := make([][2]VecVirtual, units)
 	wp := make([]GPVirtual, units)
@@ -110,12 +102,12 @@ func ansDot(stripes bool, units int, madd bool) {
 			x[u][i] = ZMM()
 			VMOVDQU64(Mem{Base: wp[u], Disp: 64 * i}, x[u][i])
 			kb := K()
-			VPCMPUQ(U8(1), low, x[u][i], kb) // below 2^31
+			VPCMPUQ_BCST(U8(1), low, x[u][i], kb) // below 2^31
 			m := GP32()
 			KMOVB(kb, m)
 			TESTL(m, m)
 			JNZ(LabelRef(name + "_badstate"))
-			VPTESTMQ(sign, x[u][i], kb) // at or above 2^63
+			VPTESTMQ_BCST(sign, x[u][i], kb) // at or above 2^63
 			KMOVB(kb, m)
 			TESTL(m, m)
 			JNZ(LabelRef(name + "_badstate"))
@@ -258,7 +250,7 @@ func ansDot(stripes bool, units int, madd bool) {
 				}
 				VPADDQ(rq, t, xs)
 				kr[q] = K()
-				VPCMPUQ_BCST(U8(1), lowMem, xs, kr[q]) // lanes below 2^31
+				VPCMPUQ_BCST(U8(1), low, xs, kr[q]) // lanes below 2^31
 			}
 			// One refill for the half's 16 coders: bit i of the mask is coder
 			// 16h+i, so one expand-load hands them consecutive words in
@@ -290,7 +282,7 @@ func ansDot(stripes bool, units int, madd bool) {
 	for u := 0; u < units; u++ {
 		for i := range x[u] { // every coder back at 2^31
 			kb := K()
-			VPCMPUQ_BCST(U8(4), lowMem, x[u][i], kb) // not equal
+			VPCMPUQ_BCST(U8(4), low, x[u][i], kb) // not equal
 			m := GP32()
 			KMOVB(kb, m)
 			TESTL(m, m)
