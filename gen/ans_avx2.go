@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -286,40 +287,26 @@ func ansDotAVX2(stripes bool) {
 	ansEpilogue(name, nesc)
 }
 
-var ansAVX2Perm, ansAVX2Pre *Mem
-
 // ansAVX2Tables returns the refill tables: for each 4-bit mask of lanes
 // that need a word, the VPERMD index putting the k-th loaded word (zero
 // extended to a qword) into the k-th set lane; for each count c, the
 // VPMASKMOVD mask of the first c dwords.
 func ansAVX2Tables() (perm, pre Mem) {
-	if ansAVX2Perm == nil {
-		p := GLOBL("ansAvx2Perm", RODATA|NOPTR)
-		for m := 0; m < 16; m++ {
-			r := 0
-			for j := 0; j < 4; j++ {
-				k := j
-				if m>>j&1 == 1 {
-					k = r
-					r++
-				}
-				DATA(32*m+8*j, U32(uint32(2*k)))
-				DATA(32*m+8*j+4, U32(uint32(2*k+1)))
-			}
+	perm = rodata("ansAvx2Perm", 16*8, 4, func(i int) uint64 {
+		m, j, half := i/8, i%8/2, i%2 // mask, lane, dword of the lane's qword
+		k := j
+		if m>>j&1 == 1 {
+			k = bits.OnesCount(uint(m & (1<<j - 1))) // the set lanes below j
 		}
-		q := GLOBL("ansAvx2Prefix", RODATA|NOPTR)
-		for c := 0; c <= 4; c++ {
-			for j := 0; j < 4; j++ {
-				v := uint32(0)
-				if j < c {
-					v = 0xffffffff
-				}
-				DATA(16*c+4*j, U32(v))
-			}
+		return uint64(2*k + half)
+	})
+	pre = rodata("ansAvx2Prefix", 5*4, 4, func(i int) uint64 {
+		if i%4 < i/4 { // count i/4, dword i%4
+			return 0xffffffff
 		}
-		ansAVX2Perm, ansAVX2Pre = &p, &q
-	}
-	return *ansAVX2Perm, *ansAVX2Pre
+		return 0
+	})
+	return perm, pre
 }
 
 // ansAVX2Const returns a 32-byte read-only vector of the dword d repeated.

@@ -559,20 +559,12 @@ func cbPsumF16(b, m int) {
 	RET()
 }
 
-var cbPack Mem
-var cbPackDone bool
-
 // cbPackWords returns the VPERMT2W index packing the low words of two
 // dword vectors (A then B) into one word vector.
 func cbPackWords() Mem {
-	if !cbPackDone {
-		cbPack = GLOBL("cbPackWords", RODATA|NOPTR)
-		for w := 0; w < 32; w++ {
-			DATA(2*w, U16(uint16(2*w))) // word 2w of the A:B pair: A's dword w for w < 16, B's dword w-16 after
-		}
-		cbPackDone = true
-	}
-	return cbPack
+	return rodata("cbPackWords", 32, 2, func(w int) uint64 {
+		return uint64(2 * w) // word 2w of the A:B pair: A's dword w for w < 16, B's dword w-16 after
+	})
 }
 
 // cbPackBytes returns the VPERMT2B index moving byte j of the dwords of
