@@ -168,6 +168,10 @@ func (mx *LowMatrix) affine(r, g int) (float32, float32) {
 	return mx.sp.Affine(r, g)
 }
 
+// actOrder reports whether the matrix stores its columns permuted (an
+// imported act-order matrix), so that gather permutes instead of copying.
+func (mx *LowMatrix) actOrder() bool { return mx.bits != nil && mx.bits.Perm != nil }
+
 // gather writes the Cols activations of x into dst in stored column order
 // (the act-order permutation of an imported matrix, else a copy).
 func (mx *LowMatrix) gather(dst, x []float32) {
@@ -231,8 +235,8 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	}
 	xp := make([]float32, batch*mx.pcols)
 	var wide []float32
-	if mx.bits != nil && mx.bits.Perm != nil {
-		wide = make([]float32, mx.cols) // act-order: widen, then permute
+	if mx.actOrder() {
+		wide = make([]float32, mx.cols) // widen, then permute
 	}
 	for v := 0; v < batch; v++ {
 		xv := x[v*mx.cols : (v+1)*mx.cols]
@@ -311,7 +315,7 @@ func (mx *LowMatrix) MulA8(dst, x []float32, batch int) error {
 	xq := make([]int8, batch*mx.pcols)
 	xs := make([]float32, batch*mx.pcols/128)
 	var xg []float32
-	if mx.bits != nil && mx.bits.Perm != nil {
+	if mx.actOrder() {
 		xg = make([]float32, mx.cols)
 	}
 	for v := 0; v < batch; v++ {
