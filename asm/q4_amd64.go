@@ -2754,6 +2754,98 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 //go:noescape
 func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
 
+// AnsDotRowsX1MaddQAvx512 decodes, for each of 1 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+//
+//go:noescape
+func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+
+// AnsDotStripesX1MaddQAvx512 decodes, for each of 1 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+//
+//go:noescape
+func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+
+// AnsDotRowsX2MaddQAvx512 decodes, for each of 2 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+//
+//go:noescape
+func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+
+// AnsDotStripesX2MaddQAvx512 decodes, for each of 2 units U of layout/ans (the unit's
+// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
+// steps quads of each of its 32 coders exactly as the generic decoder does,
+// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
+// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
+//
+// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// frequency, the digit minus the symbol's cumulative frequency, the value
+// plus 128 (128 for the escape symbol, so an escape contributes 0), and
+// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// int8 at esc[U], in decoding order (step, lane, element); each half step
+// expand-loads the next ones into the escaped positions, without a branch.
+// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
+// the caller subtracts 128 * (sum of each lane's inputs).
+//
+// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
+// escapes than nesc[U], -3 if a coder's initial state is outside
+// [2^31, 2^63) or its final state is not 2^31. Never reads outside
+// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+//
+//go:noescape
+func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+
 // AnsDotRowsAvx2 decodes the layout/ans unit of nwords words at words (64 state
 // words, then the interleaved stream): steps quads of each of its 32 coders
 // exactly as the generic decoder does, and stores to acc[t] (int32) the sum

@@ -37258,6 +37258,1312 @@ AnsDotStripesX2MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
+// func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), AX
+	MOVQ          (CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          (DX), DX
+	MOVQ          (BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VMOVDQU64     64(AX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VMOVDQU64     128(AX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VMOVDQU64     192(AX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVL          $0x00000080, SI
+	VPBROADCASTB  SI, Z16
+	VMOVDQU32     ansSpread0<>+0(SB), Z17
+	VMOVDQU32     ansSpread1<>+0(SB), Z18
+	MOVL          $0x00005555, SI
+	KMOVW         SI, K1
+	XORQ          SI, SI
+
+AnsDotRowsX1MaddQAvx512_step:
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), DI
+	IMUL3Q         $0x00000080, SI, DI
+	ADDQ           v+32(FP), DI
+	VMOVDQU8       (DI), Z19
+	VPMULTISHIFTQB Z10, Z8, Z20
+	VPMULTISHIFTQB Z11, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, R8
+	POPCNTQ        R8, R8
+	LEAQ           (DX)(R8*1), R8
+	CMPQ           R8, BX
+	JA             AnsDotRowsX1MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
+	MOVQ           R8, DX
+	VPDPBUSD       Z19, Z21, Z14
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z19, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotRowsX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           R8, AX
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VMOVDQU8       64(DI), Z19
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotRowsX1MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
+	MOVQ           DI, DX
+	VPDPBUSD       Z19, Z21, Z15
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z21, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, DI
+	POPCNTL        DI, DI
+	LEAQ           (AX)(DI*4), DI
+	CMPQ           DI, CX
+	JA             AnsDotRowsX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           DI, AX
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	INCQ           SI
+	CMPQ           SI, steps+16(FP)
+	JB             AnsDotRowsX1MaddQAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotRowsX1MaddQAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1MaddQAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1MaddQAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX1MaddQAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), AX
+	MOVQ          (CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          (DX), DX
+	MOVQ          (BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VMOVDQU64     64(AX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VMOVDQU64     128(AX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VMOVDQU64     192(AX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, SI
+	TESTL         SI, SI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVL          $0x00000080, SI
+	VPBROADCASTB  SI, Z16
+	VMOVDQU32     ansSpread0<>+0(SB), Z17
+	VMOVDQU32     ansSpread1<>+0(SB), Z18
+	MOVL          $0x00005555, SI
+	KMOVW         SI, K1
+	XORQ          SI, SI
+
+AnsDotStripesX1MaddQAvx512_step:
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), DI
+	LEAQ           (DI)(SI*4), DI
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z10, Z8, Z20
+	VPMULTISHIFTQB Z11, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, R8
+	POPCNTQ        R8, R8
+	LEAQ           (DX)(R8*1), R8
+	CMPQ           R8, BX
+	JA             AnsDotStripesX1MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
+	MOVQ           R8, DX
+	VPDPBUSD       Z19, Z21, Z14
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z19, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R8
+	POPCNTL        R8, R8
+	LEAQ           (AX)(R8*4), R8
+	CMPQ           R8, CX
+	JA             AnsDotStripesX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           R8, AX
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPBROADCASTD   (DI), Z19
+	VPMULTISHIFTQB Z12, Z8, Z20
+	VPMULTISHIFTQB Z13, Z8, Z21
+	VPERMT2B       Z21, Z9, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z7, Z6, Z22
+	VPTESTMB       Z22, Z22, K2
+	KMOVQ          K2, DI
+	POPCNTQ        DI, DI
+	LEAQ           (DX)(DI*1), DI
+	CMPQ           DI, BX
+	JA             AnsDotStripesX1MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z21
+	VPADDB         Z16, Z21, K2, Z21
+	MOVQ           DI, DX
+	VPDPBUSD       Z19, Z21, Z15
+	VMOVDQA32      Z20, Z19
+	VPERMI2B       Z1, Z0, Z19
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z3, Z2, Z20
+	VPSLLW         $0x08, Z19, Z21
+	VPORD          ansOne16<>+0(SB), Z21, Z21
+	VPMADDUBSW     Z21, Z20, Z20
+	VPANDD         ansC00ff<>+0(SB), Z19, Z21
+	VPSRLW         $0x08, Z19, Z19
+	VPMULLW        Z19, Z21, Z19
+	VPSLLD         $0x10, Z19, Z21
+	VPORD          ansOne32<>+0(SB), Z21, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
+	VPERMD.Z       Z19, Z17, K1, Z21
+	VPERMD.Z       Z20, Z17, K1, Z22
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z21, Z12, Z12
+	VPADDQ         Z22, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z19, Z18, K1, Z19
+	VPERMD.Z       Z20, Z18, K1, Z20
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z19, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, DI
+	POPCNTL        DI, DI
+	LEAQ           (AX)(DI*4), DI
+	CMPQ           DI, CX
+	JA             AnsDotStripesX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z19
+	MOVQ           DI, AX
+	VPERMD         Z19, Z17, Z20
+	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPERMD         Z19, Z18, Z19
+	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	INCQ           SI
+	CMPQ           SI, steps+16(FP)
+	JB             AnsDotStripesX1MaddQAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotStripesX1MaddQAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1MaddQAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1MaddQAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX1MaddQAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), SI
+	MOVQ          (CX), DI
+	LEAQ          (SI)(DI*4), DI
+	MOVQ          (DX), R8
+	MOVQ          (BX), R9
+	ADDQ          R8, R9
+	VMOVDQU64     (SI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(SI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     128(SI), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     192(SI), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	ADDQ          $0x00000100, SI
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVQ          8(AX), AX
+	MOVQ          8(CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          8(DX), DX
+	MOVQ          8(BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(AX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     128(AX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     192(AX), Z19
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	MOVL          $0x00000080, R10
+	VPBROADCASTB  R10, Z22
+	VMOVDQU32     ansSpread0<>+0(SB), Z23
+	VMOVDQU32     ansSpread1<>+0(SB), Z24
+	MOVL          $0x00005555, R10
+	KMOVW         R10, K1
+	XORQ          R10, R10
+
+AnsDotRowsX2MaddQAvx512_step:
+	PREFETCHT0     512(SI)
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R11
+	IMUL3Q         $0x00000080, R10, R11
+	ADDQ           v+32(FP), R11
+	VMOVDQU8       (R11), Z25
+	VPMULTISHIFTQB Z10, Z8, Z26
+	VPMULTISHIFTQB Z11, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (R8)(R12*1), R12
+	CMPQ           R12, R9
+	JA             AnsDotRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R12, R8
+	VPDPBUSD       Z25, Z27, Z14
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z28, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z27, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
+	JA             AnsDotRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R12, SI
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPMULTISHIFTQB Z17, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
+	JA             AnsDotRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R12, DX
+	VPDPBUSD       Z25, Z27, Z20
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z27, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VMOVDQU8       64(R11), Z25
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z15
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z28, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z27, Z13, Z13
+	VPADDQ         Z26, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
+	JA             AnsDotRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R11, SI
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
+	JA             AnsDotRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, DX
+	VPDPBUSD       Z25, Z27, Z21
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z27, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
+	JA             AnsDotRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R11, AX
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	INCQ           R10
+	CMPQ           R10, steps+16(FP)
+	JB             AnsDotRowsX2MaddQAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	CMPQ           R8, R9
+	JNE            AnsDotRowsX2MaddQAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotRowsX2MaddQAvx512_toomany
+	VMOVDQU32      Z20, 128(AX)
+	VMOVDQU32      Z21, 192(AX)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2MaddQAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2MaddQAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotRowsX2MaddQAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	VMOVDQU8      384(AX), Z6
+	VMOVDQU8      448(AX), Z7
+	MOVQ          $0x00000000150e0700, AX
+	VPBROADCASTQ  AX, Z8
+	VMOVDQU8      ansPackDigits<>+0(SB), Z9
+	MOVQ          words+0(FP), AX
+	MOVQ          nwords+8(FP), CX
+	MOVQ          esc+48(FP), DX
+	MOVQ          nesc+56(FP), BX
+	MOVQ          (AX), SI
+	MOVQ          (CX), DI
+	LEAQ          (SI)(DI*4), DI
+	MOVQ          (DX), R8
+	MOVQ          (BX), R9
+	ADDQ          R8, R9
+	VMOVDQU64     (SI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     64(SI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     128(SI), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     192(SI), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	ADDQ          $0x00000100, SI
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
+	MOVQ          8(AX), AX
+	MOVQ          8(CX), CX
+	LEAQ          (AX)(CX*4), CX
+	MOVQ          8(DX), DX
+	MOVQ          8(BX), BX
+	ADDQ          DX, BX
+	VMOVDQU64     (AX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     64(AX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     128(AX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     192(AX), Z19
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
+	KMOVB         K1, R10
+	TESTL         R10, R10
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	ADDQ          $0x00000100, AX
+	VPXORD        Z20, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	MOVL          $0x00000080, R10
+	VPBROADCASTB  R10, Z22
+	VMOVDQU32     ansSpread0<>+0(SB), Z23
+	VMOVDQU32     ansSpread1<>+0(SB), Z24
+	MOVL          $0x00005555, R10
+	KMOVW         R10, K1
+	XORQ          R10, R10
+
+AnsDotStripesX2MaddQAvx512_step:
+	PREFETCHT0     512(SI)
+	PREFETCHT0     512(AX)
+	MOVQ           v+32(FP), R11
+	LEAQ           (R11)(R10*4), R11
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z10, Z8, Z26
+	VPMULTISHIFTQB Z11, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (R8)(R12*1), R12
+	CMPQ           R12, R9
+	JA             AnsDotStripesX2MaddQAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R12, R8
+	VPDPBUSD       Z25, Z27, Z14
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z28, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z27, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (SI)(R12*4), R12
+	CMPQ           R12, DI
+	JA             AnsDotStripesX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R12, SI
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z8, Z26
+	VPMULTISHIFTQB Z17, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R12
+	POPCNTQ        R12, R12
+	LEAQ           (DX)(R12*1), R12
+	CMPQ           R12, BX
+	JA             AnsDotStripesX2MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R12, DX
+	VPDPBUSD       Z25, Z27, Z20
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z27, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R12
+	POPCNTL        R12, R12
+	LEAQ           (AX)(R12*4), R12
+	CMPQ           R12, CX
+	JA             AnsDotStripesX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R12, AX
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPBROADCASTD   (R11), Z25
+	VPMULTISHIFTQB Z12, Z8, Z26
+	VPMULTISHIFTQB Z13, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (R8)(R11*1), R11
+	CMPQ           R11, R9
+	JA             AnsDotStripesX2MaddQAvx512_toomany
+	VPEXPANDB      (R8), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, R8
+	VPDPBUSD       Z25, Z27, Z15
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z1, Z0, Z27
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z27, Z28
+	VPORD          ansOne16<>+0(SB), Z28, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z27, Z28
+	VPSRLW         $0x08, Z27, Z27
+	VPMULLW        Z27, Z28, Z27
+	VPSLLD         $0x10, Z27, Z28
+	VPORD          ansOne32<>+0(SB), Z28, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPSRLD         $0x10, Z27, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPERMD.Z       Z27, Z23, K1, Z28
+	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z28, Z12, Z12
+	VPADDQ         Z29, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPERMD.Z       Z27, Z24, K1, Z27
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z27, Z13, Z13
+	VPADDQ         Z26, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (SI)(R11*4), R11
+	CMPQ           R11, DI
+	JA             AnsDotStripesX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (SI), K4, Z26
+	MOVQ           R11, SI
+	VPERMD         Z26, Z23, Z27
+	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPERMD         Z26, Z24, Z26
+	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPMULTISHIFTQB Z18, Z8, Z26
+	VPMULTISHIFTQB Z19, Z8, Z27
+	VPERMT2B       Z27, Z9, Z26
+	VMOVDQA32      Z26, Z27
+	VPERMI2B       Z5, Z4, Z27
+	VMOVDQA32      Z26, Z28
+	VPERMI2B       Z7, Z6, Z28
+	VPTESTMB       Z28, Z28, K2
+	KMOVQ          K2, R11
+	POPCNTQ        R11, R11
+	LEAQ           (DX)(R11*1), R11
+	CMPQ           R11, BX
+	JA             AnsDotStripesX2MaddQAvx512_toomany
+	VPEXPANDB      (DX), K2, Z27
+	VPADDB         Z22, Z27, K2, Z27
+	MOVQ           R11, DX
+	VPDPBUSD       Z25, Z27, Z21
+	VMOVDQA32      Z26, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPERMD.Z       Z25, Z23, K1, Z27
+	VPERMD.Z       Z26, Z23, K1, Z28
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z27, Z18, Z18
+	VPADDQ         Z28, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
+	VPERMD.Z       Z25, Z24, K1, Z25
+	VPERMD.Z       Z26, Z24, K1, Z26
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z25, Z19, Z19
+	VPADDQ         Z26, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R11
+	POPCNTL        R11, R11
+	LEAQ           (AX)(R11*4), R11
+	CMPQ           R11, CX
+	JA             AnsDotStripesX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (AX), K4, Z25
+	MOVQ           R11, AX
+	VPERMD         Z25, Z23, Z26
+	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPERMD         Z25, Z24, Z25
+	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	INCQ           R10
+	CMPQ           R10, steps+16(FP)
+	JB             AnsDotStripesX2MaddQAvx512_step
+	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	CMPQ           R8, R9
+	JNE            AnsDotStripesX2MaddQAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	CMPQ           DX, BX
+	JNE            AnsDotStripesX2MaddQAvx512_toomany
+	VMOVDQU32      Z20, 128(AX)
+	VMOVDQU32      Z21, 192(AX)
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2MaddQAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2MaddQAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDotStripesX2MaddQAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
 // func AnsDotRowsAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
 // Requires: AVX, AVX2, POPCNT
 TEXT ·AnsDotRowsAvx2(SB), NOSPLIT, $384-72

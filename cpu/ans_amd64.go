@@ -58,9 +58,9 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 		}
 	}
 	stripes := m.Layout == ans.WarpStripes
-	variant := 0
-	if ansMadd && m.Model.NSym > 1 { // frequency 128 (one symbol) needs the other kernels
-		variant = 1
+	variant := ansMul
+	if m.Model.NSym > 1 { // frequency 128 (one symbol) needs the VPMULLD kernels
+		variant = ansVariant
 	}
 	steps := m.Cols / 128
 	fn := ansDotFuncs[variant][n-1][0]
@@ -100,25 +100,39 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 	return nil
 }
 
-// ansDotFuncs are the kernels by variant (VPMULLD/VPMULLQ, or the
-// multiply-add variant for Intel cores), units (1, 2) and layout (rows,
+// The AVX-512 decoder variants (the index of ansDotFuncs).
+const (
+	ansMul   = iota // VPMULLD and VPMULLQ; the only one for frequency 128
+	ansMadd         // multiply-adds and VPMULUDQ, for Intel cores
+	ansMaddQ        // multiply-adds and VPMULLQ, for AMD cores
+)
+
+// ansDotFuncs are the kernels by variant, units (1, 2) and layout (rows,
 // stripes).
-var ansDotFuncs = [2][2][2]ansDotFunc{
-	{{asm.AnsDotRowsX1Avx512, asm.AnsDotStripesX1Avx512}, {asm.AnsDotRowsX2Avx512, asm.AnsDotStripesX2Avx512}},
-	{{asm.AnsDotRowsX1MaddAvx512, asm.AnsDotStripesX1MaddAvx512}, {asm.AnsDotRowsX2MaddAvx512, asm.AnsDotStripesX2MaddAvx512}},
+var ansDotFuncs = [3][2][2]ansDotFunc{
+	ansMul:   {{asm.AnsDotRowsX1Avx512, asm.AnsDotStripesX1Avx512}, {asm.AnsDotRowsX2Avx512, asm.AnsDotStripesX2Avx512}},
+	ansMadd:  {{asm.AnsDotRowsX1MaddAvx512, asm.AnsDotStripesX1MaddAvx512}, {asm.AnsDotRowsX2MaddAvx512, asm.AnsDotStripesX2MaddAvx512}},
+	ansMaddQ: {{asm.AnsDotRowsX1MaddQAvx512, asm.AnsDotStripesX1MaddQAvx512}, {asm.AnsDotRowsX2MaddQAvx512, asm.AnsDotStripesX2MaddQAvx512}},
 }
 
-// ansMadd selects the multiply-add kernels: on Intel cores, where VPMULLD
-// and VPMULLQ are multi-uop with long latencies (measured on the device
-// host's Xeon), unless QGEMV_ANS_KERNEL=mul or =madd says otherwise.
-var ansMadd = func() bool {
+// ansVariant is the decoder variant for models of more than one symbol:
+// on Intel cores, where VPMULLD and VPMULLQ are multi-uop with long
+// latencies (measured on the device host's Xeon), the multiply-add one;
+// elsewhere (AMD Zen 4 and 5 run VPMULLQ as one uop) multiply-adds with
+// VPMULLQ. QGEMV_ANS_KERNEL=mul, =madd or =maddq forces one.
+var ansVariant = func() int {
 	switch os.Getenv("QGEMV_ANS_KERNEL") {
 	case "mul":
-		return false
+		return ansMul
 	case "madd":
-		return true
+		return ansMadd
+	case "maddq":
+		return ansMaddQ
 	}
-	return cpuid.CPU.VendorID == cpuid.Intel
+	if cpuid.CPU.VendorID == cpuid.Intel {
+		return ansMadd
+	}
+	return ansMaddQ
 }()
 
 // mulANSSIMD runs the AVX-512 (or AVX2) decoder over units in parallel.

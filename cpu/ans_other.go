@@ -8,5 +8,7 @@ func ansKernelOK(*Backend) bool { return false }
 
 func (b *Backend) mulANSSIMD(*ans.Matrix, []int8, []int32) error { return nil }
 
-// ansMadd has no effect without assembly.
-var ansMadd bool
+// ansVariant has no effect without assembly.
+var ansVariant int
+
+const ansMul, ansMadd, ansMaddQ = 0, 1, 2

@@ -12,10 +12,10 @@ import (
 // TestInt8AndANS checks the int8 baseline (every kernel set) and the ANS
 // multiply (both layouts) against the exact reference on tails.
 func TestInt8AndANS(t *testing.T) {
-	saved := ansMadd
-	defer func() { ansMadd = saved }()
-	for _, madd := range []bool{false, true} {
-		ansMadd = madd
+	saved := ansVariant
+	defer func() { ansVariant = saved }()
+	for _, v := range []int{ansMul, ansMadd, ansMaddQ} {
+		ansVariant = v
 		testInt8AndANS(t)
 	}
 }

@@ -19,20 +19,15 @@ const ansPrefetch = 512
 // with AVX-512 F, BW, DQ, VBMI, VBMI2, VNNI and POPCNT. Two units interleave two
 // independent state chains (the update is a serial chain per coder).
 //
-// With madd, F and the rank come from byte and word multiply-adds
-// (VPMADDUBSW, VPMULLW, VPMADDWD) and the state product from two
-// VPMULUDQ instead of VPMULLD and VPMULLQ, which are multi-uop with long
-// latencies on Intel cores (frequencies must be <= 127: a one-symbol model
-// takes another kernel).
-func ansDot(stripes bool, units int, madd bool) {
+// The mode says how F, the rank and the state product are computed (see
+// ansMode).
+func ansDot(stripes bool, units int, mode ansMode) {
 	kind := "Rows"
 	if stripes {
 		kind = "Stripes"
 	}
-	name := fmt.Sprintf("AnsDot%sX%dAvx512", kind, units)
-	if madd {
-		name = fmt.Sprintf("AnsDot%sX%dMaddAvx512", kind, units)
-	}
+	name := fmt.Sprintf("AnsDot%sX%d%sAvx512", kind, units, mode.suffix())
+	madd := mode != ansMul
 	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int")
 	Pragma("noescape")
 	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
@@ -204,7 +199,7 @@ func ansDot(stripes bool, units int, madd bool) {
 			}
 			var F, rank VecVirtual
 			if madd {
-				F, rank = ansMadd(look(tF), look(tO))
+				F, rank = ansMaddFR(look(tF), look(tO))
 			} else {
 				// Shallow trees (the state update is a serial chain across steps):
 				// F = (f0 f1)(f2 f3), rank = (o0 + f0 o1) + (f0 f1)(o2 + f2 o3),
@@ -238,7 +233,7 @@ func ansDot(stripes bool, units int, madd bool) {
 				VPERMD_Z(rank, spread[q], k5555, rq)
 				t := ZMM()
 				VPSRLQ(U8(28), xs, t)
-				if madd { // F * t with t < 2^35: F*(t mod 2^32) + (F*(t >> 32)) << 32
+				if mode == ansMadd { // F * t with t < 2^35: F*(t mod 2^32) + (F*(t >> 32)) << 32
 					th := ZMM()
 					VPSRLQ(U8(32), t, th)
 					VPMULUDQ(Fq, th, th)
@@ -299,6 +294,31 @@ func ansDot(stripes bool, units int, madd bool) {
 	ansEpilogue(name, zero)
 }
 
+// ansMode selects the arithmetic of an AVX-512 ANS decoder.
+type ansMode int
+
+const (
+	// ansMul computes F and the rank with six VPMULLD and the state
+	// product with VPMULLQ; it alone handles frequency 128 (a one-symbol
+	// model).
+	ansMul ansMode = iota
+	// ansMadd computes F and the rank with byte and word multiply-adds
+	// (VPMADDUBSW, VPMULLW, VPMADDWD: 11 instructions instead of 21) and
+	// the state product with two VPMULUDQ, for Intel cores, where VPMULLD
+	// and VPMULLQ are multi-uop with long latencies. Frequencies must be
+	// <= 127.
+	ansMadd
+	// ansMaddQ takes F and the rank from the multiply-adds and the state
+	// product from one VPMULLQ: the fewest instructions where VPMULLQ is
+	// a single fast uop (AMD Zen 4 and 5). Frequencies must be <= 127.
+	ansMaddQ
+)
+
+// suffix is the mode's part of the kernel name.
+func (m ansMode) suffix() string {
+	return [...]string{"", "Madd", "MaddQ"}[m]
+}
+
 // ansEpilogue ends an ANS decoder: it returns ret (the AVX2 decoder's
 // escape count, the AVX-512 decoders' 0), then emits the error exits the
 // decoder jumps to, name_exhausted (-1: the words ran out), name_toomany
@@ -328,10 +348,10 @@ func ansPackDigits() Mem {
 	})
 }
 
-// ansMadd computes, per dword lane, F = f0 f1 f2 f3 and rank = (o0 + o1 f0)
+// ansMaddFR computes, per dword lane, F = f0 f1 f2 f3 and rank = (o0 + o1 f0)
 // + f0 f1 (o2 + o3 f2) from the frequency bytes fb and offset bytes ob
 // (bytes 0..3 of each dword) with multiply-adds; frequencies <= 127.
-func ansMadd(fb, ob VecVirtual) (F, rank VecVirtual) {
+func ansMaddFR(fb, ob VecVirtual) (F, rank VecVirtual) {
 	f1x := ZMM() // bytes (1, f0, 1, f2)
 	VPSLLW(U8(8), fb, f1x)
 	VPORD(ansConst("ansOne16", 0x0001000100010001), f1x, f1x)

@@ -124,10 +124,10 @@ func main() {
 	cbPsumScalar(2)
 	int8Gemv()
 	int8GemvAVX2()
-	for _, madd := range []bool{false, true} {
+	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {
 		for _, units := range []int{1, 2} {
-			ansDot(false, units, madd)
-			ansDot(true, units, madd)
+			ansDot(false, units, mode)
+			ansDot(true, units, mode)
 		}
 	}
 	ansDotsAVX2()
