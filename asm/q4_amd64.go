@@ -2585,13 +2585,16 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotStripesX1Avx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2608,13 +2611,16 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotRowsX2Avx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2631,13 +2637,16 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotStripesX2Avx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2654,13 +2663,16 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotRowsX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2677,13 +2689,16 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotStripesX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2700,13 +2715,16 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotRowsX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2723,13 +2741,16 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotStripesX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2746,13 +2767,16 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotRowsX1MaddQAvx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2769,13 +2793,16 @@ func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotStripesX1MaddQAvx512 decodes, for each of 1 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2792,13 +2819,16 @@ func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotRowsX2MaddQAvx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2815,13 +2845,16 @@ func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, ta
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotStripesX2MaddQAvx512 decodes, for each of 2 units U of layout/ans (the unit's
 // nwords[U] words at words[U]: 64 state words, then the interleaved stream),
@@ -2838,13 +2871,16 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
+// Each step also prefetches the line ahead bytes past each unit's next word
+// (the warp-rows caller's next units).
+//
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
 // [2^31, 2^63) or its final state is not 2^31. Never reads outside
 // words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
 //
 //go:noescape
-func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // AnsDotRowsAvx2 decodes the layout/ans unit of nwords words at words (64 state
 // words, then the interleaved stream): steps quads of each of its 32 coders

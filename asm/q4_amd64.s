@@ -34268,9 +34268,9 @@ Int8GemvAvx2_c:
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -34341,7 +34341,9 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-72
 	XORQ          SI, SI
 
 AnsDotRowsX1Avx512_step:
+	MOVQ           ahead+64(FP), DI
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(DI*1)
 	MOVQ           v+32(FP), DI
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
@@ -34504,25 +34506,25 @@ AnsDotRowsX1Avx512_step:
 	VMOVDQU32      Z14, (AX)
 	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1Avx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1Avx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1Avx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
@@ -34658,9 +34660,9 @@ DATA ansSpread1<>+56(SB)/4, $0x0000000f
 DATA ansSpread1<>+60(SB)/4, $0x0000000f
 GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -34731,7 +34733,9 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-72
 	XORQ          SI, SI
 
 AnsDotStripesX1Avx512_step:
+	MOVQ           ahead+64(FP), DI
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(DI*1)
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
 	VPBROADCASTD   (DI), Z19
@@ -34893,31 +34897,31 @@ AnsDotStripesX1Avx512_step:
 	VMOVDQU32      Z14, (AX)
 	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1Avx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1Avx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1Avx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -35033,8 +35037,11 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-72
 	XORQ          R10, R10
 
 AnsDotRowsX2Avx512_step:
+	MOVQ           ahead+64(FP), R11
 	PREFETCHT0     512(SI)
+	PREFETCHT0     (SI)(R11*1)
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(R11*1)
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
@@ -35349,31 +35356,31 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQU32      Z20, 128(AX)
 	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2Avx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2Avx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2Avx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -35489,8 +35496,11 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-72
 	XORQ          R10, R10
 
 AnsDotStripesX2Avx512_step:
+	MOVQ           ahead+64(FP), R11
 	PREFETCHT0     512(SI)
+	PREFETCHT0     (SI)(R11*1)
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(R11*1)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
 	VPBROADCASTD   (R11), Z25
@@ -35804,31 +35814,31 @@ AnsDotStripesX2Avx512_step:
 	VMOVDQU32      Z20, 128(AX)
 	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2Avx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2Avx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2Avx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -35899,7 +35909,9 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-72
 	XORQ          SI, SI
 
 AnsDotRowsX1MaddAvx512_step:
+	MOVQ           ahead+64(FP), DI
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(DI*1)
 	MOVQ           v+32(FP), DI
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
@@ -36058,25 +36070,25 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQU32      Z14, (AX)
 	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1MaddAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1MaddAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1MaddAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
@@ -36110,9 +36122,9 @@ DATA ansOne32<>+48(SB)/8, $0x0000000100000001
 DATA ansOne32<>+56(SB)/8, $0x0000000100000001
 GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
 
-// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -36183,7 +36195,9 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-72
 	XORQ          SI, SI
 
 AnsDotStripesX1MaddAvx512_step:
+	MOVQ           ahead+64(FP), DI
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(DI*1)
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
 	VPBROADCASTD   (DI), Z19
@@ -36341,31 +36355,31 @@ AnsDotStripesX1MaddAvx512_step:
 	VMOVDQU32      Z14, (AX)
 	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1MaddAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1MaddAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1MaddAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -36481,8 +36495,11 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-72
 	XORQ          R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
+	MOVQ           ahead+64(FP), R11
 	PREFETCHT0     512(SI)
+	PREFETCHT0     (SI)(R11*1)
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(R11*1)
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
@@ -36789,31 +36806,31 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQU32      Z20, 128(AX)
 	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2MaddAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2MaddAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2MaddAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -36929,8 +36946,11 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-72
 	XORQ          R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
+	MOVQ           ahead+64(FP), R11
 	PREFETCHT0     512(SI)
+	PREFETCHT0     (SI)(R11*1)
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(R11*1)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
 	VPBROADCASTD   (R11), Z25
@@ -37236,31 +37256,31 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQU32      Z20, 128(AX)
 	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2MaddAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2MaddAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2MaddAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -37331,7 +37351,9 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-72
 	XORQ          SI, SI
 
 AnsDotRowsX1MaddQAvx512_step:
+	MOVQ           ahead+64(FP), DI
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(DI*1)
 	MOVQ           v+32(FP), DI
 	IMUL3Q         $0x00000080, SI, DI
 	ADDQ           v+32(FP), DI
@@ -37474,31 +37496,31 @@ AnsDotRowsX1MaddQAvx512_step:
 	VMOVDQU32      Z14, (AX)
 	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1MaddQAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1MaddQAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX1MaddQAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -37569,7 +37591,9 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-72
 	XORQ          SI, SI
 
 AnsDotStripesX1MaddQAvx512_step:
+	MOVQ           ahead+64(FP), DI
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(DI*1)
 	MOVQ           v+32(FP), DI
 	LEAQ           (DI)(SI*4), DI
 	VPBROADCASTD   (DI), Z19
@@ -37711,31 +37735,31 @@ AnsDotStripesX1MaddQAvx512_step:
 	VMOVDQU32      Z14, (AX)
 	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1MaddQAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1MaddQAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX1MaddQAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -37851,8 +37875,11 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-72
 	XORQ          R10, R10
 
 AnsDotRowsX2MaddQAvx512_step:
+	MOVQ           ahead+64(FP), R11
 	PREFETCHT0     512(SI)
+	PREFETCHT0     (SI)(R11*1)
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(R11*1)
 	MOVQ           v+32(FP), R11
 	IMUL3Q         $0x00000080, R10, R11
 	ADDQ           v+32(FP), R11
@@ -38127,31 +38154,31 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQU32      Z20, 128(AX)
 	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2MaddQAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2MaddQAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotRowsX2MaddQAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
-// func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int
+// func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-72
+TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -38267,8 +38294,11 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-72
 	XORQ          R10, R10
 
 AnsDotStripesX2MaddQAvx512_step:
+	MOVQ           ahead+64(FP), R11
 	PREFETCHT0     512(SI)
+	PREFETCHT0     (SI)(R11*1)
 	PREFETCHT0     512(AX)
+	PREFETCHT0     (AX)(R11*1)
 	MOVQ           v+32(FP), R11
 	LEAQ           (R11)(R10*4), R11
 	VPBROADCASTD   (R11), Z25
@@ -38542,25 +38572,25 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQU32      Z20, 128(AX)
 	VMOVDQU32      Z21, 192(AX)
 	XORQ           AX, AX
-	MOVQ           AX, ret+64(FP)
+	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2MaddQAvx512_exhausted:
 	MOVQ $-1, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2MaddQAvx512_toomany:
 	MOVQ $-2, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 
 AnsDotStripesX2MaddQAvx512_badstate:
 	MOVQ $-3, AX
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
 

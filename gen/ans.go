@@ -28,7 +28,7 @@ func ansDot(stripes bool, units int, mode ansMode) {
 	}
 	name := fmt.Sprintf("AnsDot%sX%d%sAvx512", kind, units, mode.suffix())
 	madd := mode != ansMul
-	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int) int")
+	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int")
 	Pragma("noescape")
 	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
 	if stripes {
@@ -49,6 +49,9 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"expand-loads the next ones into the escaped positions, without a branch.",
 		"The products use unsigned (value+128) times signed inputs (VPDPBUSD), so",
 		"the caller subtracts 128 * (sum of each lane's inputs).",
+		"",
+		"Each step also prefetches the line ahead bytes past each unit's next word",
+		"(the warp-rows caller's next units).",
 		"",
 		"Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer",
 		"escapes than nesc[U], -3 if a coder's initial state is outside",
@@ -135,8 +138,10 @@ func ansDot(stripes bool, units int, mode ansMode) {
 	step := GP64()
 	XORQ(step, step)
 	Label(name + "_step")
+	ahead := Load(Param("ahead"), GP64())
 	for u := 0; u < units; u++ {
 		PREFETCHT0(Mem{Base: wp[u], Disp: ansPrefetch})
+		PREFETCHT0(Mem{Base: wp[u], Index: ahead, Scale: 1})
 	}
 	vp := param("v")
 	if !stripes {
