@@ -34336,8 +34336,6 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  SI, Z16
 	VMOVDQU32     ansSpread0<>+0(SB), Z17
 	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	MOVL          $0x00005555, SI
-	KMOVW         SI, K1
 	XORQ          SI, SI
 
 AnsDotRowsX1Avx512_step:
@@ -34350,24 +34348,27 @@ AnsDotRowsX1Avx512_step:
 	VMOVDQU8       (DI), Z19
 	VPMULTISHIFTQB Z10, Z8, Z20
 	VPMULTISHIFTQB Z11, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, R8
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           R8, DX
 	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPANDD         ansCff<>+0(SB), Z19, Z21
 	VPSRLD         $0x08, Z20, Z22
@@ -34390,51 +34391,54 @@ AnsDotRowsX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z21, Z10, Z10
 	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
 	VPMULLQ        Z19, Z11, Z11
 	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           R8, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
 	VMOVDQU8       64(DI), Z19
 	VPMULTISHIFTQB Z12, Z8, Z20
 	VPMULTISHIFTQB Z13, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPANDD         ansCff<>+0(SB), Z19, Z21
 	VPSRLD         $0x08, Z20, Z22
@@ -34457,30 +34461,30 @@ AnsDotRowsX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z21, Z12, Z12
 	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
 	VPMULLQ        Z19, Z13, Z13
 	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, DI
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           DI, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
@@ -34660,6 +34664,82 @@ DATA ansSpread1<>+56(SB)/4, $0x0000000f
 DATA ansSpread1<>+60(SB)/4, $0x0000000f
 GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
 
+DATA ansPackInterleaved<>+0(SB)/1, $0x00
+DATA ansPackInterleaved<>+1(SB)/1, $0x01
+DATA ansPackInterleaved<>+2(SB)/1, $0x02
+DATA ansPackInterleaved<>+3(SB)/1, $0x03
+DATA ansPackInterleaved<>+4(SB)/1, $0x40
+DATA ansPackInterleaved<>+5(SB)/1, $0x41
+DATA ansPackInterleaved<>+6(SB)/1, $0x42
+DATA ansPackInterleaved<>+7(SB)/1, $0x43
+DATA ansPackInterleaved<>+8(SB)/1, $0x08
+DATA ansPackInterleaved<>+9(SB)/1, $0x09
+DATA ansPackInterleaved<>+10(SB)/1, $0x0a
+DATA ansPackInterleaved<>+11(SB)/1, $0x0b
+DATA ansPackInterleaved<>+12(SB)/1, $0x48
+DATA ansPackInterleaved<>+13(SB)/1, $0x49
+DATA ansPackInterleaved<>+14(SB)/1, $0x4a
+DATA ansPackInterleaved<>+15(SB)/1, $0x4b
+DATA ansPackInterleaved<>+16(SB)/1, $0x10
+DATA ansPackInterleaved<>+17(SB)/1, $0x11
+DATA ansPackInterleaved<>+18(SB)/1, $0x12
+DATA ansPackInterleaved<>+19(SB)/1, $0x13
+DATA ansPackInterleaved<>+20(SB)/1, $0x50
+DATA ansPackInterleaved<>+21(SB)/1, $0x51
+DATA ansPackInterleaved<>+22(SB)/1, $0x52
+DATA ansPackInterleaved<>+23(SB)/1, $0x53
+DATA ansPackInterleaved<>+24(SB)/1, $0x18
+DATA ansPackInterleaved<>+25(SB)/1, $0x19
+DATA ansPackInterleaved<>+26(SB)/1, $0x1a
+DATA ansPackInterleaved<>+27(SB)/1, $0x1b
+DATA ansPackInterleaved<>+28(SB)/1, $0x58
+DATA ansPackInterleaved<>+29(SB)/1, $0x59
+DATA ansPackInterleaved<>+30(SB)/1, $0x5a
+DATA ansPackInterleaved<>+31(SB)/1, $0x5b
+DATA ansPackInterleaved<>+32(SB)/1, $0x20
+DATA ansPackInterleaved<>+33(SB)/1, $0x21
+DATA ansPackInterleaved<>+34(SB)/1, $0x22
+DATA ansPackInterleaved<>+35(SB)/1, $0x23
+DATA ansPackInterleaved<>+36(SB)/1, $0x60
+DATA ansPackInterleaved<>+37(SB)/1, $0x61
+DATA ansPackInterleaved<>+38(SB)/1, $0x62
+DATA ansPackInterleaved<>+39(SB)/1, $0x63
+DATA ansPackInterleaved<>+40(SB)/1, $0x28
+DATA ansPackInterleaved<>+41(SB)/1, $0x29
+DATA ansPackInterleaved<>+42(SB)/1, $0x2a
+DATA ansPackInterleaved<>+43(SB)/1, $0x2b
+DATA ansPackInterleaved<>+44(SB)/1, $0x68
+DATA ansPackInterleaved<>+45(SB)/1, $0x69
+DATA ansPackInterleaved<>+46(SB)/1, $0x6a
+DATA ansPackInterleaved<>+47(SB)/1, $0x6b
+DATA ansPackInterleaved<>+48(SB)/1, $0x30
+DATA ansPackInterleaved<>+49(SB)/1, $0x31
+DATA ansPackInterleaved<>+50(SB)/1, $0x32
+DATA ansPackInterleaved<>+51(SB)/1, $0x33
+DATA ansPackInterleaved<>+52(SB)/1, $0x70
+DATA ansPackInterleaved<>+53(SB)/1, $0x71
+DATA ansPackInterleaved<>+54(SB)/1, $0x72
+DATA ansPackInterleaved<>+55(SB)/1, $0x73
+DATA ansPackInterleaved<>+56(SB)/1, $0x38
+DATA ansPackInterleaved<>+57(SB)/1, $0x39
+DATA ansPackInterleaved<>+58(SB)/1, $0x3a
+DATA ansPackInterleaved<>+59(SB)/1, $0x3b
+DATA ansPackInterleaved<>+60(SB)/1, $0x78
+DATA ansPackInterleaved<>+61(SB)/1, $0x79
+DATA ansPackInterleaved<>+62(SB)/1, $0x7a
+DATA ansPackInterleaved<>+63(SB)/1, $0x7b
+GLOBL ansPackInterleaved<>(SB), RODATA|NOPTR, $64
+
+DATA ansLo32<>+0(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+8(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+16(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+24(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+32(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+40(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+48(SB)/8, $0x00000000ffffffff
+DATA ansLo32<>+56(SB)/8, $0x00000000ffffffff
+GLOBL ansLo32<>(SB), RODATA|NOPTR, $64
+
 // func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
@@ -34728,8 +34808,6 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  SI, Z16
 	VMOVDQU32     ansSpread0<>+0(SB), Z17
 	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	MOVL          $0x00005555, SI
-	KMOVW         SI, K1
 	XORQ          SI, SI
 
 AnsDotStripesX1Avx512_step:
@@ -34741,24 +34819,27 @@ AnsDotStripesX1Avx512_step:
 	VPBROADCASTD   (DI), Z19
 	VPMULTISHIFTQB Z10, Z8, Z20
 	VPMULTISHIFTQB Z11, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, R8
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           R8, DX
 	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPANDD         ansCff<>+0(SB), Z19, Z21
 	VPSRLD         $0x08, Z20, Z22
@@ -34781,51 +34862,54 @@ AnsDotStripesX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z21, Z10, Z10
 	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
 	VPMULLQ        Z19, Z11, Z11
 	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           R8, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
 	VPBROADCASTD   (DI), Z19
 	VPMULTISHIFTQB Z12, Z8, Z20
 	VPMULTISHIFTQB Z13, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPANDD         ansCff<>+0(SB), Z19, Z21
 	VPSRLD         $0x08, Z20, Z22
@@ -34848,30 +34932,30 @@ AnsDotStripesX1Avx512_step:
 	VPMULLD        Z21, Z19, Z19
 	VPMULLD        Z21, Z24, Z20
 	VPADDD         Z22, Z20, Z20
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z21, Z12, Z12
 	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
 	VPMULLQ        Z19, Z13, Z13
 	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, DI
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           DI, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
@@ -35032,8 +35116,6 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R10, Z22
 	VMOVDQU32     ansSpread0<>+0(SB), Z23
 	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	MOVL          $0x00005555, R10
-	KMOVW         R10, K1
 	XORQ          R10, R10
 
 AnsDotRowsX2Avx512_step:
@@ -35048,90 +35130,96 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQU8       (R11), Z25
 	VPMULTISHIFTQB Z10, Z8, Z26
 	VPMULTISHIFTQB Z11, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, R8
 	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPSRLD         $0x08, Z26, Z29
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z27, Z30
 	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z27, Z30
+	VPSRLD         $0x08, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z27, Z30
+	VPSRLD         $0x10, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z26, Z31
+	VPSRLD         $0x18, Z27, Z31
 	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z31, Z31
-	VPSRLD         $0x18, Z27, Z26
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
 	VPMULLD        Z30, Z26, Z26
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
-	VPERMD.Z       Z27, Z23, K1, Z29
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z28, Z10, Z10
 	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPERMD.Z       Z27, Z24, K1, Z27
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z11, Z11
 	VPMULLQ        Z26, Z11, Z11
 	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R12, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPMULTISHIFTQB Z17, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
@@ -35154,117 +35242,123 @@ AnsDotRowsX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z27, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z17, Z17
 	VPMULLQ        Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
 	VMOVDQU8       64(R11), Z25
 	VPMULTISHIFTQB Z12, Z8, Z26
 	VPMULTISHIFTQB Z13, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (R8)(R11*1), R11
 	CMPQ           R11, R9
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPSRLD         $0x08, Z26, Z29
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z27, Z30
 	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z27, Z30
+	VPSRLD         $0x08, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z27, Z30
+	VPSRLD         $0x10, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z26, Z31
+	VPSRLD         $0x18, Z27, Z31
 	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z31, Z31
-	VPSRLD         $0x18, Z27, Z26
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
 	VPMULLD        Z30, Z26, Z26
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
-	VPERMD.Z       Z27, Z23, K1, Z29
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z28, Z12, Z12
 	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPERMD.Z       Z27, Z24, K1, Z27
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z13, Z13
 	VPMULLQ        Z26, Z13, Z13
 	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R11, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
 	VPMULTISHIFTQB Z18, Z8, Z26
 	VPMULTISHIFTQB Z19, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
@@ -35287,30 +35381,30 @@ AnsDotRowsX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPMULLQ        Z27, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPMULLQ        Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
@@ -35491,8 +35585,6 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R10, Z22
 	VMOVDQU32     ansSpread0<>+0(SB), Z23
 	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	MOVL          $0x00005555, R10
-	KMOVW         R10, K1
 	XORQ          R10, R10
 
 AnsDotStripesX2Avx512_step:
@@ -35506,90 +35598,96 @@ AnsDotStripesX2Avx512_step:
 	VPBROADCASTD   (R11), Z25
 	VPMULTISHIFTQB Z10, Z8, Z26
 	VPMULTISHIFTQB Z11, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, R8
 	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPSRLD         $0x08, Z26, Z29
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z27, Z30
 	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z27, Z30
+	VPSRLD         $0x08, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z27, Z30
+	VPSRLD         $0x10, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z26, Z31
+	VPSRLD         $0x18, Z27, Z31
 	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z31, Z31
-	VPSRLD         $0x18, Z27, Z26
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
 	VPMULLD        Z30, Z26, Z26
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
-	VPERMD.Z       Z27, Z23, K1, Z29
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z28, Z10, Z10
 	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPERMD.Z       Z27, Z24, K1, Z27
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z11, Z11
 	VPMULLQ        Z26, Z11, Z11
 	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R12, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPMULTISHIFTQB Z17, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
@@ -35612,117 +35710,123 @@ AnsDotStripesX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z27, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z17, Z17
 	VPMULLQ        Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
 	VPBROADCASTD   (R11), Z25
 	VPMULTISHIFTQB Z12, Z8, Z26
 	VPMULTISHIFTQB Z13, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (R8)(R11*1), R11
 	CMPQ           R11, R9
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPSRLD         $0x08, Z26, Z29
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z27, Z30
 	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z27, Z30
+	VPSRLD         $0x08, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
 	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z27, Z30
+	VPSRLD         $0x10, Z26, Z30
 	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z26, Z31
+	VPSRLD         $0x18, Z27, Z31
 	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z31, Z31
-	VPSRLD         $0x18, Z27, Z26
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
 	VPMULLD        Z30, Z26, Z26
 	VPMULLD        Z28, Z26, Z26
 	VPMULLD        Z28, Z31, Z27
 	VPADDD         Z29, Z27, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
-	VPERMD.Z       Z27, Z23, K1, Z29
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z28, Z12, Z12
 	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z26, Z24, K1, Z26
-	VPERMD.Z       Z27, Z24, K1, Z27
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z13, Z13
 	VPMULLQ        Z26, Z13, Z13
 	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R11, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
 	VPMULTISHIFTQB Z18, Z8, Z26
 	VPMULTISHIFTQB Z19, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
@@ -35745,30 +35849,30 @@ AnsDotStripesX2Avx512_step:
 	VPMULLD        Z27, Z25, Z25
 	VPMULLD        Z27, Z30, Z26
 	VPADDD         Z28, Z26, Z26
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPMULLQ        Z27, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPMULLQ        Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
@@ -35904,8 +36008,6 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  SI, Z16
 	VMOVDQU32     ansSpread0<>+0(SB), Z17
 	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	MOVL          $0x00005555, SI
-	KMOVW         SI, K1
 	XORQ          SI, SI
 
 AnsDotRowsX1MaddAvx512_step:
@@ -35918,24 +36020,27 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQU8       (DI), Z19
 	VPMULTISHIFTQB Z10, Z8, Z20
 	VPMULTISHIFTQB Z11, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, R8
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           R8, DX
 	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -35948,8 +36053,8 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z10, Z10
 	VPSRLQ         $0x20, Z10, Z23
 	VPMULUDQ       Z21, Z23, Z23
@@ -35957,9 +36062,9 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMULUDQ       Z21, Z10, Z10
 	VPADDQ         Z23, Z10, Z10
 	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
 	VPSRLQ         $0x20, Z11, Z21
 	VPMULUDQ       Z19, Z21, Z21
@@ -35967,40 +36072,43 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMULUDQ       Z19, Z11, Z11
 	VPADDQ         Z21, Z11, Z11
 	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           R8, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
 	VMOVDQU8       64(DI), Z19
 	VPMULTISHIFTQB Z12, Z8, Z20
 	VPMULTISHIFTQB Z13, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -36013,8 +36121,8 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z23
 	VPMULUDQ       Z21, Z23, Z23
@@ -36022,9 +36130,9 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMULUDQ       Z21, Z12, Z12
 	VPADDQ         Z23, Z12, Z12
 	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
 	VPSRLQ         $0x20, Z13, Z21
 	VPMULUDQ       Z19, Z21, Z21
@@ -36032,19 +36140,19 @@ AnsDotRowsX1MaddAvx512_step:
 	VPMULUDQ       Z19, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, DI
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           DI, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
@@ -36190,8 +36298,6 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  SI, Z16
 	VMOVDQU32     ansSpread0<>+0(SB), Z17
 	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	MOVL          $0x00005555, SI
-	KMOVW         SI, K1
 	XORQ          SI, SI
 
 AnsDotStripesX1MaddAvx512_step:
@@ -36203,24 +36309,27 @@ AnsDotStripesX1MaddAvx512_step:
 	VPBROADCASTD   (DI), Z19
 	VPMULTISHIFTQB Z10, Z8, Z20
 	VPMULTISHIFTQB Z11, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, R8
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           R8, DX
 	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -36233,8 +36342,8 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z10, Z10
 	VPSRLQ         $0x20, Z10, Z23
 	VPMULUDQ       Z21, Z23, Z23
@@ -36242,9 +36351,9 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMULUDQ       Z21, Z10, Z10
 	VPADDQ         Z23, Z10, Z10
 	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
 	VPSRLQ         $0x20, Z11, Z21
 	VPMULUDQ       Z19, Z21, Z21
@@ -36252,40 +36361,43 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMULUDQ       Z19, Z11, Z11
 	VPADDQ         Z21, Z11, Z11
 	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           R8, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
 	VPBROADCASTD   (DI), Z19
 	VPMULTISHIFTQB Z12, Z8, Z20
 	VPMULTISHIFTQB Z13, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -36298,8 +36410,8 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z23
 	VPMULUDQ       Z21, Z23, Z23
@@ -36307,9 +36419,9 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMULUDQ       Z21, Z12, Z12
 	VPADDQ         Z23, Z12, Z12
 	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
 	VPSRLQ         $0x20, Z13, Z21
 	VPMULUDQ       Z19, Z21, Z21
@@ -36317,19 +36429,19 @@ AnsDotStripesX1MaddAvx512_step:
 	VPMULUDQ       Z19, Z13, Z13
 	VPADDQ         Z21, Z13, Z13
 	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, DI
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           DI, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
@@ -36490,8 +36602,6 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R10, Z22
 	VMOVDQU32     ansSpread0<>+0(SB), Z23
 	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	MOVL          $0x00005555, R10
-	KMOVW         R10, K1
 	XORQ          R10, R10
 
 AnsDotRowsX2MaddAvx512_step:
@@ -36506,38 +36616,41 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQU8       (R11), Z25
 	VPMULTISHIFTQB Z10, Z8, Z26
 	VPMULTISHIFTQB Z11, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, R8
 	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z10, Z10
 	VPSRLQ         $0x20, Z10, Z30
 	VPMULUDQ       Z28, Z30, Z30
@@ -36545,49 +36658,52 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z28, Z10, Z10
 	VPADDQ         Z30, Z10, Z10
 	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z11, Z11
 	VPSRLQ         $0x20, Z11, Z28
-	VPMULUDQ       Z27, Z28, Z28
+	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z27, Z11, Z11
+	VPMULUDQ       Z26, Z11, Z11
 	VPADDQ         Z28, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPADDQ         Z27, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R12, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPMULTISHIFTQB Z17, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -36600,8 +36716,8 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z16, Z16
 	VPSRLQ         $0x20, Z16, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -36609,9 +36725,9 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z27, Z16, Z16
 	VPADDQ         Z29, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z17, Z17
 	VPSRLQ         $0x20, Z17, Z27
 	VPMULUDQ       Z25, Z27, Z27
@@ -36619,54 +36735,57 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z17, Z17
 	VPADDQ         Z27, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
 	VMOVDQU8       64(R11), Z25
 	VPMULTISHIFTQB Z12, Z8, Z26
 	VPMULTISHIFTQB Z13, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (R8)(R11*1), R11
 	CMPQ           R11, R9
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z30
 	VPMULUDQ       Z28, Z30, Z30
@@ -36674,49 +36793,52 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z28, Z12, Z12
 	VPADDQ         Z30, Z12, Z12
 	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z13, Z13
 	VPSRLQ         $0x20, Z13, Z28
-	VPMULUDQ       Z27, Z28, Z28
+	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z27, Z13, Z13
+	VPMULUDQ       Z26, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
-	VPADDQ         Z26, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R11, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
 	VPMULTISHIFTQB Z18, Z8, Z26
 	VPMULTISHIFTQB Z19, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -36729,8 +36851,8 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPSRLQ         $0x20, Z18, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -36738,9 +36860,9 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z27, Z18, Z18
 	VPADDQ         Z29, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPSRLQ         $0x20, Z19, Z27
 	VPMULUDQ       Z25, Z27, Z27
@@ -36748,19 +36870,19 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
@@ -36941,8 +37063,6 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R10, Z22
 	VMOVDQU32     ansSpread0<>+0(SB), Z23
 	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	MOVL          $0x00005555, R10
-	KMOVW         R10, K1
 	XORQ          R10, R10
 
 AnsDotStripesX2MaddAvx512_step:
@@ -36956,38 +37076,41 @@ AnsDotStripesX2MaddAvx512_step:
 	VPBROADCASTD   (R11), Z25
 	VPMULTISHIFTQB Z10, Z8, Z26
 	VPMULTISHIFTQB Z11, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, R8
 	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z10, Z10
 	VPSRLQ         $0x20, Z10, Z30
 	VPMULUDQ       Z28, Z30, Z30
@@ -36995,49 +37118,52 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z28, Z10, Z10
 	VPADDQ         Z30, Z10, Z10
 	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z11, Z11
 	VPSRLQ         $0x20, Z11, Z28
-	VPMULUDQ       Z27, Z28, Z28
+	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z27, Z11, Z11
+	VPMULUDQ       Z26, Z11, Z11
 	VPADDQ         Z28, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPADDQ         Z27, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R12, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPMULTISHIFTQB Z17, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -37050,8 +37176,8 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z16, Z16
 	VPSRLQ         $0x20, Z16, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -37059,9 +37185,9 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z27, Z16, Z16
 	VPADDQ         Z29, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z17, Z17
 	VPSRLQ         $0x20, Z17, Z27
 	VPMULUDQ       Z25, Z27, Z27
@@ -37069,54 +37195,57 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z17, Z17
 	VPADDQ         Z27, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
 	VPBROADCASTD   (R11), Z25
 	VPMULTISHIFTQB Z12, Z8, Z26
 	VPMULTISHIFTQB Z13, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (R8)(R11*1), R11
 	CMPQ           R11, R9
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPSRLQ         $0x20, Z12, Z30
 	VPMULUDQ       Z28, Z30, Z30
@@ -37124,49 +37253,52 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z28, Z12, Z12
 	VPADDQ         Z30, Z12, Z12
 	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z13, Z13
 	VPSRLQ         $0x20, Z13, Z28
-	VPMULUDQ       Z27, Z28, Z28
+	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z27, Z13, Z13
+	VPMULUDQ       Z26, Z13, Z13
 	VPADDQ         Z28, Z13, Z13
-	VPADDQ         Z26, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R11, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
 	VPMULTISHIFTQB Z18, Z8, Z26
 	VPMULTISHIFTQB Z19, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -37179,8 +37311,8 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPSRLQ         $0x20, Z18, Z29
 	VPMULUDQ       Z27, Z29, Z29
@@ -37188,9 +37320,9 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z27, Z18, Z18
 	VPADDQ         Z29, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPSRLQ         $0x20, Z19, Z27
 	VPMULUDQ       Z25, Z27, Z27
@@ -37198,19 +37330,19 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMULUDQ       Z25, Z19, Z19
 	VPADDQ         Z27, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
@@ -37346,8 +37478,6 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  SI, Z16
 	VMOVDQU32     ansSpread0<>+0(SB), Z17
 	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	MOVL          $0x00005555, SI
-	KMOVW         SI, K1
 	XORQ          SI, SI
 
 AnsDotRowsX1MaddQAvx512_step:
@@ -37360,24 +37490,27 @@ AnsDotRowsX1MaddQAvx512_step:
 	VMOVDQU8       (DI), Z19
 	VPMULTISHIFTQB Z10, Z8, Z20
 	VPMULTISHIFTQB Z11, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, R8
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           R8, DX
 	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -37390,51 +37523,54 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z21, Z10, Z10
 	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
 	VPMULLQ        Z19, Z11, Z11
 	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           R8, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
 	VMOVDQU8       64(DI), Z19
 	VPMULTISHIFTQB Z12, Z8, Z20
 	VPMULTISHIFTQB Z13, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -37447,30 +37583,30 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z21, Z12, Z12
 	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
 	VPMULLQ        Z19, Z13, Z13
 	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, DI
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           DI, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotRowsX1MaddQAvx512_step
@@ -37586,8 +37722,6 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  SI, Z16
 	VMOVDQU32     ansSpread0<>+0(SB), Z17
 	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	MOVL          $0x00005555, SI
-	KMOVW         SI, K1
 	XORQ          SI, SI
 
 AnsDotStripesX1MaddQAvx512_step:
@@ -37599,24 +37733,27 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPBROADCASTD   (DI), Z19
 	VPMULTISHIFTQB Z10, Z8, Z20
 	VPMULTISHIFTQB Z11, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, R8
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
 	LEAQ           (DX)(R8*1), R8
 	CMPQ           R8, BX
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           R8, DX
 	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -37629,51 +37766,54 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z21, Z10, Z10
 	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
 	VPMULLQ        Z19, Z11, Z11
 	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R8
 	POPCNTL        R8, R8
 	LEAQ           (AX)(R8*4), R8
 	CMPQ           R8, CX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           R8, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
 	VPBROADCASTD   (DI), Z19
 	VPMULTISHIFTQB Z12, Z8, Z20
 	VPMULTISHIFTQB Z13, Z8, Z21
+	VMOVDQA64      Z20, Z22
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
+	VPERMT2B       Z21, Z23, Z22
 	VPERMT2B       Z21, Z9, Z20
 	VMOVDQA32      Z20, Z21
 	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z22
-	VPERMI2B       Z7, Z6, Z22
-	VPTESTMB       Z22, Z22, K2
-	KMOVQ          K2, DI
+	VMOVDQA32      Z20, Z20
+	VPERMI2B       Z7, Z6, Z20
+	VPTESTMB       Z20, Z20, K1
+	KMOVQ          K1, DI
 	POPCNTQ        DI, DI
 	LEAQ           (DX)(DI*1), DI
 	CMPQ           DI, BX
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z21
-	VPADDB         Z16, Z21, K2, Z21
+	VPEXPANDB      (DX), K1, Z21
+	VPADDB         Z16, Z21, K1, Z21
 	MOVQ           DI, DX
 	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z20, Z19
+	VMOVDQA32      Z22, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z20, Z20
+	VMOVDQA32      Z22, Z20
 	VPERMI2B       Z3, Z2, Z20
 	VPSLLW         $0x08, Z19, Z21
 	VPORD          ansOne16<>+0(SB), Z21, Z21
@@ -37686,30 +37826,30 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPMADDWD       Z21, Z20, Z20
 	VPSRLD         $0x10, Z19, Z21
 	VPMADDWD       Z21, Z19, Z19
-	VPERMD.Z       Z19, Z17, K1, Z21
-	VPERMD.Z       Z20, Z17, K1, Z22
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z21, Z12, Z12
 	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z19, Z18, K1, Z19
-	VPERMD.Z       Z20, Z18, K1, Z20
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
 	VPMULLQ        Z19, Z13, Z13
 	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, DI
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, DI
 	POPCNTL        DI, DI
 	LEAQ           (AX)(DI*4), DI
 	CMPQ           DI, CX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z19
+	VPEXPANDD.Z    (AX), K3, Z19
 	MOVQ           DI, AX
 	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
 	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
 	INCQ           SI
 	CMPQ           SI, steps+16(FP)
 	JB             AnsDotStripesX1MaddQAvx512_step
@@ -37870,8 +38010,6 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R10, Z22
 	VMOVDQU32     ansSpread0<>+0(SB), Z23
 	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	MOVL          $0x00005555, R10
-	KMOVW         R10, K1
 	XORQ          R10, R10
 
 AnsDotRowsX2MaddQAvx512_step:
@@ -37886,80 +38024,86 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQU8       (R11), Z25
 	VPMULTISHIFTQB Z10, Z8, Z26
 	VPMULTISHIFTQB Z11, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, R8
 	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z28, Z10, Z10
 	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z27, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPMULLQ        Z26, Z11, Z11
+	VPADDQ         Z27, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R12, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPMULTISHIFTQB Z17, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -37972,107 +38116,113 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z27, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z17, Z17
 	VPMULLQ        Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
 	VMOVDQU8       64(R11), Z25
 	VPMULTISHIFTQB Z12, Z8, Z26
 	VPMULTISHIFTQB Z13, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (R8)(R11*1), R11
 	CMPQ           R11, R9
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z28, Z12, Z12
 	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z27, Z13, Z13
-	VPADDQ         Z26, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPMULLQ        Z26, Z13, Z13
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R11, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
 	VPMULTISHIFTQB Z18, Z8, Z26
 	VPMULTISHIFTQB Z19, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -38085,30 +38235,30 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPMULLQ        Z27, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPMULLQ        Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotRowsX2MaddQAvx512_step
@@ -38289,8 +38439,6 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R10, Z22
 	VMOVDQU32     ansSpread0<>+0(SB), Z23
 	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	MOVL          $0x00005555, R10
-	KMOVW         R10, K1
 	XORQ          R10, R10
 
 AnsDotStripesX2MaddQAvx512_step:
@@ -38304,80 +38452,86 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPBROADCASTD   (R11), Z25
 	VPMULTISHIFTQB Z10, Z8, Z26
 	VPMULTISHIFTQB Z11, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (R8)(R12*1), R12
 	CMPQ           R12, R9
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, R8
 	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z10, Z10
 	VPMULLQ        Z28, Z10, Z10
 	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z27, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPMULLQ        Z26, Z11, Z11
+	VPADDQ         Z27, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (SI)(R12*4), R12
 	CMPQ           R12, DI
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R12, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K2, Z10
+	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K3, Z11
+	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
 	VPMULTISHIFTQB Z16, Z8, Z26
 	VPMULTISHIFTQB Z17, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R12
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
 	LEAQ           (DX)(R12*1), R12
 	CMPQ           R12, BX
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R12, DX
 	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -38390,107 +38544,113 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z16, Z16
 	VPMULLQ        Z27, Z16, Z16
 	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z17, Z17
 	VPMULLQ        Z25, Z17, Z17
 	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R12
 	POPCNTL        R12, R12
 	LEAQ           (AX)(R12*4), R12
 	CMPQ           R12, CX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R12, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K2, Z16
+	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K3, Z17
+	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
 	VPBROADCASTD   (R11), Z25
 	VPMULTISHIFTQB Z12, Z8, Z26
 	VPMULTISHIFTQB Z13, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (R8)(R11*1), R11
 	CMPQ           R11, R9
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (R8), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, R8
 	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z1, Z0, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z27, Z28
+	VMOVDQA32      Z28, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VMOVDQA32      Z28, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z26, Z28
 	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z27, Z28
-	VPSRLW         $0x08, Z27, Z27
-	VPMULLW        Z27, Z28, Z27
-	VPSLLD         $0x10, Z27, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPANDD         ansC00ff<>+0(SB), Z26, Z28
+	VPSRLW         $0x08, Z26, Z26
+	VPMULLW        Z26, Z28, Z26
+	VPSLLD         $0x10, Z26, Z28
 	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPSRLD         $0x10, Z27, Z28
 	VPMADDWD       Z28, Z27, Z27
-	VPERMD.Z       Z27, Z23, K1, Z28
-	VPERMD.Z       Z26, Z23, K1, Z29
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z12, Z12
 	VPMULLQ        Z28, Z12, Z12
 	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPERMD.Z       Z27, Z24, K1, Z27
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z27, Z13, Z13
-	VPADDQ         Z26, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPMULLQ        Z26, Z13, Z13
+	VPADDQ         Z27, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (SI)(R11*4), R11
 	CMPQ           R11, DI
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K4, Z26
+	VPEXPANDD.Z    (SI), K3, Z26
 	MOVQ           R11, SI
 	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K2, Z12
+	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
 	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K3, Z13
+	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
 	VPMULTISHIFTQB Z18, Z8, Z26
 	VPMULTISHIFTQB Z19, Z8, Z27
+	VMOVDQA64      Z26, Z28
+	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
+	VPERMT2B       Z27, Z29, Z28
 	VPERMT2B       Z27, Z9, Z26
 	VMOVDQA32      Z26, Z27
 	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z28
-	VPERMI2B       Z7, Z6, Z28
-	VPTESTMB       Z28, Z28, K2
-	KMOVQ          K2, R11
+	VMOVDQA32      Z26, Z26
+	VPERMI2B       Z7, Z6, Z26
+	VPTESTMB       Z26, Z26, K1
+	KMOVQ          K1, R11
 	POPCNTQ        R11, R11
 	LEAQ           (DX)(R11*1), R11
 	CMPQ           R11, BX
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K2, Z27
-	VPADDB         Z22, Z27, K2, Z27
+	VPEXPANDB      (DX), K1, Z27
+	VPADDB         Z22, Z27, K1, Z27
 	MOVQ           R11, DX
 	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z26, Z25
+	VMOVDQA32      Z28, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z26, Z26
+	VMOVDQA32      Z28, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -38503,30 +38663,30 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
-	VPERMD.Z       Z25, Z23, K1, Z27
-	VPERMD.Z       Z26, Z23, K1, Z28
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z18, Z18
 	VPMULLQ        Z27, Z18, Z18
 	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	VPERMD.Z       Z25, Z24, K1, Z25
-	VPERMD.Z       Z26, Z24, K1, Z26
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z19, Z19
 	VPMULLQ        Z25, Z19, Z19
 	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R11
 	POPCNTL        R11, R11
 	LEAQ           (AX)(R11*4), R11
 	CMPQ           R11, CX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K4, Z25
+	VPEXPANDD.Z    (AX), K3, Z25
 	MOVQ           R11, AX
 	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K2, Z18
+	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
 	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K3, Z19
+	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
 	INCQ           R10
 	CMPQ           R10, steps+16(FP)
 	JB             AnsDotStripesX2MaddQAvx512_step

@@ -123,17 +123,11 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		VPBROADCASTB(t, c80)
 	}
 	// Dword i of a 16-lane vector to both dwords of qword i (spread[0])
-	// or of qword i-8 (spread[1]); with k5555 the high dword is zeroed.
+	// or of qword i-8 (spread[1]): the refill words.
 	var spread [2]VecVirtual
 	for q := range spread {
 		spread[q] = ZMM()
 		VMOVDQU32(ansSpread(q), spread[q])
-	}
-	k5555 := K()
-	{
-		t := GP32()
-		MOVL(U32(0x5555), t)
-		KMOVW(t, k5555)
 	}
 	step := GP64()
 	XORQ(step, step)
@@ -162,7 +156,19 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			da, db := ZMM(), ZMM()
 			VPMULTISHIFTQB(xa, digCtrl, da)
 			VPMULTISHIFTQB(xb, digCtrl, db)
-			VPERMT2B(db, pack, da) // byte 4t+i = digit i of lane 16h+t (bit 7 is ignored below)
+			// Two packings of the 64 digits (bit 7 of each byte is ignored
+			// below): lane order for the values and escapes (byte 4t+i is
+			// digit i of lane 16h+t, the order of the escape list and of the
+			// accumulators), and interleaved for F and the rank (dword 2i is
+			// lane 16h+i, dword 2i+1 lane 16h+8+i), so that the qword lanes
+			// of xa and xb take the low and high dwords of F and the rank:
+			// a VPANDQ and a VPSRLQ instead of two VPERMD, 4% faster on
+			// Zen 5.
+			dil, pil := ZMM(), ZMM()
+			VMOVDQA64(da, dil)
+			VMOVDQU8(ansPackInterleaved(), pil) // a load: the registers are all in use
+			VPERMT2B(db, pil, dil)
+			VPERMT2B(db, pack, da)
 			dig := da
 			look := func(t [2]VecVirtual) VecVirtual {
 				r := ZMM()
@@ -203,6 +209,7 @@ func ansDot(stripes bool, units int, mode ansMode) {
 				return r
 			}
 			var F, rank VecVirtual
+			dig = dil
 			if madd {
 				F, rank = ansMaddFR(look(tF), look(tO))
 			} else {
@@ -234,8 +241,13 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			var kr [2]OpmaskVirtual
 			for q, xs := range []VecVirtual{xa, xb} {
 				Fq, rq := ZMM(), ZMM()
-				VPERMD_Z(F, spread[q], k5555, Fq)
-				VPERMD_Z(rank, spread[q], k5555, rq)
+				if q == 0 {
+					VPANDQ(ansConst("ansLo32", 0xffffffff), F, Fq)
+					VPANDQ(ansConst("ansLo32", 0xffffffff), rank, rq)
+				} else {
+					VPSRLQ(U8(32), F, Fq)
+					VPSRLQ(U8(32), rank, rq)
+				}
 				t := ZMM()
 				VPSRLQ(U8(28), xs, t)
 				if mode == ansMadd { // F * t with t < 2^35: F*(t mod 2^32) + (F*(t >> 32)) << 32
@@ -350,6 +362,19 @@ func ansPackDigits() Mem {
 	return rodata("ansPackDigits", 64, 1, func(j int) uint64 {
 		t, i := j/4, j%4
 		return uint64(8*t + i) // qword t of the A:B pair, byte i
+	})
+}
+
+// ansPackInterleaved returns the VPERMT2B index gathering bytes 0..3 of
+// the 16 qwords of two vectors A and B into 64 bytes, dword 2i from qword
+// i of A and dword 2i+1 from qword i of B.
+func ansPackInterleaved() Mem {
+	return rodata("ansPackInterleaved", 64, 1, func(j int) uint64 {
+		t, i := j/4, j%4
+		if t%2 == 0 {
+			return uint64(8*(t/2) + i)
+		}
+		return uint64(64 + 8*(t/2) + i)
 	})
 }
 
