@@ -2576,10 +2576,11 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2602,10 +2603,11 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2628,10 +2630,11 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2654,10 +2657,11 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2680,10 +2684,11 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2706,10 +2711,11 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2732,10 +2738,11 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2758,10 +2765,11 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2784,10 +2792,11 @@ func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2810,10 +2819,11 @@ func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2836,10 +2846,11 @@ func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, ta
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
@@ -2862,10 +2873,11 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // and stores to acc[32U+t] (int32) the sum over quads j of the dot product
 // of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
 //
-// tabs holds four 128-byte tables indexed by slot digit: the digit's symbol
+// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
 // frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128 (128 for the escape symbol, so an escape contributes 0), and
-// 1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]
+// plus 128, for the escape symbol a marker byte that no other symbol's value
+// plus 128 equals), then 64 copies of the marker (one compare finds the
+// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
 // int8 at esc[U], in decoding order (step, lane, element); each half step
 // expand-loads the next ones into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so

@@ -34278,217 +34278,214 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), AX
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          (BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z10
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VMOVDQU64     64(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     64(AX), Z11
+	VMOVDQU64     128(CX), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     128(AX), Z12
+	VMOVDQU64     192(CX), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     192(AX), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotRowsX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotRowsX1Avx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, SI
-	VPBROADCASTB  SI, Z16
-	VMOVDQU32     ansSpread0<>+0(SB), Z17
-	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	XORQ          SI, SI
+	MOVL          $0x00000080, DI
+	VPBROADCASTB  DI, Z15
+	VMOVDQU32     ansSpread0<>+0(SB), Z16
+	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	XORQ          DI, DI
 
 AnsDotRowsX1Avx512_step:
-	MOVQ           ahead+64(FP), DI
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(DI*1)
-	MOVQ           v+32(FP), DI
-	IMUL3Q         $0x00000080, SI, DI
-	ADDQ           v+32(FP), DI
-	VMOVDQU8       (DI), Z19
-	VPMULTISHIFTQB Z10, Z8, Z20
-	VPMULTISHIFTQB Z11, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
+	MOVQ           ahead+64(FP), R8
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R8*1)
+	MOVQ           v+32(FP), R8
+	IMUL3Q         $0x00000080, DI, R8
+	ADDQ           v+32(FP), R8
+	VMOVDQU8       (R8), Z18
+	VPMULTISHIFTQB Z9, Z6, Z19
+	VPMULTISHIFTQB Z10, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
+	JA             AnsDotRowsX1Avx512_toomany
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R9, BX
+	VPDPBUSD       Z18, Z19, Z13
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         ansCff<>+0(SB), Z18, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z18, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z20, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z18, Z10, Z10
+	VPADDQ         Z19, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
+	JA             AnsDotRowsX1Avx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R9, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VMOVDQU8       64(R8), Z18
+	VPMULTISHIFTQB Z11, Z6, Z19
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
-	LEAQ           (DX)(R8*1), R8
-	CMPQ           R8, BX
+	LEAQ           (BX)(R8*1), R8
+	CMPQ           R8, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPANDD         ansCff<>+0(SB), Z19, Z21
-	VPSRLD         $0x08, Z20, Z22
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R8, BX
+	VPDPBUSD       Z18, Z19, Z14
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         ansCff<>+0(SB), Z18, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z21, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z20, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z21, Z23, Z21
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z20, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPADDD         Z20, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z21, Z19, Z19
-	VPMULLD        Z21, Z24, Z20
-	VPADDD         Z22, Z20, Z20
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z18, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z21, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z19, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z20, Z11, Z11
+	VPADDQ         Z21, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z18, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R8
 	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	LEAQ           (CX)(R8*4), R8
+	CMPQ           R8, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
-	VMOVDQU8       64(DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPANDD         ansCff<>+0(SB), Z19, Z21
-	VPSRLD         $0x08, Z20, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z21, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z20, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z21, Z23, Z21
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z20, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPADDD         Z20, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z21, Z19, Z19
-	VPMULLD        Z21, Z24, Z20
-	VPADDD         Z22, Z20, Z20
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z21, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
-	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           DI, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
-	INCQ           SI
-	CMPQ           SI, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R8, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	INCQ           DI
+	CMPQ           DI, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -34501,14 +34498,10 @@ AnsDotRowsX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1Avx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotRowsX1Avx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -34598,72 +34591,6 @@ DATA ansPackDigits<>+62(SB)/1, $0x7a
 DATA ansPackDigits<>+63(SB)/1, $0x7b
 GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
 
-DATA ansCff<>+0(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+8(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+16(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+24(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+32(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+40(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+48(SB)/8, $0x000000ff000000ff
-DATA ansCff<>+56(SB)/8, $0x000000ff000000ff
-GLOBL ansCff<>(SB), RODATA|NOPTR, $64
-
-DATA ansLow<>+0(SB)/8, $0x0000000080000000
-DATA ansLow<>+8(SB)/8, $0x0000000080000000
-DATA ansLow<>+16(SB)/8, $0x0000000080000000
-DATA ansLow<>+24(SB)/8, $0x0000000080000000
-DATA ansLow<>+32(SB)/8, $0x0000000080000000
-DATA ansLow<>+40(SB)/8, $0x0000000080000000
-DATA ansLow<>+48(SB)/8, $0x0000000080000000
-DATA ansLow<>+56(SB)/8, $0x0000000080000000
-GLOBL ansLow<>(SB), RODATA|NOPTR, $64
-
-DATA ansSign<>+0(SB)/8, $0x8000000000000000
-DATA ansSign<>+8(SB)/8, $0x8000000000000000
-DATA ansSign<>+16(SB)/8, $0x8000000000000000
-DATA ansSign<>+24(SB)/8, $0x8000000000000000
-DATA ansSign<>+32(SB)/8, $0x8000000000000000
-DATA ansSign<>+40(SB)/8, $0x8000000000000000
-DATA ansSign<>+48(SB)/8, $0x8000000000000000
-DATA ansSign<>+56(SB)/8, $0x8000000000000000
-GLOBL ansSign<>(SB), RODATA|NOPTR, $64
-
-DATA ansSpread0<>+0(SB)/4, $0x00000000
-DATA ansSpread0<>+4(SB)/4, $0x00000000
-DATA ansSpread0<>+8(SB)/4, $0x00000001
-DATA ansSpread0<>+12(SB)/4, $0x00000001
-DATA ansSpread0<>+16(SB)/4, $0x00000002
-DATA ansSpread0<>+20(SB)/4, $0x00000002
-DATA ansSpread0<>+24(SB)/4, $0x00000003
-DATA ansSpread0<>+28(SB)/4, $0x00000003
-DATA ansSpread0<>+32(SB)/4, $0x00000004
-DATA ansSpread0<>+36(SB)/4, $0x00000004
-DATA ansSpread0<>+40(SB)/4, $0x00000005
-DATA ansSpread0<>+44(SB)/4, $0x00000005
-DATA ansSpread0<>+48(SB)/4, $0x00000006
-DATA ansSpread0<>+52(SB)/4, $0x00000006
-DATA ansSpread0<>+56(SB)/4, $0x00000007
-DATA ansSpread0<>+60(SB)/4, $0x00000007
-GLOBL ansSpread0<>(SB), RODATA|NOPTR, $64
-
-DATA ansSpread1<>+0(SB)/4, $0x00000008
-DATA ansSpread1<>+4(SB)/4, $0x00000008
-DATA ansSpread1<>+8(SB)/4, $0x00000009
-DATA ansSpread1<>+12(SB)/4, $0x00000009
-DATA ansSpread1<>+16(SB)/4, $0x0000000a
-DATA ansSpread1<>+20(SB)/4, $0x0000000a
-DATA ansSpread1<>+24(SB)/4, $0x0000000b
-DATA ansSpread1<>+28(SB)/4, $0x0000000b
-DATA ansSpread1<>+32(SB)/4, $0x0000000c
-DATA ansSpread1<>+36(SB)/4, $0x0000000c
-DATA ansSpread1<>+40(SB)/4, $0x0000000d
-DATA ansSpread1<>+44(SB)/4, $0x0000000d
-DATA ansSpread1<>+48(SB)/4, $0x0000000e
-DATA ansSpread1<>+52(SB)/4, $0x0000000e
-DATA ansSpread1<>+56(SB)/4, $0x0000000f
-DATA ansSpread1<>+60(SB)/4, $0x0000000f
-GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
-
 DATA ansPackInterleaved<>+0(SB)/1, $0x00
 DATA ansPackInterleaved<>+1(SB)/1, $0x01
 DATA ansPackInterleaved<>+2(SB)/1, $0x02
@@ -34730,6 +34657,72 @@ DATA ansPackInterleaved<>+62(SB)/1, $0x7a
 DATA ansPackInterleaved<>+63(SB)/1, $0x7b
 GLOBL ansPackInterleaved<>(SB), RODATA|NOPTR, $64
 
+DATA ansCff<>+0(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+8(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+16(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+24(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+32(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+40(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+48(SB)/8, $0x000000ff000000ff
+DATA ansCff<>+56(SB)/8, $0x000000ff000000ff
+GLOBL ansCff<>(SB), RODATA|NOPTR, $64
+
+DATA ansLow<>+0(SB)/8, $0x0000000080000000
+DATA ansLow<>+8(SB)/8, $0x0000000080000000
+DATA ansLow<>+16(SB)/8, $0x0000000080000000
+DATA ansLow<>+24(SB)/8, $0x0000000080000000
+DATA ansLow<>+32(SB)/8, $0x0000000080000000
+DATA ansLow<>+40(SB)/8, $0x0000000080000000
+DATA ansLow<>+48(SB)/8, $0x0000000080000000
+DATA ansLow<>+56(SB)/8, $0x0000000080000000
+GLOBL ansLow<>(SB), RODATA|NOPTR, $64
+
+DATA ansSign<>+0(SB)/8, $0x8000000000000000
+DATA ansSign<>+8(SB)/8, $0x8000000000000000
+DATA ansSign<>+16(SB)/8, $0x8000000000000000
+DATA ansSign<>+24(SB)/8, $0x8000000000000000
+DATA ansSign<>+32(SB)/8, $0x8000000000000000
+DATA ansSign<>+40(SB)/8, $0x8000000000000000
+DATA ansSign<>+48(SB)/8, $0x8000000000000000
+DATA ansSign<>+56(SB)/8, $0x8000000000000000
+GLOBL ansSign<>(SB), RODATA|NOPTR, $64
+
+DATA ansSpread0<>+0(SB)/4, $0x00000000
+DATA ansSpread0<>+4(SB)/4, $0x00000000
+DATA ansSpread0<>+8(SB)/4, $0x00000001
+DATA ansSpread0<>+12(SB)/4, $0x00000001
+DATA ansSpread0<>+16(SB)/4, $0x00000002
+DATA ansSpread0<>+20(SB)/4, $0x00000002
+DATA ansSpread0<>+24(SB)/4, $0x00000003
+DATA ansSpread0<>+28(SB)/4, $0x00000003
+DATA ansSpread0<>+32(SB)/4, $0x00000004
+DATA ansSpread0<>+36(SB)/4, $0x00000004
+DATA ansSpread0<>+40(SB)/4, $0x00000005
+DATA ansSpread0<>+44(SB)/4, $0x00000005
+DATA ansSpread0<>+48(SB)/4, $0x00000006
+DATA ansSpread0<>+52(SB)/4, $0x00000006
+DATA ansSpread0<>+56(SB)/4, $0x00000007
+DATA ansSpread0<>+60(SB)/4, $0x00000007
+GLOBL ansSpread0<>(SB), RODATA|NOPTR, $64
+
+DATA ansSpread1<>+0(SB)/4, $0x00000008
+DATA ansSpread1<>+4(SB)/4, $0x00000008
+DATA ansSpread1<>+8(SB)/4, $0x00000009
+DATA ansSpread1<>+12(SB)/4, $0x00000009
+DATA ansSpread1<>+16(SB)/4, $0x0000000a
+DATA ansSpread1<>+20(SB)/4, $0x0000000a
+DATA ansSpread1<>+24(SB)/4, $0x0000000b
+DATA ansSpread1<>+28(SB)/4, $0x0000000b
+DATA ansSpread1<>+32(SB)/4, $0x0000000c
+DATA ansSpread1<>+36(SB)/4, $0x0000000c
+DATA ansSpread1<>+40(SB)/4, $0x0000000d
+DATA ansSpread1<>+44(SB)/4, $0x0000000d
+DATA ansSpread1<>+48(SB)/4, $0x0000000e
+DATA ansSpread1<>+52(SB)/4, $0x0000000e
+DATA ansSpread1<>+56(SB)/4, $0x0000000f
+DATA ansSpread1<>+60(SB)/4, $0x0000000f
+GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
+
 DATA ansLo32<>+0(SB)/8, $0x00000000ffffffff
 DATA ansLo32<>+8(SB)/8, $0x00000000ffffffff
 DATA ansLo32<>+16(SB)/8, $0x00000000ffffffff
@@ -34750,216 +34743,213 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), AX
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          (BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z10
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VMOVDQU64     64(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     64(AX), Z11
+	VMOVDQU64     128(CX), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     128(AX), Z12
+	VMOVDQU64     192(CX), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     192(AX), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotStripesX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotStripesX1Avx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, SI
-	VPBROADCASTB  SI, Z16
-	VMOVDQU32     ansSpread0<>+0(SB), Z17
-	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	XORQ          SI, SI
+	MOVL          $0x00000080, DI
+	VPBROADCASTB  DI, Z15
+	VMOVDQU32     ansSpread0<>+0(SB), Z16
+	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	XORQ          DI, DI
 
 AnsDotStripesX1Avx512_step:
-	MOVQ           ahead+64(FP), DI
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(DI*1)
-	MOVQ           v+32(FP), DI
-	LEAQ           (DI)(SI*4), DI
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z10, Z8, Z20
-	VPMULTISHIFTQB Z11, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
+	MOVQ           ahead+64(FP), R8
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R8*1)
+	MOVQ           v+32(FP), R8
+	LEAQ           (R8)(DI*4), R8
+	VPBROADCASTD   (R8), Z18
+	VPMULTISHIFTQB Z9, Z6, Z19
+	VPMULTISHIFTQB Z10, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
+	JA             AnsDotStripesX1Avx512_toomany
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R9, BX
+	VPDPBUSD       Z18, Z19, Z13
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         ansCff<>+0(SB), Z18, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z18, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z20, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z18, Z10, Z10
+	VPADDQ         Z19, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
+	JA             AnsDotStripesX1Avx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R9, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPBROADCASTD   (R8), Z18
+	VPMULTISHIFTQB Z11, Z6, Z19
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
-	LEAQ           (DX)(R8*1), R8
-	CMPQ           R8, BX
+	LEAQ           (BX)(R8*1), R8
+	CMPQ           R8, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPANDD         ansCff<>+0(SB), Z19, Z21
-	VPSRLD         $0x08, Z20, Z22
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R8, BX
+	VPDPBUSD       Z18, Z19, Z14
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPANDD         ansCff<>+0(SB), Z18, Z20
+	VPSRLD         $0x08, Z19, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z19, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z21, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z20, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z21, Z23, Z21
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z20, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPADDD         Z20, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z21, Z19, Z19
-	VPMULLD        Z21, Z24, Z20
-	VPADDD         Z22, Z20, Z20
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z19, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x18, Z18, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z21, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z19, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z20, Z11, Z11
+	VPADDQ         Z21, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z18, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R8
 	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	LEAQ           (CX)(R8*4), R8
+	CMPQ           R8, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPANDD         ansCff<>+0(SB), Z19, Z21
-	VPSRLD         $0x08, Z20, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z21, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z20, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z21, Z23, Z21
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z20, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPADDD         Z20, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z21, Z19, Z19
-	VPMULLD        Z21, Z24, Z20
-	VPADDD         Z22, Z20, Z20
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z21, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
-	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           DI, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
-	INCQ           SI
-	CMPQ           SI, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R8, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	INCQ           DI
+	CMPQ           DI, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -34972,14 +34962,10 @@ AnsDotStripesX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1Avx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotStripesX1Avx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -35013,213 +34999,273 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), SI
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), DI
-	LEAQ          (SI)(DI*4), DI
 	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
 	MOVQ          (BX), R9
-	ADDQ          R8, R9
-	VMOVDQU64     (SI), Z10
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     64(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     64(SI), Z11
+	VMOVDQU64     128(DI), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     128(SI), Z12
+	VMOVDQU64     192(DI), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     192(SI), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2Avx512_badstate
-	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000100, DI
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVQ          8(AX), AX
 	MOVQ          8(CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z16
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     64(CX), Z16
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     64(AX), Z17
+	VMOVDQU64     128(CX), Z17
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     128(AX), Z18
+	VMOVDQU64     192(CX), Z18
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     192(AX), Z19
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2Avx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z19, Z19, Z19
 	VPXORD        Z20, Z20, Z20
-	VPXORD        Z21, Z21, Z21
-	MOVL          $0x00000080, R10
-	VPBROADCASTB  R10, Z22
-	VMOVDQU32     ansSpread0<>+0(SB), Z23
-	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	XORQ          R10, R10
+	MOVL          $0x00000080, R11
+	VPBROADCASTB  R11, Z21
+	VMOVDQU32     ansSpread0<>+0(SB), Z22
+	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	XORQ          R11, R11
 
 AnsDotRowsX2Avx512_step:
-	MOVQ           ahead+64(FP), R11
-	PREFETCHT0     512(SI)
-	PREFETCHT0     (SI)(R11*1)
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(R11*1)
-	MOVQ           v+32(FP), R11
-	IMUL3Q         $0x00000080, R10, R11
-	ADDQ           v+32(FP), R11
-	VMOVDQU8       (R11), Z25
-	VPMULTISHIFTQB Z10, Z8, Z26
-	VPMULTISHIFTQB Z11, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R8)(R12*1), R12
-	CMPQ           R12, R9
+	MOVQ           ahead+64(FP), R12
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R12*1)
+	MOVQ           v+32(FP), R12
+	IMUL3Q         $0x00000080, R11, R12
+	ADDQ           v+32(FP), R12
+	VMOVDQU8       (R12), Z24
+	VPMULTISHIFTQB Z9, Z6, Z25
+	VPMULTISHIFTQB Z10, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, R9
+	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         ansCff<>+0(SB), Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z27, Z9, Z9
+	VPADDQ         Z28, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z28, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z26, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z25, Z10, Z10
+	VPADDQ         Z26, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPMULTISHIFTQB Z17, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R13, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         ansCff<>+0(SB), Z24, Z26
+	VPSRLD         $0x08, Z25, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z24, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z26, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z24, Z16, Z16
+	VPADDQ         Z25, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
+	JA             AnsDotRowsX2Avx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R13, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VMOVDQU8       64(R12), Z24
+	VPMULTISHIFTQB Z11, Z6, Z25
+	VPMULTISHIFTQB Z12, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	LEAQ           (R9)(R12*1), R12
+	CMPQ           R12, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z28, Z25
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, R9
+	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
+	VMOVDQA32      Z27, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
@@ -35244,171 +35290,102 @@ AnsDotRowsX2Avx512_step:
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z27, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z27, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z25, Z12, Z12
+	VPADDQ         Z26, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	LEAQ           (DI)(R12*4), R12
+	CMPQ           R12, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
-	VMOVDQU8       64(R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R12, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R12
+	POPCNTQ        R12, R12
+	LEAQ           (BX)(R12*1), R12
+	CMPQ           R12, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         ansCff<>+0(SB), Z24, Z26
+	VPSRLD         $0x08, Z25, Z27
 	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z28, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z26, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z28, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z26, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z24, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z27, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z26, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z24, Z18, Z18
+	VPADDQ         Z25, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (CX)(R12*4), R12
+	CMPQ           R12, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R11, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
-	INCQ           R10
-	CMPQ           R10, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R12, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	INCQ           R11
+	CMPQ           R11, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35421,14 +35398,14 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2Avx512_toomany
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	CMPQ           R8, R9
-	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35441,14 +35418,10 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z20, 128(AX)
-	VMOVDQU32      Z21, 192(AX)
+	VMOVDQU32      Z19, 128(AX)
+	VMOVDQU32      Z20, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -35482,212 +35455,272 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), SI
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), DI
-	LEAQ          (SI)(DI*4), DI
 	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
 	MOVQ          (BX), R9
-	ADDQ          R8, R9
-	VMOVDQU64     (SI), Z10
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     64(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     64(SI), Z11
+	VMOVDQU64     128(DI), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     128(SI), Z12
+	VMOVDQU64     192(DI), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     192(SI), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2Avx512_badstate
-	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000100, DI
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVQ          8(AX), AX
 	MOVQ          8(CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z16
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     64(CX), Z16
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     64(AX), Z17
+	VMOVDQU64     128(CX), Z17
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     128(AX), Z18
+	VMOVDQU64     192(CX), Z18
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     192(AX), Z19
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2Avx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z19, Z19, Z19
 	VPXORD        Z20, Z20, Z20
-	VPXORD        Z21, Z21, Z21
-	MOVL          $0x00000080, R10
-	VPBROADCASTB  R10, Z22
-	VMOVDQU32     ansSpread0<>+0(SB), Z23
-	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	XORQ          R10, R10
+	MOVL          $0x00000080, R11
+	VPBROADCASTB  R11, Z21
+	VMOVDQU32     ansSpread0<>+0(SB), Z22
+	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	XORQ          R11, R11
 
 AnsDotStripesX2Avx512_step:
-	MOVQ           ahead+64(FP), R11
-	PREFETCHT0     512(SI)
-	PREFETCHT0     (SI)(R11*1)
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(R11*1)
-	MOVQ           v+32(FP), R11
-	LEAQ           (R11)(R10*4), R11
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z10, Z8, Z26
-	VPMULTISHIFTQB Z11, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R8)(R12*1), R12
-	CMPQ           R12, R9
+	MOVQ           ahead+64(FP), R12
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R12*1)
+	MOVQ           v+32(FP), R12
+	LEAQ           (R12)(R11*4), R12
+	VPBROADCASTD   (R12), Z24
+	VPMULTISHIFTQB Z9, Z6, Z25
+	VPMULTISHIFTQB Z10, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, R9
+	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPANDD         ansCff<>+0(SB), Z25, Z27
+	VPSRLD         $0x08, Z26, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z25, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z26, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x18, Z25, Z25
+	VPMULLD        Z29, Z25, Z25
+	VPMULLD        Z27, Z25, Z25
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z27, Z9, Z9
+	VPADDQ         Z28, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z28, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z26, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z25, Z10, Z10
+	VPADDQ         Z26, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPMULTISHIFTQB Z17, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R13, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         ansCff<>+0(SB), Z24, Z26
+	VPSRLD         $0x08, Z25, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z24, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z26, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z24, Z16, Z16
+	VPADDQ         Z25, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
+	JA             AnsDotStripesX2Avx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R13, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPBROADCASTD   (R12), Z24
+	VPMULTISHIFTQB Z11, Z6, Z25
+	VPMULTISHIFTQB Z12, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	LEAQ           (R9)(R12*1), R12
+	CMPQ           R12, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z28, Z25
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, R9
+	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
+	VMOVDQA32      Z27, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPANDD         ansCff<>+0(SB), Z25, Z27
 	VPSRLD         $0x08, Z26, Z28
@@ -35712,171 +35745,102 @@ AnsDotStripesX2Avx512_step:
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z27, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z27, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z25, Z12, Z12
+	VPADDQ         Z26, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	LEAQ           (DI)(R12*4), R12
+	CMPQ           R12, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R12, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R12
+	POPCNTQ        R12, R12
+	LEAQ           (BX)(R12*1), R12
+	CMPQ           R12, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPANDD         ansCff<>+0(SB), Z24, Z26
+	VPSRLD         $0x08, Z25, Z27
 	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z28, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z26, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z28, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z26, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z25, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x18, Z24, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z27, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z26, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z24, Z18, Z18
+	VPADDQ         Z25, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (CX)(R12*4), R12
+	CMPQ           R12, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R11, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
-	INCQ           R10
-	CMPQ           R10, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R12, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	INCQ           R11
+	CMPQ           R11, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35889,14 +35853,14 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2Avx512_toomany
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	CMPQ           R8, R9
-	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -35909,14 +35873,10 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z20, 128(AX)
-	VMOVDQU32      Z21, 192(AX)
+	VMOVDQU32      Z19, 128(AX)
+	VMOVDQU32      Z20, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -35950,213 +35910,210 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), AX
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          (BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z10
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     64(AX), Z11
+	VMOVDQU64     128(CX), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     128(AX), Z12
+	VMOVDQU64     192(CX), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     192(AX), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, SI
-	VPBROADCASTB  SI, Z16
-	VMOVDQU32     ansSpread0<>+0(SB), Z17
-	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	XORQ          SI, SI
+	MOVL          $0x00000080, DI
+	VPBROADCASTB  DI, Z15
+	VMOVDQU32     ansSpread0<>+0(SB), Z16
+	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	XORQ          DI, DI
 
 AnsDotRowsX1MaddAvx512_step:
-	MOVQ           ahead+64(FP), DI
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(DI*1)
-	MOVQ           v+32(FP), DI
-	IMUL3Q         $0x00000080, SI, DI
-	ADDQ           v+32(FP), DI
-	VMOVDQU8       (DI), Z19
-	VPMULTISHIFTQB Z10, Z8, Z20
-	VPMULTISHIFTQB Z11, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
+	MOVQ           ahead+64(FP), R8
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R8*1)
+	MOVQ           v+32(FP), R8
+	IMUL3Q         $0x00000080, DI, R8
+	ADDQ           v+32(FP), R8
+	VMOVDQU8       (R8), Z18
+	VPMULTISHIFTQB Z9, Z6, Z19
+	VPMULTISHIFTQB Z10, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
+	JA             AnsDotRowsX1MaddAvx512_toomany
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R9, BX
+	VPDPBUSD       Z18, Z19, Z13
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
+	VPADDQ         Z19, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
+	JA             AnsDotRowsX1MaddAvx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R9, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VMOVDQU8       64(R8), Z18
+	VPMULTISHIFTQB Z11, Z6, Z19
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
-	LEAQ           (DX)(R8*1), R8
-	CMPQ           R8, BX
+	LEAQ           (BX)(R8*1), R8
+	CMPQ           R8, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R8, BX
+	VPDPBUSD       Z18, Z19, Z14
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z10, Z10
-	VPADDQ         Z23, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z11, Z11
+	VPADDQ         Z22, Z11, Z11
 	VPADDQ         Z21, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R8
 	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	LEAQ           (CX)(R8*4), R8
+	CMPQ           R8, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
-	VMOVDQU8       64(DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z12, Z12
-	VPADDQ         Z23, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPSRLQ         $0x20, Z13, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
-	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           DI, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
-	INCQ           SI
-	CMPQ           SI, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R8, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	INCQ           DI
+	CMPQ           DI, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36169,14 +36126,10 @@ AnsDotRowsX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotRowsX1MaddAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -36240,212 +36193,209 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), AX
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          (BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z10
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     64(AX), Z11
+	VMOVDQU64     128(CX), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     128(AX), Z12
+	VMOVDQU64     192(CX), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     192(AX), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, SI
-	VPBROADCASTB  SI, Z16
-	VMOVDQU32     ansSpread0<>+0(SB), Z17
-	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	XORQ          SI, SI
+	MOVL          $0x00000080, DI
+	VPBROADCASTB  DI, Z15
+	VMOVDQU32     ansSpread0<>+0(SB), Z16
+	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	XORQ          DI, DI
 
 AnsDotStripesX1MaddAvx512_step:
-	MOVQ           ahead+64(FP), DI
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(DI*1)
-	MOVQ           v+32(FP), DI
-	LEAQ           (DI)(SI*4), DI
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z10, Z8, Z20
-	VPMULTISHIFTQB Z11, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
+	MOVQ           ahead+64(FP), R8
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R8*1)
+	MOVQ           v+32(FP), R8
+	LEAQ           (R8)(DI*4), R8
+	VPBROADCASTD   (R8), Z18
+	VPMULTISHIFTQB Z9, Z6, Z19
+	VPMULTISHIFTQB Z10, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
+	JA             AnsDotStripesX1MaddAvx512_toomany
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R9, BX
+	VPDPBUSD       Z18, Z19, Z13
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
+	VPADDQ         Z19, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
+	JA             AnsDotStripesX1MaddAvx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R9, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPBROADCASTD   (R8), Z18
+	VPMULTISHIFTQB Z11, Z6, Z19
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
-	LEAQ           (DX)(R8*1), R8
-	CMPQ           R8, BX
+	LEAQ           (BX)(R8*1), R8
+	CMPQ           R8, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R8, BX
+	VPDPBUSD       Z18, Z19, Z14
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z10, Z10
-	VPADDQ         Z23, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z11, Z11
+	VPADDQ         Z22, Z11, Z11
 	VPADDQ         Z21, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R8
 	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	LEAQ           (CX)(R8*4), R8
+	CMPQ           R8, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z12, Z12
-	VPADDQ         Z23, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPSRLQ         $0x20, Z13, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
-	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           DI, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
-	INCQ           SI
-	CMPQ           SI, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R8, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	INCQ           DI
+	CMPQ           DI, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36458,14 +36408,10 @@ AnsDotStripesX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotStripesX1MaddAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -36499,211 +36445,269 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), SI
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), DI
-	LEAQ          (SI)(DI*4), DI
 	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
 	MOVQ          (BX), R9
-	ADDQ          R8, R9
-	VMOVDQU64     (SI), Z10
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     64(SI), Z11
+	VMOVDQU64     128(DI), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     128(SI), Z12
+	VMOVDQU64     192(DI), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     192(SI), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000100, DI
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVQ          8(AX), AX
 	MOVQ          8(CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z16
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z16
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     64(AX), Z17
+	VMOVDQU64     128(CX), Z17
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     128(AX), Z18
+	VMOVDQU64     192(CX), Z18
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     192(AX), Z19
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z19, Z19, Z19
 	VPXORD        Z20, Z20, Z20
-	VPXORD        Z21, Z21, Z21
-	MOVL          $0x00000080, R10
-	VPBROADCASTB  R10, Z22
-	VMOVDQU32     ansSpread0<>+0(SB), Z23
-	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	XORQ          R10, R10
+	MOVL          $0x00000080, R11
+	VPBROADCASTB  R11, Z21
+	VMOVDQU32     ansSpread0<>+0(SB), Z22
+	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	XORQ          R11, R11
 
 AnsDotRowsX2MaddAvx512_step:
-	MOVQ           ahead+64(FP), R11
-	PREFETCHT0     512(SI)
-	PREFETCHT0     (SI)(R11*1)
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(R11*1)
-	MOVQ           v+32(FP), R11
-	IMUL3Q         $0x00000080, R10, R11
-	ADDQ           v+32(FP), R11
-	VMOVDQU8       (R11), Z25
-	VPMULTISHIFTQB Z10, Z8, Z26
-	VPMULTISHIFTQB Z11, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R8)(R12*1), R12
-	CMPQ           R12, R9
+	MOVQ           ahead+64(FP), R12
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R12*1)
+	MOVQ           v+32(FP), R12
+	IMUL3Q         $0x00000080, R11, R12
+	ADDQ           v+32(FP), R12
+	VMOVDQU8       (R12), Z24
+	VPMULTISHIFTQB Z9, Z6, Z25
+	VPMULTISHIFTQB Z10, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, R9
+	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z9, Z9
+	VPADDQ         Z29, Z9, Z9
+	VPADDQ         Z28, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z10, Z10
-	VPADDQ         Z30, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z28
+	VPSRLQ         $0x20, Z10, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z10, Z10
+	VPADDQ         Z27, Z10, Z10
+	VPADDQ         Z26, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
+	JA             AnsDotRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R13, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotRowsX2MaddAvx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z28
 	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULUDQ       Z26, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
+	VPADDQ         Z25, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPMULTISHIFTQB Z17, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R13, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VMOVDQU8       64(R12), Z24
+	VPMULTISHIFTQB Z11, Z6, Z25
+	VPMULTISHIFTQB Z12, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	LEAQ           (R9)(R12*1), R12
+	CMPQ           R12, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z28, Z25
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, R9
+	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
+	VMOVDQA32      Z27, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -36718,175 +36722,108 @@ AnsDotRowsX2MaddAvx512_step:
 	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z29
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z29
 	VPMULUDQ       Z27, Z29, Z29
 	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z16, Z16
-	VPADDQ         Z29, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPMULUDQ       Z27, Z11, Z11
+	VPADDQ         Z29, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z27
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z27
 	VPMULUDQ       Z25, Z27, Z27
 	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	VPMULUDQ       Z25, Z12, Z12
+	VPADDQ         Z27, Z12, Z12
+	VPADDQ         Z26, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	LEAQ           (DI)(R12*4), R12
+	CMPQ           R12, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
-	VMOVDQU8       64(R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R12, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R12
+	POPCNTQ        R12, R12
+	LEAQ           (BX)(R12*1), R12
+	CMPQ           R12, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z12, Z12
-	VPADDQ         Z30, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPSRLQ         $0x20, Z13, Z28
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z28
 	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z13, Z13
-	VPADDQ         Z28, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z28, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z18, Z18
-	VPADDQ         Z29, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPMULUDQ       Z26, Z17, Z17
+	VPADDQ         Z28, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPSRLQ         $0x20, Z19, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z19, Z19
-	VPADDQ         Z27, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x1c, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z18, Z18
+	VPADDQ         Z26, Z18, Z18
+	VPADDQ         Z25, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (CX)(R12*4), R12
+	CMPQ           R12, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R11, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
-	INCQ           R10
-	CMPQ           R10, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R12, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	INCQ           R11
+	CMPQ           R11, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36899,14 +36836,14 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2MaddAvx512_toomany
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	CMPQ           R8, R9
-	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -36919,14 +36856,10 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z20, 128(AX)
-	VMOVDQU32      Z21, 192(AX)
+	VMOVDQU32      Z19, 128(AX)
+	VMOVDQU32      Z20, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -36960,210 +36893,268 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), SI
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), DI
-	LEAQ          (SI)(DI*4), DI
 	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
 	MOVQ          (BX), R9
-	ADDQ          R8, R9
-	VMOVDQU64     (SI), Z10
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     64(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     64(SI), Z11
+	VMOVDQU64     128(DI), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     128(SI), Z12
+	VMOVDQU64     192(DI), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     192(SI), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000100, DI
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVQ          8(AX), AX
 	MOVQ          8(CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z16
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z16
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     64(AX), Z17
+	VMOVDQU64     128(CX), Z17
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     128(AX), Z18
+	VMOVDQU64     192(CX), Z18
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     192(AX), Z19
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z19, Z19, Z19
 	VPXORD        Z20, Z20, Z20
-	VPXORD        Z21, Z21, Z21
-	MOVL          $0x00000080, R10
-	VPBROADCASTB  R10, Z22
-	VMOVDQU32     ansSpread0<>+0(SB), Z23
-	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	XORQ          R10, R10
+	MOVL          $0x00000080, R11
+	VPBROADCASTB  R11, Z21
+	VMOVDQU32     ansSpread0<>+0(SB), Z22
+	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	XORQ          R11, R11
 
 AnsDotStripesX2MaddAvx512_step:
-	MOVQ           ahead+64(FP), R11
-	PREFETCHT0     512(SI)
-	PREFETCHT0     (SI)(R11*1)
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(R11*1)
-	MOVQ           v+32(FP), R11
-	LEAQ           (R11)(R10*4), R11
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z10, Z8, Z26
-	VPMULTISHIFTQB Z11, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R8)(R12*1), R12
-	CMPQ           R12, R9
+	MOVQ           ahead+64(FP), R12
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R12*1)
+	MOVQ           v+32(FP), R12
+	LEAQ           (R12)(R11*4), R12
+	VPBROADCASTD   (R12), Z24
+	VPMULTISHIFTQB Z9, Z6, Z25
+	VPMULTISHIFTQB Z10, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, R9
+	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z9, Z9
+	VPADDQ         Z29, Z9, Z9
+	VPADDQ         Z28, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z10, Z10
-	VPADDQ         Z30, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z28
+	VPSRLQ         $0x20, Z10, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z10, Z10
+	VPADDQ         Z27, Z10, Z10
+	VPADDQ         Z26, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
+	JA             AnsDotStripesX2MaddAvx512_exhausted
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R13, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotStripesX2MaddAvx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z28
 	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULUDQ       Z26, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
+	VPADDQ         Z25, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPMULTISHIFTQB Z17, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R13, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPBROADCASTD   (R12), Z24
+	VPMULTISHIFTQB Z11, Z6, Z25
+	VPMULTISHIFTQB Z12, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	LEAQ           (R9)(R12*1), R12
+	CMPQ           R12, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z28, Z25
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, R9
+	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
+	VMOVDQA32      Z27, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -37178,175 +37169,108 @@ AnsDotStripesX2MaddAvx512_step:
 	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z29
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z29
 	VPMULUDQ       Z27, Z29, Z29
 	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z16, Z16
-	VPADDQ         Z29, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPMULUDQ       Z27, Z11, Z11
+	VPADDQ         Z29, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z27
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z27
 	VPMULUDQ       Z25, Z27, Z27
 	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	VPMULUDQ       Z25, Z12, Z12
+	VPADDQ         Z27, Z12, Z12
+	VPADDQ         Z26, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	LEAQ           (DI)(R12*4), R12
+	CMPQ           R12, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R12, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R12
+	POPCNTQ        R12, R12
+	LEAQ           (BX)(R12*1), R12
+	CMPQ           R12, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z12, Z12
-	VPADDQ         Z30, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPSRLQ         $0x20, Z13, Z28
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z28
 	VPMULUDQ       Z26, Z28, Z28
 	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z13, Z13
-	VPADDQ         Z28, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z28, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z18, Z18
-	VPADDQ         Z29, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPMULUDQ       Z26, Z17, Z17
+	VPADDQ         Z28, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPSRLQ         $0x20, Z19, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z19, Z19
-	VPADDQ         Z27, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x1c, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z18, Z18
+	VPADDQ         Z26, Z18, Z18
+	VPADDQ         Z25, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (CX)(R12*4), R12
+	CMPQ           R12, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R11, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
-	INCQ           R10
-	CMPQ           R10, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R12, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	INCQ           R11
+	CMPQ           R11, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -37359,14 +37283,14 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2MaddAvx512_toomany
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	CMPQ           R8, R9
-	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -37379,14 +37303,10 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z20, 128(AX)
-	VMOVDQU32      Z21, 192(AX)
+	VMOVDQU32      Z19, 128(AX)
+	VMOVDQU32      Z20, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -37420,197 +37340,194 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), AX
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          (BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z10
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     64(AX), Z11
+	VMOVDQU64     128(CX), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     128(AX), Z12
+	VMOVDQU64     192(CX), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     192(AX), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, SI
-	VPBROADCASTB  SI, Z16
-	VMOVDQU32     ansSpread0<>+0(SB), Z17
-	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	XORQ          SI, SI
+	MOVL          $0x00000080, DI
+	VPBROADCASTB  DI, Z15
+	VMOVDQU32     ansSpread0<>+0(SB), Z16
+	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	XORQ          DI, DI
 
 AnsDotRowsX1MaddQAvx512_step:
-	MOVQ           ahead+64(FP), DI
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(DI*1)
-	MOVQ           v+32(FP), DI
-	IMUL3Q         $0x00000080, SI, DI
-	ADDQ           v+32(FP), DI
-	VMOVDQU8       (DI), Z19
-	VPMULTISHIFTQB Z10, Z8, Z20
-	VPMULTISHIFTQB Z11, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
+	MOVQ           ahead+64(FP), R8
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R8*1)
+	MOVQ           v+32(FP), R8
+	IMUL3Q         $0x00000080, DI, R8
+	ADDQ           v+32(FP), R8
+	VMOVDQU8       (R8), Z18
+	VPMULTISHIFTQB Z9, Z6, Z19
+	VPMULTISHIFTQB Z10, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
+	JA             AnsDotRowsX1MaddQAvx512_toomany
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R9, BX
+	VPDPBUSD       Z18, Z19, Z13
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z20, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z18, Z10, Z10
+	VPADDQ         Z19, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
+	JA             AnsDotRowsX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R9, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VMOVDQU8       64(R8), Z18
+	VPMULTISHIFTQB Z11, Z6, Z19
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
-	LEAQ           (DX)(R8*1), R8
-	CMPQ           R8, BX
+	LEAQ           (BX)(R8*1), R8
+	CMPQ           R8, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R8, BX
+	VPDPBUSD       Z18, Z19, Z14
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z21, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z19, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z20, Z11, Z11
+	VPADDQ         Z21, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z18, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R8
 	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	LEAQ           (CX)(R8*4), R8
+	CMPQ           R8, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
-	VMOVDQU8       64(DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z21, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
-	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           DI, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
-	INCQ           SI
-	CMPQ           SI, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R8, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	INCQ           DI
+	CMPQ           DI, steps+16(FP)
 	JB             AnsDotRowsX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -37623,14 +37540,10 @@ AnsDotRowsX1MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddQAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotRowsX1MaddQAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -37664,196 +37577,193 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), AX
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          (BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z10
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     64(AX), Z11
+	VMOVDQU64     128(CX), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     128(AX), Z12
+	VMOVDQU64     192(CX), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
+	KMOVB         K1, DI
+	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     192(AX), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, SI
-	TESTL         SI, SI
-	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, SI
-	VPBROADCASTB  SI, Z16
-	VMOVDQU32     ansSpread0<>+0(SB), Z17
-	VMOVDQU32     ansSpread1<>+0(SB), Z18
-	XORQ          SI, SI
+	MOVL          $0x00000080, DI
+	VPBROADCASTB  DI, Z15
+	VMOVDQU32     ansSpread0<>+0(SB), Z16
+	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	XORQ          DI, DI
 
 AnsDotStripesX1MaddQAvx512_step:
-	MOVQ           ahead+64(FP), DI
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(DI*1)
-	MOVQ           v+32(FP), DI
-	LEAQ           (DI)(SI*4), DI
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z10, Z8, Z20
-	VPMULTISHIFTQB Z11, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
+	MOVQ           ahead+64(FP), R8
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R8*1)
+	MOVQ           v+32(FP), R8
+	LEAQ           (R8)(DI*4), R8
+	VPBROADCASTD   (R8), Z18
+	VPMULTISHIFTQB Z9, Z6, Z19
+	VPMULTISHIFTQB Z10, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
+	JA             AnsDotStripesX1MaddQAvx512_toomany
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R9, BX
+	VPDPBUSD       Z18, Z19, Z13
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z20, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z18, Z10, Z10
+	VPADDQ         Z19, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
+	JA             AnsDotStripesX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R9, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPBROADCASTD   (R8), Z18
+	VPMULTISHIFTQB Z11, Z6, Z19
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VMOVDQA64      Z19, Z21
+	VPERMT2B       Z20, Z8, Z21
+	VPERMT2B       Z20, Z7, Z19
+	VMOVDQA32      Z19, Z19
+	VPERMI2B       Z5, Z4, Z19
+	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
 	POPCNTQ        R8, R8
-	LEAQ           (DX)(R8*1), R8
-	CMPQ           R8, BX
+	LEAQ           (BX)(R8*1), R8
+	CMPQ           R8, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           R8, DX
-	VPDPBUSD       Z19, Z21, Z14
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
+	VPEXPANDB      (BX), K1, Z19
+	VPADDB         Z15, Z19, K1, Z19
+	MOVQ           R8, BX
+	VPDPBUSD       Z18, Z19, Z14
+	VMOVDQA32      Z21, Z18
+	VPERMI2B       Z1, Z0, Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z3, Z2, Z19
+	VPSLLW         $0x08, Z18, Z20
+	VPORD          ansOne16<>+0(SB), Z20, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPANDD         ansC00ff<>+0(SB), Z18, Z20
+	VPSRLW         $0x08, Z18, Z18
+	VPMULLW        Z18, Z20, Z18
+	VPSLLD         $0x10, Z18, Z20
+	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPSRLD         $0x10, Z18, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z21, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z19, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z20, Z11, Z11
+	VPADDQ         Z21, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z18, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R8
 	POPCNTL        R8, R8
-	LEAQ           (AX)(R8*4), R8
-	CMPQ           R8, CX
+	LEAQ           (CX)(R8*4), R8
+	CMPQ           R8, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           R8, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K1, Z10
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K2, Z11
-	VPBROADCASTD   (DI), Z19
-	VPMULTISHIFTQB Z12, Z8, Z20
-	VPMULTISHIFTQB Z13, Z8, Z21
-	VMOVDQA64      Z20, Z22
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z23
-	VPERMT2B       Z21, Z23, Z22
-	VPERMT2B       Z21, Z9, Z20
-	VMOVDQA32      Z20, Z21
-	VPERMI2B       Z5, Z4, Z21
-	VMOVDQA32      Z20, Z20
-	VPERMI2B       Z7, Z6, Z20
-	VPTESTMB       Z20, Z20, K1
-	KMOVQ          K1, DI
-	POPCNTQ        DI, DI
-	LEAQ           (DX)(DI*1), DI
-	CMPQ           DI, BX
-	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z21
-	VPADDB         Z16, Z21, K1, Z21
-	MOVQ           DI, DX
-	VPDPBUSD       Z19, Z21, Z15
-	VMOVDQA32      Z22, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VMOVDQA32      Z22, Z20
-	VPERMI2B       Z3, Z2, Z20
-	VPSLLW         $0x08, Z19, Z21
-	VPORD          ansOne16<>+0(SB), Z21, Z21
-	VPMADDUBSW     Z21, Z20, Z20
-	VPANDD         ansC00ff<>+0(SB), Z19, Z21
-	VPSRLW         $0x08, Z19, Z19
-	VPMULLW        Z19, Z21, Z19
-	VPSLLD         $0x10, Z19, Z21
-	VPORD          ansOne32<>+0(SB), Z21, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z21, Z12, Z12
-	VPADDQ         Z22, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z19, Z13, Z13
-	VPADDQ         Z20, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, DI
-	POPCNTL        DI, DI
-	LEAQ           (AX)(DI*4), DI
-	CMPQ           DI, CX
-	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z19
-	MOVQ           DI, AX
-	VPERMD         Z19, Z17, Z20
-	VPSHLDQ        $0x20, Z20, Z12, K1, Z12
-	VPERMD         Z19, Z18, Z19
-	VPSHLDQ        $0x20, Z19, Z13, K2, Z13
-	INCQ           SI
-	CMPQ           SI, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z18
+	MOVQ           R8, CX
+	VPERMD         Z18, Z16, Z19
+	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
+	VPERMD         Z18, Z17, Z18
+	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	INCQ           DI
+	CMPQ           DI, steps+16(FP)
 	JB             AnsDotStripesX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -37866,14 +37776,10 @@ AnsDotStripesX1MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddQAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotStripesX1MaddQAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -37907,203 +37813,253 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), SI
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), DI
-	LEAQ          (SI)(DI*4), DI
 	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
 	MOVQ          (BX), R9
-	ADDQ          R8, R9
-	VMOVDQU64     (SI), Z10
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     64(SI), Z11
+	VMOVDQU64     128(DI), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     128(SI), Z12
+	VMOVDQU64     192(DI), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     192(SI), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000100, DI
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVQ          8(AX), AX
 	MOVQ          8(CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z16
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z16
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     64(AX), Z17
+	VMOVDQU64     128(CX), Z17
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     128(AX), Z18
+	VMOVDQU64     192(CX), Z18
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     192(AX), Z19
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z19, Z19, Z19
 	VPXORD        Z20, Z20, Z20
-	VPXORD        Z21, Z21, Z21
-	MOVL          $0x00000080, R10
-	VPBROADCASTB  R10, Z22
-	VMOVDQU32     ansSpread0<>+0(SB), Z23
-	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	XORQ          R10, R10
+	MOVL          $0x00000080, R11
+	VPBROADCASTB  R11, Z21
+	VMOVDQU32     ansSpread0<>+0(SB), Z22
+	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	XORQ          R11, R11
 
 AnsDotRowsX2MaddQAvx512_step:
-	MOVQ           ahead+64(FP), R11
-	PREFETCHT0     512(SI)
-	PREFETCHT0     (SI)(R11*1)
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(R11*1)
-	MOVQ           v+32(FP), R11
-	IMUL3Q         $0x00000080, R10, R11
-	ADDQ           v+32(FP), R11
-	VMOVDQU8       (R11), Z25
-	VPMULTISHIFTQB Z10, Z8, Z26
-	VPMULTISHIFTQB Z11, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R8)(R12*1), R12
-	CMPQ           R12, R9
+	MOVQ           ahead+64(FP), R12
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R12*1)
+	MOVQ           v+32(FP), R12
+	IMUL3Q         $0x00000080, R11, R12
+	ADDQ           v+32(FP), R12
+	VMOVDQU8       (R12), Z24
+	VPMULTISHIFTQB Z9, Z6, Z25
+	VPMULTISHIFTQB Z10, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, R9
+	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z27, Z9, Z9
+	VPADDQ         Z28, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z28, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z26, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z25, Z10, Z10
+	VPADDQ         Z26, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPMULTISHIFTQB Z17, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R13, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z26, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z24, Z16, Z16
+	VPADDQ         Z25, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
+	JA             AnsDotRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R13, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VMOVDQU8       64(R12), Z24
+	VPMULTISHIFTQB Z11, Z6, Z25
+	VPMULTISHIFTQB Z12, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	LEAQ           (R9)(R12*1), R12
+	CMPQ           R12, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z28, Z25
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, R9
+	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
+	VMOVDQA32      Z27, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -38118,151 +38074,92 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z27, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z27, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z25, Z12, Z12
+	VPADDQ         Z26, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	LEAQ           (DI)(R12*4), R12
+	CMPQ           R12, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
-	VMOVDQU8       64(R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R12, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R12
+	POPCNTQ        R12, R12
+	LEAQ           (BX)(R12*1), R12
+	CMPQ           R12, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z28, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z26, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z28, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z27, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z26, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z24, Z18, Z18
+	VPADDQ         Z25, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (CX)(R12*4), R12
+	CMPQ           R12, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R11, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
-	INCQ           R10
-	CMPQ           R10, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R12, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	INCQ           R11
+	CMPQ           R11, steps+16(FP)
 	JB             AnsDotRowsX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -38275,14 +38172,14 @@ AnsDotRowsX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2MaddQAvx512_toomany
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	CMPQ           R8, R9
-	JNE            AnsDotRowsX2MaddQAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -38295,14 +38192,10 @@ AnsDotRowsX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotRowsX2MaddQAvx512_toomany
-	VMOVDQU32      Z20, 128(AX)
-	VMOVDQU32      Z21, 192(AX)
+	VMOVDQU32      Z19, 128(AX)
+	VMOVDQU32      Z20, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -38336,202 +38229,252 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	VMOVDQU8      384(AX), Z6
-	VMOVDQU8      448(AX), Z7
-	MOVQ          $0x00000000150e0700, AX
-	VPBROADCASTQ  AX, Z8
-	VMOVDQU8      ansPackDigits<>+0(SB), Z9
-	MOVQ          words+0(FP), AX
-	MOVQ          nwords+8(FP), CX
-	MOVQ          esc+48(FP), DX
-	MOVQ          nesc+56(FP), BX
-	MOVQ          (AX), SI
+	MOVQ          $0x00000000150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	VMOVDQU8      ansPackDigits<>+0(SB), Z7
+	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+48(FP), BX
+	MOVQ          nesc+56(FP), SI
 	MOVQ          (CX), DI
-	LEAQ          (SI)(DI*4), DI
 	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
 	MOVQ          (BX), R9
-	ADDQ          R8, R9
-	VMOVDQU64     (SI), Z10
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     64(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     64(SI), Z11
+	VMOVDQU64     128(DI), Z11
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     128(SI), Z12
+	VMOVDQU64     192(DI), Z12
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     192(SI), Z13
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000100, DI
+	VPXORD        Z13, Z13, Z13
 	VPXORD        Z14, Z14, Z14
-	VPXORD        Z15, Z15, Z15
-	MOVQ          8(AX), AX
 	MOVQ          8(CX), CX
-	LEAQ          (AX)(CX*4), CX
 	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
-	ADDQ          DX, BX
-	VMOVDQU64     (AX), Z16
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
+	KMOVB         K1, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z16
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     64(AX), Z17
+	VMOVDQU64     128(CX), Z17
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     128(AX), Z18
+	VMOVDQU64     192(CX), Z18
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
+	KMOVB         K1, R11
+	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     192(AX), Z19
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z19, K1
-	KMOVB         K1, R10
-	TESTL         R10, R10
-	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	ADDQ          $0x00000100, AX
+	ADDQ          $0x00000100, CX
+	VPXORD        Z19, Z19, Z19
 	VPXORD        Z20, Z20, Z20
-	VPXORD        Z21, Z21, Z21
-	MOVL          $0x00000080, R10
-	VPBROADCASTB  R10, Z22
-	VMOVDQU32     ansSpread0<>+0(SB), Z23
-	VMOVDQU32     ansSpread1<>+0(SB), Z24
-	XORQ          R10, R10
+	MOVL          $0x00000080, R11
+	VPBROADCASTB  R11, Z21
+	VMOVDQU32     ansSpread0<>+0(SB), Z22
+	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	XORQ          R11, R11
 
 AnsDotStripesX2MaddQAvx512_step:
-	MOVQ           ahead+64(FP), R11
-	PREFETCHT0     512(SI)
-	PREFETCHT0     (SI)(R11*1)
-	PREFETCHT0     512(AX)
-	PREFETCHT0     (AX)(R11*1)
-	MOVQ           v+32(FP), R11
-	LEAQ           (R11)(R10*4), R11
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z10, Z8, Z26
-	VPMULTISHIFTQB Z11, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R8)(R12*1), R12
-	CMPQ           R12, R9
+	MOVQ           ahead+64(FP), R12
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R12*1)
+	MOVQ           v+32(FP), R12
+	LEAQ           (R12)(R11*4), R12
+	VPBROADCASTD   (R12), Z24
+	VPMULTISHIFTQB Z9, Z6, Z25
+	VPMULTISHIFTQB Z10, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, R8
-	VPDPBUSD       Z25, Z27, Z14
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, R9
+	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z3, Z2, Z26
+	VPSLLW         $0x08, Z25, Z27
+	VPORD          ansOne16<>+0(SB), Z27, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPANDD         ansC00ff<>+0(SB), Z25, Z27
+	VPSRLW         $0x08, Z25, Z25
+	VPMULLW        Z25, Z27, Z25
+	VPSLLD         $0x10, Z25, Z27
+	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z27, Z9, Z9
+	VPADDQ         Z28, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z28, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z26, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPMULLQ        Z25, Z10, Z10
+	VPADDQ         Z26, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (SI)(R12*4), R12
-	CMPQ           R12, DI
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R12, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z10, K1, Z10
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K2, Z11
-	VPMULTISHIFTQB Z16, Z8, Z26
-	VPMULTISHIFTQB Z17, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R13, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotStripesX2MaddQAvx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z26, Z15, Z15
+	VPADDQ         Z27, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z24, Z16, Z16
+	VPADDQ         Z25, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
+	JA             AnsDotStripesX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R13, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPBROADCASTD   (R12), Z24
+	VPMULTISHIFTQB Z11, Z6, Z25
+	VPMULTISHIFTQB Z12, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
 	POPCNTQ        R12, R12
-	LEAQ           (DX)(R12*1), R12
-	CMPQ           R12, BX
+	LEAQ           (R9)(R12*1), R12
+	CMPQ           R12, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R12, DX
-	VPDPBUSD       Z25, Z27, Z20
-	VMOVDQA32      Z28, Z25
+	VPEXPANDB      (R9), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, R9
+	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
+	VMOVDQA32      Z27, Z26
 	VPERMI2B       Z3, Z2, Z26
 	VPSLLW         $0x08, Z25, Z27
 	VPORD          ansOne16<>+0(SB), Z27, Z27
@@ -38546,151 +38489,92 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z27, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K1
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z27, Z11, Z11
+	VPADDQ         Z28, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K2
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z25, Z12, Z12
+	VPADDQ         Z26, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R12
 	POPCNTL        R12, R12
-	LEAQ           (AX)(R12*4), R12
-	CMPQ           R12, CX
+	LEAQ           (DI)(R12*4), R12
+	CMPQ           R12, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R12, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z16, K1, Z16
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K2, Z17
-	VPBROADCASTD   (R11), Z25
-	VPMULTISHIFTQB Z12, Z8, Z26
-	VPMULTISHIFTQB Z13, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (R8)(R11*1), R11
-	CMPQ           R11, R9
+	VPEXPANDD.Z    (DI), K3, Z25
+	MOVQ           R12, DI
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VMOVDQA32      Z25, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R12
+	POPCNTQ        R12, R12
+	LEAQ           (BX)(R12*1), R12
+	CMPQ           R12, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R8), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, R8
-	VPDPBUSD       Z25, Z27, Z15
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VMOVDQA32      Z28, Z27
-	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z26, Z28
-	VPORD          ansOne16<>+0(SB), Z28, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPANDD         ansC00ff<>+0(SB), Z26, Z28
-	VPSRLW         $0x08, Z26, Z26
-	VPMULLW        Z26, Z28, Z26
-	VPSLLD         $0x10, Z26, Z28
-	VPORD          ansOne32<>+0(SB), Z28, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z28, Z12, Z12
-	VPADDQ         Z29, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K1
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z26, Z13, Z13
-	VPADDQ         Z27, Z13, Z13
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (SI)(R11*4), R11
-	CMPQ           R11, DI
-	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (SI), K3, Z26
-	MOVQ           R11, SI
-	VPERMD         Z26, Z23, Z27
-	VPSHLDQ        $0x20, Z27, Z12, K1, Z12
-	VPERMD         Z26, Z24, Z26
-	VPSHLDQ        $0x20, Z26, Z13, K2, Z13
-	VPMULTISHIFTQB Z18, Z8, Z26
-	VPMULTISHIFTQB Z19, Z8, Z27
-	VMOVDQA64      Z26, Z28
-	VMOVDQU8       ansPackInterleaved<>+0(SB), Z29
-	VPERMT2B       Z27, Z29, Z28
-	VPERMT2B       Z27, Z9, Z26
-	VMOVDQA32      Z26, Z27
-	VPERMI2B       Z5, Z4, Z27
-	VMOVDQA32      Z26, Z26
-	VPERMI2B       Z7, Z6, Z26
-	VPTESTMB       Z26, Z26, K1
-	KMOVQ          K1, R11
-	POPCNTQ        R11, R11
-	LEAQ           (DX)(R11*1), R11
-	CMPQ           R11, BX
-	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (DX), K1, Z27
-	VPADDB         Z22, Z27, K1, Z27
-	MOVQ           R11, DX
-	VPDPBUSD       Z25, Z27, Z21
-	VMOVDQA32      Z28, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z28, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R12, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQA32      Z27, Z24
+	VPERMI2B       Z1, Z0, Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z3, Z2, Z25
+	VPSLLW         $0x08, Z24, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPANDD         ansC00ff<>+0(SB), Z24, Z26
+	VPSRLW         $0x08, Z24, Z24
+	VPMULLW        Z24, Z26, Z24
+	VPSLLD         $0x10, Z24, Z26
+	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPSRLD         $0x10, Z24, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z27, Z18, Z18
-	VPADDQ         Z28, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K1
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z26, Z17, Z17
+	VPADDQ         Z27, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z25, Z19, Z19
-	VPADDQ         Z26, Z19, Z19
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x1c, Z18, Z18
+	VPMULLQ        Z24, Z18, Z18
+	VPADDQ         Z25, Z18, Z18
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R11
-	POPCNTL        R11, R11
-	LEAQ           (AX)(R11*4), R11
-	CMPQ           R11, CX
+	KMOVW          K3, R12
+	POPCNTL        R12, R12
+	LEAQ           (CX)(R12*4), R12
+	CMPQ           R12, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (AX), K3, Z25
-	MOVQ           R11, AX
-	VPERMD         Z25, Z23, Z26
-	VPSHLDQ        $0x20, Z26, Z18, K1, Z18
-	VPERMD         Z25, Z24, Z25
-	VPSHLDQ        $0x20, Z25, Z19, K2, Z19
-	INCQ           R10
-	CMPQ           R10, steps+16(FP)
+	VPEXPANDD.Z    (CX), K3, Z24
+	MOVQ           R12, CX
+	VPERMD         Z24, Z22, Z25
+	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
+	VPERMD         Z24, Z23, Z24
+	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	INCQ           R11
+	CMPQ           R11, steps+16(FP)
 	JB             AnsDotStripesX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -38703,14 +38587,14 @@ AnsDotStripesX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2MaddQAvx512_toomany
+	VMOVDQU32      Z13, (AX)
+	VMOVDQU32      Z14, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	CMPQ           R8, R9
-	JNE            AnsDotStripesX2MaddQAvx512_toomany
-	VMOVDQU32      Z14, (AX)
-	VMOVDQU32      Z15, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -38723,14 +38607,10 @@ AnsDotStripesX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	CMPQ           DX, BX
+	CMPQ           BX, SI
 	JNE            AnsDotStripesX2MaddQAvx512_toomany
-	VMOVDQU32      Z20, 128(AX)
-	VMOVDQU32      Z21, 192(AX)
+	VMOVDQU32      Z19, 128(AX)
+	VMOVDQU32      Z20, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER

@@ -21,18 +21,33 @@ func ansKernelOK(b *Backend) bool { return ans512OK(b) || ansAVX2OK(b) }
 
 func ans512OK(b *Backend) bool { return b.set.isa == AVX512VNNI && hasAll(ansRequires) }
 
-// ansTables returns the AnsDot kernels' four digit tables.
+// ansTables returns the AnsDot kernels' tables: frequency, digit minus
+// cumulative frequency and value plus 128 by slot digit, the escape
+// symbol's value byte being a marker no other symbol uses (a model has at
+// most 128 symbols), then 64 copies of the marker.
 func ansTables(md *ans.Model) *[512]byte {
+	var used [256]bool
+	for k := 0; k < md.NSym; k++ {
+		if k != md.Escape {
+			used[int(md.Value[k])+128] = true
+		}
+	}
+	marker := byte(0)
+	for used[marker] {
+		marker++
+	}
 	var t [512]byte
 	for d := 0; d < ans.ProbScale; d++ {
 		k := int(md.PPF[d])
 		t[d] = md.Freq[k]
 		t[128+d] = byte(d) - md.Cum[k]
+		t[256+d] = byte(int(md.Value[k]) + 128)
 		if k == md.Escape {
-			t[256+d], t[384+d] = 128, 1
-		} else {
-			t[256+d] = byte(int(md.Value[k]) + 128)
+			t[256+d] = marker
 		}
+	}
+	for i := 384; i < 448; i++ {
+		t[i] = marker
 	}
 	return &t
 }

@@ -41,10 +41,11 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"and stores to acc[32U+t] (int32) the sum over quads j of the dot product",
 		"of coder t's values with the 4 int8 inputs at "+vdesc+".",
 		"",
-		"tabs holds four 128-byte tables indexed by slot digit: the digit's symbol",
+		"tabs holds three 128-byte tables indexed by slot digit (the digit's symbol",
 		"frequency, the digit minus the symbol's cumulative frequency, the value",
-		"plus 128 (128 for the escape symbol, so an escape contributes 0), and",
-		"1 for the escape symbol else 0. Unit U's escaped values are the nesc[U]",
+		"plus 128, for the escape symbol a marker byte that no other symbol's value",
+		"plus 128 equals), then 64 copies of the marker (one compare finds the",
+		"escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]",
 		"int8 at esc[U], in decoding order (step, lane, element); each half step",
 		"expand-loads the next ones into the escaped positions, without a branch.",
 		"The products use unsigned (value+128) times signed inputs (VPDPBUSD), so",
@@ -59,8 +60,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].",
 	)
 	tab := param("tabs")
-	var tF, tO, tV, tE [2]VecVirtual
-	for i, tt := range []*[2]VecVirtual{&tF, &tO, &tV, &tE} {
+	var tF, tO, tV [2]VecVirtual
+	for i, tt := range []*[2]VecVirtual{&tF, &tO, &tV} {
 		for h := 0; h < 2; h++ {
 			tt[h] = ZMM()
 			VMOVDQU8(Mem{Base: tab, Disp: 128*i + 64*h}, tt[h])
@@ -72,8 +73,9 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		MOVQ(U64(0x15_0e_07_00), t)
 		VPBROADCASTQ(t, digCtrl)
 	}
-	pack := ZMM()
+	pack, packIL := ZMM(), ZMM()
 	VMOVDQU8(ansPackDigits(), pack)
+	VMOVDQU8(ansPackInterleaved(), packIL)
 	// Memory operands, not registers: the loop of two units needs all 32.
 	cff := ansConst("ansCff", 0x000000ff000000ff) // byte 0 of each dword
 	low := ansConst("ansLow", 1<<31)
@@ -164,10 +166,9 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			// of xa and xb take the low and high dwords of F and the rank:
 			// a VPANDQ and a VPSRLQ instead of two VPERMD, 4% faster on
 			// Zen 5.
-			dil, pil := ZMM(), ZMM()
+			dil := ZMM()
 			VMOVDQA64(da, dil)
-			VMOVDQU8(ansPackInterleaved(), pil) // a load: the registers are all in use
-			VPERMT2B(db, pil, dil)
+			VPERMT2B(db, packIL, dil)
 			VPERMT2B(db, pack, da)
 			dig := da
 			look := func(t [2]VecVirtual) VecVirtual {
@@ -177,9 +178,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 				return r
 			}
 			vb := look(tV)
-			eb := look(tE)
-			ke := K()
-			VPTESTMB(eb, eb, ke)
+			ke := K() // the escape symbol's value byte is the marker no other symbol has
+			VPCMPEQB(Mem{Base: tab, Disp: 384}, vb, ke)
 			// Escapes are rare but irregular (at sigma 4, a quarter of the
 			// halves have one): a branch on them mispredicts often enough
 			// to cost a third of the decode time. Instead the half's escaped
