@@ -34350,7 +34350,6 @@ AnsDotRowsX1Avx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R9
@@ -34364,29 +34363,28 @@ AnsDotRowsX1Avx512_step:
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         ansCff<>+0(SB), Z18, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z19, Z22
-	VPADDD         Z22, Z21, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z19
+	VPSRLD         $0x08, Z21, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPADDD         Z22, Z20, Z20
 	VPSRLD         $0x08, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
+	VPMULLD        Z19, Z22, Z19
 	VPSRLD         $0x10, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
+	VPSRLD         $0x18, Z21, Z23
 	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z23, Z23
 	VPSRLD         $0x18, Z18, Z18
 	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
+	VPMULLD        Z19, Z18, Z18
+	VPMULLD        Z19, Z23, Z19
+	VPADDD         Z20, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
 	VPSRLQ         $0x1c, Z9, Z9
@@ -34417,7 +34415,6 @@ AnsDotRowsX1Avx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
@@ -34431,29 +34428,28 @@ AnsDotRowsX1Avx512_step:
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         ansCff<>+0(SB), Z18, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z19, Z22
-	VPADDD         Z22, Z21, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z19
+	VPSRLD         $0x08, Z21, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPADDD         Z22, Z20, Z20
 	VPSRLD         $0x08, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
+	VPMULLD        Z19, Z22, Z19
 	VPSRLD         $0x10, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
+	VPSRLD         $0x18, Z21, Z23
 	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z23, Z23
 	VPSRLD         $0x18, Z18, Z18
 	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
+	VPMULLD        Z19, Z18, Z18
+	VPMULLD        Z19, Z23, Z19
+	VPADDD         Z20, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
 	VPSRLQ         $0x1c, Z11, Z11
@@ -34814,7 +34810,6 @@ AnsDotStripesX1Avx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R9
@@ -34828,29 +34823,28 @@ AnsDotStripesX1Avx512_step:
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         ansCff<>+0(SB), Z18, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z19, Z22
-	VPADDD         Z22, Z21, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z19
+	VPSRLD         $0x08, Z21, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPADDD         Z22, Z20, Z20
 	VPSRLD         $0x08, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
+	VPMULLD        Z19, Z22, Z19
 	VPSRLD         $0x10, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
+	VPSRLD         $0x18, Z21, Z23
 	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z23, Z23
 	VPSRLD         $0x18, Z18, Z18
 	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
+	VPMULLD        Z19, Z18, Z18
+	VPMULLD        Z19, Z23, Z19
+	VPADDD         Z20, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
 	VPSRLQ         $0x1c, Z9, Z9
@@ -34881,7 +34875,6 @@ AnsDotStripesX1Avx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
@@ -34895,29 +34888,28 @@ AnsDotStripesX1Avx512_step:
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPANDD         ansCff<>+0(SB), Z18, Z20
-	VPSRLD         $0x08, Z19, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z19, Z22
-	VPADDD         Z22, Z21, Z21
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z19
+	VPSRLD         $0x08, Z21, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPADDD         Z22, Z20, Z20
 	VPSRLD         $0x08, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
+	VPMULLD        Z19, Z22, Z19
 	VPSRLD         $0x10, Z18, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z19, Z23
+	VPSRLD         $0x18, Z21, Z23
 	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z19, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPADDD         Z19, Z23, Z23
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z23, Z23
 	VPSRLD         $0x18, Z18, Z18
 	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
+	VPMULLD        Z19, Z18, Z18
+	VPMULLD        Z19, Z23, Z19
+	VPADDD         Z20, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
 	VPSRLQ         $0x1c, Z11, Z11
@@ -35118,7 +35110,6 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -35132,28 +35123,27 @@ AnsDotRowsX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z26
+	VPSRLD         $0x08, Z27, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPMULLD        Z26, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z27, Z29
 	VPADDD         Z29, Z28, Z28
 	VPSRLD         $0x08, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
+	VPMULLD        Z26, Z29, Z26
 	VPSRLD         $0x10, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
+	VPSRLD         $0x18, Z27, Z30
 	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z30, Z30
 	VPSRLD         $0x18, Z25, Z25
 	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
+	VPMULLD        Z26, Z25, Z25
+	VPMULLD        Z26, Z30, Z26
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
@@ -35184,7 +35174,6 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -35198,29 +35187,28 @@ AnsDotRowsX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         ansCff<>+0(SB), Z24, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z25, Z28
-	VPADDD         Z28, Z27, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z25
+	VPSRLD         $0x08, Z27, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z27, Z28
+	VPADDD         Z28, Z26, Z26
 	VPSRLD         $0x08, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
+	VPMULLD        Z25, Z28, Z25
 	VPSRLD         $0x10, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
+	VPSRLD         $0x18, Z27, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z29, Z29
 	VPSRLD         $0x18, Z24, Z24
 	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
+	VPMULLD        Z25, Z24, Z24
+	VPMULLD        Z25, Z29, Z25
+	VPADDD         Z26, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPSRLQ         $0x1c, Z15, Z15
@@ -35251,7 +35239,6 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -35265,28 +35252,27 @@ AnsDotRowsX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z26
+	VPSRLD         $0x08, Z27, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPMULLD        Z26, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z27, Z29
 	VPADDD         Z29, Z28, Z28
 	VPSRLD         $0x08, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
+	VPMULLD        Z26, Z29, Z26
 	VPSRLD         $0x10, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
+	VPSRLD         $0x18, Z27, Z30
 	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z30, Z30
 	VPSRLD         $0x18, Z25, Z25
 	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
+	VPMULLD        Z26, Z25, Z25
+	VPMULLD        Z26, Z30, Z26
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
@@ -35317,7 +35303,6 @@ AnsDotRowsX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -35331,29 +35316,28 @@ AnsDotRowsX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         ansCff<>+0(SB), Z24, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z25, Z28
-	VPADDD         Z28, Z27, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z25
+	VPSRLD         $0x08, Z27, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z27, Z28
+	VPADDD         Z28, Z26, Z26
 	VPSRLD         $0x08, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
+	VPMULLD        Z25, Z28, Z25
 	VPSRLD         $0x10, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
+	VPSRLD         $0x18, Z27, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z29, Z29
 	VPSRLD         $0x18, Z24, Z24
 	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
+	VPMULLD        Z25, Z24, Z24
+	VPMULLD        Z25, Z29, Z25
+	VPADDD         Z26, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPSRLQ         $0x1c, Z17, Z17
@@ -35573,7 +35557,6 @@ AnsDotStripesX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -35587,28 +35570,27 @@ AnsDotStripesX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z26
+	VPSRLD         $0x08, Z27, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPMULLD        Z26, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z27, Z29
 	VPADDD         Z29, Z28, Z28
 	VPSRLD         $0x08, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
+	VPMULLD        Z26, Z29, Z26
 	VPSRLD         $0x10, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
+	VPSRLD         $0x18, Z27, Z30
 	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z30, Z30
 	VPSRLD         $0x18, Z25, Z25
 	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
+	VPMULLD        Z26, Z25, Z25
+	VPMULLD        Z26, Z30, Z26
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
@@ -35639,7 +35621,6 @@ AnsDotStripesX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -35653,29 +35634,28 @@ AnsDotStripesX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         ansCff<>+0(SB), Z24, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z25, Z28
-	VPADDD         Z28, Z27, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z25
+	VPSRLD         $0x08, Z27, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z27, Z28
+	VPADDD         Z28, Z26, Z26
 	VPSRLD         $0x08, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
+	VPMULLD        Z25, Z28, Z25
 	VPSRLD         $0x10, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
+	VPSRLD         $0x18, Z27, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z29, Z29
 	VPSRLD         $0x18, Z24, Z24
 	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
+	VPMULLD        Z25, Z24, Z24
+	VPMULLD        Z25, Z29, Z25
+	VPADDD         Z26, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPSRLQ         $0x1c, Z15, Z15
@@ -35706,7 +35686,6 @@ AnsDotStripesX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -35720,28 +35699,27 @@ AnsDotStripesX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPANDD         ansCff<>+0(SB), Z25, Z27
-	VPSRLD         $0x08, Z26, Z28
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z25, Z26
+	VPSRLD         $0x08, Z27, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z26, Z29
+	VPMULLD        Z26, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z27, Z29
 	VPADDD         Z29, Z28, Z28
 	VPSRLD         $0x08, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
+	VPMULLD        Z26, Z29, Z26
 	VPSRLD         $0x10, Z25, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z26, Z30
+	VPSRLD         $0x18, Z27, Z30
 	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPADDD         Z26, Z30, Z30
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z30, Z30
 	VPSRLD         $0x18, Z25, Z25
 	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z27, Z25, Z25
-	VPMULLD        Z27, Z30, Z26
+	VPMULLD        Z26, Z25, Z25
+	VPMULLD        Z26, Z30, Z26
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
@@ -35772,7 +35750,6 @@ AnsDotStripesX2Avx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -35786,29 +35763,28 @@ AnsDotStripesX2Avx512_step:
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPANDD         ansCff<>+0(SB), Z24, Z26
-	VPSRLD         $0x08, Z25, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z25, Z28
-	VPADDD         Z28, Z27, Z27
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z25
+	VPSRLD         $0x08, Z27, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPANDD         ansCff<>+0(SB), Z27, Z28
+	VPADDD         Z28, Z26, Z26
 	VPSRLD         $0x08, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
+	VPMULLD        Z25, Z28, Z25
 	VPSRLD         $0x10, Z24, Z28
 	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z25, Z29
+	VPSRLD         $0x18, Z27, Z29
 	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPADDD         Z25, Z29, Z29
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z29, Z29
 	VPSRLD         $0x18, Z24, Z24
 	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
+	VPMULLD        Z25, Z24, Z24
+	VPMULLD        Z25, Z29, Z25
+	VPADDD         Z26, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPSRLQ         $0x1c, Z17, Z17
@@ -35982,7 +35958,6 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R9
@@ -35996,14 +35971,12 @@ AnsDotRowsX1MaddAvx512_step:
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -36047,7 +36020,6 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
@@ -36061,14 +36033,12 @@ AnsDotRowsX1MaddAvx512_step:
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -36163,16 +36133,6 @@ DATA ansOne16<>+48(SB)/8, $0x0001000100010001
 DATA ansOne16<>+56(SB)/8, $0x0001000100010001
 GLOBL ansOne16<>(SB), RODATA|NOPTR, $64
 
-DATA ansC00ff<>+0(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+8(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+16(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+24(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+32(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+40(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+48(SB)/8, $0x00ff00ff00ff00ff
-DATA ansC00ff<>+56(SB)/8, $0x00ff00ff00ff00ff
-GLOBL ansC00ff<>(SB), RODATA|NOPTR, $64
-
 DATA ansOne32<>+0(SB)/8, $0x0000000100000001
 DATA ansOne32<>+8(SB)/8, $0x0000000100000001
 DATA ansOne32<>+16(SB)/8, $0x0000000100000001
@@ -36264,7 +36224,6 @@ AnsDotStripesX1MaddAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R9
@@ -36278,14 +36237,12 @@ AnsDotStripesX1MaddAvx512_step:
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -36329,7 +36286,6 @@ AnsDotStripesX1MaddAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
@@ -36343,14 +36299,12 @@ AnsDotStripesX1MaddAvx512_step:
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -36564,7 +36518,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -36578,14 +36531,12 @@ AnsDotRowsX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -36628,7 +36579,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -36642,14 +36592,12 @@ AnsDotRowsX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -36693,7 +36641,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -36707,14 +36654,12 @@ AnsDotRowsX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -36757,7 +36702,6 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -36771,14 +36715,12 @@ AnsDotRowsX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -37011,7 +36953,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -37025,14 +36966,12 @@ AnsDotStripesX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -37075,7 +37014,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -37089,14 +37027,12 @@ AnsDotStripesX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -37140,7 +37076,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -37154,14 +37089,12 @@ AnsDotStripesX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -37204,7 +37137,6 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -37218,14 +37150,12 @@ AnsDotStripesX2MaddAvx512_step:
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -37412,7 +37342,6 @@ AnsDotRowsX1MaddQAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R9
@@ -37426,14 +37355,12 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -37469,7 +37396,6 @@ AnsDotRowsX1MaddQAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
@@ -37483,14 +37409,12 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -37648,7 +37572,6 @@ AnsDotStripesX1MaddQAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R9
@@ -37662,14 +37585,12 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -37705,7 +37626,6 @@ AnsDotStripesX1MaddQAvx512_step:
 	VMOVDQA64      Z19, Z21
 	VPERMT2B       Z20, Z8, Z21
 	VPERMT2B       Z20, Z7, Z19
-	VMOVDQA32      Z19, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
 	KMOVQ          K1, R8
@@ -37719,14 +37639,12 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
-	VMOVDQA32      Z21, Z19
-	VPERMI2B       Z3, Z2, Z19
-	VPSLLW         $0x08, Z18, Z20
-	VPORD          ansOne16<>+0(SB), Z20, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPANDD         ansC00ff<>+0(SB), Z18, Z20
-	VPSRLW         $0x08, Z18, Z18
-	VPMULLW        Z18, Z20, Z18
+	VPERMI2B       Z3, Z2, Z21
+	VPSLLW         $0x08, Z18, Z19
+	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPMADDUBSW     Z19, Z21, Z19
+	VPSRLW         $0x08, Z18, Z20
+	VPMADDUBSW     Z20, Z18, Z18
 	VPSLLD         $0x10, Z18, Z20
 	VPORD          ansOne32<>+0(SB), Z20, Z20
 	VPMADDWD       Z20, Z19, Z19
@@ -37932,7 +37850,6 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -37946,14 +37863,12 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -37988,7 +37903,6 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -38002,14 +37916,12 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -38045,7 +37957,6 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -38059,14 +37970,12 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -38101,7 +38010,6 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -38115,14 +38023,12 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -38347,7 +38253,6 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -38361,14 +38266,12 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -38403,7 +38306,6 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R13
@@ -38417,14 +38319,12 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25
@@ -38460,7 +38360,6 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -38474,14 +38373,12 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VMOVDQA32      Z27, Z26
-	VPERMI2B       Z3, Z2, Z26
-	VPSLLW         $0x08, Z25, Z27
-	VPORD          ansOne16<>+0(SB), Z27, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPANDD         ansC00ff<>+0(SB), Z25, Z27
-	VPSRLW         $0x08, Z25, Z25
-	VPMULLW        Z25, Z27, Z25
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z25, Z26
+	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
 	VPSLLD         $0x10, Z25, Z27
 	VPORD          ansOne32<>+0(SB), Z27, Z27
 	VPMADDWD       Z27, Z26, Z26
@@ -38516,7 +38413,6 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA64      Z25, Z27
 	VPERMT2B       Z26, Z8, Z27
 	VPERMT2B       Z26, Z7, Z25
-	VMOVDQA32      Z25, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
 	KMOVQ          K1, R12
@@ -38530,14 +38426,12 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z3, Z2, Z25
-	VPSLLW         $0x08, Z24, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPANDD         ansC00ff<>+0(SB), Z24, Z26
-	VPSRLW         $0x08, Z24, Z24
-	VPMULLW        Z24, Z26, Z24
+	VPERMI2B       Z3, Z2, Z27
+	VPSLLW         $0x08, Z24, Z25
+	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPMADDUBSW     Z25, Z27, Z25
+	VPSRLW         $0x08, Z24, Z26
+	VPMADDUBSW     Z26, Z24, Z24
 	VPSLLD         $0x10, Z24, Z26
 	VPORD          ansOne32<>+0(SB), Z26, Z26
 	VPMADDWD       Z26, Z25, Z25

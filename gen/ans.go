@@ -171,13 +171,18 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			VPERMT2B(db, packIL, dil)
 			VPERMT2B(db, pack, da)
 			dig := da
-			look := func(t [2]VecVirtual) VecVirtual {
-				r := ZMM()
-				VMOVDQA32(dig, r)
+			// look returns table t at the digits of dig, copied first
+			// unless this is dig's last use (VPERMI2B overwrites its index).
+			look := func(t [2]VecVirtual, last bool) VecVirtual {
+				r := dig
+				if !last {
+					r = ZMM()
+					VMOVDQA32(dig, r)
+				}
 				VPERMI2B(t[1], t[0], r)
 				return r
 			}
-			vb := look(tV)
+			vb := look(tV, true)
 			ke := K() // the escape symbol's value byte is the marker no other symbol has
 			VPCMPEQB(Mem{Base: tab, Disp: 384}, vb, ke)
 			// Escapes are rare but irregular (at sigma 4, a quarter of the
@@ -211,12 +216,12 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			var F, rank VecVirtual
 			dig = dil
 			if madd {
-				F, rank = ansMaddFR(look(tF), look(tO))
+				F, rank = ansMaddFR(look(tF, false), look(tO, true))
 			} else {
 				// Shallow trees (the state update is a serial chain across steps):
 				// F = (f0 f1)(f2 f3), rank = (o0 + f0 o1) + (f0 f1)(o2 + f2 o3),
 				// in an order that keeps few values live.
-				fb, ob := look(tF), look(tO)
+				fb, ob := look(tF, false), look(tO, true)
 				f0, o1 := part(fb, 0), part(ob, 1)
 				lo := ZMM()
 				VPMULLD(f0, o1, lo)
@@ -320,7 +325,7 @@ const (
 	// model).
 	ansMul ansMode = iota
 	// ansMadd computes F and the rank with byte and word multiply-adds
-	// (VPMADDUBSW, VPMULLW, VPMADDWD: 11 instructions instead of 21) and
+	// (VPMADDUBSW and VPMADDWD: 10 instructions instead of 21) and
 	// the state product with two VPMULUDQ, for Intel cores, where VPMULLD
 	// and VPMULLQ are multi-uop with long latencies. Frequencies must be
 	// <= 127.
@@ -387,12 +392,11 @@ func ansMaddFR(fb, ob VecVirtual) (F, rank VecVirtual) {
 	VPORD(ansConst("ansOne16", 0x0001000100010001), f1x, f1x)
 	lohi := ZMM() // words (o0 + o1 f0, o2 + o3 f2)
 	VPMADDUBSW(f1x, ob, lohi)
-	fe, fo := ZMM(), ZMM() // words (f0, f2), (f1, f3)
-	VPANDD(ansConst("ansC00ff", 0x00ff00ff00ff00ff), fb, fe)
+	fo := ZMM() // bytes (f1, 0, f3, 0)
 	VPSRLW(U8(8), fb, fo)
 	fw := ZMM()
-	VPMULLW(fo, fe, fw) // words (f0 f1, f2 f3)
-	b1 := ZMM()         // words (1, f0 f1)
+	VPMADDUBSW(fo, fb, fw) // words (f0 f1, f2 f3)
+	b1 := ZMM()            // words (1, f0 f1)
 	VPSLLD(U8(16), fw, b1)
 	VPORD(ansConst("ansOne32", 0x0000000100000001), b1, b1)
 	rank = ZMM()
