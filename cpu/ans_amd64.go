@@ -129,7 +129,7 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 const (
 	ansMul   = iota // VPMULLD and VPMULLQ; the only one for frequency 128
 	ansMadd         // multiply-adds and VPMULUDQ, for Intel cores
-	ansMaddQ        // multiply-adds and VPMULLQ, for AMD cores
+	ansMaddQ        // multiply-adds and VPMULLQ, for other cores
 )
 
 // ansDotFuncs are the kernels by variant, units (1, 2) and layout (rows,
@@ -142,9 +142,11 @@ var ansDotFuncs = [3][2][2]ansDotFunc{
 
 // ansVariant is the decoder variant for models of more than one symbol:
 // on Intel cores, where VPMULLD and VPMULLQ are multi-uop with long
-// latencies (measured on the device host's Xeon), the multiply-add one;
-// elsewhere (AMD Zen 4 and 5 run VPMULLQ as one uop) multiply-adds with
-// VPMULLQ. QGEMV_ANS_KERNEL=mul, =madd or =maddq forces one.
+// latencies, the multiply-add one (about 15% faster than VPMULLD/VPMULLQ
+// on the device host's Xeon; the multiply-adds with VPMULLQ measured
+// within that machine's noise of it); elsewhere multiply-adds with
+// VPMULLQ (Zen 5 runs VPMULLQ two per cycle; 12-14% faster than the
+// VPMULLD kernel there). QGEMV_ANS_KERNEL=mul, =madd or =maddq forces one.
 var ansVariant = func() int {
 	switch os.Getenv("QGEMV_ANS_KERNEL") {
 	case "mul":

@@ -332,7 +332,7 @@ const (
 	ansMadd
 	// ansMaddQ takes F and the rank from the multiply-adds and the state
 	// product from one VPMULLQ: the fewest instructions where VPMULLQ is
-	// a single fast uop (AMD Zen 4 and 5). Frequencies must be <= 127.
+	// a single fast uop (Zen 5: two per cycle). Frequencies must be <= 127.
 	ansMaddQ
 )
 
