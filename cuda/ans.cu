@@ -22,11 +22,15 @@
 //     bytes come through a 512-byte ring per warp in shared memory, filled
 //     128 bytes at a time, the next 128 always in flight;
 //   - the activations of the next step are loaded one step ahead;
-//   - every read is bounded by the unit's word and escape counts. A unit
-//     whose stream is corrupt (initial state out of range, stream or
-//     escape list exhausted, final state != 2^31, escapes left over) stops
-//     and records the first failure in status (code, unit, tag) for the
-//     host to report.
+//   - every read is bounded by the unit's word and escape counts, so a
+//     unit whose stream runs out (or its escape list) decodes on to its
+//     end without a vote per step, and the lowest failing lane's first
+//     failure is recorded in status (code, unit, tag) for the host to
+//     report, as are an initial state out of range, a final state !=
+//     2^31 and escapes left over;
+//   - unit-relative word and escape counts are 32-bit (the host checks
+//     they fit), the table and ring are read at 32-bit shared addresses
+//     computed once, and entry fields come out with PRMT.
 
 #include <stdint.h>
 
@@ -53,16 +57,33 @@ __device__ __forceinline__ void ans_fail(unsigned *status, unsigned code, i64 un
 
 // Replace byte e of vals by the next escape byte (from the warp's ring
 // er, valid below the unit-relative position lim) when entry ent is an
-// escape.
-__device__ __forceinline__ void ans_escape(unsigned ent, int e, unsigned &vals, i64 &p, i64 lim, const unsigned char *er, int &err) {
+// escape. err keeps a lane's first failure.
+__device__ __forceinline__ void ans_escape(unsigned ent, int e, unsigned &vals, int &p, int lim, const unsigned char *er, int &err) {
 	if (ent & (1u << 24)) {
 		if (p < lim) {
 			vals = (vals & ~(0xffu << (8 * e))) | ((unsigned)er[p & 511] << (8 * e));
-		} else {
+		} else if (err == 0) {
 			err = ANS_ESC_END;
 		}
 		p++;
 	}
+}
+
+// lds32 reads the shared-memory word at the 32-bit shared address addr
+// (an address computed once, so that the loop does not rebuild the shared
+// window base for every access, as ptxas does for sm_90).
+__device__ __forceinline__ unsigned lds32(unsigned addr) {
+	unsigned v;
+	asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+	return v;
+}
+
+// lds32_ordered is lds32 kept in order with the surrounding memory
+// accesses (for the ring, which the warp rewrites).
+__device__ __forceinline__ unsigned lds32_ordered(unsigned addr) {
+	unsigned v;
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+	return v;
 }
 
 // ans_esc4 loads escape bytes i..i+3 of a unit with ne bytes (zeros past
@@ -94,23 +115,29 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 	const unsigned lt = (1u << lane) - 1;
 	unsigned *q = ring[wid];
 	uint4 *q4 = (uint4 *)q;
-	const unsigned *tl = tab + lane;
+	// Shared address of lane's copy of entry 0 in tab; entry d is 128 d
+	// bytes further.
+	const unsigned tabS = (unsigned)__cvta_generic_to_shared(tab) + 4 * lane;
+	const unsigned qS = (unsigned)__cvta_generic_to_shared(q);
 	const unsigned char *er = (const unsigned char *)escRing[wid];
+	const int nsteps = (int)steps;
 	for (i64 u = (i64)blockIdx.x * ANS_WARPS + wid; u < units; u += (i64)gridDim.x * ANS_WARPS) {
-		const u64 w0 = offs[u], n = offs[u + 1] - w0; // a multiple of 128 words, >= 128 (checked at load)
+		// Unit-relative counts fit 31 bits (checked at load).
+		const u64 w0 = offs[u];
+		const unsigned n = (unsigned)(offs[u + 1] - w0); // a multiple of 128 words, >= 128 (checked at load)
 		const u64 e0 = escOffs[u];
-		const i64 ne = (i64)(escOffs[u + 1] - e0);
+		const int ne = (int)(escOffs[u + 1] - e0);
 		const uint4 *src = words + w0 / 4;
 		const signed char *eu = esc + e0;
 		__syncwarp();
 		q4[lane] = src[lane];
-		u64 loaded = 128; // words of the unit in the ring
+		unsigned loaded = 128; // words of the unit in the ring
 		bool more = n > 128;
 		uint4 pre = make_uint4(0, 0, 0, 0);
 		if (more) pre = src[32 + lane];
 		// Escape bytes: a 512-byte ring per warp filled 128 bytes at a
 		// time, the next 128 in flight in epre.
-		i64 eLoaded = 0;
+		int eLoaded = 0;
 		unsigned epre = ans_esc4(eu, 4 * lane, ne);
 		int vw = STRIPES ? __ldg(v) : __ldg(v + lane);
 		__syncwarp();
@@ -119,11 +146,10 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 			if (lane == 0) ans_fail(status, ANS_BAD_STATE, u, tag);
 			continue;
 		}
-		u64 qpos = 64;
-		i64 ep = 0;
-		int acc = 0, err = 0;
-		i64 step = 0;
-		for (; step < steps; step++) {
+		unsigned qpos = 64;
+		int ep = 0;
+		int acc = 0, err = 0; // err: the lane's first failure; decoding goes on, every read bounded
+		for (int step = 0; step < nsteps; step++) {
 			if (loaded - qpos < 32 && more) {
 				__syncwarp();
 				q4[((loaded >> 7) & 1) * 32 + lane] = pre;
@@ -132,21 +158,20 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 				if (more) pre = src[loaded / 4 + lane];
 				__syncwarp();
 			}
-			const int vn = step + 1 < steps ? (STRIPES ? __ldg(v + step + 1) : __ldg(v + (step + 1) * 32 + lane)) : 0;
+			const int vn = step + 1 < nsteps ? (STRIPES ? __ldg(v + step + 1) : __ldg(v + (step + 1) * 32 + lane)) : 0;
 			const unsigned lo = (unsigned)x;
-			const unsigned a = tl[(lo & 127) << 5], b = tl[((lo >> 7) & 127) << 5], c = tl[((lo >> 14) & 127) << 5], d = tl[((lo >> 21) & 127) << 5];
-			const unsigned fa = (a >> 8) & 255, fb = (b >> 8) & 255, fc = (c >> 8) & 255, fd = (d >> 8) & 255;
-			const unsigned rank = ((a >> 16) & 127) + fa * (((b >> 16) & 127) + fb * (((c >> 16) & 127) + fc * ((d >> 16) & 127)));
-			x = (u64)(fa * fb * fc * fd) * (x >> 28) + rank;
+			const unsigned a = lds32(tabS + ((lo << 7) & 0x3f80u)), b = lds32(tabS + (lo & 0x3f80u));
+			const unsigned c = lds32(tabS + ((lo >> 7) & 0x3f80u)), d = lds32(tabS + ((lo >> 14) & 0x3f80u));
+			// Byte 1 of an entry is the frequency, byte 2 the digit minus cum.
+			const unsigned fa = __byte_perm(a, 0, 0x4441), fb = __byte_perm(b, 0, 0x4441), fc = __byte_perm(c, 0, 0x4441), fd = __byte_perm(d, 0, 0x4441);
+			const unsigned rank = __byte_perm(a, 0, 0x4442) + fa * (__byte_perm(b, 0, 0x4442) + fb * (__byte_perm(c, 0, 0x4442) + fc * __byte_perm(d, 0, 0x4442)));
+			x = (u64)((fa * fb) * (fc * fd)) * (x >> 28) + rank;
 			unsigned vals = __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
 			if (__any_sync(FULL, (a | b | c | d) & (1u << 24))) {
+				// Each lane's escapes (0..4) start after those of the lower
+				// lanes: a prefix sum from the ballots of the count's bits.
 				const int cnt = ((a >> 24) & 1) + ((b >> 24) & 1) + ((c >> 24) & 1) + ((d >> 24) & 1);
-				int s = cnt;
-#pragma unroll
-				for (int o = 1; o < 32; o <<= 1) {
-					int t = __shfl_up_sync(FULL, s, o);
-					if (lane >= o) s += t;
-				}
+				const unsigned b0 = __ballot_sync(FULL, cnt & 1), b1 = __ballot_sync(FULL, cnt & 2), b2 = __ballot_sync(FULL, cnt & 4);
 				while (eLoaded - ep < 128 && eLoaded < ne) {
 					__syncwarp();
 					escRing[wid][((eLoaded >> 2) & 127) + lane] = epre;
@@ -154,32 +179,31 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 					epre = ans_esc4(eu, eLoaded + 4 * lane, ne);
 					__syncwarp();
 				}
-				i64 p = ep + (s - cnt);
-				const i64 lim = min(eLoaded, ne);
+				int p = ep + __popc(b0 & lt) + 2 * __popc(b1 & lt) + 4 * __popc(b2 & lt);
+				const int lim = min(eLoaded, ne);
 				ans_escape(a, 0, vals, p, lim, er, err);
 				ans_escape(b, 1, vals, p, lim, er, err);
 				ans_escape(c, 2, vals, p, lim, er, err);
 				ans_escape(d, 3, vals, p, lim, er, err);
-				ep += __shfl_sync(FULL, s, 31);
+				ep += __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
 			}
 			const bool need = x < STATE_LOW;
 			const unsigned m = __ballot_sync(FULL, need);
 			if (need) {
-				const u64 k = qpos + __popc(m & lt);
+				const unsigned k = qpos + __popc(m & lt);
 				if (k < loaded) {
-					x = (x << 32) | q[k & 255];
-				} else {
+					x = (x << 32) | lds32_ordered(qS + 4 * (k & 255));
+				} else if (err == 0) {
 					err = ANS_STREAM_END;
 				}
 			}
 			qpos += __popc(m);
 			acc = __dp4a((int)vals, vw, acc);
 			vw = vn;
-			if (__any_sync(FULL, err != 0)) break;
 		}
-		if (step < steps) {
-			// The lowest failing lane reports (stream before escapes at a tie).
-			const unsigned bad = __ballot_sync(FULL, err != 0);
+		const unsigned bad = __ballot_sync(FULL, err != 0);
+		if (bad != 0) {
+			// The lowest failing lane reports its first failure.
 			if (lane == __ffs(bad) - 1) ans_fail(status, (unsigned)err, u, tag);
 			continue;
 		}

@@ -45,8 +45,14 @@ func (b *Backend) LoadANS(m *ans.Matrix) (*ANSMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda: LoadANS: %w", err)
 	}
-	if len(m.Words)%4 != 0 || m.Rows > math.MaxInt32 {
-		return nil, fmt.Errorf("cuda: LoadANS: %d words (want a multiple of 4), %d rows", len(m.Words), m.Rows)
+	if len(m.Words)%4 != 0 || m.Rows > math.MaxInt32 || m.Cols/4 > math.MaxInt32 {
+		return nil, fmt.Errorf("cuda: LoadANS: %d words (want a multiple of 4), %dx%d", len(m.Words), m.Rows, m.Cols)
+	}
+	for u := 0; u < m.Units(); u++ { // the kernels count a unit's words and escapes in 31 bits
+		if m.Offsets[u+1]-m.Offsets[u] > math.MaxInt32 || m.EscOffsets[u+1]-m.EscOffsets[u] > math.MaxInt32 {
+			return nil, fmt.Errorf("cuda: LoadANS: unit %d has %d words and %d escapes (at most %d each)", u,
+				m.Offsets[u+1]-m.Offsets[u], m.EscOffsets[u+1]-m.EscOffsets[u], math.MaxInt32)
+		}
 	}
 	mx := &ANSMatrix{handle: handle{b: b}, rows: m.Rows, cols: m.Cols, layout: m.Layout, units: m.Units(), bytes: m.CodedBytes()}
 	table := gpuhost.ANSTable(&m.Model)
