@@ -34335,16 +34335,16 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  DI, Z15
 	VMOVDQU32     ansSpread0<>+0(SB), Z16
 	VMOVDQU32     ansSpread1<>+0(SB), Z17
-	XORQ          DI, DI
+	MOVQ          ahead+64(FP), DI
+	XORQ          R8, R8
 
 AnsDotRowsX1Avx512_step:
-	MOVQ           ahead+64(FP), R8
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R8*1)
-	MOVQ           v+32(FP), R8
-	IMUL3Q         $0x00000080, DI, R8
-	ADDQ           v+32(FP), R8
-	VMOVDQU8       (R8), Z18
+	PREFETCHT0     (CX)(DI*1)
+	MOVQ           v+32(FP), R9
+	IMUL3Q         $0x00000080, R8, R9
+	ADDQ           v+32(FP), R9
+	VMOVDQU8       (R9), Z18
 	VPMULTISHIFTQB Z9, Z6, Z19
 	VPMULTISHIFTQB Z10, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -34352,14 +34352,14 @@ AnsDotRowsX1Avx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
-	POPCNTQ        R9, R9
-	LEAQ           (BX)(R9*1), R9
-	CMPQ           R9, SI
+	KMOVQ          K1, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
 	JA             AnsDotRowsX1Avx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R9, BX
+	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -34398,18 +34398,18 @@ AnsDotRowsX1Avx512_step:
 	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), R10
+	CMPQ           R10, DX
 	JA             AnsDotRowsX1Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	MOVQ           R10, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VMOVDQU8       64(R8), Z18
+	VMOVDQU8       64(R9), Z18
 	VPMULTISHIFTQB Z11, Z6, Z19
 	VPMULTISHIFTQB Z12, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -34417,14 +34417,14 @@ AnsDotRowsX1Avx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R8
-	POPCNTQ        R8, R8
-	LEAQ           (BX)(R8*1), R8
-	CMPQ           R8, SI
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
 	JA             AnsDotRowsX1Avx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R8, BX
+	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -34463,19 +34463,19 @@ AnsDotRowsX1Avx512_step:
 	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (CX)(R8*4), R8
-	CMPQ           R8, DX
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
 	JA             AnsDotRowsX1Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R8, CX
+	MOVQ           R9, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
-	INCQ           DI
-	CMPQ           DI, steps+16(FP)
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -34796,15 +34796,15 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  DI, Z15
 	VMOVDQU32     ansSpread0<>+0(SB), Z16
 	VMOVDQU32     ansSpread1<>+0(SB), Z17
-	XORQ          DI, DI
+	MOVQ          ahead+64(FP), DI
+	XORQ          R8, R8
 
 AnsDotStripesX1Avx512_step:
-	MOVQ           ahead+64(FP), R8
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R8*1)
-	MOVQ           v+32(FP), R8
-	LEAQ           (R8)(DI*4), R8
-	VPBROADCASTD   (R8), Z18
+	PREFETCHT0     (CX)(DI*1)
+	MOVQ           v+32(FP), R9
+	LEAQ           (R9)(R8*4), R9
+	VPBROADCASTD   (R9), Z18
 	VPMULTISHIFTQB Z9, Z6, Z19
 	VPMULTISHIFTQB Z10, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -34812,14 +34812,14 @@ AnsDotStripesX1Avx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
-	POPCNTQ        R9, R9
-	LEAQ           (BX)(R9*1), R9
-	CMPQ           R9, SI
+	KMOVQ          K1, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
 	JA             AnsDotStripesX1Avx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R9, BX
+	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -34858,18 +34858,18 @@ AnsDotStripesX1Avx512_step:
 	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), R10
+	CMPQ           R10, DX
 	JA             AnsDotStripesX1Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	MOVQ           R10, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPBROADCASTD   (R8), Z18
+	VPBROADCASTD   (R9), Z18
 	VPMULTISHIFTQB Z11, Z6, Z19
 	VPMULTISHIFTQB Z12, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -34877,14 +34877,14 @@ AnsDotStripesX1Avx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R8
-	POPCNTQ        R8, R8
-	LEAQ           (BX)(R8*1), R8
-	CMPQ           R8, SI
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
 	JA             AnsDotStripesX1Avx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R8, BX
+	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -34923,19 +34923,19 @@ AnsDotStripesX1Avx512_step:
 	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (CX)(R8*4), R8
-	CMPQ           R8, DX
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
 	JA             AnsDotStripesX1Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R8, CX
+	MOVQ           R9, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
-	INCQ           DI
-	CMPQ           DI, steps+16(FP)
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -35093,18 +35093,18 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R11, Z21
 	VMOVDQU32     ansSpread0<>+0(SB), Z22
 	VMOVDQU32     ansSpread1<>+0(SB), Z23
-	XORQ          R11, R11
+	MOVQ          ahead+64(FP), R11
+	XORQ          R12, R12
 
 AnsDotRowsX2Avx512_step:
-	MOVQ           ahead+64(FP), R12
 	PREFETCHT0     512(DI)
-	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     (DI)(R11*1)
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R12*1)
-	MOVQ           v+32(FP), R12
-	IMUL3Q         $0x00000080, R11, R12
-	ADDQ           v+32(FP), R12
-	VMOVDQU8       (R12), Z24
+	PREFETCHT0     (CX)(R11*1)
+	MOVQ           v+32(FP), R13
+	IMUL3Q         $0x00000080, R12, R13
+	ADDQ           v+32(FP), R13
+	VMOVDQU8       (R13), Z24
 	VPMULTISHIFTQB Z9, Z6, Z25
 	VPMULTISHIFTQB Z10, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -35112,14 +35112,14 @@ AnsDotRowsX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (R9)(R13*1), R13
-	CMPQ           R13, R10
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, R9
+	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35158,13 +35158,13 @@ AnsDotRowsX2Avx512_step:
 	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), R14
+	CMPQ           R14, R8
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	MOVQ           R14, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -35176,14 +35176,14 @@ AnsDotRowsX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
+	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -35222,18 +35222,18 @@ AnsDotRowsX2Avx512_step:
 	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), R14
+	CMPQ           R14, DX
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	MOVQ           R14, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VMOVDQU8       64(R12), Z24
+	VMOVDQU8       64(R13), Z24
 	VPMULTISHIFTQB Z11, Z6, Z25
 	VPMULTISHIFTQB Z12, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -35241,14 +35241,14 @@ AnsDotRowsX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R9)(R12*1), R12
-	CMPQ           R12, R10
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, R9
+	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35287,13 +35287,13 @@ AnsDotRowsX2Avx512_step:
 	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (DI)(R12*4), R12
-	CMPQ           R12, R8
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R12, DI
+	MOVQ           R13, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -35305,14 +35305,14 @@ AnsDotRowsX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (BX)(R12*1), R12
-	CMPQ           R12, SI
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
 	JA             AnsDotRowsX2Avx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, BX
+	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -35351,19 +35351,19 @@ AnsDotRowsX2Avx512_step:
 	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (CX)(R12*4), R12
-	CMPQ           R12, DX
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotRowsX2Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R12, CX
+	MOVQ           R13, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
-	INCQ           R11
-	CMPQ           R11, steps+16(FP)
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -35541,17 +35541,17 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R11, Z21
 	VMOVDQU32     ansSpread0<>+0(SB), Z22
 	VMOVDQU32     ansSpread1<>+0(SB), Z23
-	XORQ          R11, R11
+	MOVQ          ahead+64(FP), R11
+	XORQ          R12, R12
 
 AnsDotStripesX2Avx512_step:
-	MOVQ           ahead+64(FP), R12
 	PREFETCHT0     512(DI)
-	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     (DI)(R11*1)
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R12*1)
-	MOVQ           v+32(FP), R12
-	LEAQ           (R12)(R11*4), R12
-	VPBROADCASTD   (R12), Z24
+	PREFETCHT0     (CX)(R11*1)
+	MOVQ           v+32(FP), R13
+	LEAQ           (R13)(R12*4), R13
+	VPBROADCASTD   (R13), Z24
 	VPMULTISHIFTQB Z9, Z6, Z25
 	VPMULTISHIFTQB Z10, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -35559,14 +35559,14 @@ AnsDotStripesX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (R9)(R13*1), R13
-	CMPQ           R13, R10
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, R9
+	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35605,13 +35605,13 @@ AnsDotStripesX2Avx512_step:
 	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), R14
+	CMPQ           R14, R8
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	MOVQ           R14, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -35623,14 +35623,14 @@ AnsDotStripesX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
+	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -35669,18 +35669,18 @@ AnsDotStripesX2Avx512_step:
 	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), R14
+	CMPQ           R14, DX
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	MOVQ           R14, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPBROADCASTD   (R12), Z24
+	VPBROADCASTD   (R13), Z24
 	VPMULTISHIFTQB Z11, Z6, Z25
 	VPMULTISHIFTQB Z12, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -35688,14 +35688,14 @@ AnsDotStripesX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R9)(R12*1), R12
-	CMPQ           R12, R10
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, R9
+	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -35734,13 +35734,13 @@ AnsDotStripesX2Avx512_step:
 	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (DI)(R12*4), R12
-	CMPQ           R12, R8
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R12, DI
+	MOVQ           R13, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -35752,14 +35752,14 @@ AnsDotStripesX2Avx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (BX)(R12*1), R12
-	CMPQ           R12, SI
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
 	JA             AnsDotStripesX2Avx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, BX
+	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -35798,19 +35798,19 @@ AnsDotStripesX2Avx512_step:
 	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (CX)(R12*4), R12
-	CMPQ           R12, DX
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotStripesX2Avx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R12, CX
+	MOVQ           R13, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
-	INCQ           R11
-	CMPQ           R11, steps+16(FP)
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -35943,16 +35943,16 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  DI, Z15
 	VMOVDQU32     ansSpread0<>+0(SB), Z16
 	VMOVDQU32     ansSpread1<>+0(SB), Z17
-	XORQ          DI, DI
+	MOVQ          ahead+64(FP), DI
+	XORQ          R8, R8
 
 AnsDotRowsX1MaddAvx512_step:
-	MOVQ           ahead+64(FP), R8
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R8*1)
-	MOVQ           v+32(FP), R8
-	IMUL3Q         $0x00000080, DI, R8
-	ADDQ           v+32(FP), R8
-	VMOVDQU8       (R8), Z18
+	PREFETCHT0     (CX)(DI*1)
+	MOVQ           v+32(FP), R9
+	IMUL3Q         $0x00000080, R8, R9
+	ADDQ           v+32(FP), R9
+	VMOVDQU8       (R9), Z18
 	VPMULTISHIFTQB Z9, Z6, Z19
 	VPMULTISHIFTQB Z10, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -35960,14 +35960,14 @@ AnsDotRowsX1MaddAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
-	POPCNTQ        R9, R9
-	LEAQ           (BX)(R9*1), R9
-	CMPQ           R9, SI
+	KMOVQ          K1, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R9, BX
+	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -36003,18 +36003,18 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), R10
+	CMPQ           R10, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	MOVQ           R10, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VMOVDQU8       64(R8), Z18
+	VMOVDQU8       64(R9), Z18
 	VPMULTISHIFTQB Z11, Z6, Z19
 	VPMULTISHIFTQB Z12, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -36022,14 +36022,14 @@ AnsDotRowsX1MaddAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R8
-	POPCNTQ        R8, R8
-	LEAQ           (BX)(R8*1), R8
-	CMPQ           R8, SI
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R8, BX
+	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -36065,19 +36065,19 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (CX)(R8*4), R8
-	CMPQ           R8, DX
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R8, CX
+	MOVQ           R9, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
-	INCQ           DI
-	CMPQ           DI, steps+16(FP)
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -36210,15 +36210,15 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  DI, Z15
 	VMOVDQU32     ansSpread0<>+0(SB), Z16
 	VMOVDQU32     ansSpread1<>+0(SB), Z17
-	XORQ          DI, DI
+	MOVQ          ahead+64(FP), DI
+	XORQ          R8, R8
 
 AnsDotStripesX1MaddAvx512_step:
-	MOVQ           ahead+64(FP), R8
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R8*1)
-	MOVQ           v+32(FP), R8
-	LEAQ           (R8)(DI*4), R8
-	VPBROADCASTD   (R8), Z18
+	PREFETCHT0     (CX)(DI*1)
+	MOVQ           v+32(FP), R9
+	LEAQ           (R9)(R8*4), R9
+	VPBROADCASTD   (R9), Z18
 	VPMULTISHIFTQB Z9, Z6, Z19
 	VPMULTISHIFTQB Z10, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -36226,14 +36226,14 @@ AnsDotStripesX1MaddAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
-	POPCNTQ        R9, R9
-	LEAQ           (BX)(R9*1), R9
-	CMPQ           R9, SI
+	KMOVQ          K1, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R9, BX
+	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -36269,18 +36269,18 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), R10
+	CMPQ           R10, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	MOVQ           R10, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPBROADCASTD   (R8), Z18
+	VPBROADCASTD   (R9), Z18
 	VPMULTISHIFTQB Z11, Z6, Z19
 	VPMULTISHIFTQB Z12, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -36288,14 +36288,14 @@ AnsDotStripesX1MaddAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R8
-	POPCNTQ        R8, R8
-	LEAQ           (BX)(R8*1), R8
-	CMPQ           R8, SI
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R8, BX
+	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -36331,19 +36331,19 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (CX)(R8*4), R8
-	CMPQ           R8, DX
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R8, CX
+	MOVQ           R9, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
-	INCQ           DI
-	CMPQ           DI, steps+16(FP)
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -36501,18 +36501,18 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R11, Z21
 	VMOVDQU32     ansSpread0<>+0(SB), Z22
 	VMOVDQU32     ansSpread1<>+0(SB), Z23
-	XORQ          R11, R11
+	MOVQ          ahead+64(FP), R11
+	XORQ          R12, R12
 
 AnsDotRowsX2MaddAvx512_step:
-	MOVQ           ahead+64(FP), R12
 	PREFETCHT0     512(DI)
-	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     (DI)(R11*1)
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R12*1)
-	MOVQ           v+32(FP), R12
-	IMUL3Q         $0x00000080, R11, R12
-	ADDQ           v+32(FP), R12
-	VMOVDQU8       (R12), Z24
+	PREFETCHT0     (CX)(R11*1)
+	MOVQ           v+32(FP), R13
+	IMUL3Q         $0x00000080, R12, R13
+	ADDQ           v+32(FP), R13
+	VMOVDQU8       (R13), Z24
 	VPMULTISHIFTQB Z9, Z6, Z25
 	VPMULTISHIFTQB Z10, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -36520,14 +36520,14 @@ AnsDotRowsX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (R9)(R13*1), R13
-	CMPQ           R13, R10
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, R9
+	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -36563,13 +36563,13 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), R14
+	CMPQ           R14, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	MOVQ           R14, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -36581,14 +36581,14 @@ AnsDotRowsX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
+	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -36624,18 +36624,18 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), R14
+	CMPQ           R14, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	MOVQ           R14, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VMOVDQU8       64(R12), Z24
+	VMOVDQU8       64(R13), Z24
 	VPMULTISHIFTQB Z11, Z6, Z25
 	VPMULTISHIFTQB Z12, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -36643,14 +36643,14 @@ AnsDotRowsX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R9)(R12*1), R12
-	CMPQ           R12, R10
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, R9
+	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -36686,13 +36686,13 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (DI)(R12*4), R12
-	CMPQ           R12, R8
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R12, DI
+	MOVQ           R13, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -36704,14 +36704,14 @@ AnsDotRowsX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (BX)(R12*1), R12
-	CMPQ           R12, SI
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, BX
+	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -36747,19 +36747,19 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (CX)(R12*4), R12
-	CMPQ           R12, DX
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R12, CX
+	MOVQ           R13, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
-	INCQ           R11
-	CMPQ           R11, steps+16(FP)
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -36937,17 +36937,17 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R11, Z21
 	VMOVDQU32     ansSpread0<>+0(SB), Z22
 	VMOVDQU32     ansSpread1<>+0(SB), Z23
-	XORQ          R11, R11
+	MOVQ          ahead+64(FP), R11
+	XORQ          R12, R12
 
 AnsDotStripesX2MaddAvx512_step:
-	MOVQ           ahead+64(FP), R12
 	PREFETCHT0     512(DI)
-	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     (DI)(R11*1)
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R12*1)
-	MOVQ           v+32(FP), R12
-	LEAQ           (R12)(R11*4), R12
-	VPBROADCASTD   (R12), Z24
+	PREFETCHT0     (CX)(R11*1)
+	MOVQ           v+32(FP), R13
+	LEAQ           (R13)(R12*4), R13
+	VPBROADCASTD   (R13), Z24
 	VPMULTISHIFTQB Z9, Z6, Z25
 	VPMULTISHIFTQB Z10, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -36955,14 +36955,14 @@ AnsDotStripesX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (R9)(R13*1), R13
-	CMPQ           R13, R10
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, R9
+	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -36998,13 +36998,13 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), R14
+	CMPQ           R14, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	MOVQ           R14, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -37016,14 +37016,14 @@ AnsDotStripesX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
+	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -37059,18 +37059,18 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), R14
+	CMPQ           R14, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	MOVQ           R14, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPBROADCASTD   (R12), Z24
+	VPBROADCASTD   (R13), Z24
 	VPMULTISHIFTQB Z11, Z6, Z25
 	VPMULTISHIFTQB Z12, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -37078,14 +37078,14 @@ AnsDotStripesX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R9)(R12*1), R12
-	CMPQ           R12, R10
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, R9
+	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -37121,13 +37121,13 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (DI)(R12*4), R12
-	CMPQ           R12, R8
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R12, DI
+	MOVQ           R13, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -37139,14 +37139,14 @@ AnsDotStripesX2MaddAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (BX)(R12*1), R12
-	CMPQ           R12, SI
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, BX
+	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -37182,19 +37182,19 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (CX)(R12*4), R12
-	CMPQ           R12, DX
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R12, CX
+	MOVQ           R13, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
-	INCQ           R11
-	CMPQ           R11, steps+16(FP)
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -37327,16 +37327,16 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  DI, Z15
 	VMOVDQU32     ansSpread0<>+0(SB), Z16
 	VMOVDQU32     ansSpread1<>+0(SB), Z17
-	XORQ          DI, DI
+	MOVQ          ahead+64(FP), DI
+	XORQ          R8, R8
 
 AnsDotRowsX1MaddQAvx512_step:
-	MOVQ           ahead+64(FP), R8
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R8*1)
-	MOVQ           v+32(FP), R8
-	IMUL3Q         $0x00000080, DI, R8
-	ADDQ           v+32(FP), R8
-	VMOVDQU8       (R8), Z18
+	PREFETCHT0     (CX)(DI*1)
+	MOVQ           v+32(FP), R9
+	IMUL3Q         $0x00000080, R8, R9
+	ADDQ           v+32(FP), R9
+	VMOVDQU8       (R9), Z18
 	VPMULTISHIFTQB Z9, Z6, Z19
 	VPMULTISHIFTQB Z10, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -37344,14 +37344,14 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
-	POPCNTQ        R9, R9
-	LEAQ           (BX)(R9*1), R9
-	CMPQ           R9, SI
+	KMOVQ          K1, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R9, BX
+	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -37379,18 +37379,18 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), R10
+	CMPQ           R10, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	MOVQ           R10, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VMOVDQU8       64(R8), Z18
+	VMOVDQU8       64(R9), Z18
 	VPMULTISHIFTQB Z11, Z6, Z19
 	VPMULTISHIFTQB Z12, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -37398,14 +37398,14 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R8
-	POPCNTQ        R8, R8
-	LEAQ           (BX)(R8*1), R8
-	CMPQ           R8, SI
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R8, BX
+	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -37433,19 +37433,19 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (CX)(R8*4), R8
-	CMPQ           R8, DX
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R8, CX
+	MOVQ           R9, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
-	INCQ           DI
-	CMPQ           DI, steps+16(FP)
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -37558,15 +37558,15 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  DI, Z15
 	VMOVDQU32     ansSpread0<>+0(SB), Z16
 	VMOVDQU32     ansSpread1<>+0(SB), Z17
-	XORQ          DI, DI
+	MOVQ          ahead+64(FP), DI
+	XORQ          R8, R8
 
 AnsDotStripesX1MaddQAvx512_step:
-	MOVQ           ahead+64(FP), R8
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R8*1)
-	MOVQ           v+32(FP), R8
-	LEAQ           (R8)(DI*4), R8
-	VPBROADCASTD   (R8), Z18
+	PREFETCHT0     (CX)(DI*1)
+	MOVQ           v+32(FP), R9
+	LEAQ           (R9)(R8*4), R9
+	VPBROADCASTD   (R9), Z18
 	VPMULTISHIFTQB Z9, Z6, Z19
 	VPMULTISHIFTQB Z10, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -37574,14 +37574,14 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
-	POPCNTQ        R9, R9
-	LEAQ           (BX)(R9*1), R9
-	CMPQ           R9, SI
+	KMOVQ          K1, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R9, BX
+	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -37609,18 +37609,18 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
-	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	KMOVW          K3, R10
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), R10
+	CMPQ           R10, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	MOVQ           R10, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPBROADCASTD   (R8), Z18
+	VPBROADCASTD   (R9), Z18
 	VPMULTISHIFTQB Z11, Z6, Z19
 	VPMULTISHIFTQB Z12, Z6, Z20
 	VMOVDQA64      Z19, Z21
@@ -37628,14 +37628,14 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPERMT2B       Z20, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
 	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R8
-	POPCNTQ        R8, R8
-	LEAQ           (BX)(R8*1), R8
-	CMPQ           R8, SI
+	KMOVQ          K1, R9
+	POPCNTQ        R9, R9
+	LEAQ           (BX)(R9*1), R9
+	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z19
 	VPADDB         Z15, Z19, K1, Z19
-	MOVQ           R8, BX
+	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
@@ -37663,19 +37663,19 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R8
-	POPCNTL        R8, R8
-	LEAQ           (CX)(R8*4), R8
-	CMPQ           R8, DX
+	KMOVW          K3, R9
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), R9
+	CMPQ           R9, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R8, CX
+	MOVQ           R9, CX
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
 	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
-	INCQ           DI
-	CMPQ           DI, steps+16(FP)
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -37833,18 +37833,18 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R11, Z21
 	VMOVDQU32     ansSpread0<>+0(SB), Z22
 	VMOVDQU32     ansSpread1<>+0(SB), Z23
-	XORQ          R11, R11
+	MOVQ          ahead+64(FP), R11
+	XORQ          R12, R12
 
 AnsDotRowsX2MaddQAvx512_step:
-	MOVQ           ahead+64(FP), R12
 	PREFETCHT0     512(DI)
-	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     (DI)(R11*1)
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R12*1)
-	MOVQ           v+32(FP), R12
-	IMUL3Q         $0x00000080, R11, R12
-	ADDQ           v+32(FP), R12
-	VMOVDQU8       (R12), Z24
+	PREFETCHT0     (CX)(R11*1)
+	MOVQ           v+32(FP), R13
+	IMUL3Q         $0x00000080, R12, R13
+	ADDQ           v+32(FP), R13
+	VMOVDQU8       (R13), Z24
 	VPMULTISHIFTQB Z9, Z6, Z25
 	VPMULTISHIFTQB Z10, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -37852,14 +37852,14 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (R9)(R13*1), R13
-	CMPQ           R13, R10
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, R9
+	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -37887,13 +37887,13 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), R14
+	CMPQ           R14, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	MOVQ           R14, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -37905,14 +37905,14 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
+	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -37940,18 +37940,18 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), R14
+	CMPQ           R14, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	MOVQ           R14, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VMOVDQU8       64(R12), Z24
+	VMOVDQU8       64(R13), Z24
 	VPMULTISHIFTQB Z11, Z6, Z25
 	VPMULTISHIFTQB Z12, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -37959,14 +37959,14 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R9)(R12*1), R12
-	CMPQ           R12, R10
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, R9
+	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -37994,13 +37994,13 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (DI)(R12*4), R12
-	CMPQ           R12, R8
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R12, DI
+	MOVQ           R13, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -38012,14 +38012,14 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (BX)(R12*1), R12
-	CMPQ           R12, SI
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, BX
+	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -38047,19 +38047,19 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (CX)(R12*4), R12
-	CMPQ           R12, DX
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R12, CX
+	MOVQ           R13, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
-	INCQ           R11
-	CMPQ           R11, steps+16(FP)
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
@@ -38237,17 +38237,17 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VPBROADCASTB  R11, Z21
 	VMOVDQU32     ansSpread0<>+0(SB), Z22
 	VMOVDQU32     ansSpread1<>+0(SB), Z23
-	XORQ          R11, R11
+	MOVQ          ahead+64(FP), R11
+	XORQ          R12, R12
 
 AnsDotStripesX2MaddQAvx512_step:
-	MOVQ           ahead+64(FP), R12
 	PREFETCHT0     512(DI)
-	PREFETCHT0     (DI)(R12*1)
+	PREFETCHT0     (DI)(R11*1)
 	PREFETCHT0     512(CX)
-	PREFETCHT0     (CX)(R12*1)
-	MOVQ           v+32(FP), R12
-	LEAQ           (R12)(R11*4), R12
-	VPBROADCASTD   (R12), Z24
+	PREFETCHT0     (CX)(R11*1)
+	MOVQ           v+32(FP), R13
+	LEAQ           (R13)(R12*4), R13
+	VPBROADCASTD   (R13), Z24
 	VPMULTISHIFTQB Z9, Z6, Z25
 	VPMULTISHIFTQB Z10, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -38255,14 +38255,14 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (R9)(R13*1), R13
-	CMPQ           R13, R10
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, R9
+	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -38290,13 +38290,13 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), R14
+	CMPQ           R14, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	MOVQ           R14, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -38308,14 +38308,14 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
+	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -38343,18 +38343,18 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), R14
+	CMPQ           R14, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	MOVQ           R14, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPBROADCASTD   (R12), Z24
+	VPBROADCASTD   (R13), Z24
 	VPMULTISHIFTQB Z11, Z6, Z25
 	VPMULTISHIFTQB Z12, Z6, Z26
 	VMOVDQA64      Z25, Z27
@@ -38362,14 +38362,14 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (R9)(R12*1), R12
-	CMPQ           R12, R10
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (R9)(R13*1), R13
+	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
 	VPEXPANDB      (R9), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, R9
+	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
@@ -38397,13 +38397,13 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (DI)(R12*4), R12
-	CMPQ           R12, R8
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), R13
+	CMPQ           R13, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R12, DI
+	MOVQ           R13, DI
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -38415,14 +38415,14 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPERMT2B       Z26, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
 	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R12
-	POPCNTQ        R12, R12
-	LEAQ           (BX)(R12*1), R12
-	CMPQ           R12, SI
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
 	VPEXPANDB      (BX), K1, Z25
 	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R12, BX
+	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
@@ -38450,19 +38450,19 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R12
-	POPCNTL        R12, R12
-	LEAQ           (CX)(R12*4), R12
-	CMPQ           R12, DX
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), R13
+	CMPQ           R13, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
 	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R12, CX
+	MOVQ           R13, CX
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
 	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
-	INCQ           R11
-	CMPQ           R11, steps+16(FP)
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1

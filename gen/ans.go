@@ -76,7 +76,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 	pack, packIL := ZMM(), ZMM()
 	VMOVDQU8(ansPackDigits(), pack)
 	VMOVDQU8(ansPackInterleaved(), packIL)
-	// Memory operands, not registers: the loop of two units needs all 32.
+	// Memory operands, not registers: the loop of two units needs nearly
+	// all 32.
 	cff := ansConst("ansCff", 0x000000ff000000ff) // byte 0 of each dword
 	low := ansConst("ansLow", 1<<31)
 	sign := ansConst("ansSign", 1<<63)
@@ -131,10 +132,10 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		spread[q] = ZMM()
 		VMOVDQU32(ansSpread(q), spread[q])
 	}
+	ahead := Load(Param("ahead"), GP64())
 	step := GP64()
 	XORQ(step, step)
 	Label(name + "_step")
-	ahead := Load(Param("ahead"), GP64())
 	for u := 0; u < units; u++ {
 		PREFETCHT0(Mem{Base: wp[u], Disp: ansPrefetch})
 		PREFETCHT0(Mem{Base: wp[u], Index: ahead, Scale: 1})
