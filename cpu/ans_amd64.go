@@ -55,10 +55,11 @@ func ansTables(md *ans.Model) *[512]byte {
 type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // dotUnitsSIMD is ans.Matrix.DotUnit for units u0 and u0+1 (n = 1 or 2)
-// with the AVX-512 kernel, which checks the stream bounds, the escape
-// counts and the initial and final states, and adds the escapes itself.
-// The offsets must have passed Matrix.Validate. out holds n*per results.
-func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []int32, out []int32) error {
+// with the AVX-512 kernel of the variant, which checks the stream bounds,
+// the escape counts and the initial and final states, and adds the
+// escapes itself; ahead is the kernels' second prefetch distance. The
+// offsets must have passed Matrix.Validate. out holds n*per results.
+func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, v []int8, vsum []int32, out []int32) error {
 	var words [2]*uint32
 	var nwords [2]int
 	var acc [2 * ans.Lanes]int32
@@ -73,24 +74,10 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 		}
 	}
 	stripes := m.Layout == ans.WarpStripes
-	variant := ansMul
-	if m.Model.NSym > 1 { // frequency 128 (one symbol) needs the VPMULLD kernels
-		variant = ansVariant
-	}
 	steps := m.Cols / 128
 	fn := ansDotFuncs[variant][n-1][0]
 	if stripes {
 		steps, fn = m.Cols/4, ansDotFuncs[variant][n-1][1]
-	}
-	// Warp rows: a unit's stream is a few KiB, so each step also
-	// prefetches the units of the next call, two units' average length
-	// ahead (two threads, BenchmarkMatVANS: 11.9-12.9 -> 8.7-9.1 ms; one
-	// or three units ahead measured 9.1-9.3 and 8.7-8.9). Warp stripes
-	// (streams of tens of KiB) gained nothing: ahead 0 prefetches the line
-	// in use.
-	ahead := 0
-	if !stripes {
-		ahead = 2 * 4 * int(m.Offsets[len(m.Offsets)-1]) / m.Units()
 	}
 	got := fn(&words, &nwords, steps, &tabs[0], &v[0], &acc[0], &esc, &nesc, ahead)
 	per := 1
@@ -124,13 +111,6 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, u0, n int, v []int8, vsum []in
 	}
 	return nil
 }
-
-// The AVX-512 decoder variants (the index of ansDotFuncs).
-const (
-	ansMul   = iota // VPMULLD and VPMULLQ; the only one for frequency 128
-	ansMadd         // multiply-adds and VPMULUDQ, for Intel cores
-	ansMaddQ        // multiply-adds and VPMULLQ, for other cores
-)
 
 // ansDotFuncs are the kernels by variant, units (1, 2) and layout (rows,
 // stripes).
@@ -171,6 +151,20 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 		return err
 	}
 	tabs := ansTables(&m.Model)
+	variant := ansMul
+	if m.Model.NSym > 1 { // frequency 128 (one symbol) needs the VPMULLD kernels
+		variant = ansVariant
+	}
+	// Warp rows: a unit's stream is a few KiB, so each step also
+	// prefetches the units of the next call, two units' average length
+	// ahead (two threads, BenchmarkMatVANS: 11.9-12.9 -> 8.7-9.1 ms; one
+	// or three units ahead measured 9.1-9.3 and 8.7-8.9). Warp stripes
+	// (streams of tens of KiB) gained nothing: ahead 0 prefetches the line
+	// in use.
+	ahead := 0
+	if m.Layout == ans.WarpRows {
+		ahead = 2 * 4 * len(m.Words) / m.Units()
+	}
 	per := 1
 	vsum := make([]int32, ans.Lanes) // per lane: the inputs it multiplies
 	if m.Layout == ans.WarpStripes {
@@ -187,7 +181,7 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 		out := make([]int32, 2*ans.Lanes)
 		for u := u0; u < u1; u += 2 {
 			n := min(2, u1-u)
-			if err := dotUnitsSIMD(m, tabs, u, n, v, vsum, out); err != nil {
+			if err := dotUnitsSIMD(m, tabs, variant, ahead, u, n, v, vsum, out); err != nil {
 				return err
 			}
 			copy(y[u*per:(u+n)*per], out[:n*per])

@@ -10,5 +10,3 @@ func (b *Backend) mulANSSIMD(*ans.Matrix, []int8, []int32) error { return nil }
 
 // ansVariant has no effect without assembly.
 var ansVariant int
-
-const ansMul, ansMadd, ansMaddQ = 0, 1, 2

@@ -25,6 +25,14 @@ const (
 	int8AVX2             // Int8GemvAvx2: VPMOVSXBW + VPMADDWD, 32 columns per step
 )
 
+// The AVX-512 ANS decoder variants (ansVariant; without assembly they
+// only name the variants TestInt8AndANS runs).
+const (
+	ansMul   = iota // VPMULLD and VPMULLQ; the only one for frequency 128
+	ansMadd         // multiply-adds and VPMULUDQ, for Intel cores
+	ansMaddQ        // multiply-adds and VPMULLQ, for other cores
+)
+
 // LoadInt8 binds a rows x cols int8 matrix (used in place).
 func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
 	if rows < 1 || cols < 1 || len(w) != rows*cols {
