@@ -189,8 +189,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			// Escapes are rare but irregular (at sigma 4, a quarter of the
 			// halves have one): a branch on them mispredicts often enough
 			// to cost a third of the decode time. Instead the half's escaped
-			// values are expand-loaded over the escape symbol's 128 in vb and
-			// offset by 128 like the others.
+			// values are expand-loaded over the escape symbol's marker in vb
+			// and offset by 128 like the others.
 			kx, cnt, nx := GP64(), GP64(), GP64()
 			KMOVQ(ke, kx)
 			POPCNTQ(kx, cnt)
