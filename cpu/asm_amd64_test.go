@@ -115,6 +115,12 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check(string(isa)+" sparseA8", funcName(k), ks.requires)
 		}
 	}
+	for _, ks := range bitsLutKernels {
+		for _, k := range ks {
+			check("bitsLut", funcName(k), bitsLutRequires)
+		}
+	}
+	check("bitsLut", funcName(asm.BitsLutTables1Avx512), bitsLutRequires)
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)
 	for _, vs := range ansDotFuncs {

@@ -465,6 +465,8 @@ type bitsA32 struct {
 	// with more than one tile, meta is tile-major: tile t's pairs for
 	// every row (its segments only) start at 2*rows*(t*tc*(step/seg)).
 	tc int
+	// lut, if set, runs instead (16-row table kernels; meta is then nil).
+	lut *bitsLut
 }
 
 // a32TileBytes bounds the float32 activations one call of the one-row
@@ -510,6 +512,9 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 		return nil
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
+	if a.lut = newBitsLut(be, b, seg); a.lut != nil {
+		return a
+	}
 	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
 	a.tc = min(a.chunks, a32TileChunks(layout.BitsChunk(b.N)))
 	a.meta = tileMajor(a.meta, b.Rows, a.nseg, step/seg, a.tc)
@@ -541,6 +546,10 @@ func segmentMeta(rows, nseg, colsPerSeg, group int, affine func(r, g int) (float
 
 // mulF32SIMD runs the float kernel on padded activations xp.
 func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
+	if mx.a32.lut != nil {
+		mx.mulF32Lut(dst, xp, batch)
+		return
+	}
 	a, b := mx.a32, mx.bits
 	pc := mx.pcols
 	// Segment sums in column order: segment j covers plane p = j*seg ..

@@ -256,7 +256,7 @@ func TestImportedBitsKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range []int{8, 4, 2} {
+		for _, n := range []int{8, 4, 2, 1} {
 			for _, g := range []int{32, 128} {
 				for _, mode := range []struct{ offsets, perm, fp32 bool }{{true, false, false}, {true, false, true}, {false, true, false}, {true, true, true}} {
 					b := importedBits(t, rng, rows, cols, n, g, mode.offsets, mode.perm, mode.fp32)

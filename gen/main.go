@@ -110,6 +110,11 @@ func main() {
 			sparseA32(seg, f)
 		}
 	}
+	bitsLutTables(1)
+	for seg := 4; seg <= 32; seg *= 2 { // 1 bit: segments of at least a nibble
+		bitsLut(1, seg, 4)
+		bitsLut(1, seg, 1)
+	}
 	streamRead()
 	widenF16()
 	quantA8(true)

@@ -1,0 +1,119 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// bitsLutFunc is a lookup-table float kernel (gen/lut.go): 16 rows per
+// vector, one VPERMPS and one VADDPS per nibble of 4 one-bit codes of 16
+// rows.
+type bitsLutFunc = func(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// bitsLutKernels are the AVX-512 lookup-table kernels for Bits1 by the
+// segment length in planes (at least a nibble: groups of at least 128
+// columns): tiles of 64 rows, and of 16 for the rest.
+var bitsLutKernels = map[int][2]bitsLutFunc{
+	4:  {asm.Bits1LutA32S4X4Avx512, asm.Bits1LutA32S4X1Avx512},
+	8:  {asm.Bits1LutA32S8X4Avx512, asm.Bits1LutA32S8X1Avx512},
+	16: {asm.Bits1LutA32S16X4Avx512, asm.Bits1LutA32S16X1Avx512},
+	32: {asm.Bits1LutA32S32X4Avx512, asm.Bits1LutA32S32X1Avx512},
+}
+
+var bitsLutRequires = []string{"AVX", "AVX512F"}
+
+// lutTableFloats is the size of one chunk's tables: 32 words, 8 nibbles,
+// 16 entries.
+const lutTableFloats = 32 * 8 * 16
+
+// lutAllOnes is the table index whose four codes are all 1: its entry is
+// the sum of the nibble's activations.
+const lutAllOnes = 15
+
+// bitsLut is a Bits1 matrix's state for the table kernels: per 16-row
+// block (PRows/16 of them) and segment, 16 float32 scales s then 16
+// float32 m (s*z, or -o with offsets), one per row, derived once at load.
+// Padding rows have s = m = 0.
+type bitsLut struct {
+	seg, sps, nseg, chunks int
+	meta                   []float32
+	kern                   [2]bitsLutFunc // 64-row and 16-row tiles
+}
+
+// newBitsLut returns the table kernels' state for b with segments of seg
+// planes, or nil where they do not apply: widths other than 1, groups
+// below 128 columns, kernel sets other than avx512vnni.
+func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
+	kern, ok := bitsLutKernels[seg]
+	if b.N != 1 || !ok || be.set.isa != AVX512VNNI || !hasAll(bitsLutRequires) {
+		return nil
+	}
+	l := &bitsLut{seg: seg, sps: 32 / seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(1), kern: kern}
+	l.meta = make([]float32, b.PRows/16*l.nseg*32)
+	for r := 0; r < b.PRows; r++ {
+		for j := 0; j < l.nseg; j++ {
+			s, m := b.Affine(r, j*32*seg/b.G)
+			o := (r/16*l.nseg+j)*32 + r%16
+			l.meta[o], l.meta[o+16] = s, m
+		}
+	}
+	return l
+}
+
+var lutPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// mulF32Lut runs the table kernels on padded activations xp: the tables of
+// every vector first (threads over chunks), then threads over row tiles,
+// each tile over whole rows (its chunks in order).
+func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
+	l, b := mx.a32.lut, mx.bits
+	pc, cc := mx.pcols, layout.BitsChunk(1)
+	tabLen, sumLen := l.chunks*lutTableFloats, l.chunks*8*16
+	bufp := lutPool.Get().(*[]float32)
+	defer lutPool.Put(bufp)
+	*bufp = grow(*bufp, batch*(tabLen+sumLen+l.nseg))
+	buf := *bufp
+	tab, sums, xsum := buf[:batch*tabLen], buf[batch*tabLen:batch*(tabLen+sumLen)], buf[batch*(tabLen+sumLen):]
+	_ = mx.b.parallelFor(l.chunks, 1, func(k0, k1 int) error {
+		for v := 0; v < batch; v++ {
+			asm.BitsLutTables1Avx512(&tab[v*tabLen+k0*lutTableFloats], &sums[v*sumLen+k0*128], &xp[v*pc+k0*cc], k1-k0)
+		}
+		return nil
+	})
+	// Segment sums: a segment of seg planes is seg/4 nibble columns.
+	nps := l.seg / 4
+	for v := 0; v < batch; v++ {
+		for s := 0; s < l.nseg; s++ {
+			k, j0 := s/l.sps, s%l.sps*nps
+			var a float32
+			for j := j0; j < j0+nps; j++ {
+				a += sums[v*sumLen+(k*8+j)*16+lutAllOnes]
+			}
+			xsum[v*l.nseg+s] = a
+		}
+	}
+	wpr := b.WordsPerRow()
+	stride := 4 * wpr
+	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
+		nt := (r1 - r0 + 15) / 16 // 16-row blocks; padding rows exist (PRows)
+		out := make([]float32, 16*nt)
+		for v := 0; v < batch; v++ {
+			for t0 := 0; t0 < nt; {
+				kern, n, per := l.kern[0], (nt-t0)/4, 4
+				if n == 0 {
+					kern, n, per = l.kern[1], nt-t0, 1
+				}
+				r := r0 + 16*t0
+				kern((*byte)(unsafe.Pointer(&b.Words[r*wpr])), stride, &l.meta[r/16*l.nseg*32], 4*32*l.nseg,
+					&tab[v*tabLen], &xsum[v*l.nseg], &out[16*t0], n, l.chunks)
+				t0 += per * n
+			}
+			copy(dst[v*mx.rows+r0:v*mx.rows+r1], out)
+		}
+	})
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// ---------------------------------------------------------------------------
+// Bits(1) with float32 activations, AVX-512F: lookup tables, 16 rows per
+// vector
+//
+// The one-row float kernels spend a VPERMPS and an FMA on every 16
+// weights whatever the width, so Bits1 ran no faster than Bits2 (35% of the
+// read bandwidth). Here the vector lanes are 16 rows instead of 16
+// columns: for every nibble of a word (4 one-bit codes) a 16-entry table
+// holds the sum of the nibble's activations for each of the 16 code
+// combinations (T-MAC's idea), so one VPERMPS (the table a memory operand)
+// and one VADDPS handle 64 weights. The tables (16 floats per nibble
+// column: 16 KiB per chunk of 32 words) are built once per call and
+// vector, shared by all rows and threads; the rows' words come in 16x16
+// blocks transposed in registers. Tiles of 64 rows take each chunk in
+// turn, so a chunk's tables come from L2 once per 64 rows and stay in L1
+// for the other three blocks.
+//
+// The generator handles 2-bit codes too (2 per nibble, tables of q0*x0 +
+// q1*x1), but they measured slower than the one-row kernel (Bits2G128
+// A32 4096x14336, 2 threads, Zen 5: 0.93-1.28 ms against 0.57-0.78), so
+// only Bits1 is emitted.
+
+const bitsLutSig = "func(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
+
+// lutFields returns, for nibble j of an n-bit word, the element (plane
+// index i within the chunk) of each n-bit field u of the nibble's 4-bit
+// index (field u at index bits n*u): the nibble is word bits 28-4j ..
+// 31-4j, and element i sits at bits 32-n*(i+1).
+func lutFields(n, j int) []int {
+	m := 4 / n
+	out := make([]int, m)
+	for u := range out {
+		out[u] = m*(j+1) - 1 - u
+	}
+	return out
+}
+
+// bitsLutTables emits BitsLutTables<n>Avx512, which builds the tables the
+// BitsLut kernels read.
+func bitsLutTables(n int) {
+	name := fmt.Sprintf("BitsLutTables%dAvx512", n)
+	step := 32 / n
+	m := 4 / n
+	TEXT(name, NOSPLIT, "func(tab *float32, sums *float32, x *float32, chunks int)")
+	Pragma("noescape")
+	Doc(
+		name+" writes, for chunks chunks of "+fmt.Sprint(32*step)+" float32 activations at x (column",
+		"(k*"+fmt.Sprint(step)+" + i)*32 + t of chunk k is element i of lane t), the lookup tables of",
+		fmt.Sprintf("the Bits%dLut kernels: table (k, t, j) at tab + ((k*32 + t)*8 + j)*16 holds,", n),
+		"for each 4-bit index e, the sum over the nibble's "+fmt.Sprint(m)+" fields u (index bits",
+		fmt.Sprintf("%d*u ..) of field(e, u) times the activation of the field's element", n),
+		"(word bits 28-4j .. 31-4j hold the nibble), accumulated field by field",
+		"in order of u. sums + (k*8 + j)*16 receives the sum over t of the",
+		"chunk's tables (k, t, j): its entry for the index with every field 1",
+		"is the sum of the nibble column's activations. chunks >= 1.",
+	)
+	coef := make([]VecVirtual, m)
+	for u := range coef {
+		coef[u] = ZMM()
+		VMOVUPS(rodata(fmt.Sprintf("lutField%d_%d", n, u), 16, 4, func(e int) uint64 {
+			return uint64(math.Float32bits(float32(e >> (n * u) & (1<<n - 1))))
+		}), coef[u])
+	}
+	tp, sp, xp := param("tab"), param("sums"), param("x")
+	k := param("chunks")
+	Label(name + "_chunk")
+	acc := make([]VecVirtual, 8)
+	for j := range acc {
+		acc[j] = ZMM()
+		VPXORD(acc[j], acc[j], acc[j])
+	}
+	xt := GP64()
+	MOVQ(xp, xt)
+	t := GP64()
+	XORQ(t, t)
+	Label(name + "_t")
+	for j := 0; j < 8; j++ {
+		tb := ZMM()
+		for u, i := range lutFields(n, j) {
+			xm := Mem{Base: xt, Disp: 128 * i}
+			if u == 0 {
+				VMULPS_BCST(xm, coef[u], tb)
+			} else {
+				VFMADD231PS_BCST(xm, coef[u], tb)
+			}
+		}
+		VMOVUPS(tb, Mem{Base: tp, Disp: 64 * j})
+		VADDPS(tb, acc[j], acc[j])
+	}
+	ADDQ(U32(4), xt)
+	ADDQ(U32(8*64), tp)
+	INCQ(t)
+	CMPQ(t, U32(32))
+	JB(LabelRef(name + "_t"))
+	for j := range acc {
+		VMOVUPS(acc[j], Mem{Base: sp, Disp: 64 * j})
+	}
+	ADDQ(U32(8*64), sp)
+	ADDQ(U32(4*32*step), xp)
+	DECQ(k)
+	JNZ(LabelRef(name + "_chunk"))
+	VZEROUPPER()
+	RET()
+}
+
+// bitsLut emits Bits<n>LutA32S<seg>X<sub>Avx512 (n = 1 or 2; segments of
+// seg planes, at least one nibble: seg*n >= 4; tiles of sub*16 rows).
+func bitsLut(n, seg, sub int) {
+	step := 32 / n
+	nps := seg * n / 4 // nibbles per segment
+	sps := step / seg  // segments per chunk
+	name := fmt.Sprintf("Bits%dLutA32S%dX%dAvx512", n, seg, sub)
+	R := 16 * sub
+	TEXT(name, NOSPLIT, bitsLutSig)
+	Pragma("noescape")
+	Doc(
+		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
+		"lookup tables, for tiles tiles of "+fmt.Sprint(R)+" rows (from w, stride bytes apart, chunks",
+		"chunks each):",
+		"",
+		"\tout[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]",
+		"",
+		"for row i of 16-row block T, where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns,",
+		"inside one group). Block T's metadata starts at meta + T*metaStride bytes:",
+		"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with",
+		"offsets), one per row. tab holds the chunks' tables (BitsLutTables"+fmt.Sprint(n)+"Avx512),",
+		"xsum the activations' sum per segment. Per word t of a chunk each",
+		"block's 16 words are transposed so that lane i is row i; nibble j's",
+		"index then picks, per row, the sum of the activations its codes select",
+		"from table (k, t, j). The blocks of a tile take each chunk in turn, so",
+		"the chunk's tables (16 KiB) are read from L2 once per tile; the next",
+		"chunk's tables and the next tile's rows (one contiguous block, in",
+		"address order, into L2) are prefetched meanwhile.",
+		"Within layout.BitsTolerance of the float64 reference.",
+		"Preconditions: tiles, chunks >= 1; pointers cover what is read or written.",
+	)
+	st := param("stride")
+	st3 := GP64()
+	LEAQ(Mem{Base: st, Index: st, Scale: 2}, st3)
+	kLeft, xLeft := AllocLocal(8), AllocLocal(8)
+	Label(name + "_tile")
+	ox := param("out")
+	{
+		z := ZMM()
+		VPXORD(z, z, z)
+		for x := 0; x < sub; x++ {
+			VMOVUPS(z, Mem{Base: ox, Disp: 64 * x})
+		}
+	}
+	rx := param("w")
+	lin := GP64() // the rows lutPrefetchTiles tiles on
+	MOVQ(st, lin)
+	SHLQ(U8(log2(lutPrefetchTiles*R)), lin)
+	ADDQ(rx, lin)
+	mx, tp, xs := param("meta"), param("tab"), param("xsum")
+	mlin := param("metaStride") // the next tile's metadata
+	SHLQ(U8(log2(sub)), mlin)
+	ADDQ(mx, mlin)
+	{
+		k := param("chunks")
+		MOVQ(k, kLeft)
+	}
+	Label(name + "_chunk")
+	tpf := GP64()
+	LEAQ(Mem{Base: tp, Disp: lutTableBytes}, tpf)
+	MOVQ(U32(sub), xLeft)
+	Label(name + "_sub")
+	acc := make([]VecVirtual, 8)
+	for j := range acc {
+		acc[j] = ZMM()
+	}
+	perT := 8 / sub // table lines of the next chunk to prefetch per word
+	for hh := 0; hh < 2; hh++ {
+		words := make([]Register, 16)
+		rp := GP64()
+		for r := range words {
+			if r%4 == 0 {
+				if r == 0 {
+					MOVQ(rx, rp)
+				} else {
+					LEAQ(Mem{Base: rp, Index: st, Scale: 4}, rp)
+				}
+			}
+			m := Mem{Base: rp, Disp: 64 * hh}
+			switch r % 4 {
+			case 1, 2:
+				m.Index, m.Scale = st, uint8(r%4)
+			case 3:
+				m.Index, m.Scale = st3, 1
+			}
+			words[r] = ZMM()
+			VMOVDQU32(m, words[r])
+		}
+		v := transpose16(words)
+		for tt := 0; tt < 16; tt++ {
+			t := 16*hh + tt
+			for l := 0; l < perT; l++ {
+				PREFETCHT0(Mem{Base: tpf, Disp: 64 * (perT*t + l)})
+			}
+			// One line of rows per word and the metadata (sps*128 bytes
+			// per block and chunk) spread over the words: in bursts of 16
+			// and 8 they had cost 10-30%.
+			PREFETCHT1(Mem{Base: lin, Disp: 1024*hh + 64*tt})
+			if tt%(16/sps) == 0 {
+				PREFETCHT1(Mem{Base: mlin, Disp: 64 * (sps*hh + tt/(16/sps))})
+			}
+			for j := 0; j < 8; j++ {
+				var idx Op = v[tt]
+				if sh := 28 - 4*j; sh != 0 {
+					idx = ZMM()
+					VPSRLD(U8(sh), v[tt], idx)
+				}
+				tm := Mem{Base: tp, Disp: 64 * (8*t + j)}
+				if t == 0 {
+					VPERMPS(tm, idx, acc[j])
+					continue
+				}
+				c := ZMM()
+				VPERMPS(tm, idx, c)
+				VADDPS(c, acc[j], acc[j])
+			}
+		}
+	}
+	ADDQ(U32(2048), lin)
+	res := ZMM()
+	VMOVUPS(Mem{Base: ox}, res)
+	for s := 0; s < sps; s++ {
+		d := newChainsFrom(acc[s*nps : (s+1)*nps]).sum()
+		VFMADD231PS(Mem{Base: mx, Disp: 128 * s}, d, res)
+		mv := ZMM()
+		VMOVUPS(Mem{Base: mx, Disp: 128*s + 64}, mv)
+		VFNMADD231PS_BCST(Mem{Base: xs, Disp: 4 * s}, mv, res)
+	}
+	VMOVUPS(res, Mem{Base: ox})
+	ADDQ(U32(128*sps), mlin)
+	if sub > 1 {
+		ADDQ(U32(64), ox)
+		ADDQ(param("metaStride"), mx)
+		t16 := param("stride")
+		SHLQ(U8(4), t16)
+		ADDQ(t16, rx)
+		ADDQ(U32(64*32*perT), tpf)
+		DECQ(xLeft)
+		JNZ(LabelRef(name + "_sub"))
+		// Back to the tile's first block, one chunk on.
+		SUBQ(U32(64*sub), ox)
+		back := param("metaStride")
+		SHLQ(U8(log2(sub)), back)
+		SUBQ(back, mx)
+		back = param("stride")
+		SHLQ(U8(log2(R)), back)
+		SUBQ(back, rx)
+	}
+	ADDQ(U32(128*sps), mx)
+	ADDQ(U32(4*sps), xs)
+	ADDQ(U32(128), rx)
+	ADDQ(U32(lutTableBytes), tp)
+	DECQ(kLeft)
+	JNZ(LabelRef(name + "_chunk"))
+	bump("out", U32(64*sub))
+	t := param("stride")
+	SHLQ(U8(log2(R)), t)
+	bump("w", t)
+	ms := param("metaStride")
+	SHLQ(U8(log2(sub)), ms)
+	bump("meta", ms)
+	nt := param("tiles")
+	DECQ(nt)
+	Store(nt, Param("tiles"))
+	JNZ(LabelRef(name + "_tile"))
+	VZEROUPPER()
+	RET()
+}
+
+// lutPrefetchTiles is how many tiles ahead the table kernels prefetch
+// rows and metadata (in address order, into L2). Measured on the 2-core
+// Zen 5 VM, Bits1G128 A32 4096x14336, 2 threads, alternating binaries:
+// 0.49-0.53 ms one tile ahead, 0.43-0.48 two, 0.46 four.
+const lutPrefetchTiles = 2
+
+// lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.
+const lutTableBytes = 32 * 8 * 64
+
+// newChainsFrom returns a chains whose accumulators are regs (each
+// already holding a partial sum).
+func newChainsFrom(regs []VecVirtual) *chains { return &chains{regs: regs} }
