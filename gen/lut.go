@@ -275,12 +275,7 @@ func bitsLut(n, seg, sub int) {
 	ms := param("metaStride")
 	SHLQ(U8(log2(sub)), ms)
 	bump("meta", ms)
-	nt := param("tiles")
-	DECQ(nt)
-	Store(nt, Param("tiles"))
-	JNZ(LabelRef(name + "_tile"))
-	VZEROUPPER()
-	RET()
+	tilesLoop(name, "tiles")
 }
 
 // lutPrefetchTiles is how many tiles ahead the table kernels prefetch

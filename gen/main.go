@@ -1434,9 +1434,15 @@ func tileEnd(name string, accRow VecVirtual, R, metaBlock int) {
 	m := param("chunks")
 	IMUL3Q(U32(metaBlock), m, m)
 	bump("meta", m)
-	nt := param("ntiles")
+	tilesLoop(name, "ntiles")
+}
+
+// tilesLoop decrements the tile-count argument count and jumps back to
+// name+"_tile" while tiles remain, else returns.
+func tilesLoop(name, count string) {
+	nt := param(count)
 	DECQ(nt)
-	Store(nt, Param("ntiles"))
+	Store(nt, Param(count))
 	JNZ(LabelRef(name + "_tile"))
 	VZEROUPPER()
 	RET()
