@@ -2371,8 +2371,8 @@ func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
@@ -2394,13 +2394,59 @@ func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
 func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S4X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 4 planes (128 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S4X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 4 planes (128 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2417,8 +2463,8 @@ func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
@@ -2440,13 +2486,59 @@ func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
 func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S8X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 8 planes (256 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S8X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 8 planes (256 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2463,8 +2555,8 @@ func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
@@ -2486,13 +2578,59 @@ func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
 func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S16X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 16 planes (512 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S16X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 16 planes (512 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2509,8 +2647,8 @@ func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
@@ -2532,13 +2670,59 @@ func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the next tile's rows (one contiguous block, in
-// address order, into L2) are prefetched meanwhile.
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
 func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S32X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 32 planes (1024 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits1LutA32S32X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
+// chunks each):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 32 planes (1024 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile; the next
+// chunk's tables and the rows and metadata of tiles ahead (each one
+// contiguous block, in address order, into L2) are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1LutA32S32X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as

@@ -33,6 +33,9 @@ import (
 
 const bitsLutSig = "func(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
 
+// bitsLutSig16 is the signature of the variant with binary16 metadata.
+const bitsLutSig16 = "func(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
+
 // lutFields returns, for nibble j of an n-bit word, the element (plane
 // index i within the chunk) of each n-bit field u of the nibble's 4-bit
 // index (field u at index bits n*u): the nibble is word bits 28-4j ..
@@ -116,13 +119,27 @@ func bitsLutTables(n int) {
 
 // bitsLut emits Bits<n>LutA32S<seg>X<sub>Avx512 (n = 1 or 2; segments of
 // seg planes, at least one nibble: seg*n >= 4; tiles of sub*16 rows).
-func bitsLut(n, seg, sub int) {
+//
+// With f16 the metadata is binary16: per segment 16 scales s, then 16
+// zero points z, and m = s*z in float32 (as layout.(*Bits).Affine takes
+// it): 4 bytes per row and segment instead of 8.
+func bitsLut(n, seg, sub int, f16 bool) {
 	step := 32 / n
 	nps := seg * n / 4 // nibbles per segment
 	sps := step / seg  // segments per chunk
 	name := fmt.Sprintf("Bits%dLutA32S%dX%dAvx512", n, seg, sub)
+	sig, segBytes := bitsLutSig, 128 // metadata bytes per block and segment
+	if f16 {
+		name = fmt.Sprintf("Bits%dLutA32S%dX%dF16Avx512", n, seg, sub)
+		sig, segBytes = bitsLutSig16, 64
+	}
+	lines := segBytes * sps / 64 // metadata lines per block and chunk
+	metaDoc := [2]string{"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with", "offsets), one per row."}
+	if f16 {
+		metaDoc = [2]string{"per segment 16 binary16 scales s, then 16 binary16 zero points z, one", "per row; m = s*z in float32."}
+	}
 	R := 16 * sub
-	TEXT(name, NOSPLIT, bitsLutSig)
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
 	Doc(
 		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
@@ -133,15 +150,15 @@ func bitsLut(n, seg, sub int) {
 		"",
 		"for row i of 16-row block T, where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns,",
 		"inside one group). Block T's metadata starts at meta + T*metaStride bytes:",
-		"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with",
-		"offsets), one per row. tab holds the chunks' tables (BitsLutTables"+fmt.Sprint(n)+"Avx512),",
+		metaDoc[0],
+		metaDoc[1]+" tab holds the chunks' tables (BitsLutTables"+fmt.Sprint(n)+"Avx512),",
 		"xsum the activations' sum per segment. Per word t of a chunk each",
 		"block's 16 words are transposed so that lane i is row i; nibble j's",
 		"index then picks, per row, the sum of the activations its codes select",
 		"from table (k, t, j). The blocks of a tile take each chunk in turn, so",
 		"the chunk's tables (16 KiB) are read from L2 once per tile; the next",
-		"chunk's tables and the next tile's rows (one contiguous block, in",
-		"address order, into L2) are prefetched meanwhile.",
+		"chunk's tables and the rows and metadata of tiles ahead (each one",
+		"contiguous block, in address order, into L2) are prefetched meanwhile.",
 		"Within layout.BitsTolerance of the float64 reference.",
 		"Preconditions: tiles, chunks >= 1; pointers cover what is read or written.",
 	)
@@ -208,12 +225,11 @@ func bitsLut(n, seg, sub int) {
 			for l := 0; l < perT; l++ {
 				PREFETCHT0(Mem{Base: tpf, Disp: 64 * (perT*t + l)})
 			}
-			// One line of rows per word and the metadata (sps*128 bytes
-			// per block and chunk) spread over the words: in bursts of 16
-			// and 8 they had cost 10-30%.
+			// One line of rows per word and the metadata lines spread
+			// over the words: in bursts of 16 and 8 they had cost 10-30%.
 			PREFETCHT1(Mem{Base: lin, Disp: 1024*hh + 64*tt})
-			if tt%(16/sps) == 0 {
-				PREFETCHT1(Mem{Base: mlin, Disp: 64 * (sps*hh + tt/(16/sps))})
+			if t%(32/lines) == 0 {
+				PREFETCHT1(Mem{Base: mlin, Disp: 64 * (t / (32 / lines))})
 			}
 			for j := 0; j < 8; j++ {
 				var idx Op = v[tt]
@@ -237,13 +253,21 @@ func bitsLut(n, seg, sub int) {
 	VMOVUPS(Mem{Base: ox}, res)
 	for s := 0; s < sps; s++ {
 		d := newChainsFrom(acc[s*nps : (s+1)*nps]).sum()
-		VFMADD231PS(Mem{Base: mx, Disp: 128 * s}, d, res)
 		mv := ZMM()
-		VMOVUPS(Mem{Base: mx, Disp: 128*s + 64}, mv)
+		if f16 {
+			sv := ZMM()
+			VCVTPH2PS(Mem{Base: mx, Disp: 64 * s}, sv)
+			VCVTPH2PS(Mem{Base: mx, Disp: 64*s + 32}, mv)
+			VMULPS(sv, mv, mv)
+			VFMADD231PS(sv, d, res)
+		} else {
+			VFMADD231PS(Mem{Base: mx, Disp: 128 * s}, d, res)
+			VMOVUPS(Mem{Base: mx, Disp: 128*s + 64}, mv)
+		}
 		VFNMADD231PS_BCST(Mem{Base: xs, Disp: 4 * s}, mv, res)
 	}
 	VMOVUPS(res, Mem{Base: ox})
-	ADDQ(U32(128*sps), mlin)
+	ADDQ(U32(segBytes*sps), mlin)
 	if sub > 1 {
 		ADDQ(U32(64), ox)
 		ADDQ(param("metaStride"), mx)
@@ -262,7 +286,7 @@ func bitsLut(n, seg, sub int) {
 		SHLQ(U8(log2(R)), back)
 		SUBQ(back, rx)
 	}
-	ADDQ(U32(128*sps), mx)
+	ADDQ(U32(segBytes*sps), mx)
 	ADDQ(U32(4*sps), xs)
 	ADDQ(U32(128), rx)
 	ADDQ(U32(lutTableBytes), tp)

@@ -112,8 +112,10 @@ func main() {
 	}
 	bitsLutTables(1)
 	for seg := 4; seg <= 32; seg *= 2 { // 1 bit: segments of at least a nibble
-		bitsLut(1, seg, 4)
-		bitsLut(1, seg, 1)
+		for _, f16 := range []bool{false, true} {
+			bitsLut(1, seg, 4, f16)
+			bitsLut(1, seg, 1, f16)
+		}
 	}
 	streamRead()
 	widenF16()
