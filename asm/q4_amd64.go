@@ -2377,7 +2377,7 @@ func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S4X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2400,7 +2400,7 @@ func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S4X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2423,7 +2423,7 @@ func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S4X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2446,7 +2446,7 @@ func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int,
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2469,7 +2469,7 @@ func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int,
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2492,7 +2492,7 @@ func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2515,7 +2515,7 @@ func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *float32, metaStride int, t
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2538,7 +2538,7 @@ func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int,
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2561,7 +2561,7 @@ func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int,
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2584,7 +2584,7 @@ func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2607,7 +2607,7 @@ func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2630,7 +2630,7 @@ func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2653,7 +2653,7 @@ func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2676,7 +2676,7 @@ func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
@@ -2699,7 +2699,7 @@ func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *float32, metaStride int, 
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
@@ -2722,7 +2722,7 @@ func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as

@@ -30737,7 +30737,7 @@ DATA lutField1_3<>+56(SB)/4, $0x3f800000
 DATA lutField1_3<>+60(SB)/4, $0x3f800000
 GLOBL lutField1_3<>(SB), RODATA|NOPTR, $64
 
-// func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S4X4Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -31846,7 +31846,7 @@ Bits1LutA32S4X4Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S4X1Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -33126,7 +33126,7 @@ Bits1LutA32S4X1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S4X4F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -34243,7 +34243,7 @@ Bits1LutA32S4X4F16Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S4X1F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -35531,7 +35531,7 @@ Bits1LutA32S4X1F16Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S8X4Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -36624,7 +36624,7 @@ Bits1LutA32S8X4Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S8X1Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -37888,7 +37888,7 @@ Bits1LutA32S8X1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S8X4F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -38985,7 +38985,7 @@ Bits1LutA32S8X4F16Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S8X1F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -40253,7 +40253,7 @@ Bits1LutA32S8X1F16Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S16X4Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -41338,7 +41338,7 @@ Bits1LutA32S16X4Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S16X1Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -42594,7 +42594,7 @@ Bits1LutA32S16X1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S16X4F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -43681,7 +43681,7 @@ Bits1LutA32S16X4F16Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S16X1F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -44939,7 +44939,7 @@ Bits1LutA32S16X1F16Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S32X4Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -46020,7 +46020,7 @@ Bits1LutA32S32X4Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S32X1Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -47272,7 +47272,7 @@ Bits1LutA32S32X1Avx512_chunk:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S32X4F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX
@@ -48354,7 +48354,7 @@ Bits1LutA32S32X4F16Avx512_sub:
 	VZEROUPPER
 	RET
 
-// func Bits1LutA32S32X1F16Avx512(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// func Bits1LutA32S32X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·Bits1LutA32S32X1F16Avx512(SB), NOSPLIT, $16-72
 	MOVQ stride+8(FP), AX

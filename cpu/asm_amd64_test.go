@@ -120,11 +120,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("bitsLut", funcName(k), bitsLutRequires)
 		}
 	}
-	for _, ks := range bitsLutF16Kernels {
-		for _, k := range ks {
-			check("bitsLut", funcName(k), bitsLutRequires)
-		}
-	}
 	check("bitsLut", funcName(asm.BitsLutTables1Avx512), bitsLutRequires)
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)

@@ -12,28 +12,22 @@ import (
 
 // bitsLutFunc is a lookup-table float kernel (gen/lut.go): 16 rows per
 // vector, one VPERMPS and one VADDPS per nibble of 4 one-bit codes of 16
-// rows.
-type bitsLutFunc = func(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// rows. meta is float32 or binary16 metadata (bitsLut).
+type bitsLutFunc = func(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // bitsLutKernels are the AVX-512 lookup-table kernels for Bits1 by the
 // segment length in planes (at least a nibble: groups of at least 128
-// columns): tiles of 64 rows, and of 16 for the rest.
-var bitsLutKernels = map[int][2]bitsLutFunc{
-	4:  {asm.Bits1LutA32S4X4Avx512, asm.Bits1LutA32S4X1Avx512},
-	8:  {asm.Bits1LutA32S8X4Avx512, asm.Bits1LutA32S8X1Avx512},
-	16: {asm.Bits1LutA32S16X4Avx512, asm.Bits1LutA32S16X1Avx512},
-	32: {asm.Bits1LutA32S32X4Avx512, asm.Bits1LutA32S32X1Avx512},
-}
-
-// bitsLutF16Func is the variant with binary16 scales and zero points.
-type bitsLutF16Func = func(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// bitsLutF16Kernels are the binary16-metadata variants, as bitsLutKernels.
-var bitsLutF16Kernels = map[int][2]bitsLutF16Func{
-	4:  {asm.Bits1LutA32S4X4F16Avx512, asm.Bits1LutA32S4X1F16Avx512},
-	8:  {asm.Bits1LutA32S8X4F16Avx512, asm.Bits1LutA32S8X1F16Avx512},
-	16: {asm.Bits1LutA32S16X4F16Avx512, asm.Bits1LutA32S16X1F16Avx512},
-	32: {asm.Bits1LutA32S32X4F16Avx512, asm.Bits1LutA32S32X1F16Avx512},
+// columns): tiles of 64 and of 16 rows with float32 metadata, then the
+// same with binary16 metadata.
+var bitsLutKernels = map[int][4]bitsLutFunc{
+	4: {asm.Bits1LutA32S4X4Avx512, asm.Bits1LutA32S4X1Avx512,
+		asm.Bits1LutA32S4X4F16Avx512, asm.Bits1LutA32S4X1F16Avx512},
+	8: {asm.Bits1LutA32S8X4Avx512, asm.Bits1LutA32S8X1Avx512,
+		asm.Bits1LutA32S8X4F16Avx512, asm.Bits1LutA32S8X1F16Avx512},
+	16: {asm.Bits1LutA32S16X4Avx512, asm.Bits1LutA32S16X1Avx512,
+		asm.Bits1LutA32S16X4F16Avx512, asm.Bits1LutA32S16X1F16Avx512},
+	32: {asm.Bits1LutA32S32X4Avx512, asm.Bits1LutA32S32X1Avx512,
+		asm.Bits1LutA32S32X4F16Avx512, asm.Bits1LutA32S32X1F16Avx512},
 }
 
 var bitsLutRequires = []string{"AVX", "AVX512F"}
@@ -58,20 +52,27 @@ type bitsLut struct {
 	meta                   []float32
 	meta16                 []layout.FP16
 	kern                   [2]bitsLutFunc // 64-row and 16-row tiles
-	kern16                 [2]bitsLutF16Func
+}
+
+// metaStride is the metadata bytes per 16-row block.
+func (l *bitsLut) metaStride() int {
+	if l.meta16 != nil {
+		return 2 * 32 * l.nseg
+	}
+	return 4 * 32 * l.nseg
 }
 
 // newBitsLut returns the table kernels' state for b with segments of seg
 // planes, or nil where they do not apply: widths other than 1, groups
 // below 128 columns, kernel sets other than avx512vnni.
 func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
-	kern, ok := bitsLutKernels[seg]
+	ks, ok := bitsLutKernels[seg]
 	if b.N != 1 || !ok || be.set.isa != AVX512VNNI || !hasAll(bitsLutRequires) {
 		return nil
 	}
-	l := &bitsLut{seg: seg, sps: 32 / seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(1), kern: kern}
+	l := &bitsLut{seg: seg, sps: 32 / seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(1), kern: [2]bitsLutFunc{ks[0], ks[1]}}
 	if !b.FP32Meta && !b.Offsets {
-		l.kern16 = bitsLutF16Kernels[seg]
+		l.kern = [2]bitsLutFunc{ks[2], ks[3]}
 		l.meta16 = make([]layout.FP16, b.PRows/16*l.nseg*32)
 		for r := 0; r < b.PRows; r++ {
 			for j := 0; j < l.nseg; j++ {
@@ -138,15 +139,13 @@ func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 				}
 				r := r0 + 16*t0
 				w := (*byte)(unsafe.Pointer(&b.Words[r*wpr]))
+				var meta *byte
 				if l.meta16 != nil {
-					k16 := l.kern16[0]
-					if per == 1 {
-						k16 = l.kern16[1]
-					}
-					k16(w, stride, (*uint16)(unsafe.Pointer(&l.meta16[r/16*l.nseg*32])), 2*32*l.nseg, &tab[v*tabLen], &xsum[v*l.nseg], &out[16*t0], n, l.chunks)
+					meta = (*byte)(unsafe.Pointer(&l.meta16[r/16*l.nseg*32]))
 				} else {
-					kern(w, stride, &l.meta[r/16*l.nseg*32], 4*32*l.nseg, &tab[v*tabLen], &xsum[v*l.nseg], &out[16*t0], n, l.chunks)
+					meta = (*byte)(unsafe.Pointer(&l.meta[r/16*l.nseg*32]))
 				}
+				kern(w, stride, meta, l.metaStride(), &tab[v*tabLen], &xsum[v*l.nseg], &out[16*t0], n, l.chunks)
 				t0 += per * n
 			}
 			copy(dst[v*mx.rows+r0:v*mx.rows+r1], out)

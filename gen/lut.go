@@ -31,10 +31,7 @@ import (
 // A32 4096x14336, 2 threads, Zen 5: 0.93-1.28 ms against 0.57-0.78), so
 // only Bits1 is emitted.
 
-const bitsLutSig = "func(w *byte, stride int, meta *float32, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
-
-// bitsLutSig16 is the signature of the variant with binary16 metadata.
-const bitsLutSig16 = "func(w *byte, stride int, meta *uint16, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
+const bitsLutSig = "func(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
 
 // lutFields returns, for nibble j of an n-bit word, the element (plane
 // index i within the chunk) of each n-bit field u of the nibble's 4-bit
@@ -128,10 +125,10 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	nps := seg * n / 4 // nibbles per segment
 	sps := step / seg  // segments per chunk
 	name := fmt.Sprintf("Bits%dLutA32S%dX%dAvx512", n, seg, sub)
-	sig, segBytes := bitsLutSig, 128 // metadata bytes per block and segment
+	segBytes := 128 // metadata bytes per block and segment
 	if f16 {
 		name = fmt.Sprintf("Bits%dLutA32S%dX%dF16Avx512", n, seg, sub)
-		sig, segBytes = bitsLutSig16, 64
+		segBytes = 64
 	}
 	lines := segBytes * sps / 64 // metadata lines per block and chunk
 	metaDoc := [2]string{"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with", "offsets), one per row."}
@@ -139,7 +136,7 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		metaDoc = [2]string{"per segment 16 binary16 scales s, then 16 binary16 zero points z, one", "per row; m = s*z in float32."}
 	}
 	R := 16 * sub
-	TEXT(name, NOSPLIT, sig)
+	TEXT(name, NOSPLIT, bitsLutSig)
 	Pragma("noescape")
 	Doc(
 		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
