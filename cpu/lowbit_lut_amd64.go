@@ -96,6 +96,11 @@ func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
 
 var lutPool = sync.Pool{New: func() any { return new([]float32) }}
 
+// lutMaxTableFloats bounds the tables one pass of mulF32Lut builds (4
+// floats per column and vector): wider matrices take the batch's vectors
+// in groups (a variable so a test can force the groups).
+var lutMaxTableFloats = 4 << 20
+
 // mulF32Lut runs the table kernels on padded activations xp: the tables of
 // every vector first (threads over chunks), then threads over row tiles,
 // each tile over whole rows (its chunks in order).
@@ -103,6 +108,13 @@ func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 	l, b := mx.a32.lut, mx.bits
 	pc, cc := mx.pcols, layout.BitsChunk(1)
 	tabLen, sumLen := l.chunks*lutTableFloats, l.chunks*8*16
+	if g := max(1, lutMaxTableFloats/tabLen); batch > g {
+		for v0 := 0; v0 < batch; v0 += g {
+			n := min(g, batch-v0)
+			mx.mulF32Lut(dst[v0*mx.rows:(v0+n)*mx.rows], xp[v0*pc:(v0+n)*pc], n)
+		}
+		return
+	}
 	bufp := lutPool.Get().(*[]float32)
 	defer lutPool.Put(bufp)
 	*bufp = grow(*bufp, batch*(tabLen+sumLen+l.nseg))

@@ -1,0 +1,45 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// TestBitsLutVectorGroups forces the table kernels to take a batch in
+// groups of vectors (lutMaxTableFloats below one vector's tables) and
+// checks every vector against the float64 reference.
+func TestBitsLutVectorGroups(t *testing.T) {
+	if !Supported(AVX512VNNI) {
+		t.Skip("needs the avx512vnni kernel set")
+	}
+	defer func(v int) { lutMaxTableFloats = v }(lutMaxTableFloats)
+	lutMaxTableFloats = 1
+	rng := rand.New(rand.NewPCG(31, 32))
+	const rows, cols, batch = 70, 2100, 5
+	be, err := New(Config{ISA: AVX512VNNI, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := layout.QuantizeBits(randVec(rng, rows*cols), rows, cols, 1, 128, layout.BitsOptions{Method: layout.Search})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx, err := be.LoadBits(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mx.a32 == nil || mx.a32.lut == nil {
+		t.Fatal("Bits1G128 does not run the table kernels")
+	}
+	x := randVec(rng, batch*cols)
+	full, dst := guarded(batch * rows)
+	if err := mx.MulF32(dst, x, batch); err != nil {
+		t.Fatal(err)
+	}
+	checkGuards(t, full, batch*rows)
+	checkFloat(t, "Bits1G128/groups", lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+}
