@@ -41,25 +41,18 @@ const lutTableFloats = 32 * 8 * 16
 const lutAllOnes = 15
 
 // bitsLut is a Bits1 matrix's state for the table kernels: metadata laid
-// out at load per 16-row block (PRows/16 of them) and segment, one value
-// per row. Matrices with binary16 zero points (not offsets) get meta16:
-// 16 scales s, then 16 zero points z (the kernel takes s*z as
-// layout.(*Bits).Affine does; half the bytes, which the kernel, bound by
-// memory, reads 15-30% faster). Others get meta: 16 float32 scales s, then
-// 16 float32 m (s*z, or -o with offsets). Padding rows have s = m = 0.
+// out at load per 16-row block (PRows/16 of them, metaBlock bytes each)
+// and segment, one value per row. Matrices with binary16 zero points (not
+// offsets) get 16 binary16 scales s, then 16 zero points z (the kernel
+// takes s*z as layout.(*Bits).Affine does; half the bytes, which the
+// kernel, bound by memory, reads 15-30% faster). Others get 16 float32
+// scales s, then 16 float32 m (s*z, or -o with offsets). Padding rows have
+// s = m = 0.
 type bitsLut struct {
 	seg, sps, nseg, chunks int
-	meta                   []float32
-	meta16                 []layout.FP16
+	meta                   []byte
+	metaBlock              int
 	kern                   [2]bitsLutFunc // 64-row and 16-row tiles
-}
-
-// metaStride is the metadata bytes per 16-row block.
-func (l *bitsLut) metaStride() int {
-	if l.meta16 != nil {
-		return 2 * 32 * l.nseg
-	}
-	return 4 * 32 * l.nseg
 }
 
 // newBitsLut returns the table kernels' state for b with segments of seg
@@ -71,25 +64,31 @@ func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
 		return nil
 	}
 	l := &bitsLut{seg: seg, sps: 32 / seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(1), kern: [2]bitsLutFunc{ks[0], ks[1]}}
-	if !b.FP32Meta && !b.Offsets {
+	f16 := !b.FP32Meta && !b.Offsets
+	var m16 []layout.FP16
+	var m32 []float32
+	if f16 {
 		l.kern = [2]bitsLutFunc{ks[2], ks[3]}
-		l.meta16 = make([]layout.FP16, b.PRows/16*l.nseg*32)
-		for r := 0; r < b.PRows; r++ {
-			for j := 0; j < l.nseg; j++ {
-				i := j*32*seg/b.G*b.PRows + r // group-major, as layout.Bits keeps them
-				o := (r/16*l.nseg+j)*32 + r%16
-				l.meta16[o], l.meta16[o+16] = b.Scales16[i], b.Zeros16[i]
-			}
-		}
-		return l
+		m16 = make([]layout.FP16, b.PRows/16*l.nseg*32)
+	} else {
+		m32 = make([]float32, b.PRows/16*l.nseg*32)
 	}
-	l.meta = make([]float32, b.PRows/16*l.nseg*32)
 	for r := 0; r < b.PRows; r++ {
 		for j := 0; j < l.nseg; j++ {
-			s, m := b.Affine(r, j*32*seg/b.G)
+			g := j * 32 * seg / b.G
 			o := (r/16*l.nseg+j)*32 + r%16
-			l.meta[o], l.meta[o+16] = s, m
+			if f16 {
+				i := g*b.PRows + r // group-major, as layout.Bits keeps them
+				m16[o], m16[o+16] = b.Scales16[i], b.Zeros16[i]
+			} else {
+				m32[o], m32[o+16] = b.Affine(r, g)
+			}
 		}
+	}
+	if f16 {
+		l.meta, l.metaBlock = unsafe.Slice((*byte)(unsafe.Pointer(&m16[0])), 2*len(m16)), 2*32*l.nseg
+	} else {
+		l.meta, l.metaBlock = unsafe.Slice((*byte)(unsafe.Pointer(&m32[0])), 4*len(m32)), 4*32*l.nseg
 	}
 	return l
 }
@@ -151,13 +150,7 @@ func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 				}
 				r := r0 + 16*t0
 				w := (*byte)(unsafe.Pointer(&b.Words[r*wpr]))
-				var meta *byte
-				if l.meta16 != nil {
-					meta = (*byte)(unsafe.Pointer(&l.meta16[r/16*l.nseg*32]))
-				} else {
-					meta = (*byte)(unsafe.Pointer(&l.meta[r/16*l.nseg*32]))
-				}
-				kern(w, stride, meta, l.metaStride(), &tab[v*tabLen], &xsum[v*l.nseg], &out[16*t0], n, l.chunks)
+				kern(w, stride, &l.meta[r/16*l.metaBlock], l.metaBlock, &tab[v*tabLen], &xsum[v*l.nseg], &out[16*t0], n, l.chunks)
 				t0 += per * n
 			}
 			copy(dst[v*mx.rows+r0:v*mx.rows+r1], out)
