@@ -986,6 +986,270 @@ func Bits1A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *
 //go:noescape
 func Bits1A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8Meta16Avx512 computes W8A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*1+j); act holds per chunk 1 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 1 VPMULTISHIFTQB control vectors; idx the 1 permutations gathering
+// lane i*1+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8G64Meta16Avx512 computes W8A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*2+j); act holds per chunk 2 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 1 VPMULTISHIFTQB control vectors; idx the 2 permutations gathering
+// lane i*2+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8G32Meta16Avx512 computes W8A8 dot products of Bits matrices (groups of 32
+// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 32-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 1 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
+// lane i*4+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits8A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16Avx512 computes W4A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*2+j); act holds per chunk 2 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 2 VPMULTISHIFTQB control vectors; idx the 2 permutations gathering
+// lane i*2+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8G64Meta16Avx512 computes W4A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 2 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
+// lane i*4+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8G32Meta16Avx512 computes W4A8 dot products of Bits matrices (groups of 32
+// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 32-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 2 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
+// lane i*8+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits4A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8Meta16Avx512 computes W2A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 4 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
+// lane i*4+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits2A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8G64Meta16Avx512 computes W2A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 4 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
+// lane i*8+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits2A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8G32Meta16Avx512 computes W2A8 dot products of Bits matrices (groups of 32
+// columns) for ntiles tiles of 1 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 32-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*16+j); act holds per chunk 16 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 4 VPMULTISHIFTQB control vectors; idx the 16 permutations gathering
+// lane i*16+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits2A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits1A8Meta16Avx512 computes W1A8 dot products of Bits matrices (groups of at least 128
+// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 128-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 8 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
+// lane i*8+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits1A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits1A8G64Meta16Avx512 computes W1A8 dot products of Bits matrices (groups of 64
+// columns) for ntiles tiles of 1 rows with AVX-512 VNNI and VBMI. For tile T,
+// row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
+//
+//	acc = 0
+//	for each 64-column block B in column order:
+//		isum = sum q*xq - z*sum xq        (int32)
+//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
+//	out[T*16+i] = acc
+//
+// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
+// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
+// i, block j of the chunk at lane i*16+j); act holds per chunk 16 blocks x 2
+// halves of 64 activation bytes in the regrouped order (zero outside the
+// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
+// 8 VPMULTISHIFTQB control vectors; idx the 16 permutations gathering
+// lane i*16+j into lane i.
+//
+// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
+// or written, zero points integers.
+//
+//go:noescape
+func Bits1A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits3A8Avx512 computes W3A8 dot products of Bits matrices (groups of at least 128
 // columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
 // row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes

@@ -98,10 +98,8 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, s := range streamReaders {
 		check("streamRead", funcName(s.fn), s.requires)
 	}
-	for _, m := range []map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){bitsA8Kernels.byN, bitsA8Kernels.byNG64, bitsA8Kernels.byNG32} {
-		for _, k := range m {
-			check("bitsA8", funcName(k), bitsA8Kernels.requires)
-		}
+	for _, k := range bitsA8Kernels.kernels {
+		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}
 	for isa, ks := range bitsA8YMM {
 		for _, k := range ks.kernels {

@@ -10,27 +10,51 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// bitsA8Kernels are the AVX-512 W(n)A8 kernels for Bits, by width, and
-// the features they need (checked against their Requires lines by
-// TestRequiresCoverKernels).
+// bitsA8Kernels are the AVX-512 W(n)A8 kernels for Bits, by width, group
+// geometry (sub = 128-column blocks split in 1, 2 or 4 groups) and
+// metadata width, and the features they need (checked against their
+// Requires lines by TestRequiresCoverKernels).
 var bitsA8Kernels = struct {
-	byN      map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-	byNG64   map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32) // groups of 64
-	byNG32   map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32) // groups of 32 (not 1-bit)
+	kernels  map[bitsA8Key]bitsA8Func
 	requires []string
 }{
-	byN: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
-		8: asm.Bits8A8Avx512, 4: asm.Bits4A8Avx512, 2: asm.Bits2A8Avx512, 1: asm.Bits1A8Avx512,
-		3: asm.Bits3A8Avx512, // its own geometry: newBits3SIMD
-	},
-	byNG64: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
-		8: asm.Bits8A8G64Avx512, 4: asm.Bits4A8G64Avx512, 2: asm.Bits2A8G64Avx512, 1: asm.Bits1A8G64Avx512,
-		3: asm.Bits3A8G64Avx512,
-	},
-	byNG32: map[int]func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32){
-		8: asm.Bits8A8G32Avx512, 4: asm.Bits4A8G32Avx512, 2: asm.Bits2A8G32Avx512,
+	kernels: map[bitsA8Key]bitsA8Func{
+		{8, 1, false}: asm.Bits8A8Avx512, {4, 1, false}: asm.Bits4A8Avx512, {2, 1, false}: asm.Bits2A8Avx512, {1, 1, false}: asm.Bits1A8Avx512,
+		{3, 1, false}: asm.Bits3A8Avx512, // its own geometry: newBits3SIMD
+		{8, 2, false}: asm.Bits8A8G64Avx512, {4, 2, false}: asm.Bits4A8G64Avx512, {2, 2, false}: asm.Bits2A8G64Avx512, {1, 2, false}: asm.Bits1A8G64Avx512,
+		{3, 2, false}: asm.Bits3A8G64Avx512,
+		{8, 4, false}: asm.Bits8A8G32Avx512, {4, 4, false}: asm.Bits4A8G32Avx512, {2, 4, false}: asm.Bits2A8G32Avx512,
+		{8, 1, true}: asm.Bits8A8Meta16Avx512, {4, 1, true}: asm.Bits4A8Meta16Avx512, {2, 1, true}: asm.Bits2A8Meta16Avx512, {1, 1, true}: asm.Bits1A8Meta16Avx512,
+		{8, 2, true}: asm.Bits8A8G64Meta16Avx512, {4, 2, true}: asm.Bits4A8G64Meta16Avx512, {2, 2, true}: asm.Bits2A8G64Meta16Avx512, {1, 2, true}: asm.Bits1A8G64Meta16Avx512,
+		{8, 4, true}: asm.Bits8A8G32Meta16Avx512, {4, 4, true}: asm.Bits4A8G32Meta16Avx512, {2, 4, true}: asm.Bits2A8G32Meta16Avx512,
 	},
 	requires: []string{"AVX", "AVX512F", "AVX512VNNI", "AVX512VBMI"},
+}
+
+// bitsA8Key selects an AVX-512 A8 kernel: width n, sub groups per
+// 128-column block, and meta16 for binary16 scales with int16 zeros (64
+// bytes per tile and chunk) instead of float32 scales with int32 zeros
+// (128 bytes).
+type bitsA8Key struct {
+	n, sub int
+	meta16 bool
+}
+
+// meta16Zeros reports whether b's A8 metadata fits the Meta16 kernels:
+// binary16 scales (widened exactly) and every true row's zero point in
+// int16.
+func meta16Zeros(b *layout.Bits) bool {
+	if b.FP32Meta {
+		return false
+	}
+	for g := 0; g < b.Groups(); g++ {
+		for r := 0; r < b.Rows; r++ {
+			if z := b.Zero(r, g); z < -32768 || z > 32767 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // bitsSIMD is a Bits matrix's state for the assembly A8 kernel: metadata
@@ -69,39 +93,54 @@ func laneIdx(bpc int) []int32 {
 // fractional zeros, a CPU without the features, or a backend forced to a
 // narrower kernel set than avx512vnni.
 func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
-	kernels, sub := bitsA8Kernels.byN, 1
-	switch b.G {
-	case 64:
-		kernels, sub = bitsA8Kernels.byNG64, 2
-	case 32:
-		kernels, sub = bitsA8Kernels.byNG32, 4
+	sub := map[int]int{64: 2, 32: 4}[b.G]
+	if sub == 0 {
+		sub = 1
 	}
 	if be.set.isa == AVX2 || be.set.isa == AVXVNNI {
 		return newBitsYMM(be, b)
 	}
-	kern, ok := kernels[b.N]
-	if !ok || b.G < 32 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
+	if b.G < 32 || be.set.isa != AVX512VNNI || !hasAll(bitsA8Kernels.requires) || b.IntegerZeros() != nil { // checked once, at load
 		return nil
 	}
 	if b.N == 3 {
+		kern, ok := bitsA8Kernels.kernels[bitsA8Key{3, sub, false}]
+		if !ok {
+			return nil
+		}
 		return newBits3SIMD(b, kern, min(b.G, 128))
+	}
+	m16 := meta16Zeros(b)
+	kern, ok := bitsA8Kernels.kernels[bitsA8Key{b.N, sub, m16}]
+	if !ok {
+		return nil
 	}
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
 	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
 		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: L*128 + 128}
+	if m16 {
+		s.metaBlock = 64
+	}
 	s.prep = s.prepAct
 	tiles := b.PRows / s.r
-	s.meta = make([]byte, tiles*s.chunks*128)
+	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
 	for t := 0; t < tiles; t++ {
 		for k := 0; k < s.chunks; k++ {
-			blk := s.meta[(t*s.chunks+k)*128:]
+			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
 			for i := 0; i < s.r; i++ {
+				r := t*s.r + i
 				for j := 0; j < L; j++ {
 					lane := i*L + j
 					g := (k*L + j) * (128 / sub) / b.G
-					putF32(blk[4*lane:], b.Scale(t*s.r+i, g))
-					putI32(blk[64+4*lane:], int32(b.Zero(t*s.r+i, g)))
+					switch {
+					case !m16:
+						putF32(blk[4*lane:], b.Scale(r, g))
+						putI32(blk[64+4*lane:], int32(b.Zero(r, g)))
+					case r < b.Rows: // padding rows keep zeros: their results are dropped
+						putU16(blk[2*lane:], uint16(b.Scales16[g*b.PRows+r]))
+						putU16(blk[32+2*lane:], uint16(int16(b.Zero(r, g))))
+					}
 				}
 			}
 		}

@@ -1,0 +1,76 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// TestBitsA8MetaLayouts runs the AVX-512 A8 kernels on both metadata
+// layouts: binary16 scales with int16 zeros (a negative zero point checks
+// the sign extension) and the float32 fallback, taken for float32
+// metadata and for zero points outside int16. Results are exact.
+func TestBitsA8MetaLayouts(t *testing.T) {
+	if !hasAll(bitsA8Kernels.requires) {
+		t.Skip("no AVX-512 VNNI + VBMI")
+	}
+	be, err := New(Config{ISA: AVX512VNNI, Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	const rows, cols = 37, 512
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, g := range []int{32, 64, 128} {
+			if n == 1 && g == 32 {
+				continue // no kernel
+			}
+			for _, mode := range []struct {
+				name   string
+				fp32   bool
+				zero   float32 // set on row 5, group 1 (0: keep)
+				meta16 bool
+			}{{"fp16", false, -300, true}, {"fp32", true, 0, false}, {"wide-zero", false, 40000, false}} {
+				b := importedBits(t, rng, rows, cols, n, g, false, false, mode.fp32)
+				if mode.zero != 0 {
+					b.Zeros16[1*b.PRows+5] = layout.ToFP16(mode.zero)
+				}
+				name := fmt.Sprintf("%s/%s", b.Name(), mode.name)
+				if got := meta16Zeros(b); got != mode.meta16 {
+					t.Fatalf("%s: meta16Zeros = %v, want %v", name, got, mode.meta16)
+				}
+				mx, err := be.LoadBits(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mx.simd == nil {
+					t.Fatalf("%s: no A8 kernel", name)
+				}
+				x := randVec(rng, 3*cols)
+				full, dst := guarded(3 * rows)
+				if err := mx.MulA8(dst, x, 3); err != nil {
+					t.Fatal(err)
+				}
+				checkGuards(t, full, 3*rows)
+				xq, xs := make([]int8, b.PCols), make([]float32, b.PCols/128)
+				want := make([]float32, rows)
+				for v := 0; v < 3; v++ {
+					_ = layout.QuantizeA8(xq, xs, x[v*cols:(v+1)*cols])
+					if err := b.DotA8Exact(want, xq, xs); err != nil {
+						t.Fatal(err)
+					}
+					for r := range want {
+						if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
+							t.Fatalf("%s: vector %d row %d = %v, want exactly %v", name, v, r, dst[v*rows+r], want[r])
+						}
+					}
+				}
+			}
+		}
+	}
+}
