@@ -2208,6 +2208,346 @@ func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *floa
 //go:noescape
 func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
+// Bits8A32S1Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S2Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S4Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S1Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S2Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S4Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S8Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S1Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and chunk 16 binary16 scales s then 16 binary16 zeros z (slots
+// past the chunk's 16 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 16 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S2Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S4Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S8Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S16Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S16Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S2Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 16 binary16 scales s then 16 binary16 zeros z (slots
+// past the chunk's 16 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 16 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S4Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S8Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S16Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S16Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S32Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 32 planes (1024 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S32Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S1Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and chunk 16 binary16 scales s then 16 binary16 zeros z (slots
+// past the chunk's 10 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 16 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S2Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 5 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S10Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 10 planes (320 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 16 words is 16 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S10Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
 // Sparse12A32S1Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
 // at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
 // bit selects xe[p] or xo[p] (the even- and odd-column activations of
@@ -2251,7 +2591,7 @@ func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *fl
 func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S1Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2266,7 +2606,7 @@ func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *fl
 func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S2Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2281,7 +2621,7 @@ func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S4Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2296,7 +2636,7 @@ func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S1Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2311,7 +2651,7 @@ func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S2Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2326,7 +2666,7 @@ func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S4Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2341,7 +2681,7 @@ func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S8Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2356,7 +2696,7 @@ func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S1Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2371,7 +2711,7 @@ func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S2Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2386,7 +2726,7 @@ func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S4Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2401,7 +2741,7 @@ func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S8Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2416,7 +2756,7 @@ func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2431,7 +2771,7 @@ func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S1Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2446,7 +2786,7 @@ func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S2Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2461,7 +2801,7 @@ func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S4Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2476,7 +2816,7 @@ func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S8Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2491,7 +2831,7 @@ func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2506,7 +2846,7 @@ func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S32Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2521,7 +2861,7 @@ func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S1Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2536,7 +2876,7 @@ func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S2Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2551,7 +2891,7 @@ func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S10Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2564,6 +2904,295 @@ func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 //
 //go:noescape
 func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S1Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S2Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits8A32S4Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits8A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S1Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 1 planes (32 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S2Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S4Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits4A32S8Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits4A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S2Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S4Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S8Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits2A32S16Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S4Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 4 planes (128 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S8Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 8 planes (256 columns, inside one group), meta holds
+// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
+// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 4 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S16Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 16 planes (512 columns, inside one group), meta holds
+// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
+// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 2 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits1A32S32Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 32 planes (1024 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits1A32S32Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S2Meta16Avx2 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 2 planes (64 columns, inside one group), meta holds
+// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
+// past the chunk's 5 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 8 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+
+// Bits3A32S10Meta16Avx2 computes W3A32 dot products of Bits matrices, one row at a time
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+//
+//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
+//
+// where a segment is 10 planes (320 columns, inside one group), meta holds
+// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
+// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
+// zero-padded activations and xsum their sum per segment, 1 slots per
+// chunk (zero past its segments). The universal packing needs
+// no activation reordering: plane i of 8 words is 8 consecutive columns.
+// Within layout.BitsTolerance of the float64 reference. Preconditions:
+// rows, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits3A32S10Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Sparse12A32S1Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
 // at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position

@@ -25932,6 +25932,3119 @@ Bits3A32S10Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits8A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits8A32S1Meta16Avx512(SB), NOSPLIT, $16-64
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits8A32S1Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits8A32S1Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VCVTPH2PS        (CX), X5
+	VCVTPH2PS        8(CX), X6
+	VMULPS           X6, X5, X6
+	VFMADD231PS      (SI), X6, X2
+	VMOVUPS          X5, (SP)
+	ADDQ             $0x00000010, CX
+	ADDQ             $0x00000010, SI
+	VPSRLD           $0x18, Z3, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x10, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           128(BX), Z5, Z5
+	VPSRLD           $0x10, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	VPSRLD           $0x08, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 8(SP), Z5, Z1
+	VPANDD           Z3, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           384(BX), Z3, Z3
+	VPANDD           Z4, Z0, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           448(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST 12(SP), Z3, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000200, BX
+	DECQ             R8
+	JNZ              Bits8A32S1Meta16Avx512_chunk
+	VPERMILPS        $0x4e, X2, X3
+	VADDPS           X3, X2, X2
+	VMOVSHDUP        X2, X3
+	VADDSS           X3, X2, X2
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits8A32S1Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits8A32S2Meta16Avx512(SB), NOSPLIT, $8-64
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits8A32S2Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits8A32S2Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VMOVD            (CX), X5
+	VCVTPH2PS        X5, X5
+	VMOVD            4(CX), X6
+	VCVTPH2PS        X6, X6
+	VMULPS           X6, X5, X6
+	VMOVQ            (SI), X7
+	VFMADD231PS      X7, X6, X2
+	VMOVUPS          X5, (SP)
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000008, SI
+	VPSRLD           $0x18, Z3, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPANDD           Z7, Z0, Z7
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           128(BX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPANDD           Z8, Z0, Z8
+	VCVTDQ2PS        Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x08, Z3, Z5
+	VPANDD           Z5, Z0, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPANDD           Z6, Z0, Z6
+	VCVTDQ2PS        Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPANDD           Z3, Z0, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           384(BX), Z3, Z3
+	VPANDD           Z4, Z0, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS           448(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000200, BX
+	DECQ             R8
+	JNZ              Bits8A32S2Meta16Avx512_chunk
+	VMOVSHDUP        X2, X3
+	VADDSS           X3, X2, X2
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits8A32S2Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits8A32S4Meta16Avx512(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits8A32S4Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits8A32S4Meta16Avx512_chunk:
+	PREFETCHT1    (DI)(DX*1)
+	PREFETCHT1    64(DI)(DX*1)
+	VMOVDQU64     (DI), Z3
+	VMOVDQU64     64(DI), Z4
+	VPSRLD        $0x18, Z3, Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        (BX), Z5, Z5
+	VPSRLD        $0x18, Z4, Z6
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        64(BX), Z6, Z6
+	VPSRLD        $0x10, Z3, Z7
+	VPANDD        Z7, Z0, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        128(BX), Z7, Z7
+	VPSRLD        $0x10, Z4, Z8
+	VPANDD        Z8, Z0, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        192(BX), Z8, Z8
+	VPSRLD        $0x08, Z3, Z9
+	VPANDD        Z9, Z0, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   256(BX), Z9, Z5
+	VPSRLD        $0x08, Z4, Z9
+	VPANDD        Z9, Z0, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   320(BX), Z9, Z6
+	VPANDD        Z3, Z0, Z3
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   384(BX), Z3, Z7
+	VPANDD        Z4, Z0, Z3
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   448(BX), Z3, Z8
+	VMOVD         (CX), X3
+	VCVTPH2PS     X3, X3
+	VBROADCASTSS  X3, Z4
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z8, Z7, Z7
+	VADDPS        Z7, Z5, Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVSHDUP     X3, X4
+	VMULSS        X4, X3, X4
+	VFMADD231SS   (SI), X4, X2
+	ADDQ          $0x00000004, CX
+	ADDQ          $0x00000004, SI
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00000200, BX
+	DECQ          R8
+	JNZ           Bits8A32S4Meta16Avx512_chunk
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VPERMILPS     $0x4e, X4, X3
+	VADDPS        X3, X4, X4
+	VPERMILPS     $0xb1, X4, X3
+	VADDPS        X3, X4, X4
+	VSUBSS        X2, X4, X4
+	MOVQ          out+40(FP), BX
+	VMOVSS        X4, (BX)
+	ADDQ          $0x00000004, BX
+	MOVQ          BX, out+40(FP)
+	MOVQ          stride+8(FP), BX
+	ADDQ          BX, AX
+	MOVQ          rows+48(FP), BX
+	DECQ          BX
+	MOVQ          BX, rows+48(FP)
+	JNZ           Bits8A32S4Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits4A32S1Meta16Avx512(SB), NOSPLIT, $32-64
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits4A32S1Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD Y2, Y2, Y2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits4A32S1Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VCVTPH2PS        (CX), Y5
+	VCVTPH2PS        16(CX), Y6
+	VMULPS           Y6, Y5, Y6
+	VFMADD231PS      (SI), Y6, Y2
+	VMOVUPS          Y5, (SP)
+	ADDQ             $0x00000020, CX
+	ADDQ             $0x00000020, SI
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x18, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x14, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 8(SP), Z5, Z1
+	VPSRLD           $0x10, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
+	VPSRLD           $0x10, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 12(SP), Z5, Z1
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
+	VPSRLD           $0x0c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 16(SP), Z5, Z1
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 20(SP), Z5, Z1
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
+	VPSRLD           $0x04, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 24(SP), Z5, Z1
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           896(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           960(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST 28(SP), Z3, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
+	JNZ              Bits4A32S1Meta16Avx512_chunk
+	VEXTRACTF32X4    $0x01, Y2, X3
+	VADDPS           X3, X2, X3
+	VPERMILPS        $0x4e, X3, X4
+	VADDPS           X4, X3, X3
+	VMOVSHDUP        X3, X4
+	VADDSS           X4, X3, X3
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits4A32S1Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits4A32S2Meta16Avx512(SB), NOSPLIT, $16-64
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits4A32S2Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits4A32S2Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VCVTPH2PS        (CX), X5
+	VCVTPH2PS        8(CX), X6
+	VMULPS           X6, X5, X6
+	VFMADD231PS      (SI), X6, X2
+	VMOVUPS          X5, (SP)
+	ADDQ             $0x00000010, CX
+	ADDQ             $0x00000010, SI
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x14, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPSRLD           $0x10, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           384(BX), Z7, Z7
+	VPSRLD           $0x10, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           448(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
+	VPSRLD           $0x0c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST 8(SP), Z5, Z1
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
+	VPSRLD           $0x04, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           896(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           960(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST 12(SP), Z5, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
+	JNZ              Bits4A32S2Meta16Avx512_chunk
+	VPERMILPS        $0x4e, X2, X3
+	VADDPS           X3, X2, X2
+	VMOVSHDUP        X2, X3
+	VADDSS           X3, X2, X2
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits4A32S2Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits4A32S4Meta16Avx512(SB), NOSPLIT, $8-64
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits4A32S4Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits4A32S4Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VMOVD            (CX), X5
+	VCVTPH2PS        X5, X5
+	VMOVD            4(CX), X6
+	VCVTPH2PS        X6, X6
+	VMULPS           X6, X5, X6
+	VMOVQ            (SI), X7
+	VFMADD231PS      X7, X6, X2
+	VMOVUPS          X5, (SP)
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000008, SI
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x18, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
+	VPSRLD           $0x18, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPSRLD           $0x14, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      256(BX), Z9, Z5
+	VPSRLD           $0x14, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      320(BX), Z9, Z6
+	VPSRLD           $0x10, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      384(BX), Z9, Z7
+	VPSRLD           $0x10, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      448(BX), Z9, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
+	VPSRLD           $0x0c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPSRLD           $0x04, Z3, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      768(BX), Z9, Z5
+	VPSRLD           $0x04, Z4, Z9
+	VPERMPS          Z0, Z9, Z9
+	VFMADD231PS      832(BX), Z9, Z6
+	VPERMPS          Z0, Z3, Z3
+	VFMADD231PS      896(BX), Z3, Z7
+	VPERMPS          Z0, Z4, Z3
+	VFMADD231PS      960(BX), Z3, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000400, BX
+	DECQ             R8
+	JNZ              Bits4A32S4Meta16Avx512_chunk
+	VMOVSHDUP        X2, X3
+	VADDSS           X3, X2, X2
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VPERMILPS        $0xb1, X4, X3
+	VADDPS           X3, X4, X4
+	VSUBSS           X2, X4, X4
+	MOVQ             out+40(FP), BX
+	VMOVSS           X4, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits4A32S4Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits4A32S8Meta16Avx512(SB), NOSPLIT, $0-64
+	VMOVDQU64 nibbleFloats<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits4A32S8Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits4A32S8Meta16Avx512_chunk:
+	PREFETCHT1    (DI)(DX*1)
+	PREFETCHT1    64(DI)(DX*1)
+	VMOVDQU64     (DI), Z3
+	VMOVDQU64     64(DI), Z4
+	VPSRLD        $0x1c, Z3, Z5
+	VPERMPS       Z0, Z5, Z5
+	VMULPS        (BX), Z5, Z5
+	VPSRLD        $0x1c, Z4, Z6
+	VPERMPS       Z0, Z6, Z6
+	VMULPS        64(BX), Z6, Z6
+	VPSRLD        $0x18, Z3, Z7
+	VPERMPS       Z0, Z7, Z7
+	VMULPS        128(BX), Z7, Z7
+	VPSRLD        $0x18, Z4, Z8
+	VPERMPS       Z0, Z8, Z8
+	VMULPS        192(BX), Z8, Z8
+	VPSRLD        $0x14, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   256(BX), Z9, Z5
+	VPSRLD        $0x14, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   320(BX), Z9, Z6
+	VPSRLD        $0x10, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   384(BX), Z9, Z7
+	VPSRLD        $0x10, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   448(BX), Z9, Z8
+	VPSRLD        $0x0c, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   512(BX), Z9, Z5
+	VPSRLD        $0x0c, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   576(BX), Z9, Z6
+	VPSRLD        $0x08, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   640(BX), Z9, Z7
+	VPSRLD        $0x08, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   704(BX), Z9, Z8
+	VPSRLD        $0x04, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   768(BX), Z9, Z5
+	VPSRLD        $0x04, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   832(BX), Z9, Z6
+	VPERMPS       Z0, Z3, Z3
+	VFMADD231PS   896(BX), Z3, Z7
+	VPERMPS       Z0, Z4, Z3
+	VFMADD231PS   960(BX), Z3, Z8
+	VMOVD         (CX), X3
+	VCVTPH2PS     X3, X3
+	VBROADCASTSS  X3, Z4
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z8, Z7, Z7
+	VADDPS        Z7, Z5, Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVSHDUP     X3, X4
+	VMULSS        X4, X3, X4
+	VFMADD231SS   (SI), X4, X2
+	ADDQ          $0x00000004, CX
+	ADDQ          $0x00000004, SI
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00000400, BX
+	DECQ          R8
+	JNZ           Bits4A32S8Meta16Avx512_chunk
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VPERMILPS     $0x4e, X4, X3
+	VADDPS        X3, X4, X4
+	VPERMILPS     $0xb1, X4, X3
+	VADDPS        X3, X4, X4
+	VSUBSS        X2, X4, X4
+	MOVQ          out+40(FP), BX
+	VMOVSS        X4, (BX)
+	ADDQ          $0x00000004, BX
+	MOVQ          BX, out+40(FP)
+	MOVQ          stride+8(FP), BX
+	ADDQ          BX, AX
+	MOVQ          rows+48(FP), BX
+	DECQ          BX
+	MOVQ          BX, rows+48(FP)
+	JNZ           Bits4A32S8Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·Bits2A32S1Meta16Avx512(SB), NOSPLIT, $64-64
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits2A32S1Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits2A32S1Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VCVTPH2PS        (CX), Z5
+	VCVTPH2PS        32(CX), Z6
+	VMULPS           Z6, Z5, Z6
+	VFMADD231PS      (SI), Z6, Z2
+	VMOVUPS          Z5, (SP)
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000040, SI
+	VPSRLD           $0x1e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x1e, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x1c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
+	VPSRLD           $0x1c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	VPSRLD           $0x1a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x1a, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 8(SP), Z5, Z1
+	VPSRLD           $0x18, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
+	VPSRLD           $0x18, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 12(SP), Z5, Z1
+	VPSRLD           $0x16, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
+	VPSRLD           $0x16, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 16(SP), Z5, Z1
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
+	VPSRLD           $0x14, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 20(SP), Z5, Z1
+	VPSRLD           $0x12, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
+	VPSRLD           $0x12, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 24(SP), Z5, Z1
+	VPSRLD           $0x10, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           896(BX), Z5, Z5
+	VPSRLD           $0x10, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           960(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 28(SP), Z5, Z1
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
+	VPSRLD           $0x0e, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 32(SP), Z5, Z1
+	VPSRLD           $0x0c, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1152(BX), Z5, Z5
+	VPSRLD           $0x0c, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1216(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 36(SP), Z5, Z1
+	VPSRLD           $0x0a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1280(BX), Z5, Z5
+	VPSRLD           $0x0a, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1344(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 40(SP), Z5, Z1
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1408(BX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1472(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 44(SP), Z5, Z1
+	VPSRLD           $0x06, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1536(BX), Z5, Z5
+	VPSRLD           $0x06, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1600(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 48(SP), Z5, Z1
+	VPSRLD           $0x04, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1664(BX), Z5, Z5
+	VPSRLD           $0x04, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1728(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 52(SP), Z5, Z1
+	VPSRLD           $0x02, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1792(BX), Z5, Z5
+	VPSRLD           $0x02, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1856(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 56(SP), Z5, Z1
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1920(BX), Z3, Z3
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1984(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST 60(SP), Z3, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
+	JNZ              Bits2A32S1Meta16Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y3
+	VADDPS           Y3, Y2, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VMOVSHDUP        X4, X3
+	VADDSS           X3, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X5
+	VADDPS           X5, X3, X5
+	VPERMILPS        $0x4e, X5, X3
+	VADDPS           X3, X5, X5
+	VPERMILPS        $0xb1, X5, X3
+	VADDPS           X3, X5, X5
+	VSUBSS           X4, X5, X5
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits2A32S1Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits2A32S2Meta16Avx512(SB), NOSPLIT, $32-64
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits2A32S2Meta16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD Y3, Y3, Y3
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits2A32S2Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VCVTPH2PS        (CX), Y6
+	VCVTPH2PS        16(CX), Y7
+	VMULPS           Y7, Y6, Y7
+	VFMADD231PS      (SI), Y7, Y3
+	VMOVUPS          Y6, (SP)
+	ADDQ             $0x00000020, CX
+	ADDQ             $0x00000020, SI
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (SP), Z6, Z2
+	VPSRLD           $0x18, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           384(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           256(BX), Z7, Z7
+	VPSRLD           $0x18, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           448(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           320(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 4(SP), Z6, Z2
+	VPSRLD           $0x14, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           640(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           512(BX), Z7, Z7
+	VPSRLD           $0x14, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           576(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 8(SP), Z6, Z2
+	VPSRLD           $0x10, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           896(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           768(BX), Z7, Z7
+	VPSRLD           $0x10, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           960(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           832(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 12(SP), Z6, Z2
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 16(SP), Z6, Z2
+	VPSRLD           $0x08, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1408(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1280(BX), Z7, Z7
+	VPSRLD           $0x08, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1472(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1344(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 20(SP), Z6, Z2
+	VPSRLD           $0x04, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1664(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1536(BX), Z7, Z7
+	VPSRLD           $0x04, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1600(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 24(SP), Z6, Z2
+	VPERMPS          Z0, Z4, Z6
+	VMULPS           1920(BX), Z6, Z6
+	VPERMPS          Z1, Z4, Z4
+	VMULPS           1792(BX), Z4, Z4
+	VPERMPS          Z0, Z5, Z7
+	VMULPS           1984(BX), Z7, Z7
+	VPERMPS          Z1, Z5, Z5
+	VMULPS           1856(BX), Z5, Z5
+	VADDPS           Z4, Z6, Z6
+	VADDPS           Z5, Z7, Z7
+	VADDPS           Z7, Z6, Z6
+	VFMADD231PS.BCST 28(SP), Z6, Z2
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
+	JNZ              Bits2A32S2Meta16Avx512_chunk
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X5
+	VADDPS           X5, X4, X4
+	VMOVSHDUP        X4, X5
+	VADDSS           X5, X4, X4
+	VEXTRACTF64X4    $0x01, Z2, Y5
+	VADDPS           Y5, Y2, Y5
+	VEXTRACTF32X4    $0x01, Y5, X6
+	VADDPS           X6, X5, X6
+	VPERMILPS        $0x4e, X6, X5
+	VADDPS           X5, X6, X6
+	VPERMILPS        $0xb1, X6, X5
+	VADDPS           X5, X6, X6
+	VSUBSS           X4, X6, X6
+	MOVQ             out+40(FP), BX
+	VMOVSS           X6, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits2A32S2Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits2A32S4Meta16Avx512(SB), NOSPLIT, $16-64
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits2A32S4Meta16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits2A32S4Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VCVTPH2PS        (CX), X6
+	VCVTPH2PS        8(CX), X7
+	VMULPS           X7, X6, X7
+	VFMADD231PS      (SI), X7, X3
+	VMOVUPS          X6, (SP)
+	ADDQ             $0x00000010, CX
+	ADDQ             $0x00000010, SI
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VPSRLD           $0x18, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      384(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(BX), Z10, Z7
+	VPSRLD           $0x18, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      448(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (SP), Z6, Z2
+	VPSRLD           $0x14, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           640(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           512(BX), Z7, Z7
+	VPSRLD           $0x14, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           576(BX), Z9, Z9
+	VPSRLD           $0x10, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      896(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(BX), Z10, Z7
+	VPSRLD           $0x10, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      960(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 4(SP), Z6, Z2
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VPSRLD           $0x08, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1408(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(BX), Z10, Z7
+	VPSRLD           $0x08, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1472(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 8(SP), Z6, Z2
+	VPSRLD           $0x04, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1664(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1536(BX), Z7, Z7
+	VPSRLD           $0x04, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1600(BX), Z9, Z9
+	VPERMPS          Z0, Z4, Z10
+	VFMADD231PS      1920(BX), Z10, Z6
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1792(BX), Z4, Z7
+	VPERMPS          Z0, Z5, Z4
+	VFMADD231PS      1984(BX), Z4, Z8
+	VPERMPS          Z1, Z5, Z4
+	VFMADD231PS      1856(BX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 12(SP), Z6, Z2
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
+	JNZ              Bits2A32S4Meta16Avx512_chunk
+	VPERMILPS        $0x4e, X3, X4
+	VADDPS           X4, X3, X3
+	VMOVSHDUP        X3, X4
+	VADDSS           X4, X3, X3
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits2A32S4Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits2A32S8Meta16Avx512(SB), NOSPLIT, $8-64
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits2A32S8Meta16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits2A32S8Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VMOVD            (CX), X6
+	VCVTPH2PS        X6, X6
+	VMOVD            4(CX), X7
+	VCVTPH2PS        X7, X7
+	VMULPS           X7, X6, X7
+	VMOVQ            (SI), X8
+	VFMADD231PS      X8, X7, X3
+	VMOVUPS          X6, (SP)
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000008, SI
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VPSRLD           $0x18, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      384(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      256(BX), Z10, Z7
+	VPSRLD           $0x18, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      448(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      320(BX), Z10, Z9
+	VPSRLD           $0x14, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      640(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      512(BX), Z10, Z7
+	VPSRLD           $0x14, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      704(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      576(BX), Z10, Z9
+	VPSRLD           $0x10, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      896(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      768(BX), Z10, Z7
+	VPSRLD           $0x10, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      960(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      832(BX), Z10, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (SP), Z6, Z2
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VPSRLD           $0x08, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1408(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1280(BX), Z10, Z7
+	VPSRLD           $0x08, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1472(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1344(BX), Z10, Z9
+	VPSRLD           $0x04, Z4, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1664(BX), Z11, Z6
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1536(BX), Z10, Z7
+	VPSRLD           $0x04, Z5, Z10
+	VPERMPS          Z0, Z10, Z11
+	VFMADD231PS      1728(BX), Z11, Z8
+	VPERMPS          Z1, Z10, Z10
+	VFMADD231PS      1600(BX), Z10, Z9
+	VPERMPS          Z0, Z4, Z10
+	VFMADD231PS      1920(BX), Z10, Z6
+	VPERMPS          Z1, Z4, Z4
+	VFMADD231PS      1792(BX), Z4, Z7
+	VPERMPS          Z0, Z5, Z4
+	VFMADD231PS      1984(BX), Z4, Z8
+	VPERMPS          Z1, Z5, Z4
+	VFMADD231PS      1856(BX), Z4, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 4(SP), Z6, Z2
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000800, BX
+	DECQ             R8
+	JNZ              Bits2A32S8Meta16Avx512_chunk
+	VMOVSHDUP        X3, X4
+	VADDSS           X4, X3, X3
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits2A32S8Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S16Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits2A32S16Meta16Avx512(SB), NOSPLIT, $0-64
+	VMOVDQU64 codeTable2_0<>+0(SB), Z0
+	VMOVDQU64 codeTable2_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits2A32S16Meta16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD X3, X3, X3
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits2A32S16Meta16Avx512_chunk:
+	PREFETCHT1    (DI)(DX*1)
+	PREFETCHT1    64(DI)(DX*1)
+	VMOVDQU64     (DI), Z4
+	VMOVDQU64     64(DI), Z5
+	VPSRLD        $0x1c, Z4, Z7
+	VPERMPS       Z0, Z7, Z6
+	VMULPS        128(BX), Z6, Z6
+	VPERMPS       Z1, Z7, Z7
+	VMULPS        (BX), Z7, Z7
+	VPSRLD        $0x1c, Z5, Z9
+	VPERMPS       Z0, Z9, Z8
+	VMULPS        192(BX), Z8, Z8
+	VPERMPS       Z1, Z9, Z9
+	VMULPS        64(BX), Z9, Z9
+	VPSRLD        $0x18, Z4, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   384(BX), Z11, Z6
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   256(BX), Z10, Z7
+	VPSRLD        $0x18, Z5, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   448(BX), Z11, Z8
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   320(BX), Z10, Z9
+	VPSRLD        $0x14, Z4, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   640(BX), Z11, Z6
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   512(BX), Z10, Z7
+	VPSRLD        $0x14, Z5, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   704(BX), Z11, Z8
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   576(BX), Z10, Z9
+	VPSRLD        $0x10, Z4, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   896(BX), Z11, Z6
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   768(BX), Z10, Z7
+	VPSRLD        $0x10, Z5, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   960(BX), Z11, Z8
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   832(BX), Z10, Z9
+	VPSRLD        $0x0c, Z4, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   1152(BX), Z11, Z6
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   1024(BX), Z10, Z7
+	VPSRLD        $0x0c, Z5, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   1216(BX), Z11, Z8
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   1088(BX), Z10, Z9
+	VPSRLD        $0x08, Z4, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   1408(BX), Z11, Z6
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   1280(BX), Z10, Z7
+	VPSRLD        $0x08, Z5, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   1472(BX), Z11, Z8
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   1344(BX), Z10, Z9
+	VPSRLD        $0x04, Z4, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   1664(BX), Z11, Z6
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   1536(BX), Z10, Z7
+	VPSRLD        $0x04, Z5, Z10
+	VPERMPS       Z0, Z10, Z11
+	VFMADD231PS   1728(BX), Z11, Z8
+	VPERMPS       Z1, Z10, Z10
+	VFMADD231PS   1600(BX), Z10, Z9
+	VPERMPS       Z0, Z4, Z10
+	VFMADD231PS   1920(BX), Z10, Z6
+	VPERMPS       Z1, Z4, Z4
+	VFMADD231PS   1792(BX), Z4, Z7
+	VPERMPS       Z0, Z5, Z4
+	VFMADD231PS   1984(BX), Z4, Z8
+	VPERMPS       Z1, Z5, Z4
+	VFMADD231PS   1856(BX), Z4, Z9
+	VMOVD         (CX), X4
+	VCVTPH2PS     X4, X4
+	VBROADCASTSS  X4, Z5
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z8, Z6, Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVSHDUP     X4, X5
+	VMULSS        X5, X4, X5
+	VFMADD231SS   (SI), X5, X3
+	ADDQ          $0x00000004, CX
+	ADDQ          $0x00000004, SI
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00000800, BX
+	DECQ          R8
+	JNZ           Bits2A32S16Meta16Avx512_chunk
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y4, Y2, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X5
+	VPERMILPS     $0x4e, X5, X4
+	VADDPS        X4, X5, X5
+	VPERMILPS     $0xb1, X5, X4
+	VADDPS        X4, X5, X5
+	VSUBSS        X3, X5, X5
+	MOVQ          out+40(FP), BX
+	VMOVSS        X5, (BX)
+	ADDQ          $0x00000004, BX
+	MOVQ          BX, out+40(FP)
+	MOVQ          stride+8(FP), BX
+	ADDQ          BX, AX
+	MOVQ          rows+48(FP), BX
+	DECQ          BX
+	MOVQ          BX, rows+48(FP)
+	JNZ           Bits2A32S16Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·Bits1A32S2Meta16Avx512(SB), NOSPLIT, $64-64
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits1A32S2Meta16Avx512_row:
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits1A32S2Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z4
+	VMOVDQU64        64(DI), Z5
+	VCVTPH2PS        (CX), Z6
+	VCVTPH2PS        32(CX), Z7
+	VMULPS           Z7, Z6, Z7
+	VFMADD231PS      (SI), Z7, Z3
+	VMOVUPS          Z6, (SP)
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000040, SI
+	VPSRLD           $0x1e, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           128(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           (BX), Z7, Z7
+	VPSRLD           $0x1e, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           192(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           64(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST (SP), Z6, Z2
+	VPSRLD           $0x1c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           384(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           256(BX), Z7, Z7
+	VPSRLD           $0x1c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           448(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           320(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 4(SP), Z6, Z2
+	VPSRLD           $0x1a, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           640(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           512(BX), Z7, Z7
+	VPSRLD           $0x1a, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           704(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           576(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 8(SP), Z6, Z2
+	VPSRLD           $0x18, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           896(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           768(BX), Z7, Z7
+	VPSRLD           $0x18, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           960(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           832(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 12(SP), Z6, Z2
+	VPSRLD           $0x16, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1152(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1024(BX), Z7, Z7
+	VPSRLD           $0x16, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1216(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1088(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 16(SP), Z6, Z2
+	VPSRLD           $0x14, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1408(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1280(BX), Z7, Z7
+	VPSRLD           $0x14, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1472(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1344(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 20(SP), Z6, Z2
+	VPSRLD           $0x12, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1664(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1536(BX), Z7, Z7
+	VPSRLD           $0x12, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1728(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1600(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 24(SP), Z6, Z2
+	VPSRLD           $0x10, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           1920(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           1792(BX), Z7, Z7
+	VPSRLD           $0x10, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           1984(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           1856(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 28(SP), Z6, Z2
+	VPSRLD           $0x0e, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2176(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           2048(BX), Z7, Z7
+	VPSRLD           $0x0e, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           2240(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2112(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 32(SP), Z6, Z2
+	VPSRLD           $0x0c, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2432(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           2304(BX), Z7, Z7
+	VPSRLD           $0x0c, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           2496(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2368(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 36(SP), Z6, Z2
+	VPSRLD           $0x0a, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2688(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           2560(BX), Z7, Z7
+	VPSRLD           $0x0a, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           2752(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2624(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 40(SP), Z6, Z2
+	VPSRLD           $0x08, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           2944(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           2816(BX), Z7, Z7
+	VPSRLD           $0x08, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           3008(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           2880(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 44(SP), Z6, Z2
+	VPSRLD           $0x06, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           3200(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           3072(BX), Z7, Z7
+	VPSRLD           $0x06, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           3264(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3136(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 48(SP), Z6, Z2
+	VPSRLD           $0x04, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           3456(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           3328(BX), Z7, Z7
+	VPSRLD           $0x04, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           3520(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3392(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 52(SP), Z6, Z2
+	VPSRLD           $0x02, Z4, Z7
+	VPERMPS          Z0, Z7, Z6
+	VMULPS           3712(BX), Z6, Z6
+	VPERMPS          Z1, Z7, Z7
+	VMULPS           3584(BX), Z7, Z7
+	VPSRLD           $0x02, Z5, Z9
+	VPERMPS          Z0, Z9, Z8
+	VMULPS           3776(BX), Z8, Z8
+	VPERMPS          Z1, Z9, Z9
+	VMULPS           3648(BX), Z9, Z9
+	VADDPS           Z7, Z6, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z8, Z6, Z6
+	VFMADD231PS.BCST 56(SP), Z6, Z2
+	VPERMPS          Z0, Z4, Z6
+	VMULPS           3968(BX), Z6, Z6
+	VPERMPS          Z1, Z4, Z4
+	VMULPS           3840(BX), Z4, Z4
+	VPERMPS          Z0, Z5, Z7
+	VMULPS           4032(BX), Z7, Z7
+	VPERMPS          Z1, Z5, Z5
+	VMULPS           3904(BX), Z5, Z5
+	VADDPS           Z4, Z6, Z6
+	VADDPS           Z5, Z7, Z7
+	VADDPS           Z7, Z6, Z6
+	VFMADD231PS.BCST 60(SP), Z6, Z2
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
+	JNZ              Bits1A32S2Meta16Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z3, Y4
+	VADDPS           Y4, Y3, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VMOVSHDUP        X5, X4
+	VADDSS           X4, X5, X5
+	VEXTRACTF64X4    $0x01, Z2, Y4
+	VADDPS           Y4, Y2, Y4
+	VEXTRACTF32X4    $0x01, Y4, X6
+	VADDPS           X6, X4, X6
+	VPERMILPS        $0x4e, X6, X4
+	VADDPS           X4, X6, X6
+	VPERMILPS        $0xb1, X6, X4
+	VADDPS           X4, X6, X6
+	VSUBSS           X5, X6, X6
+	MOVQ             out+40(FP), BX
+	VMOVSS           X6, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits1A32S2Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits1A32S4Meta16Avx512(SB), NOSPLIT, $32-64
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits1A32S4Meta16Avx512_row:
+	VPXORD Z4, Z4, Z4
+	VPXORD Y5, Y5, Y5
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits1A32S4Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VCVTPH2PS        (CX), Y8
+	VCVTPH2PS        16(CX), Y9
+	VMULPS           Y9, Y8, Y9
+	VFMADD231PS      (SI), Y9, Y5
+	VMOVUPS          Y8, (SP)
+	ADDQ             $0x00000020, CX
+	ADDQ             $0x00000020, SI
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (SP), Z8, Z4
+	VPSRLD           $0x18, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           896(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           768(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           640(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           512(BX), Z11, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 4(SP), Z8, Z4
+	VPSRLD           $0x14, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           1408(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           1280(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           1152(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           1024(BX), Z11, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 8(SP), Z8, Z4
+	VPSRLD           $0x10, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           1920(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           1792(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           1664(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           1536(BX), Z11, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 12(SP), Z8, Z4
+	VPSRLD           $0x0c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2432(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           2304(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           2176(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           2048(BX), Z11, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 16(SP), Z8, Z4
+	VPSRLD           $0x08, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2944(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           2816(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           2688(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           2560(BX), Z11, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 20(SP), Z8, Z4
+	VPSRLD           $0x04, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           3456(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           3328(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           3200(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           3072(BX), Z11, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 24(SP), Z8, Z4
+	VPERMPS          Z0, Z6, Z8
+	VMULPS           3968(BX), Z8, Z8
+	VPERMPS          Z1, Z6, Z9
+	VMULPS           3840(BX), Z9, Z9
+	VPERMPS          Z2, Z6, Z10
+	VMULPS           3712(BX), Z10, Z10
+	VPERMPS          Z3, Z6, Z6
+	VMULPS           3584(BX), Z6, Z6
+	VPERMPS          Z0, Z7, Z11
+	VFMADD231PS      4032(BX), Z11, Z8
+	VPERMPS          Z1, Z7, Z11
+	VFMADD231PS      3904(BX), Z11, Z9
+	VPERMPS          Z2, Z7, Z11
+	VFMADD231PS      3776(BX), Z11, Z10
+	VPERMPS          Z3, Z7, Z7
+	VFMADD231PS      3648(BX), Z7, Z6
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z6, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 28(SP), Z8, Z4
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
+	JNZ              Bits1A32S4Meta16Avx512_chunk
+	VEXTRACTF32X4    $0x01, Y5, X6
+	VADDPS           X6, X5, X6
+	VPERMILPS        $0x4e, X6, X7
+	VADDPS           X7, X6, X6
+	VMOVSHDUP        X6, X7
+	VADDSS           X7, X6, X6
+	VEXTRACTF64X4    $0x01, Z4, Y7
+	VADDPS           Y7, Y4, Y7
+	VEXTRACTF32X4    $0x01, Y7, X8
+	VADDPS           X8, X7, X8
+	VPERMILPS        $0x4e, X8, X7
+	VADDPS           X7, X8, X8
+	VPERMILPS        $0xb1, X8, X7
+	VADDPS           X7, X8, X8
+	VSUBSS           X6, X8, X8
+	MOVQ             out+40(FP), BX
+	VMOVSS           X8, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits1A32S4Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits1A32S8Meta16Avx512(SB), NOSPLIT, $16-64
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits1A32S8Meta16Avx512_row:
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits1A32S8Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VCVTPH2PS        (CX), X8
+	VCVTPH2PS        8(CX), X9
+	VMULPS           X9, X8, X9
+	VFMADD231PS      (SI), X9, X5
+	VMOVUPS          X8, (SP)
+	ADDQ             $0x00000010, CX
+	ADDQ             $0x00000010, SI
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VPSRLD           $0x18, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      896(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      768(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      640(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      512(BX), Z12, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (SP), Z8, Z4
+	VPSRLD           $0x14, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           1408(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           1280(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           1152(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           1024(BX), Z11, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VPSRLD           $0x10, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1920(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1792(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1664(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1536(BX), Z12, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 4(SP), Z8, Z4
+	VPSRLD           $0x0c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2432(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           2304(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           2176(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           2048(BX), Z11, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VPSRLD           $0x08, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2944(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2816(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2688(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2560(BX), Z12, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 8(SP), Z8, Z4
+	VPSRLD           $0x04, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           3456(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           3328(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           3200(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           3072(BX), Z11, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VPERMPS          Z0, Z6, Z12
+	VFMADD231PS      3968(BX), Z12, Z8
+	VPERMPS          Z1, Z6, Z12
+	VFMADD231PS      3840(BX), Z12, Z9
+	VPERMPS          Z2, Z6, Z12
+	VFMADD231PS      3712(BX), Z12, Z10
+	VPERMPS          Z3, Z6, Z6
+	VFMADD231PS      3584(BX), Z6, Z11
+	VPERMPS          Z0, Z7, Z6
+	VFMADD231PS      4032(BX), Z6, Z8
+	VPERMPS          Z1, Z7, Z6
+	VFMADD231PS      3904(BX), Z6, Z9
+	VPERMPS          Z2, Z7, Z6
+	VFMADD231PS      3776(BX), Z6, Z10
+	VPERMPS          Z3, Z7, Z6
+	VFMADD231PS      3648(BX), Z6, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 12(SP), Z8, Z4
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
+	JNZ              Bits1A32S8Meta16Avx512_chunk
+	VPERMILPS        $0x4e, X5, X6
+	VADDPS           X6, X5, X5
+	VMOVSHDUP        X5, X6
+	VADDSS           X6, X5, X5
+	VEXTRACTF64X4    $0x01, Z4, Y6
+	VADDPS           Y6, Y4, Y6
+	VEXTRACTF32X4    $0x01, Y6, X7
+	VADDPS           X7, X6, X7
+	VPERMILPS        $0x4e, X7, X6
+	VADDPS           X6, X7, X7
+	VPERMILPS        $0xb1, X7, X6
+	VADDPS           X6, X7, X7
+	VSUBSS           X5, X7, X7
+	MOVQ             out+40(FP), BX
+	VMOVSS           X7, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits1A32S8Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S16Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits1A32S16Meta16Avx512(SB), NOSPLIT, $8-64
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits1A32S16Meta16Avx512_row:
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits1A32S16Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z6
+	VMOVDQU64        64(DI), Z7
+	VMOVD            (CX), X8
+	VCVTPH2PS        X8, X8
+	VMOVD            4(CX), X9
+	VCVTPH2PS        X9, X9
+	VMULPS           X9, X8, X9
+	VMOVQ            (SI), X10
+	VFMADD231PS      X10, X9, X5
+	VMOVUPS          X8, (SP)
+	ADDQ             $0x00000008, CX
+	ADDQ             $0x00000008, SI
+	VPSRLD           $0x1c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           384(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           256(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           128(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           (BX), Z11, Z11
+	VPSRLD           $0x1c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      448(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      320(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      192(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      64(BX), Z12, Z11
+	VPSRLD           $0x18, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      896(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      768(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      640(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      512(BX), Z12, Z11
+	VPSRLD           $0x18, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      960(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      832(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      704(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      576(BX), Z12, Z11
+	VPSRLD           $0x14, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1408(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1280(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1152(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1024(BX), Z12, Z11
+	VPSRLD           $0x14, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1472(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1344(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1216(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1088(BX), Z12, Z11
+	VPSRLD           $0x10, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1920(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1792(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1664(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1536(BX), Z12, Z11
+	VPSRLD           $0x10, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      1984(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      1856(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      1728(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      1600(BX), Z12, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST (SP), Z8, Z4
+	VPSRLD           $0x0c, Z6, Z11
+	VPERMPS          Z0, Z11, Z8
+	VMULPS           2432(BX), Z8, Z8
+	VPERMPS          Z1, Z11, Z9
+	VMULPS           2304(BX), Z9, Z9
+	VPERMPS          Z2, Z11, Z10
+	VMULPS           2176(BX), Z10, Z10
+	VPERMPS          Z3, Z11, Z11
+	VMULPS           2048(BX), Z11, Z11
+	VPSRLD           $0x0c, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2496(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2368(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2240(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2112(BX), Z12, Z11
+	VPSRLD           $0x08, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      2944(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2816(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2688(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2560(BX), Z12, Z11
+	VPSRLD           $0x08, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3008(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      2880(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      2752(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      2624(BX), Z12, Z11
+	VPSRLD           $0x04, Z6, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3456(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      3328(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      3200(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      3072(BX), Z12, Z11
+	VPSRLD           $0x04, Z7, Z12
+	VPERMPS          Z0, Z12, Z13
+	VFMADD231PS      3520(BX), Z13, Z8
+	VPERMPS          Z1, Z12, Z13
+	VFMADD231PS      3392(BX), Z13, Z9
+	VPERMPS          Z2, Z12, Z13
+	VFMADD231PS      3264(BX), Z13, Z10
+	VPERMPS          Z3, Z12, Z12
+	VFMADD231PS      3136(BX), Z12, Z11
+	VPERMPS          Z0, Z6, Z12
+	VFMADD231PS      3968(BX), Z12, Z8
+	VPERMPS          Z1, Z6, Z12
+	VFMADD231PS      3840(BX), Z12, Z9
+	VPERMPS          Z2, Z6, Z12
+	VFMADD231PS      3712(BX), Z12, Z10
+	VPERMPS          Z3, Z6, Z6
+	VFMADD231PS      3584(BX), Z6, Z11
+	VPERMPS          Z0, Z7, Z6
+	VFMADD231PS      4032(BX), Z6, Z8
+	VPERMPS          Z1, Z7, Z6
+	VFMADD231PS      3904(BX), Z6, Z9
+	VPERMPS          Z2, Z7, Z6
+	VFMADD231PS      3776(BX), Z6, Z10
+	VPERMPS          Z3, Z7, Z6
+	VFMADD231PS      3648(BX), Z6, Z11
+	VADDPS           Z9, Z8, Z8
+	VADDPS           Z11, Z10, Z10
+	VADDPS           Z10, Z8, Z8
+	VFMADD231PS.BCST 4(SP), Z8, Z4
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00001000, BX
+	DECQ             R8
+	JNZ              Bits1A32S16Meta16Avx512_chunk
+	VMOVSHDUP        X5, X6
+	VADDSS           X6, X5, X5
+	VEXTRACTF64X4    $0x01, Z4, Y6
+	VADDPS           Y6, Y4, Y6
+	VEXTRACTF32X4    $0x01, Y6, X7
+	VADDPS           X7, X6, X7
+	VPERMILPS        $0x4e, X7, X6
+	VADDPS           X6, X7, X7
+	VPERMILPS        $0xb1, X7, X6
+	VADDPS           X6, X7, X7
+	VSUBSS           X5, X7, X7
+	MOVQ             out+40(FP), BX
+	VMOVSS           X7, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits1A32S16Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S32Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits1A32S32Meta16Avx512(SB), NOSPLIT, $0-64
+	VMOVDQU64 codeTable1_0<>+0(SB), Z0
+	VMOVDQU64 codeTable1_1<>+0(SB), Z1
+	VMOVDQU64 codeTable1_2<>+0(SB), Z2
+	VMOVDQU64 codeTable1_3<>+0(SB), Z3
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits1A32S32Meta16Avx512_row:
+	VPXORD Z4, Z4, Z4
+	VPXORD X5, X5, X5
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits1A32S32Meta16Avx512_chunk:
+	PREFETCHT1    (DI)(DX*1)
+	PREFETCHT1    64(DI)(DX*1)
+	VMOVDQU64     (DI), Z6
+	VMOVDQU64     64(DI), Z7
+	VPSRLD        $0x1c, Z6, Z11
+	VPERMPS       Z0, Z11, Z8
+	VMULPS        384(BX), Z8, Z8
+	VPERMPS       Z1, Z11, Z9
+	VMULPS        256(BX), Z9, Z9
+	VPERMPS       Z2, Z11, Z10
+	VMULPS        128(BX), Z10, Z10
+	VPERMPS       Z3, Z11, Z11
+	VMULPS        (BX), Z11, Z11
+	VPSRLD        $0x1c, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   448(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   320(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   192(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   64(BX), Z12, Z11
+	VPSRLD        $0x18, Z6, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   896(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   768(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   640(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   512(BX), Z12, Z11
+	VPSRLD        $0x18, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   960(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   832(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   704(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   576(BX), Z12, Z11
+	VPSRLD        $0x14, Z6, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   1408(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   1280(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   1152(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   1024(BX), Z12, Z11
+	VPSRLD        $0x14, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   1472(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   1344(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   1216(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   1088(BX), Z12, Z11
+	VPSRLD        $0x10, Z6, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   1920(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   1792(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   1664(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   1536(BX), Z12, Z11
+	VPSRLD        $0x10, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   1984(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   1856(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   1728(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   1600(BX), Z12, Z11
+	VPSRLD        $0x0c, Z6, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   2432(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   2304(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   2176(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   2048(BX), Z12, Z11
+	VPSRLD        $0x0c, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   2496(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   2368(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   2240(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   2112(BX), Z12, Z11
+	VPSRLD        $0x08, Z6, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   2944(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   2816(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   2688(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   2560(BX), Z12, Z11
+	VPSRLD        $0x08, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   3008(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   2880(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   2752(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   2624(BX), Z12, Z11
+	VPSRLD        $0x04, Z6, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   3456(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   3328(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   3200(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   3072(BX), Z12, Z11
+	VPSRLD        $0x04, Z7, Z12
+	VPERMPS       Z0, Z12, Z13
+	VFMADD231PS   3520(BX), Z13, Z8
+	VPERMPS       Z1, Z12, Z13
+	VFMADD231PS   3392(BX), Z13, Z9
+	VPERMPS       Z2, Z12, Z13
+	VFMADD231PS   3264(BX), Z13, Z10
+	VPERMPS       Z3, Z12, Z12
+	VFMADD231PS   3136(BX), Z12, Z11
+	VPERMPS       Z0, Z6, Z12
+	VFMADD231PS   3968(BX), Z12, Z8
+	VPERMPS       Z1, Z6, Z12
+	VFMADD231PS   3840(BX), Z12, Z9
+	VPERMPS       Z2, Z6, Z12
+	VFMADD231PS   3712(BX), Z12, Z10
+	VPERMPS       Z3, Z6, Z6
+	VFMADD231PS   3584(BX), Z6, Z11
+	VPERMPS       Z0, Z7, Z6
+	VFMADD231PS   4032(BX), Z6, Z8
+	VPERMPS       Z1, Z7, Z6
+	VFMADD231PS   3904(BX), Z6, Z9
+	VPERMPS       Z2, Z7, Z6
+	VFMADD231PS   3776(BX), Z6, Z10
+	VPERMPS       Z3, Z7, Z6
+	VFMADD231PS   3648(BX), Z6, Z11
+	VMOVD         (CX), X6
+	VCVTPH2PS     X6, X6
+	VBROADCASTSS  X6, Z7
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z10, Z8, Z8
+	VFMADD231PS   Z8, Z7, Z4
+	VMOVSHDUP     X6, X7
+	VMULSS        X7, X6, X7
+	VFMADD231SS   (SI), X7, X5
+	ADDQ          $0x00000004, CX
+	ADDQ          $0x00000004, SI
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00001000, BX
+	DECQ          R8
+	JNZ           Bits1A32S32Meta16Avx512_chunk
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y6, Y4, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X7
+	VPERMILPS     $0x4e, X7, X6
+	VADDPS        X6, X7, X7
+	VPERMILPS     $0xb1, X7, X6
+	VADDPS        X6, X7, X7
+	VSUBSS        X5, X7, X7
+	MOVQ          out+40(FP), BX
+	VMOVSS        X7, (BX)
+	ADDQ          $0x00000004, BX
+	MOVQ          BX, out+40(FP)
+	MOVQ          stride+8(FP), BX
+	ADDQ          BX, AX
+	MOVQ          rows+48(FP), BX
+	DECQ          BX
+	MOVQ          BX, rows+48(FP)
+	JNZ           Bits1A32S32Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·Bits3A32S1Meta16Avx512(SB), NOSPLIT, $64-64
+	VMOVDQU64 codeTable3_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits3A32S1Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits3A32S1Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VCVTPH2PS        (CX), Z5
+	VCVTPH2PS        32(CX), Z6
+	VMULPS           Z6, Z5, Z6
+	VFMADD231PS      (SI), Z6, Z2
+	VMOVUPS          Z5, (SP)
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000040, SI
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x1d, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x1a, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           128(BX), Z5, Z5
+	VPSRLD           $0x1a, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           192(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x17, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 8(SP), Z5, Z1
+	VPSRLD           $0x14, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           384(BX), Z5, Z5
+	VPSRLD           $0x14, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           448(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 12(SP), Z5, Z1
+	VPSRLD           $0x11, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
+	VPSRLD           $0x11, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 16(SP), Z5, Z1
+	VPSRLD           $0x0e, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           640(BX), Z5, Z5
+	VPSRLD           $0x0e, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           704(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 20(SP), Z5, Z1
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
+	VPSRLD           $0x0b, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 24(SP), Z5, Z1
+	VPSRLD           $0x08, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           896(BX), Z5, Z5
+	VPSRLD           $0x08, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           960(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 28(SP), Z5, Z1
+	VPSRLD           $0x05, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
+	VPSRLD           $0x05, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VADDPS           Z6, Z5, Z5
+	VFMADD231PS.BCST 32(SP), Z5, Z1
+	VPSRLD           $0x02, Z3, Z3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1152(BX), Z3, Z3
+	VPSRLD           $0x02, Z4, Z4
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1216(BX), Z4, Z4
+	VADDPS           Z4, Z3, Z3
+	VFMADD231PS.BCST 36(SP), Z3, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000500, BX
+	DECQ             R8
+	JNZ              Bits3A32S1Meta16Avx512_chunk
+	VEXTRACTF64X4    $0x01, Z2, Y3
+	VADDPS           Y3, Y2, Y3
+	VEXTRACTF32X4    $0x01, Y3, X4
+	VADDPS           X4, X3, X4
+	VPERMILPS        $0x4e, X4, X3
+	VADDPS           X3, X4, X4
+	VMOVSHDUP        X4, X3
+	VADDSS           X3, X4, X4
+	VEXTRACTF64X4    $0x01, Z1, Y3
+	VADDPS           Y3, Y1, Y3
+	VEXTRACTF32X4    $0x01, Y3, X5
+	VADDPS           X5, X3, X5
+	VPERMILPS        $0x4e, X5, X3
+	VADDPS           X3, X5, X5
+	VPERMILPS        $0xb1, X5, X3
+	VADDPS           X3, X5, X5
+	VSUBSS           X4, X5, X5
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits3A32S1Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits3A32S2Meta16Avx512(SB), NOSPLIT, $32-64
+	VMOVDQU64 codeTable3_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits3A32S2Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD Y2, Y2, Y2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits3A32S2Meta16Avx512_chunk:
+	PREFETCHT1       (DI)(DX*1)
+	PREFETCHT1       64(DI)(DX*1)
+	VMOVDQU64        (DI), Z3
+	VMOVDQU64        64(DI), Z4
+	VCVTPH2PS        (CX), Y5
+	VCVTPH2PS        16(CX), Y6
+	VMULPS           Y6, Y5, Y6
+	VFMADD231PS      (SI), Y6, Y2
+	VMOVUPS          Y5, (SP)
+	ADDQ             $0x00000020, CX
+	ADDQ             $0x00000020, SI
+	VPSRLD           $0x1d, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           (BX), Z5, Z5
+	VPSRLD           $0x1d, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           64(BX), Z6, Z6
+	VPSRLD           $0x1a, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           128(BX), Z7, Z7
+	VPSRLD           $0x1a, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           192(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST (SP), Z5, Z1
+	VPSRLD           $0x17, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           256(BX), Z5, Z5
+	VPSRLD           $0x17, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           320(BX), Z6, Z6
+	VPSRLD           $0x14, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           384(BX), Z7, Z7
+	VPSRLD           $0x14, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           448(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST 4(SP), Z5, Z1
+	VPSRLD           $0x11, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           512(BX), Z5, Z5
+	VPSRLD           $0x11, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           576(BX), Z6, Z6
+	VPSRLD           $0x0e, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           640(BX), Z7, Z7
+	VPSRLD           $0x0e, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           704(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST 8(SP), Z5, Z1
+	VPSRLD           $0x0b, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           768(BX), Z5, Z5
+	VPSRLD           $0x0b, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           832(BX), Z6, Z6
+	VPSRLD           $0x08, Z3, Z7
+	VPERMPS          Z0, Z7, Z7
+	VMULPS           896(BX), Z7, Z7
+	VPSRLD           $0x08, Z4, Z8
+	VPERMPS          Z0, Z8, Z8
+	VMULPS           960(BX), Z8, Z8
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z8, Z7, Z7
+	VADDPS           Z7, Z5, Z5
+	VFMADD231PS.BCST 12(SP), Z5, Z1
+	VPSRLD           $0x05, Z3, Z5
+	VPERMPS          Z0, Z5, Z5
+	VMULPS           1024(BX), Z5, Z5
+	VPSRLD           $0x05, Z4, Z6
+	VPERMPS          Z0, Z6, Z6
+	VMULPS           1088(BX), Z6, Z6
+	VPSRLD           $0x02, Z3, Z3
+	VPERMPS          Z0, Z3, Z3
+	VMULPS           1152(BX), Z3, Z3
+	VPSRLD           $0x02, Z4, Z4
+	VPERMPS          Z0, Z4, Z4
+	VMULPS           1216(BX), Z4, Z4
+	VADDPS           Z6, Z5, Z5
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z5, Z5
+	VFMADD231PS.BCST 16(SP), Z5, Z1
+	ADDQ             $0x00000080, DI
+	ADDQ             $0x00000500, BX
+	DECQ             R8
+	JNZ              Bits3A32S2Meta16Avx512_chunk
+	VEXTRACTF32X4    $0x01, Y2, X3
+	VADDPS           X3, X2, X3
+	VPERMILPS        $0x4e, X3, X4
+	VADDPS           X4, X3, X3
+	VMOVSHDUP        X3, X4
+	VADDSS           X4, X3, X3
+	VEXTRACTF64X4    $0x01, Z1, Y4
+	VADDPS           Y4, Y1, Y4
+	VEXTRACTF32X4    $0x01, Y4, X5
+	VADDPS           X5, X4, X5
+	VPERMILPS        $0x4e, X5, X4
+	VADDPS           X4, X5, X5
+	VPERMILPS        $0xb1, X5, X4
+	VADDPS           X4, X5, X5
+	VSUBSS           X3, X5, X5
+	MOVQ             out+40(FP), BX
+	VMOVSS           X5, (BX)
+	ADDQ             $0x00000004, BX
+	MOVQ             BX, out+40(FP)
+	MOVQ             stride+8(FP), BX
+	ADDQ             BX, AX
+	MOVQ             rows+48(FP), BX
+	DECQ             BX
+	MOVQ             BX, rows+48(FP)
+	JNZ              Bits3A32S2Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S10Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·Bits3A32S10Meta16Avx512(SB), NOSPLIT, $0-64
+	VMOVDQU64 codeTable3_0<>+0(SB), Z0
+	MOVQ      w+0(FP), AX
+	MOVQ      meta+16(FP), CX
+	MOVQ      stride+8(FP), DX
+	IMUL3Q    $0x00000004, DX, DX
+
+Bits3A32S10Meta16Avx512_row:
+	VPXORD Z1, Z1, Z1
+	VPXORD X2, X2, X2
+	MOVQ   x+24(FP), BX
+	MOVQ   xsum+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Bits3A32S10Meta16Avx512_chunk:
+	PREFETCHT1    (DI)(DX*1)
+	PREFETCHT1    64(DI)(DX*1)
+	VMOVDQU64     (DI), Z3
+	VMOVDQU64     64(DI), Z4
+	VPSRLD        $0x1d, Z3, Z5
+	VPERMPS       Z0, Z5, Z5
+	VMULPS        (BX), Z5, Z5
+	VPSRLD        $0x1d, Z4, Z6
+	VPERMPS       Z0, Z6, Z6
+	VMULPS        64(BX), Z6, Z6
+	VPSRLD        $0x1a, Z3, Z7
+	VPERMPS       Z0, Z7, Z7
+	VMULPS        128(BX), Z7, Z7
+	VPSRLD        $0x1a, Z4, Z8
+	VPERMPS       Z0, Z8, Z8
+	VMULPS        192(BX), Z8, Z8
+	VPSRLD        $0x17, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   256(BX), Z9, Z5
+	VPSRLD        $0x17, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   320(BX), Z9, Z6
+	VPSRLD        $0x14, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   384(BX), Z9, Z7
+	VPSRLD        $0x14, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   448(BX), Z9, Z8
+	VPSRLD        $0x11, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   512(BX), Z9, Z5
+	VPSRLD        $0x11, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   576(BX), Z9, Z6
+	VPSRLD        $0x0e, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   640(BX), Z9, Z7
+	VPSRLD        $0x0e, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   704(BX), Z9, Z8
+	VPSRLD        $0x0b, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   768(BX), Z9, Z5
+	VPSRLD        $0x0b, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   832(BX), Z9, Z6
+	VPSRLD        $0x08, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   896(BX), Z9, Z7
+	VPSRLD        $0x08, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   960(BX), Z9, Z8
+	VPSRLD        $0x05, Z3, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   1024(BX), Z9, Z5
+	VPSRLD        $0x05, Z4, Z9
+	VPERMPS       Z0, Z9, Z9
+	VFMADD231PS   1088(BX), Z9, Z6
+	VPSRLD        $0x02, Z3, Z3
+	VPERMPS       Z0, Z3, Z3
+	VFMADD231PS   1152(BX), Z3, Z7
+	VPSRLD        $0x02, Z4, Z3
+	VPERMPS       Z0, Z3, Z3
+	VFMADD231PS   1216(BX), Z3, Z8
+	VMOVD         (CX), X3
+	VCVTPH2PS     X3, X3
+	VBROADCASTSS  X3, Z4
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z8, Z7, Z7
+	VADDPS        Z7, Z5, Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVSHDUP     X3, X4
+	VMULSS        X4, X3, X4
+	VFMADD231SS   (SI), X4, X2
+	ADDQ          $0x00000004, CX
+	ADDQ          $0x00000004, SI
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00000500, BX
+	DECQ          R8
+	JNZ           Bits3A32S10Meta16Avx512_chunk
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VPERMILPS     $0x4e, X4, X3
+	VADDPS        X3, X4, X4
+	VPERMILPS     $0xb1, X4, X3
+	VADDPS        X3, X4, X4
+	VSUBSS        X2, X4, X4
+	MOVQ          out+40(FP), BX
+	VMOVSS        X4, (BX)
+	ADDQ          $0x00000004, BX
+	MOVQ          BX, out+40(FP)
+	MOVQ          stride+8(FP), BX
+	ADDQ          BX, AX
+	MOVQ          rows+48(FP), BX
+	DECQ          BX
+	MOVQ          BX, rows+48(FP)
+	JNZ           Bits3A32S10Meta16Avx512_row
+	VZEROUPPER
+	RET
+
 // func Sparse12A32S1Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·Sparse12A32S1Avx512(SB), NOSPLIT, $0-64
@@ -32465,6 +35578,4213 @@ Bits3A32S10Avx2_chunk:
 	DECQ         BX
 	MOVQ         BX, rows+48(FP)
 	JNZ          Bits3A32S10Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits8A32S1Meta16Avx2(SB), NOSPLIT, $16-64
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits8A32S1Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits8A32S1Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), X7
+	VCVTPH2PS    8(CX), X8
+	VMULPS       X8, X7, X8
+	VFMADD231PS  (SI), X8, X2
+	VMOVUPS      X7, (SP)
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, SI
+	VPSRLD       $0x18, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(BX), Y7, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       160(BX), Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(BX), Y9, Y9
+	VPSRLD       $0x10, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(BX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       288(BX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(BX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       384(BX), Y3, Y3
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       416(BX), Y4, Y4
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       448(BX), Y5, Y5
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       480(BX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VBROADCASTSS 12(SP), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          Bits8A32S1Meta16Avx2_chunk
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits8A32S1Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits8A32S2Meta16Avx2(SB), NOSPLIT, $8-64
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits8A32S2Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits8A32S2Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        4(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X7, X8
+	VMOVQ        (SI), X9
+	VFMADD231PS  X9, X8, X2
+	VMOVUPS      X7, (SP)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000008, SI
+	VPSRLD       $0x18, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(BX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       288(BX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(BX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(BX), Y10, Y10
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  384(BX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  416(BX), Y3, Y8
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  448(BX), Y3, Y9
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  480(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          Bits8A32S2Meta16Avx2_chunk
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits8A32S2Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits8A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits8A32S4Meta16Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits8A32S4Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits8A32S4Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VPSRLD       $0x18, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  384(BX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  416(BX), Y3, Y8
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  448(BX), Y3, Y9
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  480(BX), Y3, Y10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y4
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y4, Y1
+	VMOVSHDUP    X3, X4
+	VMULSS       X4, X3, X4
+	VFMADD231SS  (SI), X4, X2
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          Bits8A32S4Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits8A32S4Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits4A32S1Meta16Avx2(SB), NOSPLIT, $32-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits4A32S1Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits4A32S1Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), Y7
+	VCVTPH2PS    16(CX), Y8
+	VMULPS       Y8, Y7, Y8
+	VFMADD231PS  (SI), Y8, Y2
+	VMOVUPS      Y7, (SP)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, SI
+	VPSRLD       $0x1c, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(BX), Y7, Y7
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       160(BX), Y8, Y8
+	VPSRLD       $0x18, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       192(BX), Y9, Y9
+	VPSRLD       $0x18, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       224(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(BX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       288(BX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(BX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       384(BX), Y7, Y7
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       416(BX), Y8, Y8
+	VPSRLD       $0x10, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       448(BX), Y9, Y9
+	VPSRLD       $0x10, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       480(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(BX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       544(BX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(BX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       640(BX), Y7, Y7
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       672(BX), Y8, Y8
+	VPSRLD       $0x08, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       704(BX), Y9, Y9
+	VPSRLD       $0x08, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       736(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(BX), Y7, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       800(BX), Y8, Y8
+	VPSRLD       $0x04, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(BX), Y9, Y9
+	VPSRLD       $0x04, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(BX), Y10, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       896(BX), Y3, Y3
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       928(BX), Y4, Y4
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       960(BX), Y5, Y5
+	VPAND        Y6, Y0, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       992(BX), Y6, Y6
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VBROADCASTSS 28(SP), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
+	JNZ          Bits4A32S1Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDPS       X1, X2, X2
+	VSUBSS       X3, X2, X2
+	MOVQ         out+40(FP), BX
+	VMOVSS       X2, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits4A32S1Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits4A32S2Meta16Avx2(SB), NOSPLIT, $16-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits4A32S2Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits4A32S2Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), X7
+	VCVTPH2PS    8(CX), X8
+	VMULPS       X8, X7, X8
+	VFMADD231PS  (SI), X8, X2
+	VMOVUPS      X7, (SP)
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, SI
+	VPSRLD       $0x1c, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(BX), Y7, Y7
+	VPSRLD       $0x14, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       288(BX), Y8, Y8
+	VPSRLD       $0x14, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       320(BX), Y9, Y9
+	VPSRLD       $0x14, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       352(BX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(BX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       544(BX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(BX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(BX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(BX), Y7, Y7
+	VPSRLD       $0x04, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       800(BX), Y8, Y8
+	VPSRLD       $0x04, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       832(BX), Y9, Y9
+	VPSRLD       $0x04, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       864(BX), Y10, Y10
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(BX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(BX), Y3, Y8
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(BX), Y3, Y9
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
+	JNZ          Bits4A32S2Meta16Avx2_chunk
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits4A32S2Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits4A32S4Meta16Avx2(SB), NOSPLIT, $8-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits4A32S4Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits4A32S4Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        4(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X7, X8
+	VMOVQ        (SI), X9
+	VFMADD231PS  X9, X8, X2
+	VMOVUPS      X7, (SP)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000008, SI
+	VPSRLD       $0x1c, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(BX), Y7, Y7
+	VPSRLD       $0x0c, Y4, Y8
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       544(BX), Y8, Y8
+	VPSRLD       $0x0c, Y5, Y9
+	VPAND        Y9, Y0, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       576(BX), Y9, Y9
+	VPSRLD       $0x0c, Y6, Y10
+	VPAND        Y10, Y0, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       608(BX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(BX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(BX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(BX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(BX), Y11, Y10
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(BX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(BX), Y3, Y8
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(BX), Y3, Y9
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
+	JNZ          Bits4A32S4Meta16Avx2_chunk
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits4A32S4Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits4A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits4A32S8Meta16Avx2(SB), NOSPLIT, $0-64
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Bits4A32S8Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits4A32S8Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VPSRLD       $0x1c, Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1c, Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1c, Y5, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1c, Y6, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  512(BX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  544(BX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  576(BX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  608(BX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  768(BX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  800(BX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  832(BX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  864(BX), Y11, Y10
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(BX), Y3, Y7
+	VPAND        Y4, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(BX), Y3, Y8
+	VPAND        Y5, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(BX), Y3, Y9
+	VPAND        Y6, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(BX), Y3, Y10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y4
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y4, Y1
+	VMOVSHDUP    X3, X4
+	VMULSS       X4, X3, X4
+	VFMADD231SS  (SI), X4, X2
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000400, BX
+	DECQ         R8
+	JNZ          Bits4A32S8Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits4A32S8Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits2A32S2Meta16Avx2(SB), NOSPLIT, $32-64
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits2A32S2Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits2A32S2Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), Y7
+	VCVTPH2PS    16(CX), Y8
+	VMULPS       Y8, Y7, Y8
+	VFMADD231PS  (SI), Y8, Y2
+	VMOVUPS      Y7, (SP)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, SI
+	VPSRLD       $0x1e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x1a, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       256(BX), Y7, Y7
+	VPSRLD       $0x1a, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       288(BX), Y8, Y8
+	VPSRLD       $0x1a, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       320(BX), Y9, Y9
+	VPSRLD       $0x1a, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       352(BX), Y10, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x16, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       512(BX), Y7, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       544(BX), Y8, Y8
+	VPSRLD       $0x16, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       576(BX), Y9, Y9
+	VPSRLD       $0x16, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       608(BX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x12, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       768(BX), Y7, Y7
+	VPSRLD       $0x12, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       800(BX), Y8, Y8
+	VPSRLD       $0x12, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       832(BX), Y9, Y9
+	VPSRLD       $0x12, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       864(BX), Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  896(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  960(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  992(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1152(BX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1216(BX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1248(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0a, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1280(BX), Y7, Y7
+	VPSRLD       $0x0a, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1312(BX), Y8, Y8
+	VPSRLD       $0x0a, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1344(BX), Y9, Y9
+	VPSRLD       $0x0a, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1376(BX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1408(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1440(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1472(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1504(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x06, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
+	VPSRLD       $0x06, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
+	VPSRLD       $0x06, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1664(BX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1696(BX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1728(BX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1760(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x02, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1792(BX), Y7, Y7
+	VPSRLD       $0x02, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1824(BX), Y8, Y8
+	VPSRLD       $0x02, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1856(BX), Y9, Y9
+	VPSRLD       $0x02, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1888(BX), Y10, Y10
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1920(BX), Y3, Y7
+	VPERMPS      Y0, Y4, Y3
+	VFMADD231PS  1952(BX), Y3, Y8
+	VPERMPS      Y0, Y5, Y3
+	VFMADD231PS  1984(BX), Y3, Y9
+	VPERMPS      Y0, Y6, Y3
+	VFMADD231PS  2016(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
+	JNZ          Bits2A32S2Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDPS       X1, X2, X2
+	VSUBSS       X3, X2, X2
+	MOVQ         out+40(FP), BX
+	VMOVSS       X2, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits2A32S2Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits2A32S4Meta16Avx2(SB), NOSPLIT, $16-64
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits2A32S4Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits2A32S4Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), X7
+	VCVTPH2PS    8(CX), X8
+	VMULPS       X8, X7, X8
+	VFMADD231PS  (SI), X8, X2
+	VMOVUPS      X7, (SP)
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, SI
+	VPSRLD       $0x1e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x16, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       512(BX), Y7, Y7
+	VPSRLD       $0x16, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       544(BX), Y8, Y8
+	VPSRLD       $0x16, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       576(BX), Y9, Y9
+	VPSRLD       $0x16, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       608(BX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  768(BX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  800(BX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  832(BX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  864(BX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  896(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  960(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  992(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1152(BX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1216(BX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1248(BX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1280(BX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1312(BX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1344(BX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1376(BX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1408(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1440(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1472(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1504(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x06, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1536(BX), Y7, Y7
+	VPSRLD       $0x06, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1568(BX), Y8, Y8
+	VPSRLD       $0x06, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1600(BX), Y9, Y9
+	VPSRLD       $0x06, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1632(BX), Y10, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1664(BX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1696(BX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1728(BX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1760(BX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1792(BX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1824(BX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1856(BX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1888(BX), Y11, Y10
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1920(BX), Y3, Y7
+	VPERMPS      Y0, Y4, Y3
+	VFMADD231PS  1952(BX), Y3, Y8
+	VPERMPS      Y0, Y5, Y3
+	VFMADD231PS  1984(BX), Y3, Y9
+	VPERMPS      Y0, Y6, Y3
+	VFMADD231PS  2016(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
+	JNZ          Bits2A32S4Meta16Avx2_chunk
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits2A32S4Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits2A32S8Meta16Avx2(SB), NOSPLIT, $8-64
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits2A32S8Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits2A32S8Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        4(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X7, X8
+	VMOVQ        (SI), X9
+	VFMADD231PS  X9, X8, X2
+	VMOVUPS      X7, (SP)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000008, SI
+	VPSRLD       $0x1e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  512(BX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  544(BX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  576(BX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  608(BX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  768(BX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  800(BX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  832(BX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  864(BX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  896(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  960(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  992(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
+	VPSRLD       $0x0e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
+	VPSRLD       $0x0e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
+	VPSRLD       $0x0e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1152(BX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1216(BX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1248(BX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1280(BX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1312(BX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1344(BX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1376(BX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1408(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1440(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1472(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1504(BX), Y11, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1536(BX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1568(BX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1600(BX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1632(BX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1664(BX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1696(BX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1728(BX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1760(BX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1792(BX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1824(BX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1856(BX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1888(BX), Y11, Y10
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1920(BX), Y3, Y7
+	VPERMPS      Y0, Y4, Y3
+	VFMADD231PS  1952(BX), Y3, Y8
+	VPERMPS      Y0, Y5, Y3
+	VFMADD231PS  1984(BX), Y3, Y9
+	VPERMPS      Y0, Y6, Y3
+	VFMADD231PS  2016(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
+	JNZ          Bits2A32S8Meta16Avx2_chunk
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits2A32S8Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits2A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits2A32S16Meta16Avx2(SB), NOSPLIT, $0-64
+	VMOVDQU codeTable2_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits2A32S16Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits2A32S16Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VPSRLD       $0x1e, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1e, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1e, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1e, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x1c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x1c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x1c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x1c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPSRLD       $0x18, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x18, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x18, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VPSRLD       $0x16, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  512(BX), Y11, Y7
+	VPSRLD       $0x16, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  544(BX), Y11, Y8
+	VPSRLD       $0x16, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  576(BX), Y11, Y9
+	VPSRLD       $0x16, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  608(BX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VPSRLD       $0x12, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  768(BX), Y11, Y7
+	VPSRLD       $0x12, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  800(BX), Y11, Y8
+	VPSRLD       $0x12, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  832(BX), Y11, Y9
+	VPSRLD       $0x12, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  864(BX), Y11, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  896(BX), Y11, Y7
+	VPSRLD       $0x10, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x10, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  960(BX), Y11, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  992(BX), Y11, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1024(BX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1056(BX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1088(BX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1120(BX), Y11, Y10
+	VPSRLD       $0x0c, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1152(BX), Y11, Y7
+	VPSRLD       $0x0c, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1184(BX), Y11, Y8
+	VPSRLD       $0x0c, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1216(BX), Y11, Y9
+	VPSRLD       $0x0c, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1248(BX), Y11, Y10
+	VPSRLD       $0x0a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1280(BX), Y11, Y7
+	VPSRLD       $0x0a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1312(BX), Y11, Y8
+	VPSRLD       $0x0a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1344(BX), Y11, Y9
+	VPSRLD       $0x0a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1376(BX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1408(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1440(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1472(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1504(BX), Y11, Y10
+	VPSRLD       $0x06, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1536(BX), Y11, Y7
+	VPSRLD       $0x06, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1568(BX), Y11, Y8
+	VPSRLD       $0x06, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1600(BX), Y11, Y9
+	VPSRLD       $0x06, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1632(BX), Y11, Y10
+	VPSRLD       $0x04, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1664(BX), Y11, Y7
+	VPSRLD       $0x04, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1696(BX), Y11, Y8
+	VPSRLD       $0x04, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1728(BX), Y11, Y9
+	VPSRLD       $0x04, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1760(BX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1792(BX), Y11, Y7
+	VPSRLD       $0x02, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1824(BX), Y11, Y8
+	VPSRLD       $0x02, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1856(BX), Y11, Y9
+	VPSRLD       $0x02, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1888(BX), Y11, Y10
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1920(BX), Y3, Y7
+	VPERMPS      Y0, Y4, Y3
+	VFMADD231PS  1952(BX), Y3, Y8
+	VPERMPS      Y0, Y5, Y3
+	VFMADD231PS  1984(BX), Y3, Y9
+	VPERMPS      Y0, Y6, Y3
+	VFMADD231PS  2016(BX), Y3, Y10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y4
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y4, Y1
+	VMOVSHDUP    X3, X4
+	VMULSS       X4, X3, X4
+	VFMADD231SS  (SI), X4, X2
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000800, BX
+	DECQ         R8
+	JNZ          Bits2A32S16Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits2A32S16Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits1A32S4Meta16Avx2(SB), NOSPLIT, $32-64
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits1A32S4Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits1A32S4Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VCVTPH2PS    (CX), Y8
+	VCVTPH2PS    16(CX), Y9
+	VMULPS       Y9, Y8, Y9
+	VFMADD231PS  (SI), Y9, Y3
+	VMOVUPS      Y8, (SP)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, SI
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
+	VPSRLD       $0x1e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x1a, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       640(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       512(BX), Y9, Y9
+	VPSRLD       $0x1a, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       672(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       544(BX), Y11, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x16, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1152(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1024(BX), Y9, Y9
+	VPSRLD       $0x16, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1184(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1056(BX), Y11, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x12, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1664(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1536(BX), Y9, Y9
+	VPSRLD       $0x12, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1696(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1568(BX), Y11, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
+	VPSRLD       $0x0e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x0a, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2688(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2560(BX), Y9, Y9
+	VPSRLD       $0x0a, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2720(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2592(BX), Y11, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x06, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3200(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3072(BX), Y9, Y9
+	VPSRLD       $0x06, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3232(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3104(BX), Y11, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x02, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3712(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3584(BX), Y9, Y9
+	VPSRLD       $0x02, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3744(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3616(BX), Y11, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 28(SP), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
+	JNZ          Bits1A32S4Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X4
+	VPERMILPS    $0x4e, X4, X3
+	VADDPS       X3, X4, X4
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X4, X4
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	VSUBSS       X4, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits1A32S4Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits1A32S8Meta16Avx2(SB), NOSPLIT, $16-64
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits1A32S8Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits1A32S8Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VCVTPH2PS    (CX), X8
+	VCVTPH2PS    8(CX), X9
+	VMULPS       X9, X8, X9
+	VFMADD231PS  (SI), X9, X3
+	VMOVUPS      X8, (SP)
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, SI
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
+	VPSRLD       $0x1e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VPSRLD       $0x1a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  640(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  512(BX), Y12, Y9
+	VPSRLD       $0x1a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  672(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  544(BX), Y12, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x16, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       1152(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       1024(BX), Y9, Y9
+	VPSRLD       $0x16, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       1184(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       1056(BX), Y11, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VPSRLD       $0x12, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1664(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1536(BX), Y12, Y9
+	VPSRLD       $0x12, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1696(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1568(BX), Y12, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
+	VPSRLD       $0x0e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VPSRLD       $0x0a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2688(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2560(BX), Y12, Y9
+	VPSRLD       $0x0a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2720(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2592(BX), Y12, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x06, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       3200(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       3072(BX), Y9, Y9
+	VPSRLD       $0x06, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       3232(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       3104(BX), Y11, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VPSRLD       $0x02, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3712(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3584(BX), Y12, Y9
+	VPSRLD       $0x02, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3744(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3616(BX), Y12, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 12(SP), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
+	JNZ          Bits1A32S8Meta16Avx2_chunk
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
+	MOVQ         out+40(FP), BX
+	VMOVSS       X4, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits1A32S8Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits1A32S16Meta16Avx2(SB), NOSPLIT, $8-64
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits1A32S16Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits1A32S16Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VMOVD        (CX), X8
+	VCVTPH2PS    X8, X8
+	VMOVD        4(CX), X9
+	VCVTPH2PS    X9, X9
+	VMULPS       X9, X8, X9
+	VMOVQ        (SI), X10
+	VFMADD231PS  X10, X9, X3
+	VMOVUPS      X8, (SP)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000008, SI
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
+	VPSRLD       $0x1e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VPSRLD       $0x1a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  640(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  512(BX), Y12, Y9
+	VPSRLD       $0x1a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  672(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  544(BX), Y12, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VPSRLD       $0x16, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1152(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1024(BX), Y12, Y9
+	VPSRLD       $0x16, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1184(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1056(BX), Y12, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VPSRLD       $0x12, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1664(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1536(BX), Y12, Y9
+	VPSRLD       $0x12, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1696(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1568(BX), Y12, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPSRLD       $0x0e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       2176(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       2048(BX), Y9, Y9
+	VPSRLD       $0x0e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       2208(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       2080(BX), Y11, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VPSRLD       $0x0a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2688(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2560(BX), Y12, Y9
+	VPSRLD       $0x0a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2720(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2592(BX), Y12, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VPSRLD       $0x06, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3200(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3072(BX), Y12, Y9
+	VPSRLD       $0x06, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3232(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3104(BX), Y12, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VPSRLD       $0x02, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3712(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3584(BX), Y12, Y9
+	VPSRLD       $0x02, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3744(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3616(BX), Y12, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VBROADCASTSS 4(SP), Y4
+	VFMADD231PS  Y8, Y4, Y2
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
+	JNZ          Bits1A32S16Meta16Avx2_chunk
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
+	MOVQ         out+40(FP), BX
+	VMOVSS       X4, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits1A32S16Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits1A32S32Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits1A32S32Meta16Avx2(SB), NOSPLIT, $0-64
+	VMOVDQU codeTable1_0<>+0(SB), Y0
+	VMOVDQU codeTable1_1<>+0(SB), Y1
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits1A32S32Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	VPXOR X3, X3, X3
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits1A32S32Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y4
+	VMOVDQU      32(DI), Y5
+	VMOVDQU      64(DI), Y6
+	VMOVDQU      96(DI), Y7
+	VPSRLD       $0x1e, Y4, Y9
+	VPERMPS      Y0, Y9, Y8
+	VMULPS       128(BX), Y8, Y8
+	VPERMPS      Y1, Y9, Y9
+	VMULPS       (BX), Y9, Y9
+	VPSRLD       $0x1e, Y5, Y11
+	VPERMPS      Y0, Y11, Y10
+	VMULPS       160(BX), Y10, Y10
+	VPERMPS      Y1, Y11, Y11
+	VMULPS       32(BX), Y11, Y11
+	VPSRLD       $0x1e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  192(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  64(BX), Y12, Y9
+	VPSRLD       $0x1e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  224(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  96(BX), Y12, Y11
+	VPSRLD       $0x1c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  384(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  256(BX), Y12, Y9
+	VPSRLD       $0x1c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  416(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  288(BX), Y12, Y11
+	VPSRLD       $0x1c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  448(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  320(BX), Y12, Y9
+	VPSRLD       $0x1c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  480(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  352(BX), Y12, Y11
+	VPSRLD       $0x1a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  640(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  512(BX), Y12, Y9
+	VPSRLD       $0x1a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  672(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  544(BX), Y12, Y11
+	VPSRLD       $0x1a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  704(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  576(BX), Y12, Y9
+	VPSRLD       $0x1a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  736(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  608(BX), Y12, Y11
+	VPSRLD       $0x18, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  896(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  768(BX), Y12, Y9
+	VPSRLD       $0x18, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  928(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  800(BX), Y12, Y11
+	VPSRLD       $0x18, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  960(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  832(BX), Y12, Y9
+	VPSRLD       $0x18, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  992(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  864(BX), Y12, Y11
+	VPSRLD       $0x16, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1152(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1024(BX), Y12, Y9
+	VPSRLD       $0x16, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1184(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1056(BX), Y12, Y11
+	VPSRLD       $0x16, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1216(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1088(BX), Y12, Y9
+	VPSRLD       $0x16, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1248(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1120(BX), Y12, Y11
+	VPSRLD       $0x14, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1408(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1280(BX), Y12, Y9
+	VPSRLD       $0x14, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1440(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1312(BX), Y12, Y11
+	VPSRLD       $0x14, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1472(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1344(BX), Y12, Y9
+	VPSRLD       $0x14, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1504(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1376(BX), Y12, Y11
+	VPSRLD       $0x12, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1664(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1536(BX), Y12, Y9
+	VPSRLD       $0x12, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1696(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1568(BX), Y12, Y11
+	VPSRLD       $0x12, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1728(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1600(BX), Y12, Y9
+	VPSRLD       $0x12, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1760(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1632(BX), Y12, Y11
+	VPSRLD       $0x10, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1920(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1792(BX), Y12, Y9
+	VPSRLD       $0x10, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1952(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1824(BX), Y12, Y11
+	VPSRLD       $0x10, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  1984(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1856(BX), Y12, Y9
+	VPSRLD       $0x10, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2016(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  1888(BX), Y12, Y11
+	VPSRLD       $0x0e, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2176(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2048(BX), Y12, Y9
+	VPSRLD       $0x0e, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2208(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2080(BX), Y12, Y11
+	VPSRLD       $0x0e, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2240(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2112(BX), Y12, Y9
+	VPSRLD       $0x0e, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2272(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2144(BX), Y12, Y11
+	VPSRLD       $0x0c, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2432(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2304(BX), Y12, Y9
+	VPSRLD       $0x0c, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2464(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2336(BX), Y12, Y11
+	VPSRLD       $0x0c, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2496(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2368(BX), Y12, Y9
+	VPSRLD       $0x0c, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2528(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2400(BX), Y12, Y11
+	VPSRLD       $0x0a, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2688(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2560(BX), Y12, Y9
+	VPSRLD       $0x0a, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2720(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2592(BX), Y12, Y11
+	VPSRLD       $0x0a, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2752(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2624(BX), Y12, Y9
+	VPSRLD       $0x0a, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2784(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2656(BX), Y12, Y11
+	VPSRLD       $0x08, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2944(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2816(BX), Y12, Y9
+	VPSRLD       $0x08, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  2976(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2848(BX), Y12, Y11
+	VPSRLD       $0x08, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3008(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2880(BX), Y12, Y9
+	VPSRLD       $0x08, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3040(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  2912(BX), Y12, Y11
+	VPSRLD       $0x06, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3200(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3072(BX), Y12, Y9
+	VPSRLD       $0x06, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3232(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3104(BX), Y12, Y11
+	VPSRLD       $0x06, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3264(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3136(BX), Y12, Y9
+	VPSRLD       $0x06, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3296(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3168(BX), Y12, Y11
+	VPSRLD       $0x04, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3456(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3328(BX), Y12, Y9
+	VPSRLD       $0x04, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3488(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3360(BX), Y12, Y11
+	VPSRLD       $0x04, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3520(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3392(BX), Y12, Y9
+	VPSRLD       $0x04, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3552(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3424(BX), Y12, Y11
+	VPSRLD       $0x02, Y4, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3712(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3584(BX), Y12, Y9
+	VPSRLD       $0x02, Y5, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3744(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3616(BX), Y12, Y11
+	VPSRLD       $0x02, Y6, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3776(BX), Y13, Y8
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3648(BX), Y12, Y9
+	VPSRLD       $0x02, Y7, Y12
+	VPERMPS      Y0, Y12, Y13
+	VFMADD231PS  3808(BX), Y13, Y10
+	VPERMPS      Y1, Y12, Y12
+	VFMADD231PS  3680(BX), Y12, Y11
+	VPERMPS      Y0, Y4, Y12
+	VFMADD231PS  3968(BX), Y12, Y8
+	VPERMPS      Y1, Y4, Y4
+	VFMADD231PS  3840(BX), Y4, Y9
+	VPERMPS      Y0, Y5, Y4
+	VFMADD231PS  4000(BX), Y4, Y10
+	VPERMPS      Y1, Y5, Y4
+	VFMADD231PS  3872(BX), Y4, Y11
+	VPERMPS      Y0, Y6, Y4
+	VFMADD231PS  4032(BX), Y4, Y8
+	VPERMPS      Y1, Y6, Y4
+	VFMADD231PS  3904(BX), Y4, Y9
+	VPERMPS      Y0, Y7, Y4
+	VFMADD231PS  4064(BX), Y4, Y10
+	VPERMPS      Y1, Y7, Y4
+	VFMADD231PS  3936(BX), Y4, Y11
+	VMOVD        (CX), X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y5
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VFMADD231PS  Y8, Y5, Y2
+	VMOVSHDUP    X4, X5
+	VMULSS       X5, X4, X5
+	VFMADD231SS  (SI), X5, X3
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00001000, BX
+	DECQ         R8
+	JNZ          Bits1A32S32Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VPERMILPS    $0x4e, X4, X2
+	VADDPS       X2, X4, X4
+	VPERMILPS    $0xb1, X4, X2
+	VADDPS       X2, X4, X4
+	VSUBSS       X3, X4, X4
+	MOVQ         out+40(FP), BX
+	VMOVSS       X4, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits1A32S32Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits3A32S2Meta16Avx2(SB), NOSPLIT, $32-64
+	VMOVDQU codeTable3_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits3A32S2Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits3A32S2Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), Y7
+	VCVTPH2PS    16(CX), Y8
+	VMULPS       Y8, Y7, Y8
+	VFMADD231PS  (SI), Y8, Y2
+	VMOVUPS      Y7, (SP)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, SI
+	VPSRLD       $0x1d, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x17, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       256(BX), Y7, Y7
+	VPSRLD       $0x17, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       288(BX), Y8, Y8
+	VPSRLD       $0x17, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       320(BX), Y9, Y9
+	VPSRLD       $0x17, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       352(BX), Y10, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x11, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       512(BX), Y7, Y7
+	VPSRLD       $0x11, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       544(BX), Y8, Y8
+	VPSRLD       $0x11, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       576(BX), Y9, Y9
+	VPSRLD       $0x11, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       608(BX), Y10, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x0b, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       768(BX), Y7, Y7
+	VPSRLD       $0x0b, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       800(BX), Y8, Y8
+	VPSRLD       $0x0b, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       832(BX), Y9, Y9
+	VPSRLD       $0x0b, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       864(BX), Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  896(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  960(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  992(BX), Y11, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPSRLD       $0x05, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       1024(BX), Y7, Y7
+	VPSRLD       $0x05, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       1056(BX), Y8, Y8
+	VPSRLD       $0x05, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       1088(BX), Y9, Y9
+	VPSRLD       $0x05, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       1120(BX), Y10, Y10
+	VPSRLD       $0x02, Y3, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1152(BX), Y3, Y7
+	VPSRLD       $0x02, Y4, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1184(BX), Y3, Y8
+	VPSRLD       $0x02, Y5, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1216(BX), Y3, Y9
+	VPSRLD       $0x02, Y6, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1248(BX), Y3, Y10
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y7, Y3, Y1
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000500, BX
+	DECQ         R8
+	JNZ          Bits3A32S2Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X3, X3
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0xb1, X2, X1
+	VADDPS       X1, X2, X2
+	VSUBSS       X3, X2, X2
+	MOVQ         out+40(FP), BX
+	VMOVSS       X2, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits3A32S2Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Bits3A32S10Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Bits3A32S10Meta16Avx2(SB), NOSPLIT, $0-64
+	VMOVDQU codeTable3_0<>+0(SB), Y0
+	MOVQ    w+0(FP), AX
+	MOVQ    meta+16(FP), CX
+	MOVQ    stride+8(FP), DX
+	IMUL3Q  $0x00000004, DX, DX
+
+Bits3A32S10Meta16Avx2_row:
+	VPXOR Y1, Y1, Y1
+	VPXOR X2, X2, X2
+	MOVQ  x+24(FP), BX
+	MOVQ  xsum+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Bits3A32S10Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VPSRLD       $0x1d, Y3, Y7
+	VPERMPS      Y0, Y7, Y7
+	VMULPS       (BX), Y7, Y7
+	VPSRLD       $0x1d, Y4, Y8
+	VPERMPS      Y0, Y8, Y8
+	VMULPS       32(BX), Y8, Y8
+	VPSRLD       $0x1d, Y5, Y9
+	VPERMPS      Y0, Y9, Y9
+	VMULPS       64(BX), Y9, Y9
+	VPSRLD       $0x1d, Y6, Y10
+	VPERMPS      Y0, Y10, Y10
+	VMULPS       96(BX), Y10, Y10
+	VPSRLD       $0x1a, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  128(BX), Y11, Y7
+	VPSRLD       $0x1a, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  160(BX), Y11, Y8
+	VPSRLD       $0x1a, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  192(BX), Y11, Y9
+	VPSRLD       $0x1a, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  224(BX), Y11, Y10
+	VPSRLD       $0x17, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  256(BX), Y11, Y7
+	VPSRLD       $0x17, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  288(BX), Y11, Y8
+	VPSRLD       $0x17, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  320(BX), Y11, Y9
+	VPSRLD       $0x17, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  352(BX), Y11, Y10
+	VPSRLD       $0x14, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  384(BX), Y11, Y7
+	VPSRLD       $0x14, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  416(BX), Y11, Y8
+	VPSRLD       $0x14, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  448(BX), Y11, Y9
+	VPSRLD       $0x14, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  480(BX), Y11, Y10
+	VPSRLD       $0x11, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  512(BX), Y11, Y7
+	VPSRLD       $0x11, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  544(BX), Y11, Y8
+	VPSRLD       $0x11, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  576(BX), Y11, Y9
+	VPSRLD       $0x11, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  608(BX), Y11, Y10
+	VPSRLD       $0x0e, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  640(BX), Y11, Y7
+	VPSRLD       $0x0e, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  672(BX), Y11, Y8
+	VPSRLD       $0x0e, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  704(BX), Y11, Y9
+	VPSRLD       $0x0e, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  736(BX), Y11, Y10
+	VPSRLD       $0x0b, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  768(BX), Y11, Y7
+	VPSRLD       $0x0b, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  800(BX), Y11, Y8
+	VPSRLD       $0x0b, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  832(BX), Y11, Y9
+	VPSRLD       $0x0b, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  864(BX), Y11, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  896(BX), Y11, Y7
+	VPSRLD       $0x08, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  928(BX), Y11, Y8
+	VPSRLD       $0x08, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  960(BX), Y11, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  992(BX), Y11, Y10
+	VPSRLD       $0x05, Y3, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1024(BX), Y11, Y7
+	VPSRLD       $0x05, Y4, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1056(BX), Y11, Y8
+	VPSRLD       $0x05, Y5, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1088(BX), Y11, Y9
+	VPSRLD       $0x05, Y6, Y11
+	VPERMPS      Y0, Y11, Y11
+	VFMADD231PS  1120(BX), Y11, Y10
+	VPSRLD       $0x02, Y3, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1152(BX), Y3, Y7
+	VPSRLD       $0x02, Y4, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1184(BX), Y3, Y8
+	VPSRLD       $0x02, Y5, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1216(BX), Y3, Y9
+	VPSRLD       $0x02, Y6, Y3
+	VPERMPS      Y0, Y3, Y3
+	VFMADD231PS  1248(BX), Y3, Y10
+	VMOVD        (CX), X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y4
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y4, Y1
+	VMOVSHDUP    X3, X4
+	VMULSS       X4, X3, X4
+	VFMADD231SS  (SI), X4, X2
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000500, BX
+	DECQ         R8
+	JNZ          Bits3A32S10Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X1
+	VADDPS       X1, X3, X3
+	VPERMILPS    $0xb1, X3, X1
+	VADDPS       X1, X3, X3
+	VSUBSS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Bits3A32S10Meta16Avx2_row
 	VZEROUPPER
 	RET
 

@@ -159,8 +159,10 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 	}
 	for isa, fk := range floatSets {
-		for _, k := range fk.bits {
-			check(string(isa)+" bits float", funcName(k), fk.requires)
+		for _, m := range []map[[2]int]bitsA32Func{fk.bits, fk.bits16} {
+			for _, k := range m {
+				check(string(isa)+" bits float", funcName(k), fk.requires)
+			}
 		}
 		for _, k := range fk.sparse {
 			check(string(isa)+" sparse float", funcName(k), fk.requires)

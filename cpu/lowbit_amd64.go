@@ -455,6 +455,7 @@ type bitsA32Func = func(w *byte, stride int, meta *float32, x *float32, xsum *fl
 // floatKernels is one ISA's one-row float kernels for the low-bit formats.
 type floatKernels struct {
 	bits     map[[2]int]bitsA32Func // by [n, seg]
+	bits16   map[[2]int]bitsA32Func // by [n, seg]: binary16 metadata (Meta16)
 	sparse   map[int]sparseA32Func  // by seg
 	requires []string
 }
@@ -471,8 +472,17 @@ var floatSets = map[ISA]*floatKernels{
 			{1, 16}: asm.Bits1A32S16Avx512, {1, 32}: asm.Bits1A32S32Avx512,
 			{3, 1}: asm.Bits3A32S1Avx512, {3, 2}: asm.Bits3A32S2Avx512, {3, 10}: asm.Bits3A32S10Avx512,
 		},
+		bits16: map[[2]int]bitsA32Func{
+			{8, 1}: asm.Bits8A32S1Meta16Avx512, {8, 2}: asm.Bits8A32S2Meta16Avx512, {8, 4}: asm.Bits8A32S4Meta16Avx512,
+			{4, 1}: asm.Bits4A32S1Meta16Avx512, {4, 2}: asm.Bits4A32S2Meta16Avx512, {4, 4}: asm.Bits4A32S4Meta16Avx512, {4, 8}: asm.Bits4A32S8Meta16Avx512,
+			{2, 1}: asm.Bits2A32S1Meta16Avx512, {2, 2}: asm.Bits2A32S2Meta16Avx512, {2, 4}: asm.Bits2A32S4Meta16Avx512, {2, 8}: asm.Bits2A32S8Meta16Avx512,
+			{2, 16}: asm.Bits2A32S16Meta16Avx512,
+			{1, 2}:  asm.Bits1A32S2Meta16Avx512, {1, 4}: asm.Bits1A32S4Meta16Avx512, {1, 8}: asm.Bits1A32S8Meta16Avx512,
+			{1, 16}: asm.Bits1A32S16Meta16Avx512, {1, 32}: asm.Bits1A32S32Meta16Avx512,
+			{3, 1}: asm.Bits3A32S1Meta16Avx512, {3, 2}: asm.Bits3A32S2Meta16Avx512, {3, 10}: asm.Bits3A32S10Meta16Avx512,
+		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
-		requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3"},
+		requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3", "F16C"},
 	},
 }
 
@@ -487,22 +497,38 @@ func init() {
 			{1, 16}: asm.Bits1A32S16Avx2, {1, 32}: asm.Bits1A32S32Avx2,
 			{3, 1}: asm.Bits3A32S1Avx2, {3, 2}: asm.Bits3A32S2Avx2, {3, 10}: asm.Bits3A32S10Avx2,
 		},
+		bits16: map[[2]int]bitsA32Func{
+			{8, 1}: asm.Bits8A32S1Meta16Avx2, {8, 2}: asm.Bits8A32S2Meta16Avx2, {8, 4}: asm.Bits8A32S4Meta16Avx2,
+			{4, 1}: asm.Bits4A32S1Meta16Avx2, {4, 2}: asm.Bits4A32S2Meta16Avx2, {4, 4}: asm.Bits4A32S4Meta16Avx2, {4, 8}: asm.Bits4A32S8Meta16Avx2,
+			{2, 2}: asm.Bits2A32S2Meta16Avx2, {2, 4}: asm.Bits2A32S4Meta16Avx2, {2, 8}: asm.Bits2A32S8Meta16Avx2,
+			{2, 16}: asm.Bits2A32S16Meta16Avx2,
+			{1, 4}:  asm.Bits1A32S4Meta16Avx2, {1, 8}: asm.Bits1A32S8Meta16Avx2,
+			{1, 16}: asm.Bits1A32S16Meta16Avx2, {1, 32}: asm.Bits1A32S32Meta16Avx2,
+			{3, 2}: asm.Bits3A32S2Meta16Avx2, {3, 10}: asm.Bits3A32S10Meta16Avx2,
+		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx2, 2: asm.Sparse12A32S2Avx2, 4: asm.Sparse12A32S4Avx2},
-		requires: []string{"AVX", "AVX2", "FMA3"},
+		requires: []string{"AVX", "AVX2", "FMA3", "F16C"},
 	}
 	floatSets[AVX2], floatSets[AVXVNNI] = avx2, avx2
 }
 
 // bitsA32 is a Bits matrix's state for the assembly float kernel: per row
 // and segment (seg planes = seg*32 columns, inside one group) the float32
-// pair (s, s*z), derived once at load.
+// pair (s, s*z), derived once at load; or, with slots > 0 (a Meta16
+// kernel), per row and chunk the format's binary16 scales and zeros,
+// slots of each (see gen/main.go's bitsA32).
 type bitsA32 struct {
 	seg, nseg, chunks int
 	meta              []float32
 	kern              bitsA32Func
+	// slots is the binary16 scales (then zeros) per row and chunk of a
+	// Meta16 kernel, the segments per chunk rounded up to a power of two;
+	// 0 for float32 pairs. It is also the kernel's xsum slots per chunk.
+	slots int
 	// tc is the chunks per column tile (a32TileBytes of activations);
-	// with more than one tile, meta is tile-major: tile t's pairs for
-	// every row (its segments only) start at 2*rows*(t*tc*(step/seg)).
+	// with more than one tile, meta is tile-major: tile t's metadata for
+	// every row (its chunks only) starts at rows*(t*tc)*words, words the
+	// float32 words per row and chunk (2*step/seg, or slots).
 	tc int
 	// lut, if set, runs instead (16-row table kernels; meta is then nil).
 	lut *bitsLut
@@ -554,10 +580,48 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	if a.lut = newBitsLut(be, b, seg); a.lut != nil {
 		return a
 	}
-	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
 	a.tc = min(a.chunks, a32TileChunks(layout.BitsChunk(b.N)))
+	if k16, ok := fk.bits16[[2]int{b.N, seg}]; ok && !b.FP32Meta && !b.Offsets {
+		a.kern, a.meta, a.slots = k16, meta16Tiles(b, seg, a.tc), pow2Ceil(step/seg)
+		return a
+	}
+	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
 	a.meta = tileMajor(a.meta, b.Rows, a.nseg, step/seg, a.tc)
 	return a
+}
+
+// pow2Ceil returns the least power of two >= n (n >= 1).
+func pow2Ceil(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// meta16Tiles returns a Meta16 float kernel's metadata for b: per column
+// tile of tc chunks, per row, per chunk, P binary16 scales then P binary16
+// zeros (P = pow2Ceil(segments per chunk), zero past them), copied from
+// the format as stored. Its float32 words are the kernels' meta unit.
+func meta16Tiles(b *layout.Bits, seg, tc int) []float32 {
+	sp := layout.BitsStep(b.N) / seg
+	P, chunks := pow2Ceil(sp), b.PCols/layout.BitsChunk(b.N)
+	meta := make([]float32, b.Rows*chunks*P)
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(meta))), 2*len(meta))
+	o := 0
+	for k0 := 0; k0 < chunks; k0 += tc {
+		for r := 0; r < b.Rows; r++ {
+			for k := k0; k < min(chunks, k0+tc); k++ {
+				for j := 0; j < sp; j++ {
+					g := (k*sp + j) * 32 * seg / b.G
+					h[o+j] = uint16(b.Scales16[g*b.PRows+r])
+					h[o+P+j] = uint16(b.Zeros16[g*b.PRows+r])
+				}
+				o += 2 * P
+			}
+		}
+	}
+	return meta
 }
 
 func gcd(a, b int) int {
@@ -594,7 +658,14 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 	// Segment sums in column order: segment j covers plane p = j*seg ..
 	// of chunk, i.e. columns (k*step + i)*32 + t for its planes.
 	step := 32 / b.N
-	xsum := make([]float32, batch*a.nseg)
+	sp := step / a.seg
+	// xsum slots per chunk: one per segment, or a Meta16 kernel's slots
+	// (zero past the segments).
+	xslots, words := sp, 2*sp // float32 words of metadata per row and chunk
+	if a.slots > 0 {
+		xslots, words = a.slots, a.slots
+	}
+	xsum := make([]float32, batch*a.chunks*xslots)
 	for v := 0; v < batch; v++ {
 		x := xp[v*pc : (v+1)*pc]
 		for k := 0; k < a.chunks; k++ {
@@ -603,18 +674,18 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 				for c := (k*step + s0) * 32; c < (k*step+s0+a.seg)*32; c++ {
 					acc += x[c]
 				}
-				xsum[v*a.nseg+k*(step/a.seg)+s0/a.seg] = acc
+				xsum[(v*a.chunks+k)*xslots+s0/a.seg] = acc
 			}
 		}
 	}
 	stride := 4 * b.WordsPerRow()
-	sp, cc := step/a.seg, layout.BitsChunk(b.N)
+	cc := layout.BitsChunk(b.N)
 	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
 		part := tilePart(r1-r0, a.chunks, a.tc)
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
 				w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()+k0*32]))
-				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, sp)], &xp[v*pc+k0*cc], &xsum[v*a.nseg+k0*sp], out, r1-r0, nc)
+				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &xp[v*pc+k0*cc], &xsum[(v*a.chunks+k0)*xslots], out, r1-r0, nc)
 			})
 		}
 	})
@@ -647,10 +718,10 @@ func tilePart(n, chunks, tc int) []float32 {
 	return make([]float32, n)
 }
 
-// tileMeta is the index in tile-major metadata (tileMajor; rows rows, sp
-// segments per chunk) of row r's first pair in the tile of nc chunks
-// starting at chunk k0.
-func tileMeta(rows, r, k0, nc, sp int) int { return 2 * (rows*k0 + r*nc) * sp }
+// tileMeta is the index in tile-major metadata (tileMajor or meta16Tiles;
+// rows rows, words float32 words per row and chunk) of row r's first word
+// in the tile of nc chunks starting at chunk k0.
+func tileMeta(rows, r, k0, nc, words int) int { return (rows*k0 + r*nc) * words }
 
 type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
@@ -695,7 +766,7 @@ func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
 				w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()+k0*32]))
-				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, sp)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
+				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, 2*sp)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
 			})
 		}
 	})

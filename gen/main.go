@@ -100,13 +100,15 @@ func main() {
 		sparseA8YMM(u, modeAVXVNNI)
 	}
 	for _, f := range []fvec{{true}, {false}} {
-		for _, n := range []int{8, 4, 2, 1} {
-			for seg := 1; seg <= 32/n; seg *= 2 {
-				bitsA32(n, seg, f)
+		for _, meta16 := range []bool{false, true} {
+			for _, n := range []int{8, 4, 2, 1} {
+				for seg := 1; seg <= 32/n; seg *= 2 {
+					bitsA32(n, seg, f, meta16)
+				}
 			}
-		}
-		for _, seg := range []int{1, 2, 10} { // 3 bits: gcd(G/32, 10 planes)
-			bitsA32(3, seg, f)
+			for _, seg := range []int{1, 2, 10} { // 3 bits: gcd(G/32, 10 planes)
+				bitsA32(3, seg, f, meta16)
+			}
 		}
 		for _, seg := range []int{1, 2, 4} {
 			sparseA32(seg, f)
@@ -1566,27 +1568,58 @@ func rowPrefetch(row, off GPVirtual) {
 	PREFETCHT1(Mem{Base: row, Index: off, Scale: 1, Disp: 64})
 }
 
-// bitsA32 emits the W(n)A32 kernel for Bits with n in 8, 4, 2, 1 and
+// bitsA32 emits the W(n)A32 kernel for Bits with n in 8, 4, 3, 2, 1 and
 // segments of seg planes (seg*32 columns, within one group).
-func bitsA32(n, seg int, f fvec) {
+//
+// Without meta16 the metadata is the float32 pair (s, s*z) per row and
+// segment (8 bytes). With meta16 (kernels named ...Meta16..., emitted for
+// up to meta16MaxSlots(f) segments per chunk) it is the format's own 4
+// bytes: per row and chunk P binary16 scales then P binary16 zeros, P the
+// segments per chunk rounded up to a power of two (slots past them zero).
+// One VCVTPH2PS per half widens them (exact); m = s*z is rounded to
+// float32 as layout.(*Bits).Affine does and its correction m*xsum taken
+// for the whole chunk in one FMA; the scales go through a stack slot so
+// each segment's scaling stays one broadcast FMA. A single segment per
+// chunk (P = 1) converts its pair in a register instead.
+func bitsA32(n, seg int, f fvec, meta16 bool) {
 	step := 32 / n
 	W := f.lanes()
-	name := fmt.Sprintf("Bits%dA32S%d%s", n, seg, f.suffix())
+	sp := step / seg // segments per chunk
+	P := 1
+	for P < sp {
+		P *= 2
+	}
+	if meta16 && P > meta16MaxSlots(f) {
+		return
+	}
+	m16 := map[bool]string{true: "Meta16"}[meta16]
+	name := fmt.Sprintf("Bits%dA32S%d%s%s", n, seg, m16, f.suffix())
 	TEXT(name, NOSPLIT, bitsA32Sig)
 	Pragma("noescape")
-	Doc(
-		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices, one row at a time",
-		"(rows rows from w, stride bytes apart, chunks chunks each), with "+map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512]+":",
+	metaDoc := []string{
+		"per row and segment the float32 pair (s, s*z), x the zero-padded",
+		"activations and xsum their sum per segment. The universal packing needs",
+	}
+	if meta16 {
+		metaDoc = []string{
+			"per row and chunk " + fmt.Sprint(P) + " binary16 scales s then " + fmt.Sprint(P) + " binary16 zeros z (slots",
+			"past the chunk's " + fmt.Sprint(sp) + " segments zero; (s*z) rounded to float32), x the",
+			"zero-padded activations and xsum their sum per segment, " + fmt.Sprint(P) + " slots per",
+			"chunk (zero past its segments). The universal packing needs",
+		}
+	}
+	Doc(slices.Concat([]string{
+		name + " computes W" + fmt.Sprint(n) + "A32 dot products of Bits matrices, one row at a time",
+		"(rows rows from w, stride bytes apart, chunks chunks each), with " + map[bool]string{true: "AVX-512F", false: "AVX2, FMA and F16C"}[f.avx512] + ":",
 		"",
 		"\tout[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]",
 		"",
-		"where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns, inside one group), meta holds",
-		"per row and segment the float32 pair (s, s*z), x the zero-padded",
-		"activations and xsum their sum per segment. The universal packing needs",
-		"no activation reordering: plane i of "+fmt.Sprint(W)+" words is "+fmt.Sprint(W)+" consecutive columns.",
+		"where a segment is " + fmt.Sprint(seg) + " planes (" + fmt.Sprint(seg*32) + " columns, inside one group), meta holds",
+	}, metaDoc, []string{
+		"no activation reordering: plane i of " + fmt.Sprint(W) + " words is " + fmt.Sprint(W) + " consecutive columns.",
 		"Within layout.BitsTolerance of the float64 reference. Preconditions:",
 		"rows, chunks >= 1; pointers cover what is read or written.",
-	)
+	})...)
 	// VPERMPS reads only the low 4 (ZMM) or 3 (YMM) bits of each index, so
 	// one shift brings a run of per elements into an index and a table per
 	// element of the run (tables[j][e] = the code at bits n*j of e) turns
@@ -1604,10 +1637,18 @@ func bitsA32(n, seg int, f fvec) {
 	}
 	wp, mp := param("w"), param("meta")
 	pfo := rowPrefetchOffset()
+	var scales Mem // meta16, P > 1: the chunk's scales as float32
+	if meta16 && P > 1 {
+		scales = AllocLocal(4 * P)
+	}
 	Label(name + "_row")
 	acc := f.reg()
 	f.zero(acc)
-	corr := XMM()
+	slots := 1 // of the correction m*xsum
+	if meta16 {
+		slots = P
+	}
+	corr := slotVec(slots)
 	f.zero(corr)
 	xk, xs := param("x"), param("xsum")
 	row := GP64()
@@ -1620,6 +1661,22 @@ func bitsA32(n, seg int, f fvec) {
 	for h := range data {
 		data[h] = f.reg()
 		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
+	}
+	if meta16 && P > 1 {
+		sv, zv := slotVec(P), slotVec(P)
+		meta16Load(Mem{Base: mp}, P, sv)
+		meta16Load(Mem{Base: mp, Disp: 2 * P}, P, zv)
+		VMULPS(zv, sv, zv) // m = s*z
+		if P == 2 {
+			t := XMM()
+			VMOVQ(Mem{Base: xs}, t)
+			VFMADD231PS(t, zv, corr)
+		} else {
+			VFMADD231PS(Mem{Base: xs}, zv, corr)
+		}
+		VMOVUPS(sv, scales)
+		ADDQ(U32(4*P), mp)
+		ADDQ(U32(4*P), xs)
 	}
 	for s0 := 0; s0 < step; s0 += seg {
 		dots := newChains(f, seg*parts, chainsMax)
@@ -1661,18 +1718,95 @@ func bitsA32(n, seg int, f fvec) {
 				}
 			}
 		}
-		f.fmaScale(Mem{Base: mp}, dots.sum(), acc)
-		sz := XMM()
-		VMOVSS(Mem{Base: mp, Disp: 4}, sz)
-		VFMADD231SS(Mem{Base: xs}, sz, corr)
-		ADDQ(U32(8), mp)
-		ADDQ(U32(4), xs)
+		switch {
+		case !meta16:
+			f.fmaScale(Mem{Base: mp}, dots.sum(), acc)
+			sz := XMM()
+			VMOVSS(Mem{Base: mp, Disp: 4}, sz)
+			VFMADD231SS(Mem{Base: xs}, sz, corr)
+			ADDQ(U32(8), mp)
+			ADDQ(U32(4), xs)
+		case P > 1:
+			f.fmaScale(scales.Offset(4*(s0/seg)), dots.sum(), acc)
+		default: // one segment per chunk: (s, z) widened in a register
+			sz, m := XMM(), XMM()
+			VMOVD(Mem{Base: mp}, sz)
+			VCVTPH2PS(sz, sz)
+			b := f.reg()
+			VBROADCASTSS(sz, b)
+			VFMADD231PS(dots.sum(), b, acc)
+			VMOVSHDUP(sz, m)
+			VMULSS(m, sz, m)
+			VFMADD231SS(Mem{Base: xs}, m, corr)
+			ADDQ(U32(4), mp)
+			ADDQ(U32(4), xs)
+		}
 	}
 	ADDQ(U32(128), row)
 	ADDQ(U32(step*128), xk)
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
-	rowEnd(name, acc, corr, wp, f)
+	rowEnd(name, acc, slotSum(corr, slots, f), wp, f)
+}
+
+// meta16MaxSlots is the most segments per chunk (P) a Meta16 float kernel
+// widens at once: a ZMM of scales, or a YMM on AVX2.
+func meta16MaxSlots(f fvec) int { return map[bool]int{true: 16, false: 8}[f.avx512] }
+
+// slotVec returns a vector register holding P float32 slots (at least an
+// XMM).
+func slotVec(P int) VecVirtual {
+	switch {
+	case P > 8:
+		return ZMM()
+	case P > 4:
+		return YMM()
+	}
+	return XMM()
+}
+
+// meta16Load widens P binary16 values at m into the float32 slots of v
+// (slotVec(P)), reading exactly 2*P bytes.
+func meta16Load(m Mem, P int, v VecVirtual) {
+	if P == 2 {
+		VMOVD(m, v)
+		VCVTPH2PS(v, v)
+		return
+	}
+	VCVTPH2PS(m, v)
+}
+
+// slotSum returns an XMM whose lane 0 is the sum of v's P slots (v is
+// clobbered).
+func slotSum(v VecVirtual, P int, f fvec) VecVirtual {
+	if P > 8 {
+		h := YMM()
+		VEXTRACTF64X4(U8(1), v, h)
+		VADDPS(h, v.AsY(), h)
+		v = h
+	}
+	if P > 4 {
+		h := XMM()
+		if f.avx512 {
+			VEXTRACTF32X4(U8(1), v, h)
+		} else {
+			VEXTRACTF128(U8(1), v, h)
+		}
+		VADDPS(h, v.AsX(), h)
+		v = h
+	}
+	x := v // an XMM from here on
+	if P > 2 {
+		t := XMM()
+		VPERMILPS(U8(0x4e), x, t)
+		VADDPS(t, x, x)
+	}
+	if P > 1 {
+		t := XMM()
+		VMOVSHDUP(x, t)
+		VADDSS(t, x, x)
+	}
+	return x
 }
 
 // ---------------------------------------------------------------------------
