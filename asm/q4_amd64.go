@@ -3250,8 +3250,10 @@ func Sparse12A32S4Avx2(w *byte, stride int, meta *float32, xe *float32, xo *floa
 func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 
 // Bits1LutA32S4X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3263,18 +3265,20 @@ func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S4X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3286,18 +3290,20 @@ func Bits1LutA32S4X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S4X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3309,18 +3315,20 @@ func Bits1LutA32S4X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S4X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3332,18 +3340,20 @@ func Bits1LutA32S4X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, t
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3355,18 +3365,20 @@ func Bits1LutA32S4X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, t
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3378,18 +3390,20 @@ func Bits1LutA32S8X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3401,18 +3415,20 @@ func Bits1LutA32S8X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S8X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3424,18 +3440,20 @@ func Bits1LutA32S8X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, t
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3447,18 +3465,20 @@ func Bits1LutA32S8X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, t
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3470,18 +3490,20 @@ func Bits1LutA32S16X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3493,18 +3515,20 @@ func Bits1LutA32S16X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S16X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3516,18 +3540,20 @@ func Bits1LutA32S16X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3539,18 +3565,20 @@ func Bits1LutA32S16X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3562,18 +3590,20 @@ func Bits1LutA32S32X4Avx512(w *byte, stride int, meta *byte, metaStride int, tab
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3585,18 +3615,20 @@ func Bits1LutA32S32X1Avx512(w *byte, stride int, meta *byte, metaStride int, tab
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // Bits1LutA32S32X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows (from w, stride bytes apart, chunks
-// chunks each):
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3608,14 +3640,14 @@ func Bits1LutA32S32X4F16Avx512(w *byte, stride int, meta *byte, metaStride int, 
 // block's 16 words are transposed so that lane i is row i; nibble j's
 // index then picks, per row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile; the next
-// chunk's tables and the rows and metadata of tiles ahead (each one
-// contiguous block, in address order, into L2) are prefetched meanwhile.
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
 //
 //go:noescape
-func Bits1LutA32S32X1F16Avx512(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as

@@ -43,3 +43,37 @@ func TestBitsLutVectorGroups(t *testing.T) {
 	checkGuards(t, full, batch*rows)
 	checkFloat(t, "Bits1G128/groups", lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
 }
+
+// TestBitsLutTasks multiplies a matrix large enough for parallelRows to
+// split into many tasks of 32 rows, with rows that are not a multiple of
+// 64: the table kernels' tasks move to 64-row tile edges (lutPack), some
+// come out empty, and the last ends in 16-row tiles.
+func TestBitsLutTasks(t *testing.T) {
+	if !Supported(AVX512VNNI) {
+		t.Skip("needs the avx512vnni kernel set")
+	}
+	rng := rand.New(rand.NewPCG(33, 34))
+	const rows, cols, batch = 1000, 4096, 2
+	be, err := New(Config{ISA: AVX512VNNI, Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := layout.QuantizeBits(randVec(rng, rows*cols), rows, cols, 1, 128, layout.BitsOptions{Method: layout.MinMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx, err := be.LoadBits(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mx.a32 == nil || mx.a32.lut == nil {
+		t.Fatal("Bits1G128 does not run the table kernels")
+	}
+	x := randVec(rng, batch*cols)
+	full, dst := guarded(batch * rows)
+	if err := mx.MulF32(dst, x, batch); err != nil {
+		t.Fatal(err)
+	}
+	checkGuards(t, full, batch*rows)
+	checkFloat(t, "Bits1G128/tasks", lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+}

@@ -31,7 +31,7 @@ import (
 // A32 4096x14336, 2 threads, Zen 5: 0.93-1.28 ms against 0.57-0.78), so
 // only Bits1 is emitted.
 
-const bitsLutSig = "func(w *byte, stride int, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
+const bitsLutSig = "func(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
 
 // lutFields returns, for nibble j of an n-bit word, the element (plane
 // index i within the chunk) of each n-bit field u of the nibble's 4-bit
@@ -140,8 +140,10 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	Pragma("noescape")
 	Doc(
 		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
-		"lookup tables, for tiles tiles of "+fmt.Sprint(R)+" rows (from w, stride bytes apart, chunks",
-		"chunks each):",
+		"lookup tables, for tiles tiles of "+fmt.Sprint(R)+" rows of chunks chunks each, from w in the",
+		"kernels' order (cpu's lutPack: the tiles one after the other, each chunk",
+		"by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'",
+		"first halves, 64 bytes each, then their second halves):",
 		"",
 		"\tout[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]",
 		"",
@@ -153,15 +155,12 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		"block's 16 words are transposed so that lane i is row i; nibble j's",
 		"index then picks, per row, the sum of the activations its codes select",
 		"from table (k, t, j). The blocks of a tile take each chunk in turn, so",
-		"the chunk's tables (16 KiB) are read from L2 once per tile; the next",
-		"chunk's tables and the rows and metadata of tiles ahead (each one",
-		"contiguous block, in address order, into L2) are prefetched meanwhile.",
+		"the chunk's tables (16 KiB) are read from L2 once per tile, and w is",
+		"read as one stream; the next chunk's tables, w lutPrefetchBytes ahead",
+		"and the next tile's metadata are prefetched meanwhile.",
 		"Within layout.BitsTolerance of the float64 reference.",
 		"Preconditions: tiles, chunks >= 1; pointers cover what is read or written.",
 	)
-	st := param("stride")
-	st3 := GP64()
-	LEAQ(Mem{Base: st, Index: st, Scale: 2}, st3)
 	kLeft, xLeft := AllocLocal(8), AllocLocal(8)
 	Label(name + "_tile")
 	ox := param("out")
@@ -173,10 +172,6 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		}
 	}
 	rx := param("w")
-	lin := GP64() // the rows lutPrefetchTiles tiles on
-	MOVQ(st, lin)
-	SHLQ(U8(log2(lutPrefetchTiles*R)), lin)
-	ADDQ(rx, lin)
 	mx, tp, xs := param("meta"), param("tab"), param("xsum")
 	mlin := param("metaStride") // the next tile's metadata
 	SHLQ(U8(log2(sub)), mlin)
@@ -197,24 +192,9 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	perT := 8 / sub // table lines of the next chunk to prefetch per word
 	for hh := 0; hh < 2; hh++ {
 		words := make([]Register, 16)
-		rp := GP64()
 		for r := range words {
-			if r%4 == 0 {
-				if r == 0 {
-					MOVQ(rx, rp)
-				} else {
-					LEAQ(Mem{Base: rp, Index: st, Scale: 4}, rp)
-				}
-			}
-			m := Mem{Base: rp, Disp: 64 * hh}
-			switch r % 4 {
-			case 1, 2:
-				m.Index, m.Scale = st, uint8(r%4)
-			case 3:
-				m.Index, m.Scale = st3, 1
-			}
 			words[r] = ZMM()
-			VMOVDQU32(m, words[r])
+			VMOVDQU32(Mem{Base: rx, Disp: 1024*hh + 64*r}, words[r])
 		}
 		v := transpose16(words)
 		for tt := 0; tt < 16; tt++ {
@@ -224,7 +204,7 @@ func bitsLut(n, seg, sub int, f16 bool) {
 			}
 			// One line of rows per word and the metadata lines spread
 			// over the words: in bursts of 16 and 8 they had cost 10-30%.
-			PREFETCHT1(Mem{Base: lin, Disp: 1024*hh + 64*tt})
+			PREFETCHT1(Mem{Base: rx, Disp: lutPrefetchBytes + 1024*hh + 64*tt})
 			if t%(32/lines) == 0 {
 				PREFETCHT1(Mem{Base: mlin, Disp: 64 * (t / (32 / lines))})
 			}
@@ -245,7 +225,6 @@ func bitsLut(n, seg, sub int, f16 bool) {
 			}
 		}
 	}
-	ADDQ(U32(2048), lin)
 	res := ZMM()
 	VMOVUPS(Mem{Base: ox}, res)
 	for s := 0; s < sps; s++ {
@@ -268,30 +247,27 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	if sub > 1 {
 		ADDQ(U32(64), ox)
 		ADDQ(param("metaStride"), mx)
-		t16 := param("stride")
-		SHLQ(U8(4), t16)
-		ADDQ(t16, rx)
+		ADDQ(U32(2048), rx)
 		ADDQ(U32(64*32*perT), tpf)
 		DECQ(xLeft)
 		JNZ(LabelRef(name + "_sub"))
-		// Back to the tile's first block, one chunk on.
+		// Back to the tile's first block, one chunk on (the rows are
+		// already there: the tile's chunks follow each other).
 		SUBQ(U32(64*sub), ox)
 		back := param("metaStride")
 		SHLQ(U8(log2(sub)), back)
 		SUBQ(back, mx)
-		back = param("stride")
-		SHLQ(U8(log2(R)), back)
-		SUBQ(back, rx)
+	} else {
+		ADDQ(U32(R*128), rx)
 	}
 	ADDQ(U32(segBytes*sps), mx)
 	ADDQ(U32(4*sps), xs)
-	ADDQ(U32(128), rx)
 	ADDQ(U32(lutTableBytes), tp)
 	DECQ(kLeft)
 	JNZ(LabelRef(name + "_chunk"))
 	bump("out", U32(64*sub))
-	t := param("stride")
-	SHLQ(U8(log2(R)), t)
+	t := param("chunks")
+	SHLQ(U8(log2(R*128)), t)
 	bump("w", t)
 	ms := param("metaStride")
 	SHLQ(U8(log2(sub)), ms)
@@ -299,11 +275,15 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	tilesLoop(name, "tiles")
 }
 
-// lutPrefetchTiles is how many tiles ahead the table kernels prefetch
-// rows and metadata (in address order, into L2). Measured on the 2-core
-// Zen 5 VM, Bits1G128 A32 4096x14336, 2 threads, alternating binaries:
-// 0.49-0.53 ms one tile ahead, 0.43-0.48 two, 0.46 four.
-const lutPrefetchTiles = 2
+// lutPrefetchBytes is how far ahead of the block being read the table
+// kernels prefetch w (into L2, one line per word of the block). Measured
+// on the 2-core Zen 5 VM, Bits1G128 A32 4096x14336, alternating binaries,
+// 2 threads (1 thread): 4 KiB 0.30-0.37 ms (0.47-0.57), 6 KiB 0.28-0.31
+// (0.41-0.42), 8 KiB 0.29-0.38 (0.43-0.47), 16 KiB 0.32-0.39 (0.45-0.62),
+// 64 KiB 0.38-0.40 (0.49-0.50), two 112 KiB tiles (the distance that had
+// been best before lutPack) 0.37-0.62 (0.52-0.69). Without the prefetches
+// it took 0.73-0.79 (1.34): the hardware prefetchers do not keep up.
+const lutPrefetchBytes = 6 << 10
 
 // lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.
 const lutTableBytes = 32 * 8 * 64
