@@ -100,6 +100,7 @@ func (mx *LowMatrix) Close() error {
 	if mx.block != nil {
 		mx.block.Free()
 	}
+	mx.freeKernels()
 	return nil
 }
 

@@ -47,14 +47,16 @@ func TestBitsLutVectorGroups(t *testing.T) {
 // TestBitsLutTasks multiplies a matrix large enough for parallelRows to
 // split into many tasks of 32 rows, with rows that are not a multiple of
 // 64: the table kernels' tasks move to 64-row tile edges (lutPack), some
-// come out empty, and the last ends in 16-row tiles.
+// come out empty, and the last ends in 16-row tiles. The backend keeps
+// matrices in huge pages, so the packed words are there too; Close frees
+// them and later multiplies fail.
 func TestBitsLutTasks(t *testing.T) {
 	if !Supported(AVX512VNNI) {
 		t.Skip("needs the avx512vnni kernel set")
 	}
 	rng := rand.New(rand.NewPCG(33, 34))
 	const rows, cols, batch = 1000, 4096, 2
-	be, err := New(Config{ISA: AVX512VNNI, Threads: 3})
+	be, err := New(Config{ISA: AVX512VNNI, Threads: 3, HugePages: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,4 +78,13 @@ func TestBitsLutTasks(t *testing.T) {
 	}
 	checkGuards(t, full, batch*rows)
 	checkFloat(t, "Bits1G128/tasks", lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+	if mx.a32.lut.block == nil {
+		t.Error("packed words not in huge-page memory")
+	}
+	if err := mx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mx.MulF32(dst, x, batch); err != ErrClosed {
+		t.Errorf("multiply after Close: %v, want ErrClosed", err)
+	}
 }

@@ -28,3 +28,5 @@ type sparseA32 struct{}
 func newSparseA32(*Backend, *layout.Sparse12) *sparseA32 { return nil }
 
 func (mx *LowMatrix) mulF32Sparse([]float32, []float32, int) {}
+
+func (mx *LowMatrix) freeKernels() {}
