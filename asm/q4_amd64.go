@@ -3649,6 +3649,419 @@ func Bits1LutA32S32X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 //go:noescape
 func Bits1LutA32S32X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
+// BitsLutTables2Avx512 writes, for chunks chunks of 512 float32 activations at x (column
+// (k*16 + i)*32 + t of chunk k is element i of lane t), the lookup tables of
+// the Bits2Lut kernels: table (k, t, j) at tab + ((k*32 + t)*8 + j)*16 holds,
+// for each 4-bit index e, the sum over the nibble's 2 fields u (index bits
+// 2*u ..) of field(e, u) times the activation of the field's element
+// (word bits 28-4j .. 31-4j hold the nibble), accumulated field by field
+// in order of u. sums + (k*8 + j)*16 receives the sum over t of the
+// chunk's tables (k, t, j): its entry for the index with every field 1
+// is the sum of the nibble column's activations. chunks >= 1.
+//
+//go:noescape
+func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
+
+// Bits2LutA32S2X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 2 planes (64 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S2X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 2 planes (64 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S2X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 2 planes (64 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S2X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 2 planes (64 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S4X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 4 planes (128 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S4X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 4 planes (128 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S4X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 4 planes (128 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S4X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 4 planes (128 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S8X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 8 planes (256 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S8X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 8 planes (256 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S8X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 8 planes (256 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S8X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 8 planes (256 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S16X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 16 planes (512 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S16X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 16 planes (512 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S16X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 16 planes (512 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
+// Bits2LutA32S16X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
+// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
+// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
+// first halves, 64 bytes each, then their second halves):
+//
+//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of 16-row block T, where a segment is 16 planes (512 columns,
+// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
+// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk each
+// block's 16 words are transposed so that lane i is row i; nibble j's
+// index then picks, per row, the sum of the activations its codes select
+// from table (k, t, j). The blocks of a tile take each chunk in turn, so
+// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
+// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
+// and the next tile's metadata are prefetched meanwhile.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+//
+//go:noescape
+func Bits2LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as
 //

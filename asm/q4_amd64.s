@@ -59160,6 +59160,18699 @@ Bits1LutA32S32X1F16Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
+// Requires: AVX, AVX512F
+TEXT ·BitsLutTables2Avx512(SB), NOSPLIT, $0-32
+	VMOVUPS lutField2_0<>+0(SB), Z0
+	VMOVUPS lutField2_1<>+0(SB), Z1
+	MOVQ    tab+0(FP), AX
+	MOVQ    sums+8(FP), CX
+	MOVQ    x+16(FP), DX
+	MOVQ    chunks+24(FP), BX
+
+BitsLutTables2Avx512_chunk:
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   DX, SI
+	XORQ   DI, DI
+
+BitsLutTables2Avx512_t:
+	VMULPS.BCST      128(SI), Z0, Z10
+	VFMADD231PS.BCST (SI), Z1, Z10
+	VMOVUPS          Z10, (AX)
+	VADDPS           Z10, Z2, Z2
+	VMULPS.BCST      384(SI), Z0, Z10
+	VFMADD231PS.BCST 256(SI), Z1, Z10
+	VMOVUPS          Z10, 64(AX)
+	VADDPS           Z10, Z3, Z3
+	VMULPS.BCST      640(SI), Z0, Z10
+	VFMADD231PS.BCST 512(SI), Z1, Z10
+	VMOVUPS          Z10, 128(AX)
+	VADDPS           Z10, Z4, Z4
+	VMULPS.BCST      896(SI), Z0, Z10
+	VFMADD231PS.BCST 768(SI), Z1, Z10
+	VMOVUPS          Z10, 192(AX)
+	VADDPS           Z10, Z5, Z5
+	VMULPS.BCST      1152(SI), Z0, Z10
+	VFMADD231PS.BCST 1024(SI), Z1, Z10
+	VMOVUPS          Z10, 256(AX)
+	VADDPS           Z10, Z6, Z6
+	VMULPS.BCST      1408(SI), Z0, Z10
+	VFMADD231PS.BCST 1280(SI), Z1, Z10
+	VMOVUPS          Z10, 320(AX)
+	VADDPS           Z10, Z7, Z7
+	VMULPS.BCST      1664(SI), Z0, Z10
+	VFMADD231PS.BCST 1536(SI), Z1, Z10
+	VMOVUPS          Z10, 384(AX)
+	VADDPS           Z10, Z8, Z8
+	VMULPS.BCST      1920(SI), Z0, Z10
+	VFMADD231PS.BCST 1792(SI), Z1, Z10
+	VMOVUPS          Z10, 448(AX)
+	VADDPS           Z10, Z9, Z9
+	ADDQ             $0x00000004, SI
+	ADDQ             $0x00000200, AX
+	INCQ             DI
+	CMPQ             DI, $0x00000020
+	JB               BitsLutTables2Avx512_t
+	VMOVUPS          Z2, (CX)
+	VMOVUPS          Z3, 64(CX)
+	VMOVUPS          Z4, 128(CX)
+	VMOVUPS          Z5, 192(CX)
+	VMOVUPS          Z6, 256(CX)
+	VMOVUPS          Z7, 320(CX)
+	VMOVUPS          Z8, 384(CX)
+	VMOVUPS          Z9, 448(CX)
+	ADDQ             $0x00000200, CX
+	ADDQ             $0x00000800, DX
+	DECQ             BX
+	JNZ              BitsLutTables2Avx512_chunk
+	VZEROUPPER
+	RET
+
+DATA lutField2_0<>+0(SB)/4, $0x00000000
+DATA lutField2_0<>+4(SB)/4, $0x3f800000
+DATA lutField2_0<>+8(SB)/4, $0x40000000
+DATA lutField2_0<>+12(SB)/4, $0x40400000
+DATA lutField2_0<>+16(SB)/4, $0x00000000
+DATA lutField2_0<>+20(SB)/4, $0x3f800000
+DATA lutField2_0<>+24(SB)/4, $0x40000000
+DATA lutField2_0<>+28(SB)/4, $0x40400000
+DATA lutField2_0<>+32(SB)/4, $0x00000000
+DATA lutField2_0<>+36(SB)/4, $0x3f800000
+DATA lutField2_0<>+40(SB)/4, $0x40000000
+DATA lutField2_0<>+44(SB)/4, $0x40400000
+DATA lutField2_0<>+48(SB)/4, $0x00000000
+DATA lutField2_0<>+52(SB)/4, $0x3f800000
+DATA lutField2_0<>+56(SB)/4, $0x40000000
+DATA lutField2_0<>+60(SB)/4, $0x40400000
+GLOBL lutField2_0<>(SB), RODATA|NOPTR, $64
+
+DATA lutField2_1<>+0(SB)/4, $0x00000000
+DATA lutField2_1<>+4(SB)/4, $0x00000000
+DATA lutField2_1<>+8(SB)/4, $0x00000000
+DATA lutField2_1<>+12(SB)/4, $0x00000000
+DATA lutField2_1<>+16(SB)/4, $0x3f800000
+DATA lutField2_1<>+20(SB)/4, $0x3f800000
+DATA lutField2_1<>+24(SB)/4, $0x3f800000
+DATA lutField2_1<>+28(SB)/4, $0x3f800000
+DATA lutField2_1<>+32(SB)/4, $0x40000000
+DATA lutField2_1<>+36(SB)/4, $0x40000000
+DATA lutField2_1<>+40(SB)/4, $0x40000000
+DATA lutField2_1<>+44(SB)/4, $0x40000000
+DATA lutField2_1<>+48(SB)/4, $0x40400000
+DATA lutField2_1<>+52(SB)/4, $0x40400000
+DATA lutField2_1<>+56(SB)/4, $0x40400000
+DATA lutField2_1<>+60(SB)/4, $0x40400000
+GLOBL lutField2_1<>(SB), RODATA|NOPTR, $64
+
+// func Bits2LutA32S2X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S2X4Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S2X4Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S2X4Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S2X4Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        256(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	PREFETCHT1        320(DI)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	PREFETCHT1        384(DI)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	PREFETCHT1        448(DI)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        512(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	PREFETCHT1        576(DI)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	PREFETCHT1        640(DI)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	PREFETCHT1        704(DI)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        768(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	PREFETCHT1        832(DI)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	PREFETCHT1        896(DI)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	PREFETCHT1        960(DI)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VFMADD231PS       128(DX), Z2, Z9
+	VMOVUPS           192(DX), Z1
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VFMADD231PS       256(DX), Z3, Z9
+	VMOVUPS           320(DX), Z1
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VFMADD231PS       384(DX), Z4, Z9
+	VMOVUPS           448(DX), Z1
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VFMADD231PS       512(DX), Z5, Z9
+	VMOVUPS           576(DX), Z1
+	VFNMADD231PS.BCST 16(SI), Z1, Z9
+	VFMADD231PS       640(DX), Z6, Z9
+	VMOVUPS           704(DX), Z1
+	VFNMADD231PS.BCST 20(SI), Z1, Z9
+	VFMADD231PS       768(DX), Z7, Z9
+	VMOVUPS           832(DX), Z1
+	VFNMADD231PS.BCST 24(SI), Z1, Z9
+	VFMADD231PS       896(DX), Z8, Z9
+	VMOVUPS           960(DX), Z1
+	VFNMADD231PS.BCST 28(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000400, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S2X4Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000400, DX
+	ADDQ              $0x00000020, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S2X4Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S2X4Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S2X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S2X1Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S2X1Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S2X1Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        256(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	PREFETCHT1        320(DI)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	PREFETCHT1        384(DI)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	PREFETCHT1        448(DI)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        512(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	PREFETCHT1        576(DI)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	PREFETCHT1        640(DI)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	PREFETCHT1        704(DI)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        768(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	PREFETCHT1        832(DI)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	PREFETCHT1        896(DI)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	PREFETCHT1        960(DI)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VFMADD231PS       128(DX), Z2, Z9
+	VMOVUPS           192(DX), Z1
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VFMADD231PS       256(DX), Z3, Z9
+	VMOVUPS           320(DX), Z1
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VFMADD231PS       384(DX), Z4, Z9
+	VMOVUPS           448(DX), Z1
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VFMADD231PS       512(DX), Z5, Z9
+	VMOVUPS           576(DX), Z1
+	VFNMADD231PS.BCST 16(SI), Z1, Z9
+	VFMADD231PS       640(DX), Z6, Z9
+	VMOVUPS           704(DX), Z1
+	VFNMADD231PS.BCST 20(SI), Z1, Z9
+	VFMADD231PS       768(DX), Z7, Z9
+	VMOVUPS           832(DX), Z1
+	VFNMADD231PS.BCST 24(SI), Z1, Z9
+	VFMADD231PS       896(DX), Z8, Z9
+	VMOVUPS           960(DX), Z1
+	VFNMADD231PS.BCST 28(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000400, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000400, DX
+	ADDQ              $0x00000020, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S2X1Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S2X1Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S2X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S2X4F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S2X4F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S2X4F16Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S2X4F16Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        256(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	PREFETCHT1        320(DI)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        384(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	PREFETCHT1        448(DI)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VCVTPH2PS         (DX), Z11
+	VCVTPH2PS         32(DX), Z10
+	VMULPS            Z11, Z10, Z10
+	VFMADD231PS       Z11, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z10, Z9
+	VCVTPH2PS         64(DX), Z10
+	VCVTPH2PS         96(DX), Z1
+	VMULPS            Z10, Z1, Z1
+	VFMADD231PS       Z10, Z2, Z9
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VCVTPH2PS         128(DX), Z2
+	VCVTPH2PS         160(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z3, Z9
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VCVTPH2PS         192(DX), Z2
+	VCVTPH2PS         224(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z4, Z9
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VCVTPH2PS         256(DX), Z2
+	VCVTPH2PS         288(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z5, Z9
+	VFNMADD231PS.BCST 16(SI), Z1, Z9
+	VCVTPH2PS         320(DX), Z2
+	VCVTPH2PS         352(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z6, Z9
+	VFNMADD231PS.BCST 20(SI), Z1, Z9
+	VCVTPH2PS         384(DX), Z2
+	VCVTPH2PS         416(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z7, Z9
+	VFNMADD231PS.BCST 24(SI), Z1, Z9
+	VCVTPH2PS         448(DX), Z2
+	VCVTPH2PS         480(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z8, Z9
+	VFNMADD231PS.BCST 28(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S2X4F16Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000020, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S2X4F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S2X4F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S2X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S2X1F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S2X1F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S2X1F16Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        256(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	PREFETCHT1        320(DI)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        384(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	PREFETCHT1        448(DI)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VCVTPH2PS         (DX), Z11
+	VCVTPH2PS         32(DX), Z10
+	VMULPS            Z11, Z10, Z10
+	VFMADD231PS       Z11, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z10, Z9
+	VCVTPH2PS         64(DX), Z10
+	VCVTPH2PS         96(DX), Z1
+	VMULPS            Z10, Z1, Z1
+	VFMADD231PS       Z10, Z2, Z9
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VCVTPH2PS         128(DX), Z2
+	VCVTPH2PS         160(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z3, Z9
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VCVTPH2PS         192(DX), Z2
+	VCVTPH2PS         224(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z4, Z9
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VCVTPH2PS         256(DX), Z2
+	VCVTPH2PS         288(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z5, Z9
+	VFNMADD231PS.BCST 16(SI), Z1, Z9
+	VCVTPH2PS         320(DX), Z2
+	VCVTPH2PS         352(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z6, Z9
+	VFNMADD231PS.BCST 20(SI), Z1, Z9
+	VCVTPH2PS         384(DX), Z2
+	VCVTPH2PS         416(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z7, Z9
+	VFNMADD231PS.BCST 24(SI), Z1, Z9
+	VCVTPH2PS         448(DX), Z2
+	VCVTPH2PS         480(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z8, Z9
+	VFNMADD231PS.BCST 28(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000020, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S2X1F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S2X1F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S4X4Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S4X4Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S4X4Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S4X4Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        256(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	PREFETCHT1        320(DI)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        384(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	PREFETCHT1        448(DI)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VADDPS            Z4, Z3, Z3
+	VFMADD231PS       128(DX), Z3, Z9
+	VMOVUPS           192(DX), Z1
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VADDPS            Z6, Z5, Z5
+	VFMADD231PS       256(DX), Z5, Z9
+	VMOVUPS           320(DX), Z1
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VADDPS            Z8, Z7, Z7
+	VFMADD231PS       384(DX), Z7, Z9
+	VMOVUPS           448(DX), Z1
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S4X4Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000010, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S4X4Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S4X4Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S4X1Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S4X1Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S4X1Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        256(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	PREFETCHT1        320(DI)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        384(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	PREFETCHT1        448(DI)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VADDPS            Z4, Z3, Z3
+	VFMADD231PS       128(DX), Z3, Z9
+	VMOVUPS           192(DX), Z1
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VADDPS            Z6, Z5, Z5
+	VFMADD231PS       256(DX), Z5, Z9
+	VMOVUPS           320(DX), Z1
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VADDPS            Z8, Z7, Z7
+	VFMADD231PS       384(DX), Z7, Z9
+	VMOVUPS           448(DX), Z1
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000200, DX
+	ADDQ              $0x00000010, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S4X1Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S4X1Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S4X4F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S4X4F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S4X4F16Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S4X4F16Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VCVTPH2PS         (DX), Z10
+	VCVTPH2PS         32(DX), Z2
+	VMULPS            Z10, Z2, Z2
+	VFMADD231PS       Z10, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z2, Z9
+	VADDPS            Z4, Z3, Z3
+	VCVTPH2PS         64(DX), Z2
+	VCVTPH2PS         96(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z3, Z9
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VADDPS            Z6, Z5, Z5
+	VCVTPH2PS         128(DX), Z2
+	VCVTPH2PS         160(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z5, Z9
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VADDPS            Z8, Z7, Z7
+	VCVTPH2PS         192(DX), Z2
+	VCVTPH2PS         224(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z7, Z9
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S4X4F16Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000100, DX
+	ADDQ              $0x00000010, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S4X4F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S4X4F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S4X1F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S4X1F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S4X1F16Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VCVTPH2PS         (DX), Z10
+	VCVTPH2PS         32(DX), Z2
+	VMULPS            Z10, Z2, Z2
+	VFMADD231PS       Z10, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z2, Z9
+	VADDPS            Z4, Z3, Z3
+	VCVTPH2PS         64(DX), Z2
+	VCVTPH2PS         96(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z3, Z9
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VADDPS            Z6, Z5, Z5
+	VCVTPH2PS         128(DX), Z2
+	VCVTPH2PS         160(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z5, Z9
+	VFNMADD231PS.BCST 8(SI), Z1, Z9
+	VADDPS            Z8, Z7, Z7
+	VCVTPH2PS         192(DX), Z2
+	VCVTPH2PS         224(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z7, Z9
+	VFNMADD231PS.BCST 12(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000100, DX
+	ADDQ              $0x00000010, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S4X1F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S4X1F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S8X4Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S8X4Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S8X4Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S8X4Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z3, Z1, Z1
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z7, Z5, Z5
+	VFMADD231PS       128(DX), Z5, Z9
+	VMOVUPS           192(DX), Z1
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S8X4Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000100, DX
+	ADDQ              $0x00000008, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S8X4Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S8X4Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S8X1Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S8X1Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S8X1Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        128(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	PREFETCHT1        192(DI)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z3, Z1, Z1
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z7, Z5, Z5
+	VFMADD231PS       128(DX), Z5, Z9
+	VMOVUPS           192(DX), Z1
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000100, DX
+	ADDQ              $0x00000008, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S8X1Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S8X1Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S8X4F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S8X4F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S8X4F16Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S8X4F16Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z3, Z1, Z1
+	VCVTPH2PS         (DX), Z3
+	VCVTPH2PS         32(DX), Z2
+	VMULPS            Z3, Z2, Z2
+	VFMADD231PS       Z3, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z2, Z9
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z7, Z5, Z5
+	VCVTPH2PS         64(DX), Z2
+	VCVTPH2PS         96(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z5, Z9
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S8X4F16Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000080, DX
+	ADDQ              $0x00000008, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S8X4F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S8X4F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S8X1F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S8X1F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S8X1F16Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z3, Z1, Z1
+	VCVTPH2PS         (DX), Z3
+	VCVTPH2PS         32(DX), Z2
+	VMULPS            Z3, Z2, Z2
+	VFMADD231PS       Z3, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z2, Z9
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z7, Z5, Z5
+	VCVTPH2PS         64(DX), Z2
+	VCVTPH2PS         96(DX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z5, Z9
+	VFNMADD231PS.BCST 4(SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000080, DX
+	ADDQ              $0x00000008, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S8X1F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S8X1F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S16X4Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S16X4Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S16X4Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S16X4Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z3, Z1, Z1
+	VADDPS            Z7, Z5, Z5
+	VADDPS            Z5, Z1, Z1
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S16X4Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000080, DX
+	ADDQ              $0x00000004, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S16X4Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S16X4Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S16X1Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S16X1Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S16X1Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	PREFETCHT1        64(DI)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z3, Z1, Z1
+	VADDPS            Z7, Z5, Z5
+	VADDPS            Z5, Z1, Z1
+	VFMADD231PS       (DX), Z1, Z9
+	VMOVUPS           64(DX), Z1
+	VFNMADD231PS.BCST (SI), Z1, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000080, DX
+	ADDQ              $0x00000004, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S16X1Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S16X1Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S16X4F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S16X4F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS Z0, 192(AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x02, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S16X4F16Avx512_chunk:
+	LEAQ 16384(BX), R8
+	MOVQ $0x00000004, 8(SP)
+
+Bits2LutA32S16X4F16Avx512_sub:
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT1        6656(CX)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT1        7168(CX)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT1        7680(CX)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z3, Z1, Z1
+	VADDPS            Z7, Z5, Z5
+	VADDPS            Z5, Z1, Z1
+	VCVTPH2PS         (DX), Z3
+	VCVTPH2PS         32(DX), Z2
+	VMULPS            Z3, Z2, Z2
+	VFMADD231PS       Z3, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z2, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000040, DI
+	ADDQ              $0x00000040, AX
+	MOVQ              metaStride+16(FP), R9
+	ADDQ              R9, DX
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00001000, R8
+	DECQ              8(SP)
+	JNZ               Bits2LutA32S16X4F16Avx512_sub
+	SUBQ              $0x00000100, AX
+	MOVQ              metaStride+16(FP), R8
+	SHLQ              $0x02, R8
+	SUBQ              R8, DX
+	ADDQ              $0x00000040, DX
+	ADDQ              $0x00000004, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S16X4F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000100, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0d, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x02, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S16X4F16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits2LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·Bits2LutA32S16X1F16Avx512(SB), NOSPLIT, $16-64
+Bits2LutA32S16X1F16Avx512_tile:
+	MOVQ    out+40(FP), AX
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (AX)
+	MOVQ    w+0(FP), CX
+	MOVQ    meta+8(FP), DX
+	MOVQ    tab+24(FP), BX
+	MOVQ    xsum+32(FP), SI
+	MOVQ    metaStride+16(FP), DI
+	SHLQ    $0x00, DI
+	ADDQ    DX, DI
+	MOVQ    chunks+56(FP), R8
+	MOVQ    R8, (SP)
+
+Bits2LutA32S16X1F16Avx512_chunk:
+	LEAQ              16384(BX), R8
+	MOVQ              $0x00000001, 8(SP)
+	VMOVDQU32         (CX), Z1
+	VMOVDQU32         64(CX), Z7
+	VMOVDQU32         128(CX), Z11
+	VMOVDQU32         192(CX), Z15
+	VMOVDQU32         256(CX), Z4
+	VMOVDQU32         320(CX), Z17
+	VMOVDQU32         384(CX), Z6
+	VMOVDQU32         448(CX), Z14
+	VMOVDQU32         512(CX), Z2
+	VMOVDQU32         576(CX), Z12
+	VMOVDQU32         640(CX), Z8
+	VMOVDQU32         704(CX), Z13
+	VMOVDQU32         768(CX), Z5
+	VMOVDQU32         832(CX), Z16
+	VMOVDQU32         896(CX), Z9
+	VMOVDQU32         960(CX), Z10
+	VPUNPCKLDQ        Z7, Z1, Z3
+	VPUNPCKHDQ        Z7, Z1, Z1
+	VPUNPCKLDQ        Z15, Z11, Z7
+	VPUNPCKHDQ        Z15, Z11, Z15
+	VPUNPCKLQDQ       Z7, Z3, Z11
+	VPUNPCKHQDQ       Z7, Z3, Z7
+	VPUNPCKLQDQ       Z15, Z1, Z3
+	VPUNPCKHQDQ       Z15, Z1, Z1
+	VPUNPCKLDQ        Z17, Z4, Z15
+	VPUNPCKHDQ        Z17, Z4, Z4
+	VPUNPCKLDQ        Z14, Z6, Z17
+	VPUNPCKHDQ        Z14, Z6, Z6
+	VPUNPCKLQDQ       Z17, Z15, Z14
+	VPUNPCKHQDQ       Z17, Z15, Z15
+	VPUNPCKLQDQ       Z6, Z4, Z17
+	VPUNPCKHQDQ       Z6, Z4, Z4
+	VPUNPCKLDQ        Z12, Z2, Z6
+	VPUNPCKHDQ        Z12, Z2, Z2
+	VPUNPCKLDQ        Z13, Z8, Z12
+	VPUNPCKHDQ        Z13, Z8, Z13
+	VPUNPCKLQDQ       Z12, Z6, Z8
+	VPUNPCKHQDQ       Z12, Z6, Z12
+	VPUNPCKLQDQ       Z13, Z2, Z6
+	VPUNPCKHQDQ       Z13, Z2, Z2
+	VPUNPCKLDQ        Z16, Z5, Z13
+	VPUNPCKHDQ        Z16, Z5, Z5
+	VPUNPCKLDQ        Z10, Z9, Z16
+	VPUNPCKHDQ        Z10, Z9, Z10
+	VPUNPCKLQDQ       Z16, Z13, Z9
+	VPUNPCKHQDQ       Z16, Z13, Z13
+	VPUNPCKLQDQ       Z10, Z5, Z16
+	VPUNPCKHQDQ       Z10, Z5, Z5
+	VSHUFI32X4        $0x88, Z14, Z11, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z9, Z8, Z18
+	VSHUFI32X4        $0xdd, Z9, Z8, Z14
+	VSHUFI32X4        $0x88, Z18, Z10, Z8
+	VSHUFI32X4        $0x88, Z14, Z11, Z9
+	VSHUFI32X4        $0xdd, Z18, Z10, Z10
+	VSHUFI32X4        $0xdd, Z14, Z11, Z11
+	VSHUFI32X4        $0x88, Z15, Z7, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z7
+	VSHUFI32X4        $0x88, Z13, Z12, Z18
+	VSHUFI32X4        $0xdd, Z13, Z12, Z15
+	VSHUFI32X4        $0x88, Z18, Z14, Z12
+	VSHUFI32X4        $0x88, Z15, Z7, Z13
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0xdd, Z15, Z7, Z15
+	VSHUFI32X4        $0x88, Z17, Z3, Z7
+	VSHUFI32X4        $0xdd, Z17, Z3, Z3
+	VSHUFI32X4        $0x88, Z16, Z6, Z18
+	VSHUFI32X4        $0xdd, Z16, Z6, Z6
+	VSHUFI32X4        $0x88, Z18, Z7, Z16
+	VSHUFI32X4        $0x88, Z6, Z3, Z17
+	VSHUFI32X4        $0xdd, Z18, Z7, Z18
+	VSHUFI32X4        $0xdd, Z6, Z3, Z19
+	VSHUFI32X4        $0x88, Z4, Z1, Z3
+	VSHUFI32X4        $0xdd, Z4, Z1, Z1
+	VSHUFI32X4        $0x88, Z5, Z2, Z4
+	VSHUFI32X4        $0xdd, Z5, Z2, Z2
+	VSHUFI32X4        $0x88, Z4, Z3, Z20
+	VSHUFI32X4        $0x88, Z2, Z1, Z21
+	VSHUFI32X4        $0xdd, Z4, Z3, Z22
+	VSHUFI32X4        $0xdd, Z2, Z1, Z23
+	PREFETCHT0        (R8)
+	PREFETCHT0        64(R8)
+	PREFETCHT0        128(R8)
+	PREFETCHT0        192(R8)
+	PREFETCHT0        256(R8)
+	PREFETCHT0        320(R8)
+	PREFETCHT0        384(R8)
+	PREFETCHT0        448(R8)
+	PREFETCHT1        6144(CX)
+	PREFETCHT1        (DI)
+	VPSRLD            $0x1c, Z8, Z1
+	VPERMPS           (BX), Z1, Z1
+	VPSRLD            $0x18, Z8, Z2
+	VPERMPS           64(BX), Z2, Z2
+	VPSRLD            $0x14, Z8, Z3
+	VPERMPS           128(BX), Z3, Z3
+	VPSRLD            $0x10, Z8, Z4
+	VPERMPS           192(BX), Z4, Z4
+	VPSRLD            $0x0c, Z8, Z5
+	VPERMPS           256(BX), Z5, Z5
+	VPSRLD            $0x08, Z8, Z6
+	VPERMPS           320(BX), Z6, Z6
+	VPSRLD            $0x04, Z8, Z7
+	VPERMPS           384(BX), Z7, Z7
+	VPERMPS           448(BX), Z8, Z8
+	PREFETCHT0        512(R8)
+	PREFETCHT0        576(R8)
+	PREFETCHT0        640(R8)
+	PREFETCHT0        704(R8)
+	PREFETCHT0        768(R8)
+	PREFETCHT0        832(R8)
+	PREFETCHT0        896(R8)
+	PREFETCHT0        960(R8)
+	PREFETCHT1        6208(CX)
+	VPSRLD            $0x1c, Z12, Z24
+	VPERMPS           512(BX), Z24, Z24
+	VADDPS            Z24, Z1, Z1
+	VPSRLD            $0x18, Z12, Z24
+	VPERMPS           576(BX), Z24, Z24
+	VADDPS            Z24, Z2, Z2
+	VPSRLD            $0x14, Z12, Z24
+	VPERMPS           640(BX), Z24, Z24
+	VADDPS            Z24, Z3, Z3
+	VPSRLD            $0x10, Z12, Z24
+	VPERMPS           704(BX), Z24, Z24
+	VADDPS            Z24, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z24
+	VPERMPS           768(BX), Z24, Z24
+	VADDPS            Z24, Z5, Z5
+	VPSRLD            $0x08, Z12, Z24
+	VPERMPS           832(BX), Z24, Z24
+	VADDPS            Z24, Z6, Z6
+	VPSRLD            $0x04, Z12, Z24
+	VPERMPS           896(BX), Z24, Z24
+	VADDPS            Z24, Z7, Z7
+	VPERMPS           960(BX), Z12, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1024(R8)
+	PREFETCHT0        1088(R8)
+	PREFETCHT0        1152(R8)
+	PREFETCHT0        1216(R8)
+	PREFETCHT0        1280(R8)
+	PREFETCHT0        1344(R8)
+	PREFETCHT0        1408(R8)
+	PREFETCHT0        1472(R8)
+	PREFETCHT1        6272(CX)
+	VPSRLD            $0x1c, Z16, Z12
+	VPERMPS           1024(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z16, Z12
+	VPERMPS           1088(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z16, Z12
+	VPERMPS           1152(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z16, Z12
+	VPERMPS           1216(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z12
+	VPERMPS           1280(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z16, Z12
+	VPERMPS           1344(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z16, Z12
+	VPERMPS           1408(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1472(BX), Z16, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        1536(R8)
+	PREFETCHT0        1600(R8)
+	PREFETCHT0        1664(R8)
+	PREFETCHT0        1728(R8)
+	PREFETCHT0        1792(R8)
+	PREFETCHT0        1856(R8)
+	PREFETCHT0        1920(R8)
+	PREFETCHT0        1984(R8)
+	PREFETCHT1        6336(CX)
+	VPSRLD            $0x1c, Z20, Z12
+	VPERMPS           1536(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z20, Z12
+	VPERMPS           1600(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z20, Z12
+	VPERMPS           1664(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z20, Z12
+	VPERMPS           1728(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z12
+	VPERMPS           1792(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z20, Z12
+	VPERMPS           1856(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z20, Z12
+	VPERMPS           1920(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           1984(BX), Z20, Z12
+	VADDPS            Z12, Z8, Z8
+	PREFETCHT0        2048(R8)
+	PREFETCHT0        2112(R8)
+	PREFETCHT0        2176(R8)
+	PREFETCHT0        2240(R8)
+	PREFETCHT0        2304(R8)
+	PREFETCHT0        2368(R8)
+	PREFETCHT0        2432(R8)
+	PREFETCHT0        2496(R8)
+	PREFETCHT1        6400(CX)
+	VPSRLD            $0x1c, Z9, Z12
+	VPERMPS           2048(BX), Z12, Z12
+	VADDPS            Z12, Z1, Z1
+	VPSRLD            $0x18, Z9, Z12
+	VPERMPS           2112(BX), Z12, Z12
+	VADDPS            Z12, Z2, Z2
+	VPSRLD            $0x14, Z9, Z12
+	VPERMPS           2176(BX), Z12, Z12
+	VADDPS            Z12, Z3, Z3
+	VPSRLD            $0x10, Z9, Z12
+	VPERMPS           2240(BX), Z12, Z12
+	VADDPS            Z12, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z12
+	VPERMPS           2304(BX), Z12, Z12
+	VADDPS            Z12, Z5, Z5
+	VPSRLD            $0x08, Z9, Z12
+	VPERMPS           2368(BX), Z12, Z12
+	VADDPS            Z12, Z6, Z6
+	VPSRLD            $0x04, Z9, Z12
+	VPERMPS           2432(BX), Z12, Z12
+	VADDPS            Z12, Z7, Z7
+	VPERMPS           2496(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        2560(R8)
+	PREFETCHT0        2624(R8)
+	PREFETCHT0        2688(R8)
+	PREFETCHT0        2752(R8)
+	PREFETCHT0        2816(R8)
+	PREFETCHT0        2880(R8)
+	PREFETCHT0        2944(R8)
+	PREFETCHT0        3008(R8)
+	PREFETCHT1        6464(CX)
+	VPSRLD            $0x1c, Z13, Z9
+	VPERMPS           2560(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z13, Z9
+	VPERMPS           2624(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z13, Z9
+	VPERMPS           2688(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z13, Z9
+	VPERMPS           2752(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z9
+	VPERMPS           2816(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z13, Z9
+	VPERMPS           2880(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z13, Z9
+	VPERMPS           2944(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3008(BX), Z13, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3072(R8)
+	PREFETCHT0        3136(R8)
+	PREFETCHT0        3200(R8)
+	PREFETCHT0        3264(R8)
+	PREFETCHT0        3328(R8)
+	PREFETCHT0        3392(R8)
+	PREFETCHT0        3456(R8)
+	PREFETCHT0        3520(R8)
+	PREFETCHT1        6528(CX)
+	VPSRLD            $0x1c, Z17, Z9
+	VPERMPS           3072(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z17, Z9
+	VPERMPS           3136(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z17, Z9
+	VPERMPS           3200(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z17, Z9
+	VPERMPS           3264(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z17, Z9
+	VPERMPS           3328(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z17, Z9
+	VPERMPS           3392(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z17, Z9
+	VPERMPS           3456(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           3520(BX), Z17, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        3584(R8)
+	PREFETCHT0        3648(R8)
+	PREFETCHT0        3712(R8)
+	PREFETCHT0        3776(R8)
+	PREFETCHT0        3840(R8)
+	PREFETCHT0        3904(R8)
+	PREFETCHT0        3968(R8)
+	PREFETCHT0        4032(R8)
+	PREFETCHT1        6592(CX)
+	VPSRLD            $0x1c, Z21, Z9
+	VPERMPS           3584(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z21, Z9
+	VPERMPS           3648(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z21, Z9
+	VPERMPS           3712(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z21, Z9
+	VPERMPS           3776(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z9
+	VPERMPS           3840(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z21, Z9
+	VPERMPS           3904(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z21, Z9
+	VPERMPS           3968(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4032(BX), Z21, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4096(R8)
+	PREFETCHT0        4160(R8)
+	PREFETCHT0        4224(R8)
+	PREFETCHT0        4288(R8)
+	PREFETCHT0        4352(R8)
+	PREFETCHT0        4416(R8)
+	PREFETCHT0        4480(R8)
+	PREFETCHT0        4544(R8)
+	PREFETCHT1        6656(CX)
+	VPSRLD            $0x1c, Z10, Z9
+	VPERMPS           4096(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z10, Z9
+	VPERMPS           4160(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z10, Z9
+	VPERMPS           4224(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z10, Z9
+	VPERMPS           4288(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z9
+	VPERMPS           4352(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z10, Z9
+	VPERMPS           4416(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z10, Z9
+	VPERMPS           4480(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           4544(BX), Z10, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        4608(R8)
+	PREFETCHT0        4672(R8)
+	PREFETCHT0        4736(R8)
+	PREFETCHT0        4800(R8)
+	PREFETCHT0        4864(R8)
+	PREFETCHT0        4928(R8)
+	PREFETCHT0        4992(R8)
+	PREFETCHT0        5056(R8)
+	PREFETCHT1        6720(CX)
+	VPSRLD            $0x1c, Z14, Z9
+	VPERMPS           4608(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z14, Z9
+	VPERMPS           4672(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z14, Z9
+	VPERMPS           4736(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z14, Z9
+	VPERMPS           4800(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z9
+	VPERMPS           4864(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z14, Z9
+	VPERMPS           4928(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z14, Z9
+	VPERMPS           4992(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5056(BX), Z14, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5120(R8)
+	PREFETCHT0        5184(R8)
+	PREFETCHT0        5248(R8)
+	PREFETCHT0        5312(R8)
+	PREFETCHT0        5376(R8)
+	PREFETCHT0        5440(R8)
+	PREFETCHT0        5504(R8)
+	PREFETCHT0        5568(R8)
+	PREFETCHT1        6784(CX)
+	VPSRLD            $0x1c, Z18, Z9
+	VPERMPS           5120(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z18, Z9
+	VPERMPS           5184(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z18, Z9
+	VPERMPS           5248(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z18, Z9
+	VPERMPS           5312(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z18, Z9
+	VPERMPS           5376(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z18, Z9
+	VPERMPS           5440(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z18, Z9
+	VPERMPS           5504(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           5568(BX), Z18, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        5632(R8)
+	PREFETCHT0        5696(R8)
+	PREFETCHT0        5760(R8)
+	PREFETCHT0        5824(R8)
+	PREFETCHT0        5888(R8)
+	PREFETCHT0        5952(R8)
+	PREFETCHT0        6016(R8)
+	PREFETCHT0        6080(R8)
+	PREFETCHT1        6848(CX)
+	VPSRLD            $0x1c, Z22, Z9
+	VPERMPS           5632(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z22, Z9
+	VPERMPS           5696(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z22, Z9
+	VPERMPS           5760(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z22, Z9
+	VPERMPS           5824(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z9
+	VPERMPS           5888(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z22, Z9
+	VPERMPS           5952(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z22, Z9
+	VPERMPS           6016(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6080(BX), Z22, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6144(R8)
+	PREFETCHT0        6208(R8)
+	PREFETCHT0        6272(R8)
+	PREFETCHT0        6336(R8)
+	PREFETCHT0        6400(R8)
+	PREFETCHT0        6464(R8)
+	PREFETCHT0        6528(R8)
+	PREFETCHT0        6592(R8)
+	PREFETCHT1        6912(CX)
+	VPSRLD            $0x1c, Z11, Z9
+	VPERMPS           6144(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z11, Z9
+	VPERMPS           6208(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z11, Z9
+	VPERMPS           6272(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z11, Z9
+	VPERMPS           6336(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z9
+	VPERMPS           6400(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z11, Z9
+	VPERMPS           6464(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z11, Z9
+	VPERMPS           6528(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           6592(BX), Z11, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        6656(R8)
+	PREFETCHT0        6720(R8)
+	PREFETCHT0        6784(R8)
+	PREFETCHT0        6848(R8)
+	PREFETCHT0        6912(R8)
+	PREFETCHT0        6976(R8)
+	PREFETCHT0        7040(R8)
+	PREFETCHT0        7104(R8)
+	PREFETCHT1        6976(CX)
+	VPSRLD            $0x1c, Z15, Z9
+	VPERMPS           6656(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z15, Z9
+	VPERMPS           6720(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z15, Z9
+	VPERMPS           6784(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z15, Z9
+	VPERMPS           6848(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z9
+	VPERMPS           6912(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z15, Z9
+	VPERMPS           6976(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z15, Z9
+	VPERMPS           7040(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7104(BX), Z15, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7168(R8)
+	PREFETCHT0        7232(R8)
+	PREFETCHT0        7296(R8)
+	PREFETCHT0        7360(R8)
+	PREFETCHT0        7424(R8)
+	PREFETCHT0        7488(R8)
+	PREFETCHT0        7552(R8)
+	PREFETCHT0        7616(R8)
+	PREFETCHT1        7040(CX)
+	VPSRLD            $0x1c, Z19, Z9
+	VPERMPS           7168(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z19, Z9
+	VPERMPS           7232(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z19, Z9
+	VPERMPS           7296(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z19, Z9
+	VPERMPS           7360(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z9
+	VPERMPS           7424(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z19, Z9
+	VPERMPS           7488(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z19, Z9
+	VPERMPS           7552(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           7616(BX), Z19, Z9
+	VADDPS            Z9, Z8, Z8
+	PREFETCHT0        7680(R8)
+	PREFETCHT0        7744(R8)
+	PREFETCHT0        7808(R8)
+	PREFETCHT0        7872(R8)
+	PREFETCHT0        7936(R8)
+	PREFETCHT0        8000(R8)
+	PREFETCHT0        8064(R8)
+	PREFETCHT0        8128(R8)
+	PREFETCHT1        7104(CX)
+	VPSRLD            $0x1c, Z23, Z9
+	VPERMPS           7680(BX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x18, Z23, Z9
+	VPERMPS           7744(BX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x14, Z23, Z9
+	VPERMPS           7808(BX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x10, Z23, Z9
+	VPERMPS           7872(BX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z9
+	VPERMPS           7936(BX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x08, Z23, Z9
+	VPERMPS           8000(BX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPSRLD            $0x04, Z23, Z9
+	VPERMPS           8064(BX), Z9, Z9
+	VADDPS            Z9, Z7, Z7
+	VPERMPS           8128(BX), Z23, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVDQU32         1024(CX), Z9
+	VMOVDQU32         1088(CX), Z10
+	VMOVDQU32         1152(CX), Z11
+	VMOVDQU32         1216(CX), Z12
+	VMOVDQU32         1280(CX), Z13
+	VMOVDQU32         1344(CX), Z14
+	VMOVDQU32         1408(CX), Z15
+	VMOVDQU32         1472(CX), Z16
+	VMOVDQU32         1536(CX), Z17
+	VMOVDQU32         1600(CX), Z18
+	VMOVDQU32         1664(CX), Z19
+	VMOVDQU32         1728(CX), Z20
+	VMOVDQU32         1792(CX), Z21
+	VMOVDQU32         1856(CX), Z22
+	VMOVDQU32         1920(CX), Z23
+	VMOVDQU32         1984(CX), Z24
+	VPUNPCKLDQ        Z10, Z9, Z25
+	VPUNPCKHDQ        Z10, Z9, Z9
+	VPUNPCKLDQ        Z12, Z11, Z10
+	VPUNPCKHDQ        Z12, Z11, Z11
+	VPUNPCKLQDQ       Z10, Z25, Z12
+	VPUNPCKHQDQ       Z10, Z25, Z10
+	VPUNPCKLQDQ       Z11, Z9, Z25
+	VPUNPCKHQDQ       Z11, Z9, Z9
+	VPUNPCKLDQ        Z14, Z13, Z11
+	VPUNPCKHDQ        Z14, Z13, Z13
+	VPUNPCKLDQ        Z16, Z15, Z14
+	VPUNPCKHDQ        Z16, Z15, Z15
+	VPUNPCKLQDQ       Z14, Z11, Z16
+	VPUNPCKHQDQ       Z14, Z11, Z11
+	VPUNPCKLQDQ       Z15, Z13, Z14
+	VPUNPCKHQDQ       Z15, Z13, Z13
+	VPUNPCKLDQ        Z18, Z17, Z15
+	VPUNPCKHDQ        Z18, Z17, Z17
+	VPUNPCKLDQ        Z20, Z19, Z18
+	VPUNPCKHDQ        Z20, Z19, Z19
+	VPUNPCKLQDQ       Z18, Z15, Z20
+	VPUNPCKHQDQ       Z18, Z15, Z15
+	VPUNPCKLQDQ       Z19, Z17, Z18
+	VPUNPCKHQDQ       Z19, Z17, Z17
+	VPUNPCKLDQ        Z22, Z21, Z19
+	VPUNPCKHDQ        Z22, Z21, Z21
+	VPUNPCKLDQ        Z24, Z23, Z22
+	VPUNPCKHDQ        Z24, Z23, Z23
+	VPUNPCKLQDQ       Z22, Z19, Z24
+	VPUNPCKHQDQ       Z22, Z19, Z19
+	VPUNPCKLQDQ       Z23, Z21, Z22
+	VPUNPCKHQDQ       Z23, Z21, Z21
+	VSHUFI32X4        $0x88, Z16, Z12, Z23
+	VSHUFI32X4        $0xdd, Z16, Z12, Z12
+	VSHUFI32X4        $0x88, Z24, Z20, Z16
+	VSHUFI32X4        $0xdd, Z24, Z20, Z20
+	VSHUFI32X4        $0x88, Z16, Z23, Z24
+	VSHUFI32X4        $0x88, Z20, Z12, Z26
+	VSHUFI32X4        $0xdd, Z16, Z23, Z16
+	VSHUFI32X4        $0xdd, Z20, Z12, Z12
+	VSHUFI32X4        $0x88, Z11, Z10, Z20
+	VSHUFI32X4        $0xdd, Z11, Z10, Z10
+	VSHUFI32X4        $0x88, Z19, Z15, Z11
+	VSHUFI32X4        $0xdd, Z19, Z15, Z15
+	VSHUFI32X4        $0x88, Z11, Z20, Z19
+	VSHUFI32X4        $0x88, Z15, Z10, Z23
+	VSHUFI32X4        $0xdd, Z11, Z20, Z11
+	VSHUFI32X4        $0xdd, Z15, Z10, Z10
+	VSHUFI32X4        $0x88, Z14, Z25, Z15
+	VSHUFI32X4        $0xdd, Z14, Z25, Z14
+	VSHUFI32X4        $0x88, Z22, Z18, Z20
+	VSHUFI32X4        $0xdd, Z22, Z18, Z18
+	VSHUFI32X4        $0x88, Z20, Z15, Z22
+	VSHUFI32X4        $0x88, Z18, Z14, Z25
+	VSHUFI32X4        $0xdd, Z20, Z15, Z15
+	VSHUFI32X4        $0xdd, Z18, Z14, Z14
+	VSHUFI32X4        $0x88, Z13, Z9, Z18
+	VSHUFI32X4        $0xdd, Z13, Z9, Z9
+	VSHUFI32X4        $0x88, Z21, Z17, Z13
+	VSHUFI32X4        $0xdd, Z21, Z17, Z17
+	VSHUFI32X4        $0x88, Z13, Z18, Z20
+	VSHUFI32X4        $0x88, Z17, Z9, Z21
+	VSHUFI32X4        $0xdd, Z13, Z18, Z13
+	VSHUFI32X4        $0xdd, Z17, Z9, Z9
+	PREFETCHT0        8192(R8)
+	PREFETCHT0        8256(R8)
+	PREFETCHT0        8320(R8)
+	PREFETCHT0        8384(R8)
+	PREFETCHT0        8448(R8)
+	PREFETCHT0        8512(R8)
+	PREFETCHT0        8576(R8)
+	PREFETCHT0        8640(R8)
+	PREFETCHT1        7168(CX)
+	VPSRLD            $0x1c, Z24, Z17
+	VPERMPS           8192(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z24, Z17
+	VPERMPS           8256(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z24, Z17
+	VPERMPS           8320(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z24, Z17
+	VPERMPS           8384(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z24, Z17
+	VPERMPS           8448(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z24, Z17
+	VPERMPS           8512(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z24, Z17
+	VPERMPS           8576(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           8640(BX), Z24, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        8704(R8)
+	PREFETCHT0        8768(R8)
+	PREFETCHT0        8832(R8)
+	PREFETCHT0        8896(R8)
+	PREFETCHT0        8960(R8)
+	PREFETCHT0        9024(R8)
+	PREFETCHT0        9088(R8)
+	PREFETCHT0        9152(R8)
+	PREFETCHT1        7232(CX)
+	VPSRLD            $0x1c, Z19, Z17
+	VPERMPS           8704(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z19, Z17
+	VPERMPS           8768(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z19, Z17
+	VPERMPS           8832(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z19, Z17
+	VPERMPS           8896(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z19, Z17
+	VPERMPS           8960(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z19, Z17
+	VPERMPS           9024(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z19, Z17
+	VPERMPS           9088(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9152(BX), Z19, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9216(R8)
+	PREFETCHT0        9280(R8)
+	PREFETCHT0        9344(R8)
+	PREFETCHT0        9408(R8)
+	PREFETCHT0        9472(R8)
+	PREFETCHT0        9536(R8)
+	PREFETCHT0        9600(R8)
+	PREFETCHT0        9664(R8)
+	PREFETCHT1        7296(CX)
+	VPSRLD            $0x1c, Z22, Z17
+	VPERMPS           9216(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z22, Z17
+	VPERMPS           9280(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z22, Z17
+	VPERMPS           9344(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z22, Z17
+	VPERMPS           9408(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z22, Z17
+	VPERMPS           9472(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z22, Z17
+	VPERMPS           9536(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z22, Z17
+	VPERMPS           9600(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           9664(BX), Z22, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        9728(R8)
+	PREFETCHT0        9792(R8)
+	PREFETCHT0        9856(R8)
+	PREFETCHT0        9920(R8)
+	PREFETCHT0        9984(R8)
+	PREFETCHT0        10048(R8)
+	PREFETCHT0        10112(R8)
+	PREFETCHT0        10176(R8)
+	PREFETCHT1        7360(CX)
+	VPSRLD            $0x1c, Z20, Z17
+	VPERMPS           9728(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z20, Z17
+	VPERMPS           9792(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z20, Z17
+	VPERMPS           9856(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z20, Z17
+	VPERMPS           9920(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z20, Z17
+	VPERMPS           9984(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z20, Z17
+	VPERMPS           10048(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z20, Z17
+	VPERMPS           10112(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10176(BX), Z20, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10240(R8)
+	PREFETCHT0        10304(R8)
+	PREFETCHT0        10368(R8)
+	PREFETCHT0        10432(R8)
+	PREFETCHT0        10496(R8)
+	PREFETCHT0        10560(R8)
+	PREFETCHT0        10624(R8)
+	PREFETCHT0        10688(R8)
+	PREFETCHT1        7424(CX)
+	VPSRLD            $0x1c, Z26, Z17
+	VPERMPS           10240(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z26, Z17
+	VPERMPS           10304(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z26, Z17
+	VPERMPS           10368(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z26, Z17
+	VPERMPS           10432(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z26, Z17
+	VPERMPS           10496(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z26, Z17
+	VPERMPS           10560(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z26, Z17
+	VPERMPS           10624(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           10688(BX), Z26, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        10752(R8)
+	PREFETCHT0        10816(R8)
+	PREFETCHT0        10880(R8)
+	PREFETCHT0        10944(R8)
+	PREFETCHT0        11008(R8)
+	PREFETCHT0        11072(R8)
+	PREFETCHT0        11136(R8)
+	PREFETCHT0        11200(R8)
+	PREFETCHT1        7488(CX)
+	VPSRLD            $0x1c, Z23, Z17
+	VPERMPS           10752(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z23, Z17
+	VPERMPS           10816(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z23, Z17
+	VPERMPS           10880(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z23, Z17
+	VPERMPS           10944(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z23, Z17
+	VPERMPS           11008(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z23, Z17
+	VPERMPS           11072(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z23, Z17
+	VPERMPS           11136(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11200(BX), Z23, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11264(R8)
+	PREFETCHT0        11328(R8)
+	PREFETCHT0        11392(R8)
+	PREFETCHT0        11456(R8)
+	PREFETCHT0        11520(R8)
+	PREFETCHT0        11584(R8)
+	PREFETCHT0        11648(R8)
+	PREFETCHT0        11712(R8)
+	PREFETCHT1        7552(CX)
+	VPSRLD            $0x1c, Z25, Z17
+	VPERMPS           11264(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z25, Z17
+	VPERMPS           11328(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z25, Z17
+	VPERMPS           11392(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z25, Z17
+	VPERMPS           11456(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z25, Z17
+	VPERMPS           11520(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z25, Z17
+	VPERMPS           11584(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z25, Z17
+	VPERMPS           11648(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           11712(BX), Z25, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        11776(R8)
+	PREFETCHT0        11840(R8)
+	PREFETCHT0        11904(R8)
+	PREFETCHT0        11968(R8)
+	PREFETCHT0        12032(R8)
+	PREFETCHT0        12096(R8)
+	PREFETCHT0        12160(R8)
+	PREFETCHT0        12224(R8)
+	PREFETCHT1        7616(CX)
+	VPSRLD            $0x1c, Z21, Z17
+	VPERMPS           11776(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z21, Z17
+	VPERMPS           11840(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z21, Z17
+	VPERMPS           11904(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z21, Z17
+	VPERMPS           11968(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z21, Z17
+	VPERMPS           12032(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z21, Z17
+	VPERMPS           12096(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z21, Z17
+	VPERMPS           12160(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12224(BX), Z21, Z17
+	VADDPS            Z17, Z8, Z8
+	PREFETCHT0        12288(R8)
+	PREFETCHT0        12352(R8)
+	PREFETCHT0        12416(R8)
+	PREFETCHT0        12480(R8)
+	PREFETCHT0        12544(R8)
+	PREFETCHT0        12608(R8)
+	PREFETCHT0        12672(R8)
+	PREFETCHT0        12736(R8)
+	PREFETCHT1        7680(CX)
+	VPSRLD            $0x1c, Z16, Z17
+	VPERMPS           12288(BX), Z17, Z17
+	VADDPS            Z17, Z1, Z1
+	VPSRLD            $0x18, Z16, Z17
+	VPERMPS           12352(BX), Z17, Z17
+	VADDPS            Z17, Z2, Z2
+	VPSRLD            $0x14, Z16, Z17
+	VPERMPS           12416(BX), Z17, Z17
+	VADDPS            Z17, Z3, Z3
+	VPSRLD            $0x10, Z16, Z17
+	VPERMPS           12480(BX), Z17, Z17
+	VADDPS            Z17, Z4, Z4
+	VPSRLD            $0x0c, Z16, Z17
+	VPERMPS           12544(BX), Z17, Z17
+	VADDPS            Z17, Z5, Z5
+	VPSRLD            $0x08, Z16, Z17
+	VPERMPS           12608(BX), Z17, Z17
+	VADDPS            Z17, Z6, Z6
+	VPSRLD            $0x04, Z16, Z17
+	VPERMPS           12672(BX), Z17, Z17
+	VADDPS            Z17, Z7, Z7
+	VPERMPS           12736(BX), Z16, Z16
+	VADDPS            Z16, Z8, Z8
+	PREFETCHT0        12800(R8)
+	PREFETCHT0        12864(R8)
+	PREFETCHT0        12928(R8)
+	PREFETCHT0        12992(R8)
+	PREFETCHT0        13056(R8)
+	PREFETCHT0        13120(R8)
+	PREFETCHT0        13184(R8)
+	PREFETCHT0        13248(R8)
+	PREFETCHT1        7744(CX)
+	VPSRLD            $0x1c, Z11, Z16
+	VPERMPS           12800(BX), Z16, Z16
+	VADDPS            Z16, Z1, Z1
+	VPSRLD            $0x18, Z11, Z16
+	VPERMPS           12864(BX), Z16, Z16
+	VADDPS            Z16, Z2, Z2
+	VPSRLD            $0x14, Z11, Z16
+	VPERMPS           12928(BX), Z16, Z16
+	VADDPS            Z16, Z3, Z3
+	VPSRLD            $0x10, Z11, Z16
+	VPERMPS           12992(BX), Z16, Z16
+	VADDPS            Z16, Z4, Z4
+	VPSRLD            $0x0c, Z11, Z16
+	VPERMPS           13056(BX), Z16, Z16
+	VADDPS            Z16, Z5, Z5
+	VPSRLD            $0x08, Z11, Z16
+	VPERMPS           13120(BX), Z16, Z16
+	VADDPS            Z16, Z6, Z6
+	VPSRLD            $0x04, Z11, Z16
+	VPERMPS           13184(BX), Z16, Z16
+	VADDPS            Z16, Z7, Z7
+	VPERMPS           13248(BX), Z11, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13312(R8)
+	PREFETCHT0        13376(R8)
+	PREFETCHT0        13440(R8)
+	PREFETCHT0        13504(R8)
+	PREFETCHT0        13568(R8)
+	PREFETCHT0        13632(R8)
+	PREFETCHT0        13696(R8)
+	PREFETCHT0        13760(R8)
+	PREFETCHT1        7808(CX)
+	VPSRLD            $0x1c, Z15, Z11
+	VPERMPS           13312(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z15, Z11
+	VPERMPS           13376(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z15, Z11
+	VPERMPS           13440(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z15, Z11
+	VPERMPS           13504(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z15, Z11
+	VPERMPS           13568(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z15, Z11
+	VPERMPS           13632(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z15, Z11
+	VPERMPS           13696(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           13760(BX), Z15, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        13824(R8)
+	PREFETCHT0        13888(R8)
+	PREFETCHT0        13952(R8)
+	PREFETCHT0        14016(R8)
+	PREFETCHT0        14080(R8)
+	PREFETCHT0        14144(R8)
+	PREFETCHT0        14208(R8)
+	PREFETCHT0        14272(R8)
+	PREFETCHT1        7872(CX)
+	VPSRLD            $0x1c, Z13, Z11
+	VPERMPS           13824(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z13, Z11
+	VPERMPS           13888(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z13, Z11
+	VPERMPS           13952(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z13, Z11
+	VPERMPS           14016(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z13, Z11
+	VPERMPS           14080(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z13, Z11
+	VPERMPS           14144(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z13, Z11
+	VPERMPS           14208(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14272(BX), Z13, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14336(R8)
+	PREFETCHT0        14400(R8)
+	PREFETCHT0        14464(R8)
+	PREFETCHT0        14528(R8)
+	PREFETCHT0        14592(R8)
+	PREFETCHT0        14656(R8)
+	PREFETCHT0        14720(R8)
+	PREFETCHT0        14784(R8)
+	PREFETCHT1        7936(CX)
+	VPSRLD            $0x1c, Z12, Z11
+	VPERMPS           14336(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z12, Z11
+	VPERMPS           14400(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z12, Z11
+	VPERMPS           14464(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z12, Z11
+	VPERMPS           14528(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z12, Z11
+	VPERMPS           14592(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z12, Z11
+	VPERMPS           14656(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z12, Z11
+	VPERMPS           14720(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           14784(BX), Z12, Z11
+	VADDPS            Z11, Z8, Z8
+	PREFETCHT0        14848(R8)
+	PREFETCHT0        14912(R8)
+	PREFETCHT0        14976(R8)
+	PREFETCHT0        15040(R8)
+	PREFETCHT0        15104(R8)
+	PREFETCHT0        15168(R8)
+	PREFETCHT0        15232(R8)
+	PREFETCHT0        15296(R8)
+	PREFETCHT1        8000(CX)
+	VPSRLD            $0x1c, Z10, Z11
+	VPERMPS           14848(BX), Z11, Z11
+	VADDPS            Z11, Z1, Z1
+	VPSRLD            $0x18, Z10, Z11
+	VPERMPS           14912(BX), Z11, Z11
+	VADDPS            Z11, Z2, Z2
+	VPSRLD            $0x14, Z10, Z11
+	VPERMPS           14976(BX), Z11, Z11
+	VADDPS            Z11, Z3, Z3
+	VPSRLD            $0x10, Z10, Z11
+	VPERMPS           15040(BX), Z11, Z11
+	VADDPS            Z11, Z4, Z4
+	VPSRLD            $0x0c, Z10, Z11
+	VPERMPS           15104(BX), Z11, Z11
+	VADDPS            Z11, Z5, Z5
+	VPSRLD            $0x08, Z10, Z11
+	VPERMPS           15168(BX), Z11, Z11
+	VADDPS            Z11, Z6, Z6
+	VPSRLD            $0x04, Z10, Z11
+	VPERMPS           15232(BX), Z11, Z11
+	VADDPS            Z11, Z7, Z7
+	VPERMPS           15296(BX), Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15360(R8)
+	PREFETCHT0        15424(R8)
+	PREFETCHT0        15488(R8)
+	PREFETCHT0        15552(R8)
+	PREFETCHT0        15616(R8)
+	PREFETCHT0        15680(R8)
+	PREFETCHT0        15744(R8)
+	PREFETCHT0        15808(R8)
+	PREFETCHT1        8064(CX)
+	VPSRLD            $0x1c, Z14, Z10
+	VPERMPS           15360(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z14, Z10
+	VPERMPS           15424(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z14, Z10
+	VPERMPS           15488(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z14, Z10
+	VPERMPS           15552(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z14, Z10
+	VPERMPS           15616(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z14, Z10
+	VPERMPS           15680(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z14, Z10
+	VPERMPS           15744(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           15808(BX), Z14, Z10
+	VADDPS            Z10, Z8, Z8
+	PREFETCHT0        15872(R8)
+	PREFETCHT0        15936(R8)
+	PREFETCHT0        16000(R8)
+	PREFETCHT0        16064(R8)
+	PREFETCHT0        16128(R8)
+	PREFETCHT0        16192(R8)
+	PREFETCHT0        16256(R8)
+	PREFETCHT0        16320(R8)
+	PREFETCHT1        8128(CX)
+	VPSRLD            $0x1c, Z9, Z10
+	VPERMPS           15872(BX), Z10, Z10
+	VADDPS            Z10, Z1, Z1
+	VPSRLD            $0x18, Z9, Z10
+	VPERMPS           15936(BX), Z10, Z10
+	VADDPS            Z10, Z2, Z2
+	VPSRLD            $0x14, Z9, Z10
+	VPERMPS           16000(BX), Z10, Z10
+	VADDPS            Z10, Z3, Z3
+	VPSRLD            $0x10, Z9, Z10
+	VPERMPS           16064(BX), Z10, Z10
+	VADDPS            Z10, Z4, Z4
+	VPSRLD            $0x0c, Z9, Z10
+	VPERMPS           16128(BX), Z10, Z10
+	VADDPS            Z10, Z5, Z5
+	VPSRLD            $0x08, Z9, Z10
+	VPERMPS           16192(BX), Z10, Z10
+	VADDPS            Z10, Z6, Z6
+	VPSRLD            $0x04, Z9, Z10
+	VPERMPS           16256(BX), Z10, Z10
+	VADDPS            Z10, Z7, Z7
+	VPERMPS           16320(BX), Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VMOVUPS           (AX), Z9
+	VADDPS            Z2, Z1, Z1
+	VADDPS            Z4, Z3, Z3
+	VADDPS            Z6, Z5, Z5
+	VADDPS            Z8, Z7, Z7
+	VADDPS            Z3, Z1, Z1
+	VADDPS            Z7, Z5, Z5
+	VADDPS            Z5, Z1, Z1
+	VCVTPH2PS         (DX), Z3
+	VCVTPH2PS         32(DX), Z2
+	VMULPS            Z3, Z2, Z2
+	VFMADD231PS       Z3, Z1, Z9
+	VFNMADD231PS.BCST (SI), Z2, Z9
+	VMOVUPS           Z9, (AX)
+	ADDQ              $0x00000040, DI
+	ADDQ              $0x00000800, CX
+	ADDQ              $0x00000040, DX
+	ADDQ              $0x00000004, SI
+	ADDQ              $0x00004000, BX
+	DECQ              (SP)
+	JNZ               Bits2LutA32S16X1F16Avx512_chunk
+	MOVQ              out+40(FP), AX
+	ADDQ              $0x00000040, AX
+	MOVQ              AX, out+40(FP)
+	MOVQ              chunks+56(FP), AX
+	SHLQ              $0x0b, AX
+	MOVQ              w+0(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, w+0(FP)
+	MOVQ              metaStride+16(FP), AX
+	SHLQ              $0x00, AX
+	MOVQ              meta+8(FP), CX
+	ADDQ              AX, CX
+	MOVQ              CX, meta+8(FP)
+	MOVQ              tiles+48(FP), AX
+	DECQ              AX
+	MOVQ              AX, tiles+48(FP)
+	JNZ               Bits2LutA32S16X1F16Avx512_tile
+	VZEROUPPER
+	RET
+
 // func StreamReadAvx512(b []uint64) uint64
 // Requires: AVX, AVX2, AVX512F
 TEXT ·StreamReadAvx512(SB), NOSPLIT, $0-32

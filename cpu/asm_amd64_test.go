@@ -118,7 +118,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("bitsLut", funcName(k), bitsLutRequires)
 		}
 	}
-	check("bitsLut", funcName(asm.BitsLutTables1Avx512), bitsLutRequires)
+	for _, k := range bitsLutTables {
+		check("bitsLut", funcName(k), bitsLutRequires)
+	}
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)
 	for _, vs := range ansDotFuncs {

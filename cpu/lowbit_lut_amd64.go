@@ -16,19 +16,32 @@ import (
 // rows. meta is float32 or binary16 metadata (bitsLut).
 type bitsLutFunc = func(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
-// bitsLutKernels are the AVX-512 lookup-table kernels for Bits1 by the
-// segment length in planes (at least a nibble: groups of at least 128
-// columns): tiles of 64 and of 16 rows with float32 metadata, then the
-// same with binary16 metadata.
-var bitsLutKernels = map[int][4]bitsLutFunc{
-	4: {asm.Bits1LutA32S4X4Avx512, asm.Bits1LutA32S4X1Avx512,
+// bitsLutKernels are the AVX-512 lookup-table kernels for Bits1 and Bits2
+// by [width, segment length in planes] (at least a nibble: groups of at
+// least 128 columns): tiles of 64 and of 16 rows with float32 metadata,
+// then the same with binary16 metadata.
+var bitsLutKernels = map[[2]int][4]bitsLutFunc{
+	{1, 4}: {asm.Bits1LutA32S4X4Avx512, asm.Bits1LutA32S4X1Avx512,
 		asm.Bits1LutA32S4X4F16Avx512, asm.Bits1LutA32S4X1F16Avx512},
-	8: {asm.Bits1LutA32S8X4Avx512, asm.Bits1LutA32S8X1Avx512,
+	{1, 8}: {asm.Bits1LutA32S8X4Avx512, asm.Bits1LutA32S8X1Avx512,
 		asm.Bits1LutA32S8X4F16Avx512, asm.Bits1LutA32S8X1F16Avx512},
-	16: {asm.Bits1LutA32S16X4Avx512, asm.Bits1LutA32S16X1Avx512,
+	{1, 16}: {asm.Bits1LutA32S16X4Avx512, asm.Bits1LutA32S16X1Avx512,
 		asm.Bits1LutA32S16X4F16Avx512, asm.Bits1LutA32S16X1F16Avx512},
-	32: {asm.Bits1LutA32S32X4Avx512, asm.Bits1LutA32S32X1Avx512,
+	{1, 32}: {asm.Bits1LutA32S32X4Avx512, asm.Bits1LutA32S32X1Avx512,
 		asm.Bits1LutA32S32X4F16Avx512, asm.Bits1LutA32S32X1F16Avx512},
+	{2, 2}: {asm.Bits2LutA32S2X4Avx512, asm.Bits2LutA32S2X1Avx512,
+		asm.Bits2LutA32S2X4F16Avx512, asm.Bits2LutA32S2X1F16Avx512},
+	{2, 4}: {asm.Bits2LutA32S4X4Avx512, asm.Bits2LutA32S4X1Avx512,
+		asm.Bits2LutA32S4X4F16Avx512, asm.Bits2LutA32S4X1F16Avx512},
+	{2, 8}: {asm.Bits2LutA32S8X4Avx512, asm.Bits2LutA32S8X1Avx512,
+		asm.Bits2LutA32S8X4F16Avx512, asm.Bits2LutA32S8X1F16Avx512},
+	{2, 16}: {asm.Bits2LutA32S16X4Avx512, asm.Bits2LutA32S16X1Avx512,
+		asm.Bits2LutA32S16X4F16Avx512, asm.Bits2LutA32S16X1F16Avx512},
+}
+
+// bitsLutTables builds the tables of the table kernels, by width.
+var bitsLutTables = map[int]func(tab *float32, sums *float32, x *float32, chunks int){
+	1: asm.BitsLutTables1Avx512, 2: asm.BitsLutTables2Avx512,
 }
 
 var bitsLutRequires = []string{"AVX", "AVX512F"}
@@ -37,11 +50,11 @@ var bitsLutRequires = []string{"AVX", "AVX512F"}
 // 16 entries.
 const lutTableFloats = 32 * 8 * 16
 
-// lutAllOnes is the table index whose four codes are all 1: its entry is
-// the sum of the nibble's activations.
-const lutAllOnes = 15
+// lutAllOnes is, by width, the table index whose codes are all 1: its
+// entry is the sum of the nibble's activations.
+var lutAllOnes = map[int]int{1: 0b1111, 2: 0b0101}
 
-// bitsLut is a Bits1 matrix's state for the table kernels: metadata laid
+// bitsLut is a Bits1 or Bits2 matrix's state for the table kernels: metadata laid
 // out at load per 16-row block (PRows/16 of them, metaBlock bytes each)
 // and segment, one value per row. Matrices with binary16 zero points (not
 // offsets) get 16 binary16 scales s, then 16 zero points z (the kernel
@@ -50,38 +63,44 @@ const lutAllOnes = 15
 // scales s, then 16 float32 m (s*z, or -o with offsets). Padding rows have
 // s = m = 0.
 type bitsLut struct {
-	seg, sps, nseg, chunks int
-	meta                   []byte
-	metaBlock              int
-	kern                   [2]bitsLutFunc // 64-row and 16-row tiles
+	n, seg, sps, nseg, chunks int
+	meta                      []byte
+	metaBlock                 int
+	kern                      [2]bitsLutFunc // 64-row and 16-row tiles
 	// words is b.Words in the order the kernels read them (lutPack), so
-	// each tile streams one contiguous block.
+	// each tile streams one contiguous block; packed on the first float
+	// multiply, so matrices only multiplied with int8 activations never
+	// hold the copy.
 	words []uint32
 	block *hugemem.Block // words' huge-page memory, or nil
+	pack  sync.Once
+	huge  bool // pack into huge pages (the backend's HugePages)
 }
 
 // lutPack returns b's words (PRows rows of wpr words, chunks of 32) in the
-// order the table kernels read them, derived once at load: the 16-row
-// block B starts at word B*16*wpr as in b.Words, but inside every 64-row
-// tile (rows below PRows/64*64; past them, every 16-row block alone) the
-// rows are stored chunk by chunk, and each chunk's 16-row blocks as their
-// rows' first halves (16 words each), then their second halves. A tile is
-// then one stream in address order. Measured on the 2-core Zen 5 VM,
-// Bits1G128 A32 4096x14336, alternating binaries, with each layout's best
-// prefetch distance: 0.38-0.50 ms (2 threads) and 0.61-0.63 (1 thread)
-// reading b.Words in place, 0.28-0.31 and 0.41-0.42 packed. It costs a
-// second copy of the words (1 bit per weight) for matrices multiplied
-// with float activations, in huge-page memory on HugePages backends like
-// the words themselves (packed into ordinary memory it had measured
+// order the table kernels read them: the 16-row block B starts at word
+// B*16*wpr as in b.Words, but inside every 64-row tile (rows below
+// PRows/64*64; past them, every 16-row block alone) the rows are stored
+// chunk by chunk, and each chunk's 16-row blocks as their rows' first
+// halves (16 words each), then their second halves. A tile is then one
+// stream in address order. Measured on the 2-core Zen 5 VM, Bits1G128 A32
+// 4096x14336, alternating binaries, with each layout's best prefetch
+// distance: 0.38-0.50 ms (2 threads) and 0.61-0.63 (1 thread) reading
+// b.Words in place, 0.28-0.31 and 0.41-0.42 packed. It costs a second
+// copy of the words for matrices multiplied with float activations (made
+// on the first such multiply), in huge-page memory on HugePages backends
+// like the words themselves (packed into ordinary memory it had measured
 // 0.32-0.54 ms against 0.26-0.38 in huge pages, alternating runs).
 func lutPack(b *layout.Bits, huge bool) ([]uint32, *hugemem.Block) {
 	wpr := b.WordsPerRow()
 	full := b.PRows / 64 * 64
-	out := make([]uint32, b.PRows*wpr)
+	var out []uint32
 	var blk *hugemem.Block
 	if huge {
-		blk = hugemem.Alloc(4 * len(out))
-		out = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), len(out))
+		blk = hugemem.Alloc(4 * b.PRows * wpr)
+		out = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), b.PRows*wpr)
+	} else {
+		out = make([]uint32, b.PRows*wpr)
 	}
 	for r := 0; r < b.PRows; r++ {
 		R, base := 64, r/64*64
@@ -102,12 +121,12 @@ func lutPack(b *layout.Bits, huge bool) ([]uint32, *hugemem.Block) {
 // planes, or nil where they do not apply: widths other than 1, groups
 // below 128 columns, kernel sets other than avx512vnni.
 func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
-	ks, ok := bitsLutKernels[seg]
-	if b.N != 1 || !ok || be.set.isa != AVX512VNNI || !hasAll(bitsLutRequires) {
+	ks, ok := bitsLutKernels[[2]int{b.N, seg}]
+	if !ok || be.set.isa != AVX512VNNI || !hasAll(bitsLutRequires) {
 		return nil
 	}
-	l := &bitsLut{seg: seg, sps: 32 / seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(1), kern: [2]bitsLutFunc{ks[0], ks[1]}}
-	l.words, l.block = lutPack(b, be.huge)
+	l := &bitsLut{n: b.N, seg: seg, sps: layout.BitsStep(b.N) / seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: [2]bitsLutFunc{ks[0], ks[1]}}
+	l.huge = be.huge
 	f16 := !b.FP32Meta && !b.Offsets
 	var m16 []layout.FP16
 	var m32 []float32
@@ -149,7 +168,8 @@ var lutMaxTableFloats = 4 << 20
 // each tile over whole rows (its chunks in order).
 func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 	l, b := mx.a32.lut, mx.bits
-	pc, cc := mx.pcols, layout.BitsChunk(1)
+	l.pack.Do(func() { l.words, l.block = lutPack(b, l.huge) })
+	pc, cc := mx.pcols, layout.BitsChunk(l.n)
 	tabLen, sumLen := l.chunks*lutTableFloats, l.chunks*8*16
 	if g := max(1, lutMaxTableFloats/tabLen); batch > g {
 		for v0 := 0; v0 < batch; v0 += g {
@@ -165,18 +185,18 @@ func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 	tab, sums, xsum := buf[:batch*tabLen], buf[batch*tabLen:batch*(tabLen+sumLen)], buf[batch*(tabLen+sumLen):]
 	_ = mx.b.parallelFor(l.chunks, 1, func(k0, k1 int) error {
 		for v := 0; v < batch; v++ {
-			asm.BitsLutTables1Avx512(&tab[v*tabLen+k0*lutTableFloats], &sums[v*sumLen+k0*128], &xp[v*pc+k0*cc], k1-k0)
+			bitsLutTables[l.n](&tab[v*tabLen+k0*lutTableFloats], &sums[v*sumLen+k0*128], &xp[v*pc+k0*cc], k1-k0)
 		}
 		return nil
 	})
-	// Segment sums: a segment of seg planes is seg/4 nibble columns.
-	nps := l.seg / 4
+	// Segment sums: a segment of seg planes is seg*n/4 nibble columns.
+	nps, ones := l.seg*l.n/4, lutAllOnes[l.n]
 	for v := 0; v < batch; v++ {
 		for s := 0; s < l.nseg; s++ {
 			k, j0 := s/l.sps, s%l.sps*nps
 			var a float32
 			for j := j0; j < j0+nps; j++ {
-				a += sums[v*sumLen+(k*8+j)*16+lutAllOnes]
+				a += sums[v*sumLen+(k*8+j)*16+ones]
 			}
 			xsum[v*l.nseg+s] = a
 		}

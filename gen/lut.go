@@ -26,14 +26,15 @@ import (
 // turn, so a chunk's tables come from L2 once per 64 rows and stay in L1
 // for the other three blocks.
 //
-// The generator handles 2-bit codes too (2 per nibble, tables of q0*x0 +
-// q1*x1). They first measured slower than the one-row kernel (Bits2G128
-// A32 4096x14336, 2 threads, Zen 5: 0.93-1.28 ms against 0.57-0.78).
-// With lutPack's order and the short prefetch they took 20% less time in
-// cache (1024x4096, one core: 53 against 63-65 us) but the same from DRAM
-// (four alternating rounds, A16 and A32: 0.46-0.54 ms both), so only
-// Bits1 is emitted: Bits2 would keep a second copy of its words for
-// nothing.
+// Bits2 runs the same way with two 2-bit codes per nibble (tables of
+// q0*x0 + q1*x1): 32 weights per VPERMPS and VADDPS against 16 per VPERMPS
+// and FMA in the one-row kernel. It first measured slower than the
+// one-row kernel (Bits2G128 A32 4096x14336, 2 threads, Zen 5: 0.93-1.28
+// ms against 0.57-0.78), then, with lutPack's order and the short
+// prefetch, 20% faster in cache (1024x4096, one core: 53 against 63-65
+// us) but no faster from DRAM until the packed words went into huge pages
+// too: three alternating rounds, A16 0.47-0.60 against 0.54-0.61 ms, A32
+// 0.47-0.50 against 0.52-0.58.
 
 const bitsLutSig = "func(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
 

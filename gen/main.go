@@ -114,11 +114,13 @@ func main() {
 			sparseA32(seg, f)
 		}
 	}
-	bitsLutTables(1)
-	for seg := 4; seg <= 32; seg *= 2 { // 1 bit: segments of at least a nibble
-		for _, f16 := range []bool{false, true} {
-			bitsLut(1, seg, 4, f16)
-			bitsLut(1, seg, 1, f16)
+	for _, n := range []int{1, 2} {
+		bitsLutTables(n)
+		for seg := 4 / n; seg <= 32/n; seg *= 2 { // segments of at least a nibble
+			for _, f16 := range []bool{false, true} {
+				bitsLut(n, seg, 4, f16)
+				bitsLut(n, seg, 1, f16)
+			}
 		}
 	}
 	streamRead()
