@@ -466,19 +466,13 @@ var floatSets = map[ISA]*floatKernels{
 		bits: map[[2]int]bitsA32Func{
 			{8, 1}: asm.Bits8A32S1Avx512, {8, 2}: asm.Bits8A32S2Avx512, {8, 4}: asm.Bits8A32S4Avx512,
 			{4, 1}: asm.Bits4A32S1Avx512, {4, 2}: asm.Bits4A32S2Avx512, {4, 4}: asm.Bits4A32S4Avx512, {4, 8}: asm.Bits4A32S8Avx512,
-			{2, 1}: asm.Bits2A32S1Avx512, {2, 2}: asm.Bits2A32S2Avx512, {2, 4}: asm.Bits2A32S4Avx512, {2, 8}: asm.Bits2A32S8Avx512,
-			{2, 16}: asm.Bits2A32S16Avx512,
-			{1, 1}:  asm.Bits1A32S1Avx512, {1, 2}: asm.Bits1A32S2Avx512, {1, 4}: asm.Bits1A32S4Avx512, {1, 8}: asm.Bits1A32S8Avx512,
-			{1, 16}: asm.Bits1A32S16Avx512, {1, 32}: asm.Bits1A32S32Avx512,
+			{2, 1}: asm.Bits2A32S1Avx512, {1, 1}: asm.Bits1A32S1Avx512, {1, 2}: asm.Bits1A32S2Avx512, // wider: table kernels
 			{3, 1}: asm.Bits3A32S1Avx512, {3, 2}: asm.Bits3A32S2Avx512, {3, 10}: asm.Bits3A32S10Avx512,
 		},
 		bits16: map[[2]int]bitsA32Func{
 			{8, 1}: asm.Bits8A32S1Meta16Avx512, {8, 2}: asm.Bits8A32S2Meta16Avx512, {8, 4}: asm.Bits8A32S4Meta16Avx512,
 			{4, 1}: asm.Bits4A32S1Meta16Avx512, {4, 2}: asm.Bits4A32S2Meta16Avx512, {4, 4}: asm.Bits4A32S4Meta16Avx512, {4, 8}: asm.Bits4A32S8Meta16Avx512,
-			{2, 1}: asm.Bits2A32S1Meta16Avx512, {2, 2}: asm.Bits2A32S2Meta16Avx512, {2, 4}: asm.Bits2A32S4Meta16Avx512, {2, 8}: asm.Bits2A32S8Meta16Avx512,
-			{2, 16}: asm.Bits2A32S16Meta16Avx512,
-			{1, 2}:  asm.Bits1A32S2Meta16Avx512, {1, 4}: asm.Bits1A32S4Meta16Avx512, {1, 8}: asm.Bits1A32S8Meta16Avx512,
-			{1, 16}: asm.Bits1A32S16Meta16Avx512, {1, 32}: asm.Bits1A32S32Meta16Avx512,
+			{2, 1}: asm.Bits2A32S1Meta16Avx512, {1, 2}: asm.Bits1A32S2Meta16Avx512,
 			{3, 1}: asm.Bits3A32S1Meta16Avx512, {3, 2}: asm.Bits3A32S2Meta16Avx512, {3, 10}: asm.Bits3A32S10Meta16Avx512,
 		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
@@ -572,13 +566,13 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	if fk == nil || !hasAll(fk.requires) {
 		return nil
 	}
-	kern, ok := fk.bits[[2]int{b.N, seg}]
-	if !ok {
-		return nil
-	}
-	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N), kern: kern}
+	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N)}
 	if a.lut = newBitsLut(be, b, seg); a.lut != nil {
-		return a
+		return a // the one-row kernels for these are not built (gen/main.go)
+	}
+	var ok bool
+	if a.kern, ok = fk.bits[[2]int{b.N, seg}]; !ok {
+		return nil
 	}
 	a.tc = min(a.chunks, a32TileChunks(layout.BitsChunk(b.N)))
 	if k16, ok := fk.bits16[[2]int{b.N, seg}]; ok && !b.FP32Meta && !b.Offsets {

@@ -12,8 +12,8 @@ import (
 )
 
 // bitsLutFunc is a lookup-table float kernel (gen/lut.go): 16 rows per
-// vector, one VPERMPS and one VADDPS per nibble of 4 one-bit codes of 16
-// rows. meta is float32 or binary16 metadata (bitsLut).
+// vector, one VPERMPS and one VADDPS per nibble (four 1-bit or two 2-bit
+// codes) of 16 rows. meta is float32 or binary16 metadata (bitsLut).
 type bitsLutFunc = func(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
 
 // bitsLutKernels are the AVX-512 lookup-table kernels for Bits1 and Bits2
@@ -54,9 +54,9 @@ const lutTableFloats = 32 * 8 * 16
 // entry is the sum of the nibble's activations.
 var lutAllOnes = map[int]int{1: 0b1111, 2: 0b0101}
 
-// bitsLut is a Bits1 or Bits2 matrix's state for the table kernels: metadata laid
-// out at load per 16-row block (PRows/16 of them, metaBlock bytes each)
-// and segment, one value per row. Matrices with binary16 zero points (not
+// bitsLut is a Bits1 or Bits2 matrix's state for the table kernels:
+// metadata laid out at load per 16-row block (PRows/16 of them, metaBlock
+// bytes each) and segment, one value per row. Matrices with binary16 zero points (not
 // offsets) get 16 binary16 scales s, then 16 zero points z (the kernel
 // takes s*z as layout.(*Bits).Affine does; half the bytes, which the
 // kernel, bound by memory, reads 15-30% faster). Others get 16 float32
@@ -118,8 +118,9 @@ func lutPack(b *layout.Bits, huge bool) ([]uint32, *hugemem.Block) {
 }
 
 // newBitsLut returns the table kernels' state for b with segments of seg
-// planes, or nil where they do not apply: widths other than 1, groups
-// below 128 columns, kernel sets other than avx512vnni.
+// planes, or nil where they do not apply: widths other than 1 and 2,
+// segments below a nibble (groups below 128 columns for 1 bit, 64 for 2),
+// kernel sets other than avx512vnni.
 func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
 	ks, ok := bitsLutKernels[[2]int{b.N, seg}]
 	if !ok || be.set.isa != AVX512VNNI || !hasAll(bitsLutRequires) {
