@@ -2089,7 +2089,7 @@ func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *floa
 func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S1Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2106,7 +2106,7 @@ func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *flo
 func Bits8A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S2Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2123,7 +2123,7 @@ func Bits8A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits8A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S4Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2140,7 +2140,7 @@ func Bits8A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits8A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S1Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2157,7 +2157,7 @@ func Bits8A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits4A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S2Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2174,7 +2174,7 @@ func Bits4A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits4A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S4Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2191,7 +2191,7 @@ func Bits4A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits4A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S8Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2208,7 +2208,7 @@ func Bits4A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits4A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S1Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2225,7 +2225,7 @@ func Bits4A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits2A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S2Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2242,7 +2242,7 @@ func Bits2A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits1A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S1Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2259,7 +2259,7 @@ func Bits1A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits3A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S2Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2276,7 +2276,7 @@ func Bits3A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum
 func Bits3A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S10Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2335,7 +2335,7 @@ func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *fl
 func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S1Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2350,7 +2350,7 @@ func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *fl
 func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S2Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2365,7 +2365,7 @@ func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S4Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2380,7 +2380,7 @@ func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S1Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2395,7 +2395,7 @@ func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S2Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2410,7 +2410,7 @@ func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S4Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2425,7 +2425,7 @@ func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S8Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2440,7 +2440,7 @@ func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S1Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2455,7 +2455,7 @@ func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S2Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2470,7 +2470,7 @@ func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S4Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2485,7 +2485,7 @@ func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S8Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2500,7 +2500,7 @@ func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2515,7 +2515,7 @@ func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S1Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2530,7 +2530,7 @@ func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S2Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2545,7 +2545,7 @@ func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S4Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2560,7 +2560,7 @@ func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S8Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2575,7 +2575,7 @@ func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2590,7 +2590,7 @@ func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S32Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2605,7 +2605,7 @@ func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S1Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2620,7 +2620,7 @@ func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S2Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2635,7 +2635,7 @@ func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S10Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2650,7 +2650,7 @@ func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float3
 func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S1Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2667,7 +2667,7 @@ func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float
 func Bits8A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S2Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2684,7 +2684,7 @@ func Bits8A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits8A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits8A32S4Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2701,7 +2701,7 @@ func Bits8A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits8A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S1Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2718,7 +2718,7 @@ func Bits8A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits4A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S2Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2735,7 +2735,7 @@ func Bits4A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits4A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S4Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2752,7 +2752,7 @@ func Bits4A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits4A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits4A32S8Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2769,7 +2769,7 @@ func Bits4A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits4A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S2Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2786,7 +2786,7 @@ func Bits4A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits2A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S4Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2803,7 +2803,7 @@ func Bits2A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits2A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S8Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2820,7 +2820,7 @@ func Bits2A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits2A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits2A32S16Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2837,7 +2837,7 @@ func Bits2A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits2A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S4Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2854,7 +2854,7 @@ func Bits2A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum 
 func Bits1A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S8Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2871,7 +2871,7 @@ func Bits1A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits1A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S16Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2888,7 +2888,7 @@ func Bits1A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *
 func Bits1A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits1A32S32Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2905,7 +2905,7 @@ func Bits1A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum 
 func Bits1A32S32Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S2Meta16Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //
@@ -2922,7 +2922,7 @@ func Bits1A32S32Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum 
 func Bits3A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
 // Bits3A32S10Meta16Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2, FMA and F16C:
+// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
 //
 //	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
 //

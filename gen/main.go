@@ -1615,7 +1615,7 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 	}
 	Doc(slices.Concat([]string{
 		name + " computes W" + fmt.Sprint(n) + "A32 dot products of Bits matrices, one row at a time",
-		"(rows rows from w, stride bytes apart, chunks chunks each), with " + map[bool]string{true: "AVX-512F", false: "AVX2, FMA and F16C"}[f.avx512] + ":",
+		"(rows rows from w, stride bytes apart, chunks chunks each), with " + map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512] + map[bool]string{true: " (and F16C)"}[meta16] + ":",
 		"",
 		"\tout[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]",
 		"",
