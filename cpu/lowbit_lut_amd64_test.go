@@ -9,54 +9,18 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// TestBitsLutVectorGroups forces the table kernels to take a batch in
-// groups of vectors (lutMaxTableFloats below one vector's tables) and
-// checks every vector against the float64 reference.
-func TestBitsLutVectorGroups(t *testing.T) {
+// lutMultiply loads a random Bits1G128 rows x cols matrix on an
+// avx512vnni backend with cfg's threads and huge pages, checks that the
+// table kernels run it, multiplies batch random vectors (guard bands
+// checked) and checks them against the float64 reference.
+func lutMultiply(t *testing.T, seed uint64, rows, cols, batch int, cfg Config) *LowMatrix {
+	t.Helper()
 	if !Supported(AVX512VNNI) {
 		t.Skip("needs the avx512vnni kernel set")
 	}
-	defer func(v int) { lutMaxTableFloats = v }(lutMaxTableFloats)
-	lutMaxTableFloats = 1
-	rng := rand.New(rand.NewPCG(31, 32))
-	const rows, cols, batch = 70, 2100, 5
-	be, err := New(Config{ISA: AVX512VNNI, Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := layout.QuantizeBits(randVec(rng, rows*cols), rows, cols, 1, 128, layout.BitsOptions{Method: layout.Search})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mx, err := be.LoadBits(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mx.a32 == nil || mx.a32.lut == nil {
-		t.Fatal("Bits1G128 does not run the table kernels")
-	}
-	x := randVec(rng, batch*cols)
-	full, dst := guarded(batch * rows)
-	if err := mx.MulF32(dst, x, batch); err != nil {
-		t.Fatal(err)
-	}
-	checkGuards(t, full, batch*rows)
-	checkFloat(t, "Bits1G128/groups", lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
-}
-
-// TestBitsLutTasks multiplies a matrix large enough for parallelRows to
-// split into many tasks of 32 rows, with rows that are not a multiple of
-// 64: the table kernels' tasks move to 64-row tile edges (lutPack), some
-// come out empty, and the last ends in 16-row tiles. The backend keeps
-// matrices in huge pages, so the packed words are there too; Close frees
-// them and later multiplies fail.
-func TestBitsLutTasks(t *testing.T) {
-	if !Supported(AVX512VNNI) {
-		t.Skip("needs the avx512vnni kernel set")
-	}
-	rng := rand.New(rand.NewPCG(33, 34))
-	const rows, cols, batch = 1000, 4096, 2
-	be, err := New(Config{ISA: AVX512VNNI, Threads: 3, HugePages: true})
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	cfg.ISA = AVX512VNNI
+	be, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +41,34 @@ func TestBitsLutTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGuards(t, full, batch*rows)
-	checkFloat(t, "Bits1G128/tasks", lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+	checkFloat(t, b.Name(), lowCase{b.Name(), mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+	return mx
+}
+
+// TestBitsLutVectorGroups forces the table kernels to take a batch in
+// groups of vectors (lutMaxTableFloats below one vector's tables) and
+// checks every vector against the float64 reference.
+func TestBitsLutVectorGroups(t *testing.T) {
+	defer func(v int) { lutMaxTableFloats = v }(lutMaxTableFloats)
+	lutMaxTableFloats = 1
+	lutMultiply(t, 31, 70, 2100, 5, Config{Threads: 2})
+}
+
+// TestBitsLutTasks multiplies a matrix large enough for parallelRows to
+// split into many tasks of 32 rows, with rows that are not a multiple of
+// 64: the table kernels' tasks move to 64-row tile edges (lutPack), some
+// come out empty, and the last ends in 16-row tiles. The backend keeps
+// matrices in huge pages, so the packed words are there too; Close frees
+// them and later multiplies fail.
+func TestBitsLutTasks(t *testing.T) {
+	mx := lutMultiply(t, 33, 1000, 4096, 2, Config{Threads: 3, HugePages: true})
 	if mx.a32.lut.block == nil {
 		t.Error("packed words not in huge-page memory")
 	}
 	if err := mx.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := mx.MulF32(dst, x, batch); err != ErrClosed {
+	if err := mx.MulF32(make([]float32, 1000), make([]float32, 4096), 1); err != ErrClosed {
 		t.Errorf("multiply after Close: %v, want ErrClosed", err)
 	}
 }
