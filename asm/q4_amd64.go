@@ -2996,8 +2996,8 @@ func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // Bits1LutA32S4X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3005,9 +3005,9 @@ func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3021,8 +3021,8 @@ func Bits1LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits1LutA32S4X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3030,9 +3030,9 @@ func Bits1LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3046,8 +3046,8 @@ func Bits1LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits1LutA32S4X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3055,9 +3055,9 @@ func Bits1LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3071,8 +3071,8 @@ func Bits1LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits1LutA32S4X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3080,9 +3080,9 @@ func Bits1LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3096,8 +3096,8 @@ func Bits1LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits1LutA32S8X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3105,9 +3105,9 @@ func Bits1LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3121,8 +3121,8 @@ func Bits1LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits1LutA32S8X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3130,9 +3130,9 @@ func Bits1LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3146,8 +3146,8 @@ func Bits1LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits1LutA32S8X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3155,9 +3155,9 @@ func Bits1LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3171,8 +3171,8 @@ func Bits1LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits1LutA32S8X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3180,9 +3180,9 @@ func Bits1LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3196,8 +3196,8 @@ func Bits1LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits1LutA32S16X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3205,9 +3205,9 @@ func Bits1LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3221,8 +3221,8 @@ func Bits1LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // Bits1LutA32S16X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3230,9 +3230,9 @@ func Bits1LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3246,8 +3246,8 @@ func Bits1LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // Bits1LutA32S16X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3255,9 +3255,9 @@ func Bits1LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3271,8 +3271,8 @@ func Bits1LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // Bits1LutA32S16X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3280,9 +3280,9 @@ func Bits1LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3296,8 +3296,8 @@ func Bits1LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // Bits1LutA32S32X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3305,9 +3305,9 @@ func Bits1LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3321,8 +3321,8 @@ func Bits1LutA32S32X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // Bits1LutA32S32X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3330,9 +3330,9 @@ func Bits1LutA32S32X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3346,8 +3346,8 @@ func Bits1LutA32S32X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // Bits1LutA32S32X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3355,9 +3355,9 @@ func Bits1LutA32S32X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3371,8 +3371,8 @@ func Bits1LutA32S32X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // Bits1LutA32S32X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3380,9 +3380,9 @@ func Bits1LutA32S32X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3409,8 +3409,8 @@ func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // Bits2LutA32S2X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3418,9 +3418,9 @@ func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3434,8 +3434,8 @@ func Bits2LutA32S2X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits2LutA32S2X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3443,9 +3443,9 @@ func Bits2LutA32S2X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3459,8 +3459,8 @@ func Bits2LutA32S2X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits2LutA32S2X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3468,9 +3468,9 @@ func Bits2LutA32S2X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3484,8 +3484,8 @@ func Bits2LutA32S2X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits2LutA32S2X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3493,9 +3493,9 @@ func Bits2LutA32S2X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3509,8 +3509,8 @@ func Bits2LutA32S2X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits2LutA32S4X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3518,9 +3518,9 @@ func Bits2LutA32S2X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3534,8 +3534,8 @@ func Bits2LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits2LutA32S4X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3543,9 +3543,9 @@ func Bits2LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3559,8 +3559,8 @@ func Bits2LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits2LutA32S4X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3568,9 +3568,9 @@ func Bits2LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3584,8 +3584,8 @@ func Bits2LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits2LutA32S4X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3593,9 +3593,9 @@ func Bits2LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3609,8 +3609,8 @@ func Bits2LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits2LutA32S8X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3618,9 +3618,9 @@ func Bits2LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3634,8 +3634,8 @@ func Bits2LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits2LutA32S8X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3643,9 +3643,9 @@ func Bits2LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3659,8 +3659,8 @@ func Bits2LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // Bits2LutA32S8X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3668,9 +3668,9 @@ func Bits2LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xs
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3684,8 +3684,8 @@ func Bits2LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits2LutA32S8X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3693,9 +3693,9 @@ func Bits2LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3709,8 +3709,8 @@ func Bits2LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // Bits2LutA32S16X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3718,9 +3718,9 @@ func Bits2LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32,
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3734,8 +3734,8 @@ func Bits2LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // Bits2LutA32S16X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3743,9 +3743,9 @@ func Bits2LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3759,8 +3759,8 @@ func Bits2LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // Bits2LutA32S16X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3768,9 +3768,9 @@ func Bits2LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, x
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
@@ -3784,8 +3784,8 @@ func Bits2LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // Bits2LutA32S16X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
 // kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'
-// first halves, 64 bytes each, then their second halves):
+// by chunk, each chunk's 16-row blocks in turn, each block word by word,
+// a word as 16 dwords, row i's at dword i):
 //
 //	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
@@ -3793,9 +3793,9 @@ func Bits2LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 // inside one group). Block T's metadata starts at meta + T*metaStride bytes:
 // per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk each
-// block's 16 words are transposed so that lane i is row i; nibble j's
-// index then picks, per row, the sum of the activations its codes select
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per
+// row, the sum of the activations its codes select
 // from table (k, t, j). The blocks of a tile take each chunk in turn, so
 // the chunk's tables (16 KiB) are read from L2 once per tile, and w is
 // read as one stream; the next chunk's tables, w lutPrefetchBytes ahead

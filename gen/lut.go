@@ -21,8 +21,12 @@ import (
 // combinations (T-MAC's idea), so one VPERMPS (the table a memory operand)
 // and one VADDPS handle 64 weights. The tables (16 floats per nibble
 // column: 16 KiB per chunk of 32 words) are built once per call and
-// vector, shared by all rows and threads; the rows' words come in 16x16
-// blocks transposed in registers. Tiles of 64 rows take each chunk in
+// vector, shared by all rows and threads; the rows' words come
+// transposed at load (16 rows' word t in one vector). Transposing 16x16
+// blocks in registers instead had cost 13-15% of the compute (one core,
+// 1024x4096-cached: Bits2 50-51 against 43-44 us, Bits1 24-25 against
+// 21-22; from DRAM, 2 threads, Bits2G128 0.46-0.55 against 0.43-0.52 ms,
+// Bits1 unchanged). Tiles of 64 rows take each chunk in
 // turn, so a chunk's tables come from L2 once per 64 rows and stay in L1
 // for the other three blocks.
 //
@@ -147,8 +151,8 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
 		"lookup tables, for tiles tiles of "+fmt.Sprint(R)+" rows of chunks chunks each, from w in the",
 		"kernels' order (cpu's lutPack: the tiles one after the other, each chunk",
-		"by chunk, each chunk's 16-row blocks in turn, each block as 16 rows'",
-		"first halves, 64 bytes each, then their second halves):",
+		"by chunk, each chunk's 16-row blocks in turn, each block word by word,",
+		"a word as 16 dwords, row i's at dword i):",
 		"",
 		"\tout[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]",
 		"",
@@ -156,9 +160,9 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		"inside one group). Block T's metadata starts at meta + T*metaStride bytes:",
 		metaDoc[0],
 		metaDoc[1]+" tab holds the chunks' tables (BitsLutTables"+fmt.Sprint(n)+"Avx512),",
-		"xsum the activations' sum per segment. Per word t of a chunk each",
-		"block's 16 words are transposed so that lane i is row i; nibble j's",
-		"index then picks, per row, the sum of the activations its codes select",
+		"xsum the activations' sum per segment. Per word t of a chunk, lane i",
+		"of the block's vector is row i; nibble j's index then picks, per",
+		"row, the sum of the activations its codes select",
 		"from table (k, t, j). The blocks of a tile take each chunk in turn, so",
 		"the chunk's tables (16 KiB) are read from L2 once per tile, and w is",
 		"read as one stream; the next chunk's tables, w lutPrefetchBytes ahead",
@@ -196,13 +200,9 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	}
 	perT := 8 / sub // table lines of the next chunk to prefetch per word
 	for hh := 0; hh < 2; hh++ {
-		words := make([]Register, 16)
-		for r := range words {
-			words[r] = ZMM()
-			VMOVDQU32(Mem{Base: rx, Disp: 1024*hh + 64*r}, words[r])
-		}
-		v := transpose16(words)
 		for tt := 0; tt < 16; tt++ {
+			vt := ZMM() // word 16*hh+tt of the block's rows, lane i = row i
+			VMOVDQU32(Mem{Base: rx, Disp: 1024*hh + 64*tt}, vt)
 			t := 16*hh + tt
 			for l := 0; l < perT; l++ {
 				PREFETCHT0(Mem{Base: tpf, Disp: 64 * (perT*t + l)})
@@ -214,10 +214,10 @@ func bitsLut(n, seg, sub int, f16 bool) {
 				PREFETCHT1(Mem{Base: mlin, Disp: 64 * (t / (32 / lines))})
 			}
 			for j := 0; j < 8; j++ {
-				var idx Op = v[tt]
+				var idx Op = vt
 				if sh := 28 - 4*j; sh != 0 {
 					idx = ZMM()
-					VPSRLD(U8(sh), v[tt], idx)
+					VPSRLD(U8(sh), vt, idx)
 				}
 				tm := Mem{Base: tp, Disp: 64 * (8*t + j)}
 				if t == 0 {
