@@ -24456,7 +24456,7 @@ Bits8A32S1Meta16Avx512_chunk:
 
 // func Bits8A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
-TEXT ·Bits8A32S2Meta16Avx512(SB), NOSPLIT, $8-64
+TEXT ·Bits8A32S2Meta16Avx512(SB), NOSPLIT, $16-64
 	MOVL         $0x000000ff, AX
 	VPBROADCASTD AX, Z0
 	MOVQ         w+0(FP), AX
@@ -24886,7 +24886,7 @@ Bits4A32S2Meta16Avx512_chunk:
 
 // func Bits4A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX512F, AVX512VL, F16C, FMA3, MMX+
-TEXT ·Bits4A32S4Meta16Avx512(SB), NOSPLIT, $8-64
+TEXT ·Bits4A32S4Meta16Avx512(SB), NOSPLIT, $16-64
 	VMOVDQU64 nibbleFloats<>+0(SB), Z0
 	MOVQ      w+0(FP), AX
 	MOVQ      meta+16(FP), CX
@@ -32658,7 +32658,7 @@ Bits8A32S1Meta16Avx2_chunk:
 
 // func Bits8A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·Bits8A32S2Meta16Avx2(SB), NOSPLIT, $8-64
+TEXT ·Bits8A32S2Meta16Avx2(SB), NOSPLIT, $16-64
 	MOVL         $0x000000ff, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
@@ -33328,7 +33328,7 @@ Bits4A32S2Meta16Avx2_chunk:
 
 // func Bits4A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·Bits4A32S4Meta16Avx2(SB), NOSPLIT, $8-64
+TEXT ·Bits4A32S4Meta16Avx2(SB), NOSPLIT, $16-64
 	MOVL         $0x0000000f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
@@ -34258,7 +34258,7 @@ Bits2A32S4Meta16Avx2_chunk:
 
 // func Bits2A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·Bits2A32S8Meta16Avx2(SB), NOSPLIT, $8-64
+TEXT ·Bits2A32S8Meta16Avx2(SB), NOSPLIT, $16-64
 	VMOVDQU codeTable2_0<>+0(SB), Y0
 	MOVQ    w+0(FP), AX
 	MOVQ    meta+16(FP), CX
@@ -35578,7 +35578,7 @@ Bits1A32S8Meta16Avx2_chunk:
 
 // func Bits1A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·Bits1A32S16Meta16Avx2(SB), NOSPLIT, $8-64
+TEXT ·Bits1A32S16Meta16Avx2(SB), NOSPLIT, $16-64
 	VMOVDQU codeTable1_0<>+0(SB), Y0
 	VMOVDQU codeTable1_1<>+0(SB), Y1
 	MOVQ    w+0(FP), AX

@@ -245,3 +245,65 @@ func TestColumnTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestAsmStackSlots checks every (SP)-relative access of the generated
+// kernels against the frame size on their TEXT line: an access past the
+// locals reaches the saved frame pointer or the return address (a 16-byte
+// store into an 8-byte slot once clobbered the caller's frame pointer).
+// The width is the vector register's (X 16, Y 32, Z 64 bytes), 4 or 8 for
+// broadcasts and scalar moves, 8 for Q-suffixed integer instructions.
+func TestAsmStackSlots(t *testing.T) {
+	src, err := os.ReadFile("../asm/q4_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`^TEXT ·(\w+)\(SB\), (?:[\w|]+, )?\$(\d+)-\d+$`)
+	access := regexp.MustCompile(`^\s+(\S+)\s+(.*)$`)
+	slot := regexp.MustCompile(`(-?\d*)\(SP\)`)
+	vreg := regexp.MustCompile(`\b([XYZ])\d+\b`)
+	fn, frame, checked := "", 0, 0
+	for i, line := range strings.Split(string(src), "\n") {
+		if m := text.FindStringSubmatch(line); m != nil {
+			fn, frame = m[1], 0
+			fmt.Sscan(m[2], &frame)
+			continue
+		}
+		if strings.HasPrefix(line, "TEXT") {
+			t.Fatalf("asm line %d: unparsed TEXT line %q", i+1, line)
+		}
+		m := access.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		s := slot.FindStringSubmatch(m[2])
+		if s == nil {
+			continue
+		}
+		off := 0
+		if s[1] != "" {
+			fmt.Sscan(s[1], &off)
+		}
+		op, w := m[1], 0
+		switch {
+		case strings.HasSuffix(op, ".BCST") || op == "VBROADCASTSS" || op == "VMOVSS" || strings.HasSuffix(op, "L"):
+			w = 4
+		case op == "VMOVSD" || op == "VBROADCASTSD" || strings.HasSuffix(op, "Q") && !strings.HasPrefix(op, "V"):
+			w = 8
+		default:
+			for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
+				w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]])
+			}
+		}
+		if w == 0 {
+			t.Errorf("asm line %d (%s): cannot tell the width of %q", i+1, fn, strings.TrimSpace(line))
+			continue
+		}
+		checked++
+		if off < 0 || off+w > frame {
+			t.Errorf("asm line %d: %s (frame %d bytes) accesses %d bytes at %d(SP): %s", i+1, fn, frame, w, off, strings.TrimSpace(line))
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no (SP) accesses found: the parser is out of date")
+	}
+}

@@ -1644,7 +1644,7 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 	pfo := rowPrefetchOffset()
 	var scales Mem // meta16, P > 1: the chunk's scales as float32
 	if meta16 && P > 1 {
-		scales = AllocLocal(4 * P)
+		scales = AllocLocal(4 * max(P, 4)) // slotVec(P) is at least an XMM: 16 bytes are stored
 	}
 	Label(name + "_row")
 	acc := f.reg()
