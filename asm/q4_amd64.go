@@ -2334,6 +2334,48 @@ func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *fl
 //go:noescape
 func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
+// Sparse12A32S1Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX-512F (and F16C): for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 1 planes (64 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with per row and chunk 4 binary16 s, then 4 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S1Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S2Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX-512F (and F16C): for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 2 planes (128 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with per row and chunk 2 binary16 s, then 2 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S2Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S4Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX-512F (and F16C): for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 4 planes (256 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with per row and chunk 1 binary16 s, then 1 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S4Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
 // Bits8A32S1Avx2 computes W8A32 dot products of Bits matrices, one row at a time
 // (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
 //
@@ -2979,6 +3021,48 @@ func Sparse12A32S2Avx2(w *byte, stride int, meta *float32, xe *float32, xo *floa
 //
 //go:noescape
 func Sparse12A32S4Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S1Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX2 and FMA (and F16C): for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 1 planes (64 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with per row and chunk 4 binary16 s, then 4 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S1Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S2Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX2 and FMA (and F16C): for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 2 planes (128 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with per row and chunk 2 binary16 s, then 2 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S2Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+
+// Sparse12A32S4Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
+// at a time with AVX2 and FMA (and F16C): for each pair byte (pos<<7 | q) the position
+// bit selects xe[p] or xo[p] (the even- and odd-column activations of
+// pair p), and per segment of 4 planes (256 columns)
+//
+//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
+//
+// with per row and chunk 1 binary16 s, then 1 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
+// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
+// cover what is read or written.
+//
+//go:noescape
+func Sparse12A32S4Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
 // BitsLutTables1Avx512 writes, for chunks chunks of 1024 float32 activations at x (column
 // (k*32 + i)*32 + t of chunk k is element i of lane t), the lookup tables of

@@ -26396,6 +26396,433 @@ Sparse12A32S4Avx512_chunk:
 	VZEROUPPER
 	RET
 
+// func Sparse12A32S1Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·Sparse12A32S1Meta16Avx512(SB), NOSPLIT, $32-64
+	MOVL         $0x0000007f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000080, AX
+	VPBROADCASTD AX, Z2
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Sparse12A32S1Meta16Avx512_row:
+	VPXORD Z3, Z3, Z3
+	MOVQ   xe+24(FP), BX
+	MOVQ   xo+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Sparse12A32S1Meta16Avx512_chunk:
+	PREFETCHT1        (DI)(DX*1)
+	PREFETCHT1        64(DI)(DX*1)
+	VMOVDQU64         (DI), Z4
+	VMOVDQU64         64(DI), Z5
+	VCVTPH2PS         (CX), X6
+	VCVTPH2PS         8(CX), X7
+	VMULPS            X7, X6, X7
+	VMOVUPS           X6, (SP)
+	VMOVUPS           X7, 16(SP)
+	ADDQ              $0x00000010, CX
+	VPSRLD            $0x18, Z4, Z6
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           (BX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         (SI), Z7, K1, Z7
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x18, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           64(BX), Z9
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         64(SI), Z9, K1, Z9
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z7, Z6, Z6
+	VFMADD231PS.BCST  (SP), Z6, Z3
+	VFNMADD231PS.BCST 16(SP), Z8, Z3
+	VPSRLD            $0x10, Z4, Z6
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           128(BX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         128(SI), Z7, K1, Z7
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x10, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           192(BX), Z9
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         192(SI), Z9, K1, Z9
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z7, Z6, Z6
+	VFMADD231PS.BCST  4(SP), Z6, Z3
+	VFNMADD231PS.BCST 20(SP), Z8, Z3
+	VPSRLD            $0x08, Z4, Z6
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           256(BX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         256(SI), Z7, K1, Z7
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x08, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           320(BX), Z9
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         320(SI), Z9, K1, Z9
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z7, Z6, Z6
+	VFMADD231PS.BCST  8(SP), Z6, Z3
+	VFNMADD231PS.BCST 24(SP), Z8, Z3
+	VPANDD            Z4, Z1, Z4
+	VMOVUPS           384(BX), Z6
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         384(SI), Z6, K1, Z6
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMULPS            Z6, Z4, Z4
+	VMOVAPS           Z6, Z6
+	VPANDD            Z5, Z1, Z5
+	VMOVUPS           448(BX), Z7
+	VPTESTMD          Z2, Z5, K1
+	VBLENDMPS         448(SI), Z7, K1, Z7
+	VPANDD            Z5, Z0, Z5
+	VCVTDQ2PS         Z5, Z5
+	VMULPS            Z7, Z5, Z5
+	VMOVAPS           Z7, Z7
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z5, Z4, Z4
+	VFMADD231PS.BCST  12(SP), Z4, Z3
+	VFNMADD231PS.BCST 28(SP), Z6, Z3
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000200, BX
+	ADDQ              $0x00000200, SI
+	DECQ              R8
+	JNZ               Sparse12A32S1Meta16Avx512_chunk
+	VEXTRACTF64X4     $0x01, Z3, Y4
+	VADDPS            Y4, Y3, Y4
+	VEXTRACTF32X4     $0x01, Y4, X5
+	VADDPS            X5, X4, X5
+	VPERMILPS         $0x4e, X5, X4
+	VADDPS            X4, X5, X5
+	VPERMILPS         $0xb1, X5, X4
+	VADDPS            X4, X5, X5
+	MOVQ              out+40(FP), BX
+	VMOVSS            X5, (BX)
+	ADDQ              $0x00000004, BX
+	MOVQ              BX, out+40(FP)
+	MOVQ              stride+8(FP), BX
+	ADDQ              BX, AX
+	MOVQ              rows+48(FP), BX
+	DECQ              BX
+	MOVQ              BX, rows+48(FP)
+	JNZ               Sparse12A32S1Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S2Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·Sparse12A32S2Meta16Avx512(SB), NOSPLIT, $32-64
+	MOVL         $0x0000007f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000080, AX
+	VPBROADCASTD AX, Z2
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Sparse12A32S2Meta16Avx512_row:
+	VPXORD Z3, Z3, Z3
+	MOVQ   xe+24(FP), BX
+	MOVQ   xo+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Sparse12A32S2Meta16Avx512_chunk:
+	PREFETCHT1        (DI)(DX*1)
+	PREFETCHT1        64(DI)(DX*1)
+	VMOVDQU64         (DI), Z4
+	VMOVDQU64         64(DI), Z5
+	VMOVD             (CX), X6
+	VCVTPH2PS         X6, X6
+	VMOVD             4(CX), X7
+	VCVTPH2PS         X7, X7
+	VMULPS            X7, X6, X7
+	VMOVUPS           X6, (SP)
+	VMOVUPS           X7, 16(SP)
+	ADDQ              $0x00000008, CX
+	VPSRLD            $0x18, Z4, Z6
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           (BX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         (SI), Z7, K1, Z7
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z10
+	VPSRLD            $0x18, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           64(BX), Z8
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         64(SI), Z8, K1, Z8
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z8, Z7, Z7
+	VMOVAPS           Z8, Z11
+	VPSRLD            $0x10, Z4, Z8
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           128(BX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         128(SI), Z9, K1, Z9
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMULPS            Z9, Z8, Z8
+	VMOVAPS           Z9, Z12
+	VPSRLD            $0x10, Z5, Z9
+	VPANDD            Z9, Z1, Z9
+	VMOVUPS           192(BX), Z13
+	VPTESTMD          Z2, Z9, K1
+	VBLENDMPS         192(SI), Z13, K1, Z13
+	VPANDD            Z9, Z0, Z9
+	VCVTDQ2PS         Z9, Z9
+	VMULPS            Z13, Z9, Z9
+	VMOVAPS           Z13, Z13
+	VADDPS            Z11, Z10, Z10
+	VADDPS            Z13, Z12, Z12
+	VADDPS            Z12, Z10, Z10
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z8, Z6, Z6
+	VFMADD231PS.BCST  (SP), Z6, Z3
+	VFNMADD231PS.BCST 16(SP), Z10, Z3
+	VPSRLD            $0x08, Z4, Z6
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           256(BX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         256(SI), Z7, K1, Z7
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z8
+	VPSRLD            $0x08, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           320(BX), Z9
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         320(SI), Z9, K1, Z9
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z9, Z7, Z7
+	VMOVAPS           Z9, Z9
+	VPANDD            Z4, Z1, Z4
+	VMOVUPS           384(BX), Z10
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         384(SI), Z10, K1, Z10
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VMULPS            Z10, Z4, Z4
+	VMOVAPS           Z10, Z10
+	VPANDD            Z5, Z1, Z5
+	VMOVUPS           448(BX), Z11
+	VPTESTMD          Z2, Z5, K1
+	VBLENDMPS         448(SI), Z11, K1, Z11
+	VPANDD            Z5, Z0, Z5
+	VCVTDQ2PS         Z5, Z5
+	VMULPS            Z11, Z5, Z5
+	VMOVAPS           Z11, Z11
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z11, Z10, Z10
+	VADDPS            Z10, Z8, Z8
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z4, Z6, Z6
+	VFMADD231PS.BCST  4(SP), Z6, Z3
+	VFNMADD231PS.BCST 20(SP), Z8, Z3
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000200, BX
+	ADDQ              $0x00000200, SI
+	DECQ              R8
+	JNZ               Sparse12A32S2Meta16Avx512_chunk
+	VEXTRACTF64X4     $0x01, Z3, Y4
+	VADDPS            Y4, Y3, Y4
+	VEXTRACTF32X4     $0x01, Y4, X5
+	VADDPS            X5, X4, X5
+	VPERMILPS         $0x4e, X5, X4
+	VADDPS            X4, X5, X5
+	VPERMILPS         $0xb1, X5, X4
+	VADDPS            X4, X5, X5
+	MOVQ              out+40(FP), BX
+	VMOVSS            X5, (BX)
+	ADDQ              $0x00000004, BX
+	MOVQ              BX, out+40(FP)
+	MOVQ              stride+8(FP), BX
+	ADDQ              BX, AX
+	MOVQ              rows+48(FP), BX
+	DECQ              BX
+	MOVQ              BX, rows+48(FP)
+	JNZ               Sparse12A32S2Meta16Avx512_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S4Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·Sparse12A32S4Meta16Avx512(SB), NOSPLIT, $32-64
+	MOVL         $0x0000007f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x000000ff, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000080, AX
+	VPBROADCASTD AX, Z2
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Sparse12A32S4Meta16Avx512_row:
+	VPXORD Z3, Z3, Z3
+	MOVQ   xe+24(FP), BX
+	MOVQ   xo+32(FP), SI
+	MOVQ   AX, DI
+	MOVQ   chunks+56(FP), R8
+
+Sparse12A32S4Meta16Avx512_chunk:
+	PREFETCHT1        (DI)(DX*1)
+	PREFETCHT1        64(DI)(DX*1)
+	VMOVDQU64         (DI), Z4
+	VMOVDQU64         64(DI), Z5
+	VMOVD             (CX), X6
+	VCVTPH2PS         X6, X6
+	VMOVSHDUP         X6, X7
+	VMULSS            X7, X6, X7
+	VMOVSS            X6, (SP)
+	VMOVSS            X7, 16(SP)
+	ADDQ              $0x00000004, CX
+	VPSRLD            $0x18, Z4, Z6
+	VPANDD            Z6, Z1, Z6
+	VMOVUPS           (BX), Z7
+	VPTESTMD          Z2, Z6, K1
+	VBLENDMPS         (SI), Z7, K1, Z7
+	VPANDD            Z6, Z0, Z6
+	VCVTDQ2PS         Z6, Z6
+	VMULPS            Z7, Z6, Z6
+	VMOVAPS           Z7, Z10
+	VPSRLD            $0x18, Z5, Z7
+	VPANDD            Z7, Z1, Z7
+	VMOVUPS           64(BX), Z8
+	VPTESTMD          Z2, Z7, K1
+	VBLENDMPS         64(SI), Z8, K1, Z8
+	VPANDD            Z7, Z0, Z7
+	VCVTDQ2PS         Z7, Z7
+	VMULPS            Z8, Z7, Z7
+	VMOVAPS           Z8, Z11
+	VPSRLD            $0x10, Z4, Z8
+	VPANDD            Z8, Z1, Z8
+	VMOVUPS           128(BX), Z9
+	VPTESTMD          Z2, Z8, K1
+	VBLENDMPS         128(SI), Z9, K1, Z9
+	VPANDD            Z8, Z0, Z8
+	VCVTDQ2PS         Z8, Z8
+	VMULPS            Z9, Z8, Z8
+	VMOVAPS           Z9, Z12
+	VPSRLD            $0x10, Z5, Z9
+	VPANDD            Z9, Z1, Z9
+	VMOVUPS           192(BX), Z13
+	VPTESTMD          Z2, Z9, K1
+	VBLENDMPS         192(SI), Z13, K1, Z13
+	VPANDD            Z9, Z0, Z9
+	VCVTDQ2PS         Z9, Z9
+	VMULPS            Z13, Z9, Z9
+	VMOVAPS           Z13, Z13
+	VPSRLD            $0x08, Z4, Z14
+	VPANDD            Z14, Z1, Z14
+	VMOVUPS           256(BX), Z15
+	VPTESTMD          Z2, Z14, K1
+	VBLENDMPS         256(SI), Z15, K1, Z15
+	VPANDD            Z14, Z0, Z14
+	VCVTDQ2PS         Z14, Z14
+	VFMADD231PS       Z15, Z14, Z6
+	VADDPS            Z15, Z10, Z10
+	VPSRLD            $0x08, Z5, Z14
+	VPANDD            Z14, Z1, Z14
+	VMOVUPS           320(BX), Z15
+	VPTESTMD          Z2, Z14, K1
+	VBLENDMPS         320(SI), Z15, K1, Z15
+	VPANDD            Z14, Z0, Z14
+	VCVTDQ2PS         Z14, Z14
+	VFMADD231PS       Z15, Z14, Z7
+	VADDPS            Z15, Z11, Z11
+	VPANDD            Z4, Z1, Z4
+	VMOVUPS           384(BX), Z14
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         384(SI), Z14, K1, Z14
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VFMADD231PS       Z14, Z4, Z8
+	VADDPS            Z14, Z12, Z12
+	VPANDD            Z5, Z1, Z4
+	VMOVUPS           448(BX), Z5
+	VPTESTMD          Z2, Z4, K1
+	VBLENDMPS         448(SI), Z5, K1, Z5
+	VPANDD            Z4, Z0, Z4
+	VCVTDQ2PS         Z4, Z4
+	VFMADD231PS       Z5, Z4, Z9
+	VADDPS            Z5, Z13, Z13
+	VADDPS            Z11, Z10, Z10
+	VADDPS            Z13, Z12, Z12
+	VADDPS            Z12, Z10, Z10
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z9, Z8, Z8
+	VADDPS            Z8, Z6, Z6
+	VFMADD231PS.BCST  (SP), Z6, Z3
+	VFNMADD231PS.BCST 16(SP), Z10, Z3
+	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000200, BX
+	ADDQ              $0x00000200, SI
+	DECQ              R8
+	JNZ               Sparse12A32S4Meta16Avx512_chunk
+	VEXTRACTF64X4     $0x01, Z3, Y4
+	VADDPS            Y4, Y3, Y4
+	VEXTRACTF32X4     $0x01, Y4, X5
+	VADDPS            X5, X4, X5
+	VPERMILPS         $0x4e, X5, X4
+	VADDPS            X4, X5, X5
+	VPERMILPS         $0xb1, X5, X4
+	VADDPS            X4, X5, X5
+	MOVQ              out+40(FP), BX
+	VMOVSS            X5, (BX)
+	ADDQ              $0x00000004, BX
+	MOVQ              BX, out+40(FP)
+	MOVQ              stride+8(FP), BX
+	ADDQ              BX, AX
+	MOVQ              rows+48(FP), BX
+	DECQ              BX
+	MOVQ              BX, rows+48(FP)
+	JNZ               Sparse12A32S4Meta16Avx512_row
+	VZEROUPPER
+	RET
+
 // func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Bits8A32S1Avx2(SB), NOSPLIT, $0-64
@@ -37348,6 +37775,645 @@ Sparse12A32S4Avx2_chunk:
 	DECQ         BX
 	MOVQ         BX, rows+48(FP)
 	JNZ          Sparse12A32S4Avx2_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S1Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Sparse12A32S1Meta16Avx2(SB), NOSPLIT, $32-64
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Sparse12A32S1Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	MOVQ  xe+24(FP), BX
+	MOVQ  xo+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Sparse12A32S1Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VCVTPH2PS    (CX), X7
+	VCVTPH2PS    8(CX), X8
+	VMULPS       X8, X7, X8
+	VMOVUPS      X7, (SP)
+	VMOVUPS      X8, 16(SP)
+	ADDQ         $0x00000010, CX
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      (BX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, (SI), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y1, Y8
+	VMOVUPS      32(BX), Y10
+	VPSLLD       $0x18, Y8, Y11
+	VBLENDVPS    Y11, 32(SI), Y10, Y10
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      64(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 64(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      96(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 96(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 16(SP), Y7
+	VFNMADD231PS Y9, Y7, Y2
+	VPSRLD       $0x10, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      128(BX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, 128(SI), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x10, Y4, Y8
+	VPAND        Y8, Y1, Y8
+	VMOVUPS      160(BX), Y10
+	VPSLLD       $0x18, Y8, Y11
+	VBLENDVPS    Y11, 160(SI), Y10, Y10
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      192(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 192(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      224(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 224(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 20(SP), Y7
+	VFNMADD231PS Y9, Y7, Y2
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      256(BX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, 256(SI), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y1, Y8
+	VMOVUPS      288(BX), Y10
+	VPSLLD       $0x18, Y8, Y11
+	VBLENDVPS    Y11, 288(SI), Y10, Y10
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      320(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 320(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      352(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 352(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 24(SP), Y7
+	VFNMADD231PS Y9, Y7, Y2
+	VPAND        Y3, Y1, Y3
+	VMOVUPS      384(BX), Y7
+	VPSLLD       $0x18, Y3, Y8
+	VBLENDVPS    Y8, 384(SI), Y7, Y7
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y7, Y3, Y3
+	VMOVAPS      Y7, Y7
+	VPAND        Y4, Y1, Y4
+	VMOVUPS      416(BX), Y8
+	VPSLLD       $0x18, Y4, Y9
+	VBLENDVPS    Y9, 416(SI), Y8, Y8
+	VPAND        Y4, Y0, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y8, Y4, Y4
+	VMOVAPS      Y8, Y8
+	VPAND        Y5, Y1, Y5
+	VMOVUPS      448(BX), Y9
+	VPSLLD       $0x18, Y5, Y10
+	VBLENDVPS    Y10, 448(SI), Y9, Y9
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y9, Y5, Y3
+	VADDPS       Y9, Y7, Y7
+	VPAND        Y6, Y1, Y5
+	VMOVUPS      480(BX), Y6
+	VPSLLD       $0x18, Y5, Y9
+	VBLENDVPS    Y9, 480(SI), Y6, Y6
+	VPAND        Y5, Y0, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y6, Y5, Y4
+	VADDPS       Y6, Y8, Y8
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y4, Y3, Y3
+	VBROADCASTSS 12(SP), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	VBROADCASTSS 28(SP), Y3
+	VFNMADD231PS Y7, Y3, Y2
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	ADDQ         $0x00000200, SI
+	DECQ         R8
+	JNZ          Sparse12A32S1Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Sparse12A32S1Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S2Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Sparse12A32S2Meta16Avx2(SB), NOSPLIT, $32-64
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Sparse12A32S2Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	MOVQ  xe+24(FP), BX
+	MOVQ  xo+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Sparse12A32S2Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVD        4(CX), X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X7, X8
+	VMOVUPS      X7, (SP)
+	VMOVUPS      X8, 16(SP)
+	ADDQ         $0x00000008, CX
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      (BX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, (SI), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y1, Y8
+	VMOVUPS      32(BX), Y10
+	VPSLLD       $0x18, Y8, Y11
+	VBLENDVPS    Y11, 32(SI), Y10, Y10
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      64(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 64(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      96(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 96(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      128(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 128(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      160(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 160(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      192(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 192(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      224(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 224(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS 16(SP), Y7
+	VFNMADD231PS Y9, Y7, Y2
+	VPSRLD       $0x08, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      256(BX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, 256(SI), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x08, Y4, Y8
+	VPAND        Y8, Y1, Y8
+	VMOVUPS      288(BX), Y10
+	VPSLLD       $0x18, Y8, Y11
+	VBLENDVPS    Y11, 288(SI), Y10, Y10
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      320(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 320(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      352(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 352(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPAND        Y3, Y1, Y3
+	VMOVUPS      384(BX), Y11
+	VPSLLD       $0x18, Y3, Y12
+	VBLENDVPS    Y12, 384(SI), Y11, Y11
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y11, Y3, Y7
+	VADDPS       Y11, Y9, Y9
+	VPAND        Y4, Y1, Y3
+	VMOVUPS      416(BX), Y4
+	VPSLLD       $0x18, Y3, Y11
+	VBLENDVPS    Y11, 416(SI), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
+	VPAND        Y5, Y1, Y3
+	VMOVUPS      448(BX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 448(SI), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y9, Y9
+	VPAND        Y6, Y1, Y3
+	VMOVUPS      480(BX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 480(SI), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y7, Y3, Y2
+	VBROADCASTSS 20(SP), Y3
+	VFNMADD231PS Y9, Y3, Y2
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	ADDQ         $0x00000200, SI
+	DECQ         R8
+	JNZ          Sparse12A32S2Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Sparse12A32S2Meta16Avx2_row
+	VZEROUPPER
+	RET
+
+// func Sparse12A32S4Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·Sparse12A32S4Meta16Avx2(SB), NOSPLIT, $32-64
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x000000ff, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         w+0(FP), AX
+	MOVQ         meta+16(FP), CX
+	MOVQ         stride+8(FP), DX
+	IMUL3Q       $0x00000004, DX, DX
+
+Sparse12A32S4Meta16Avx2_row:
+	VPXOR Y2, Y2, Y2
+	MOVQ  xe+24(FP), BX
+	MOVQ  xo+32(FP), SI
+	MOVQ  AX, DI
+	MOVQ  chunks+56(FP), R8
+
+Sparse12A32S4Meta16Avx2_chunk:
+	PREFETCHT1   (DI)(DX*1)
+	PREFETCHT1   64(DI)(DX*1)
+	VMOVDQU      (DI), Y3
+	VMOVDQU      32(DI), Y4
+	VMOVDQU      64(DI), Y5
+	VMOVDQU      96(DI), Y6
+	VMOVD        (CX), X7
+	VCVTPH2PS    X7, X7
+	VMOVSHDUP    X7, X8
+	VMULSS       X8, X7, X8
+	VMOVSS       X7, (SP)
+	VMOVSS       X8, 16(SP)
+	ADDQ         $0x00000004, CX
+	VPSRLD       $0x18, Y3, Y7
+	VPAND        Y7, Y1, Y7
+	VMOVUPS      (BX), Y8
+	VPSLLD       $0x18, Y7, Y9
+	VBLENDVPS    Y9, (SI), Y8, Y8
+	VPAND        Y7, Y0, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y7, Y7
+	VMOVAPS      Y8, Y9
+	VPSRLD       $0x18, Y4, Y8
+	VPAND        Y8, Y1, Y8
+	VMOVUPS      32(BX), Y10
+	VPSLLD       $0x18, Y8, Y11
+	VBLENDVPS    Y11, 32(SI), Y10, Y10
+	VPAND        Y8, Y0, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y10, Y8, Y8
+	VMOVAPS      Y10, Y10
+	VPSRLD       $0x18, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      64(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 64(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x18, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      96(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 96(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y3, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      128(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 128(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y4, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      160(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 160(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x10, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      192(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 192(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x10, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      224(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 224(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x08, Y3, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      256(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 256(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y4, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      288(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 288(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPSRLD       $0x08, Y5, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      320(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 320(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y7
+	VADDPS       Y12, Y9, Y9
+	VPSRLD       $0x08, Y6, Y11
+	VPAND        Y11, Y1, Y11
+	VMOVUPS      352(BX), Y12
+	VPSLLD       $0x18, Y11, Y13
+	VBLENDVPS    Y13, 352(SI), Y12, Y12
+	VPAND        Y11, Y0, Y11
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y12, Y11, Y8
+	VADDPS       Y12, Y10, Y10
+	VPAND        Y3, Y1, Y3
+	VMOVUPS      384(BX), Y11
+	VPSLLD       $0x18, Y3, Y12
+	VBLENDVPS    Y12, 384(SI), Y11, Y11
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y11, Y3, Y7
+	VADDPS       Y11, Y9, Y9
+	VPAND        Y4, Y1, Y3
+	VMOVUPS      416(BX), Y4
+	VPSLLD       $0x18, Y3, Y11
+	VBLENDVPS    Y11, 416(SI), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
+	VPAND        Y5, Y1, Y3
+	VMOVUPS      448(BX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 448(SI), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y7
+	VADDPS       Y4, Y9, Y9
+	VPAND        Y6, Y1, Y3
+	VMOVUPS      480(BX), Y4
+	VPSLLD       $0x18, Y3, Y5
+	VBLENDVPS    Y5, 480(SI), Y4, Y4
+	VPAND        Y3, Y0, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y4, Y3, Y8
+	VADDPS       Y4, Y10, Y10
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y8, Y7, Y7
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y7, Y3, Y2
+	VBROADCASTSS 16(SP), Y3
+	VFNMADD231PS Y9, Y3, Y2
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000200, BX
+	ADDQ         $0x00000200, SI
+	DECQ         R8
+	JNZ          Sparse12A32S4Meta16Avx2_chunk
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VPERMILPS    $0x4e, X3, X2
+	VADDPS       X2, X3, X3
+	VPERMILPS    $0xb1, X3, X2
+	VADDPS       X2, X3, X3
+	MOVQ         out+40(FP), BX
+	VMOVSS       X3, (BX)
+	ADDQ         $0x00000004, BX
+	MOVQ         BX, out+40(FP)
+	MOVQ         stride+8(FP), BX
+	ADDQ         BX, AX
+	MOVQ         rows+48(FP), BX
+	DECQ         BX
+	MOVQ         BX, rows+48(FP)
+	JNZ          Sparse12A32S4Meta16Avx2_row
 	VZEROUPPER
 	RET
 

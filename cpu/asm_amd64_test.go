@@ -166,8 +166,10 @@ func TestRequiresCoverKernels(t *testing.T) {
 				check(string(isa)+" bits float", funcName(k), fk.requires)
 			}
 		}
-		for _, k := range fk.sparse {
-			check(string(isa)+" sparse float", funcName(k), fk.requires)
+		for _, m := range []map[int]sparseA32Func{fk.sparse, fk.sparse16} {
+			for _, k := range m {
+				check(string(isa)+" sparse float", funcName(k), fk.requires)
+			}
 		}
 	}
 	check("widenF16", funcName(widenKernel.fn), widenKernel.requires)

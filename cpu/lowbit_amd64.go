@@ -457,6 +457,7 @@ type floatKernels struct {
 	bits     map[[2]int]bitsA32Func // by [n, seg]
 	bits16   map[[2]int]bitsA32Func // by [n, seg]: binary16 metadata (Meta16)
 	sparse   map[int]sparseA32Func  // by seg
+	sparse16 map[int]sparseA32Func  // by seg: binary16 metadata (Meta16)
 	requires []string
 }
 
@@ -476,6 +477,7 @@ var floatSets = map[ISA]*floatKernels{
 			{3, 1}: asm.Bits3A32S1Meta16Avx512, {3, 2}: asm.Bits3A32S2Meta16Avx512, {3, 10}: asm.Bits3A32S10Meta16Avx512,
 		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx512, 2: asm.Sparse12A32S2Avx512, 4: asm.Sparse12A32S4Avx512},
+		sparse16: map[int]sparseA32Func{1: asm.Sparse12A32S1Meta16Avx512, 2: asm.Sparse12A32S2Meta16Avx512, 4: asm.Sparse12A32S4Meta16Avx512},
 		requires: []string{"AVX", "AVX512F", "AVX512VL", "FMA3", "F16C"},
 	},
 }
@@ -501,6 +503,7 @@ func init() {
 			{3, 2}: asm.Bits3A32S2Meta16Avx2, {3, 10}: asm.Bits3A32S10Meta16Avx2,
 		},
 		sparse:   map[int]sparseA32Func{1: asm.Sparse12A32S1Avx2, 2: asm.Sparse12A32S2Avx2, 4: asm.Sparse12A32S4Avx2},
+		sparse16: map[int]sparseA32Func{1: asm.Sparse12A32S1Meta16Avx2, 2: asm.Sparse12A32S2Meta16Avx2, 4: asm.Sparse12A32S4Meta16Avx2},
 		requires: []string{"AVX", "AVX2", "FMA3", "F16C"},
 	}
 	floatSets[AVX2], floatSets[AVXVNNI] = avx2, avx2
@@ -576,7 +579,7 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	}
 	a.tc = min(a.chunks, a32TileChunks(layout.BitsChunk(b.N)))
 	if k16, ok := fk.bits16[[2]int{b.N, seg}]; ok && !b.FP32Meta && !b.Offsets {
-		a.kern, a.meta, a.slots = k16, meta16Tiles(b, seg, a.tc), pow2Ceil(step/seg)
+		a.kern, a.meta, a.slots = k16, meta16Tiles(&b.GroupMeta, b.Rows, b.PRows, a.chunks, step/seg, 32*seg, b.G, a.tc), pow2Ceil(step/seg)
 		return a
 	}
 	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
@@ -593,23 +596,24 @@ func pow2Ceil(n int) int {
 	return p
 }
 
-// meta16Tiles returns a Meta16 float kernel's metadata for b: per column
-// tile of tc chunks, per row, per chunk, P binary16 scales then P binary16
-// zeros (P = pow2Ceil(segments per chunk), zero past them), copied from
-// the format as stored. Its float32 words are the kernels' meta unit.
-func meta16Tiles(b *layout.Bits, seg, tc int) []float32 {
-	sp := layout.BitsStep(b.N) / seg
-	P, chunks := pow2Ceil(sp), b.PCols/layout.BitsChunk(b.N)
-	meta := make([]float32, b.Rows*chunks*P)
+// meta16Tiles returns a Meta16 float kernel's metadata from gm (binary16,
+// rows true rows of prows, groups of g columns): per column tile of tc
+// chunks, per row, per chunk, P binary16 scales then P binary16 zeros (P =
+// pow2Ceil(sp), sp segments of segCols columns per chunk, zero past them),
+// copied from the format as stored. Its float32 words are the kernels'
+// meta unit.
+func meta16Tiles(gm *layout.GroupMeta, rows, prows, chunks, sp, segCols, g, tc int) []float32 {
+	P := pow2Ceil(sp)
+	meta := make([]float32, rows*chunks*P)
 	h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(meta))), 2*len(meta))
 	o := 0
 	for k0 := 0; k0 < chunks; k0 += tc {
-		for r := 0; r < b.Rows; r++ {
+		for r := 0; r < rows; r++ {
 			for k := k0; k < min(chunks, k0+tc); k++ {
 				for j := 0; j < sp; j++ {
-					g := (k*sp + j) * 32 * seg / b.G
-					h[o+j] = uint16(b.Scales16[g*b.PRows+r])
-					h[o+P+j] = uint16(b.Zeros16[g*b.PRows+r])
+					i := (k*sp+j)*segCols/g*prows + r
+					h[o+j] = uint16(gm.Scales16[i])
+					h[o+P+j] = uint16(gm.Zeros16[i])
 				}
 				o += 2 * P
 			}
@@ -720,12 +724,15 @@ func tileMeta(rows, r, k0, nc, words int) int { return (rows*k0 + r*nc) * words 
 type sparseA32Func = func(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
 // sparseA32 is a Sparse12 matrix's state for the float kernel: (s, s*z)
-// per row and segment (seg planes = seg*64 columns), derived at load.
+// per row and segment (seg planes = seg*64 columns), derived at load, or
+// with meta16 the format's binary16 s and z per row and chunk
+// (meta16Tiles).
 type sparseA32 struct {
 	seg, nseg, chunks int
 	meta              []float32 // tile-major for tiles of tc chunks (see bitsA32)
 	kern              sparseA32Func
 	tc                int
+	meta16            bool // meta is meta16Tiles' binary16 (a Meta16 kernel)
 }
 
 func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
@@ -739,8 +746,13 @@ func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 		return nil // groups of 32 columns split a plane: generic
 	}
 	a := &sparseA32{seg: seg, nseg: m.PCols / (64 * seg), chunks: m.PCols / 256, kern: kern}
-	a.meta = segmentMeta(m.Rows, a.nseg, 64*seg, m.G, m.Affine)
 	a.tc = min(a.chunks, a32TileChunks(256))
+	if k16, ok := fk.sparse16[seg]; ok && !m.FP32Meta {
+		a.kern, a.meta16 = k16, true
+		a.meta = meta16Tiles(&m.GroupMeta, m.Rows, m.PRows, a.chunks, 4/seg, 64*seg, m.G, a.tc)
+		return a
+	}
+	a.meta = segmentMeta(m.Rows, a.nseg, 64*seg, m.G, m.Affine)
 	a.meta = tileMajor(a.meta, m.Rows, a.nseg, 4/seg, a.tc)
 	return a
 }
@@ -755,12 +767,16 @@ func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
 	}
 	stride := 4 * m.WordsPerRow()
 	sp := 4 / a.seg // segments per 256-column chunk
+	words := 2 * sp // float32 words of metadata per row and chunk
+	if a.meta16 {
+		words = sp // sp binary16 scales and zeros (sp is a power of two)
+	}
 	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
 		part := tilePart(r1-r0, a.chunks, a.tc)
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
 				w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()+k0*32]))
-				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, 2*sp)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
+				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
 			})
 		}
 	})

@@ -74,3 +74,40 @@ func TestBitsA8MetaLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestSparse12FloatMeta runs the Sparse12 float kernels on both metadata
+// layouts, binary16 (Meta16 kernels) and float32 (the (s, s*z) pairs),
+// against the float64 reference, on every kernel set with float kernels.
+func TestSparse12FloatMeta(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	const rows, cols = 37, 1100
+	w := randVec(rng, rows*cols)
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []int{64, 128, 0} {
+			for _, fp32 := range []bool{false, true} {
+				sp, _, err := layout.QuantizeSparse12(w, rows, cols, g, layout.BitsOptions{Method: layout.MinMax, FP32Meta: fp32})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mx, err := be.LoadSparse12(sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mx.sa32 != nil && mx.sa32.meta16 == fp32 {
+					t.Fatalf("%s/%s/fp32 %v: meta16 %v", isa, sp.Name(), fp32, mx.sa32.meta16)
+				}
+				x := randVec(rng, 3*cols)
+				full, dst := guarded(3 * rows)
+				if err := mx.MulF32(dst, x, 3); err != nil {
+					t.Fatal(err)
+				}
+				checkGuards(t, full, 3*rows)
+				checkFloat(t, fmt.Sprintf("%s/%s/fp32 %v", isa, sp.Name(), fp32), lowCase{sp.Name(), mx, sp.DotRef, sp.DotRefMag, sp.DotA8Exact}, dst, x, 3, rows, cols)
+			}
+		}
+	}
+}

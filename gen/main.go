@@ -113,8 +113,10 @@ func main() {
 				bitsA32(3, seg, f, meta16)
 			}
 		}
-		for _, seg := range []int{1, 2, 4} {
-			sparseA32(seg, f)
+		for _, meta16 := range []bool{false, true} {
+			for _, seg := range []int{1, 2, 4} {
+				sparseA32(seg, f, meta16)
+			}
 		}
 	}
 	for _, n := range []int{1, 2} {
@@ -1821,23 +1823,39 @@ const sparseA32Sig = "func(w *byte, stride int, meta *float32, xe *float32, xo *
 
 // sparseA32 emits the W(1:2)A32 kernel for Sparse12 with segments of seg
 // planes (seg*64 columns, inside one group of at least 64).
-func sparseA32(seg int, f fvec) {
+//
+// With meta16 (kernels named ...Meta16...) meta holds per row and chunk
+// the format's P binary16 scales, then P binary16 zeros (P = 4/seg
+// segments per chunk), widened once per chunk with m = s*z rounded to
+// float32 as layout.(*Sparse12).Affine does; both go through stack slots
+// for the segments' broadcast FMAs.
+func sparseA32(seg int, f fvec, meta16 bool) {
 	W := f.lanes()
-	name := fmt.Sprintf("Sparse12A32S%d%s", seg, f.suffix())
+	P := 4 / seg // segments per chunk
+	m16 := map[bool]string{true: "Meta16"}[meta16]
+	name := fmt.Sprintf("Sparse12A32S%d%s%s", seg, m16, f.suffix())
 	TEXT(name, NOSPLIT, sparseA32Sig)
 	Pragma("noescape")
+	metaDoc := "with (s, s*z) per row and segment in meta. Within layout.BitsTolerance"
+	if meta16 {
+		metaDoc = "with per row and chunk " + fmt.Sprint(P) + " binary16 s, then " + fmt.Sprint(P) + " binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance"
+	}
 	Doc(
 		name+" computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row",
-		"at a time with "+map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512]+": for each pair byte (pos<<7 | q) the position",
+		"at a time with "+map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512]+map[bool]string{true: " (and F16C)"}[meta16]+": for each pair byte (pos<<7 | q) the position",
 		"bit selects xe[p] or xo[p] (the even- and odd-column activations of",
 		"pair p), and per segment of "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*64)+" columns)",
 		"",
 		"\tacc += s*sum(q*x_sel) - (s*z)*sum(x_sel)",
 		"",
-		"with (s, s*z) per row and segment in meta. Within layout.BitsTolerance",
+		metaDoc,
 		"of the float64 reference. Preconditions: rows, chunks >= 1; pointers",
 		"cover what is read or written.",
 	)
+	var scales, ms Mem // meta16: the chunk's s and m as float32
+	if meta16 {
+		scales, ms = AllocLocal(4*max(P, 4)), AllocLocal(4*max(P, 4))
+	}
 	m7f, mff := f.broadcast(0x7f), f.broadcast(0xff)
 	var m80 VecVirtual
 	if f.avx512 {
@@ -1859,6 +1877,25 @@ func sparseA32(seg int, f fvec) {
 	for h := range data {
 		data[h] = f.reg()
 		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
+	}
+	if meta16 {
+		if P == 1 { // (s, z) in one dword
+			sz, m := XMM(), XMM()
+			VMOVD(Mem{Base: mp}, sz)
+			VCVTPH2PS(sz, sz)
+			VMOVSHDUP(sz, m)
+			VMULSS(m, sz, m)
+			VMOVSS(sz, scales)
+			VMOVSS(m, ms)
+		} else {
+			sv, zv := slotVec(P), slotVec(P)
+			meta16Load(Mem{Base: mp}, P, sv)
+			meta16Load(Mem{Base: mp, Disp: 2 * P}, P, zv)
+			VMULPS(zv, sv, zv) // m = s*z
+			VMOVUPS(sv, scales)
+			VMOVUPS(zv, ms)
+		}
+		ADDQ(U32(4*P), mp)
 	}
 	for s0 := 0; s0 < 4; s0 += seg {
 		// AVX2 has 16 registers (VEX cannot encode Y16..Y31): two chains each
@@ -1900,15 +1937,21 @@ func sparseA32(seg int, f fvec) {
 			}
 		}
 		sx := sxs.sum()
-		f.fmaScale(Mem{Base: mp}, dots.sum(), acc)
+		sm, mm := Mem{Base: mp}, Mem{Base: mp, Disp: 4}
+		if meta16 {
+			sm, mm = scales.Offset(4*(s0/seg)), ms.Offset(4*(s0/seg))
+		}
+		f.fmaScale(sm, dots.sum(), acc)
 		if f.avx512 {
-			VFNMADD231PS_BCST(Mem{Base: mp, Disp: 4}, sx, acc)
+			VFNMADD231PS_BCST(mm, sx, acc)
 		} else {
 			t := YMM()
-			VBROADCASTSS(Mem{Base: mp, Disp: 4}, t)
+			VBROADCASTSS(mm, t)
 			VFNMADD231PS(sx, t, acc)
 		}
-		ADDQ(U32(8), mp)
+		if !meta16 {
+			ADDQ(U32(8), mp)
+		}
 	}
 	ADDQ(U32(128), row)
 	ADDQ(U32(128*4), xe) // 128 pairs per chunk
