@@ -1669,19 +1669,23 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 		data[h] = f.reg()
 		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
 	}
-	if meta16 && P > 1 {
-		sv, zv := slotVec(P), slotVec(P)
-		meta16Load(Mem{Base: mp}, P, sv)
-		meta16Load(Mem{Base: mp, Disp: 2 * P}, P, zv)
-		VMULPS(zv, sv, zv) // m = s*z
-		if P == 2 {
+	var sv VecVirtual // meta16: the chunk's scales (slot j: segment j)
+	if meta16 {
+		var mv VecVirtual
+		sv, mv = meta16Chunk(Mem{Base: mp}, P)
+		switch P {
+		case 1:
+			VFMADD231SS(Mem{Base: xs}, mv, corr)
+		case 2:
 			t := XMM()
 			VMOVQ(Mem{Base: xs}, t)
-			VFMADD231PS(t, zv, corr)
-		} else {
-			VFMADD231PS(Mem{Base: xs}, zv, corr)
+			VFMADD231PS(t, mv, corr)
+		default:
+			VFMADD231PS(Mem{Base: xs}, mv, corr)
 		}
-		VMOVUPS(sv, scales)
+		if P > 1 {
+			VMOVUPS(sv, scales)
+		}
 		ADDQ(U32(4*P), mp)
 		ADDQ(U32(4*P), xs)
 	}
@@ -1735,18 +1739,10 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 			ADDQ(U32(4), xs)
 		case P > 1:
 			f.fmaScale(scales.Offset(4*(s0/seg)), dots.sum(), acc)
-		default: // one segment per chunk: (s, z) widened in a register
-			sz, m := XMM(), XMM()
-			VMOVD(Mem{Base: mp}, sz)
-			VCVTPH2PS(sz, sz)
+		default: // one segment per chunk: its scale stays in a register
 			b := f.reg()
-			VBROADCASTSS(sz, b)
+			VBROADCASTSS(sv, b)
 			VFMADD231PS(dots.sum(), b, acc)
-			VMOVSHDUP(sz, m)
-			VMULSS(m, sz, m)
-			VFMADD231SS(Mem{Base: xs}, m, corr)
-			ADDQ(U32(4), mp)
-			ADDQ(U32(4), xs)
 		}
 	}
 	ADDQ(U32(128), row)
@@ -1770,6 +1766,25 @@ func slotVec(P int) VecVirtual {
 		return YMM()
 	}
 	return XMM()
+}
+
+// meta16Chunk widens a chunk's metadata at m (P binary16 scales, then P
+// binary16 zeros) and returns s and m = s*z (rounded to float32 as
+// layout's Affine takes it) in slots 0..P-1 of two vectors (slotVec(P);
+// with P = 1 the pair shares one dword and only slot 0 counts).
+func meta16Chunk(m Mem, P int) (sv, mv VecVirtual) {
+	sv, mv = slotVec(P), slotVec(P)
+	if P == 1 {
+		VMOVD(m, sv)
+		VCVTPH2PS(sv, sv) // (s, z)
+		VMOVSHDUP(sv, mv)
+		VMULSS(mv, sv, mv)
+		return sv, mv
+	}
+	meta16Load(m, P, sv)
+	meta16Load(m.Offset(2*P), P, mv)
+	VMULPS(mv, sv, mv)
+	return sv, mv
 }
 
 // meta16Load widens P binary16 values at m into the float32 slots of v
@@ -1879,22 +1894,9 @@ func sparseA32(seg int, f fvec, meta16 bool) {
 		f.load(Mem{Base: row, Disp: 4 * W * h}, data[h])
 	}
 	if meta16 {
-		if P == 1 { // (s, z) in one dword
-			sz, m := XMM(), XMM()
-			VMOVD(Mem{Base: mp}, sz)
-			VCVTPH2PS(sz, sz)
-			VMOVSHDUP(sz, m)
-			VMULSS(m, sz, m)
-			VMOVSS(sz, scales)
-			VMOVSS(m, ms)
-		} else {
-			sv, zv := slotVec(P), slotVec(P)
-			meta16Load(Mem{Base: mp}, P, sv)
-			meta16Load(Mem{Base: mp, Disp: 2 * P}, P, zv)
-			VMULPS(zv, sv, zv) // m = s*z
-			VMOVUPS(sv, scales)
-			VMOVUPS(zv, ms)
-		}
+		sv, mv := meta16Chunk(Mem{Base: mp}, P)
+		VMOVUPS(sv, scales)
+		VMOVUPS(mv, ms)
 		ADDQ(U32(4*P), mp)
 	}
 	for s0 := 0; s0 < 4; s0 += seg {
