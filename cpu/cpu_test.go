@@ -144,21 +144,7 @@ func checkA8(t *testing.T, name string, mx *Matrix, rng *rand.Rand, batch int) {
 		t.Fatalf("%s: %v", name, err)
 	}
 	checkGuards(t, full, batch*m.Rows)
-	g := m.Groups()
-	xq := make([]int8, m.PCols)
-	xs := make([]float32, g)
-	want := make([]float32, m.Rows)
-	for b := 0; b < batch; b++ {
-		if err := layout.QuantizeA8(xq, xs, x[b*m.Cols:(b+1)*m.Cols]); err != nil {
-			t.Fatal(err)
-		}
-		_ = m.DotA8Exact(want, xq, xs)
-		for r := range want {
-			if math.Float32bits(dst[b*m.Rows+r]) != math.Float32bits(want[r]) {
-				t.Fatalf("%s A8: vector %d row %d: got %v, want exactly %v", name, b, r, dst[b*m.Rows+r], want[r])
-			}
-		}
-	}
+	checkA8Exact(t, name+" A8", m.DotA8Exact, nil, dst, x, batch, m.Rows, m.Cols, m.PCols)
 }
 
 func TestBadInput(t *testing.T) {

@@ -4,7 +4,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -57,19 +56,7 @@ func TestBitsA8MetaLayouts(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkGuards(t, full, 3*rows)
-				xq, xs := make([]int8, b.PCols), make([]float32, b.PCols/128)
-				want := make([]float32, rows)
-				for v := 0; v < 3; v++ {
-					_ = layout.QuantizeA8(xq, xs, x[v*cols:(v+1)*cols])
-					if err := b.DotA8Exact(want, xq, xs); err != nil {
-						t.Fatal(err)
-					}
-					for r := range want {
-						if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
-							t.Fatalf("%s: vector %d row %d = %v, want exactly %v", name, v, r, dst[v*rows+r], want[r])
-						}
-					}
-				}
+				checkA8Exact(t, name, b.DotA8Exact, nil, dst, x, 3, rows, cols, b.PCols)
 			}
 		}
 	}

@@ -97,20 +97,36 @@ func TestLowBitKernels(t *testing.T) {
 				if err := c.mx.MulA8(dst, x, batch); err != nil {
 					t.Fatal(err)
 				}
-				pc := c.mx.pcols
-				xq, xs := make([]int8, pc), make([]float32, pc/128)
-				want := make([]float32, rows)
-				for v := 0; v < batch; v++ {
-					_ = layout.QuantizeA8(xq, xs, x[v*cols:(v+1)*cols])
-					if err := c.a8(want, xq, xs); err != nil {
-						t.Fatal(err)
-					}
-					for r := range want {
-						if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
-							t.Fatalf("%s/A8: vector %d row %d = %v, want exactly %v", name, v, r, dst[v*rows+r], want[r])
-						}
-					}
-				}
+				checkA8Exact(t, name+"/A8", c.a8, nil, dst, x, batch, rows, cols, c.mx.pcols)
+			}
+		}
+	}
+}
+
+// checkA8Exact checks dst (batch vectors of rows results) bit for bit against
+// the exact int8 reference a8 of x (batch vectors of cols values, padded
+// to pcols) quantized by layout.QuantizeA8; gather, if set, first puts
+// each vector in stored column order (act order).
+func checkA8Exact(t *testing.T, name string, a8 func(out []float32, xq []int8, xs []float32) error, gather func(dst, x []float32), dst, x []float32, batch, rows, cols, pcols int) {
+	t.Helper()
+	xq, xs := make([]int8, pcols), make([]float32, pcols/128)
+	want := make([]float32, rows)
+	xg := make([]float32, cols)
+	for v := 0; v < batch; v++ {
+		xv := x[v*cols : (v+1)*cols]
+		if gather != nil {
+			gather(xg, xv)
+			xv = xg
+		}
+		if err := layout.QuantizeA8(xq, xs, xv); err != nil {
+			t.Fatal(err)
+		}
+		if err := a8(want, xq, xs); err != nil {
+			t.Fatal(err)
+		}
+		for r := range want {
+			if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
+				t.Fatalf("%s: vector %d row %d = %v, want exactly %v", name, v, r, dst[v*rows+r], want[r])
 			}
 		}
 	}
@@ -283,21 +299,7 @@ func TestImportedBitsKernels(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						xg := make([]float32, cols)
-						xq, xs := make([]int8, b.PCols), make([]float32, b.PCols/128)
-						want := make([]float32, rows)
-						for v := 0; v < batch; v++ {
-							b.Gather(xg, x[v*cols:(v+1)*cols])
-							_ = layout.QuantizeA8(xq, xs, xg)
-							if err := b.DotA8Exact(want, xq, xs); err != nil {
-								t.Fatal(err)
-							}
-							for r := range want {
-								if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
-									t.Fatalf("%s/A8: vector %d row %d = %v, want exactly %v", c.name, v, r, dst[v*rows+r], want[r])
-								}
-							}
-						}
+						checkA8Exact(t, c.name+"/A8", b.DotA8Exact, b.Gather, dst, x, batch, rows, cols, b.PCols)
 					}
 				}
 			}
