@@ -32,13 +32,22 @@ type LowMatrix struct {
 
 // hugeWords copies words into huge-page memory (HugePages backends).
 func hugeWords(words []uint32) ([]uint32, *hugemem.Block) {
-	blk := hugemem.Alloc(4 * len(words))
 	if len(words) == 0 {
-		return words, blk
+		return words, hugemem.Alloc(0)
 	}
-	c := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), len(words))
+	c, blk := newWords(len(words), true)
 	copy(c, words)
 	return c, blk
+}
+
+// newWords returns n > 0 zeroed words: in huge-page memory, with its
+// block, when huge; else on the Go heap (nil block).
+func newWords(n int, huge bool) ([]uint32, *hugemem.Block) {
+	if !huge {
+		return make([]uint32, n), nil
+	}
+	blk := hugemem.Alloc(4 * n)
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), n), blk
 }
 
 // LoadBits validates m and binds it to the backend (used in place, or its

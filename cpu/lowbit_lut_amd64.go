@@ -95,14 +95,7 @@ type bitsLut struct {
 func lutPack(b *layout.Bits, huge bool) ([]uint32, *hugemem.Block) {
 	wpr := b.WordsPerRow()
 	full := b.PRows / 64 * 64
-	var out []uint32
-	var blk *hugemem.Block
-	if huge {
-		blk = hugemem.Alloc(4 * b.PRows * wpr)
-		out = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), b.PRows*wpr)
-	} else {
-		out = make([]uint32, b.PRows*wpr)
-	}
+	out, blk := newWords(b.PRows*wpr, huge)
 	for r := 0; r < b.PRows; r++ {
 		R, base := 64, r/64*64
 		if r >= full {
