@@ -39506,10 +39506,10 @@ Bits1LutA32S4X4Avx512_sub:
 	VFNMADD231PS.BCST 28(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000400, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S4X4Avx512_sub
@@ -41611,10 +41611,10 @@ Bits1LutA32S4X4F16Avx512_sub:
 	VFNMADD231PS.BCST 28(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S4X4F16Avx512_sub
@@ -43700,10 +43700,10 @@ Bits1LutA32S8X4Avx512_sub:
 	VFNMADD231PS.BCST 12(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S8X4Avx512_sub
@@ -45769,10 +45769,10 @@ Bits1LutA32S8X4F16Avx512_sub:
 	VFNMADD231PS.BCST 12(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S8X4F16Avx512_sub
@@ -47830,10 +47830,10 @@ Bits1LutA32S16X4Avx512_sub:
 	VFNMADD231PS.BCST 4(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S16X4Avx512_sub
@@ -49881,10 +49881,10 @@ Bits1LutA32S16X4F16Avx512_sub:
 	VFNMADD231PS.BCST 4(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S16X4F16Avx512_sub
@@ -51928,10 +51928,10 @@ Bits1LutA32S32X4Avx512_sub:
 	VFNMADD231PS.BCST (SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S32X4Avx512_sub
@@ -53970,10 +53970,10 @@ Bits1LutA32S32X4F16Avx512_sub:
 	VFNMADD231PS.BCST (SI), Z2, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000040, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits1LutA32S32X4F16Avx512_sub
@@ -56151,10 +56151,10 @@ Bits2LutA32S2X4Avx512_sub:
 	VFNMADD231PS.BCST 28(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000400, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S2X4Avx512_sub
@@ -58256,10 +58256,10 @@ Bits2LutA32S2X4F16Avx512_sub:
 	VFNMADD231PS.BCST 28(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S2X4F16Avx512_sub
@@ -60345,10 +60345,10 @@ Bits2LutA32S4X4Avx512_sub:
 	VFNMADD231PS.BCST 12(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000200, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S4X4Avx512_sub
@@ -62414,10 +62414,10 @@ Bits2LutA32S4X4F16Avx512_sub:
 	VFNMADD231PS.BCST 12(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S4X4F16Avx512_sub
@@ -64475,10 +64475,10 @@ Bits2LutA32S8X4Avx512_sub:
 	VFNMADD231PS.BCST 4(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000100, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S8X4Avx512_sub
@@ -66526,10 +66526,10 @@ Bits2LutA32S8X4F16Avx512_sub:
 	VFNMADD231PS.BCST 4(SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S8X4F16Avx512_sub
@@ -68573,10 +68573,10 @@ Bits2LutA32S16X4Avx512_sub:
 	VFNMADD231PS.BCST (SI), Z1, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000080, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S16X4Avx512_sub
@@ -70615,10 +70615,10 @@ Bits2LutA32S16X4F16Avx512_sub:
 	VFNMADD231PS.BCST (SI), Z2, Z9
 	VMOVUPS           Z9, (AX)
 	ADDQ              $0x00000040, DI
+	ADDQ              $0x00000800, CX
 	ADDQ              $0x00000040, AX
 	MOVQ              metaStride+16(FP), R9
 	ADDQ              R9, DX
-	ADDQ              $0x00000800, CX
 	ADDQ              $0x00001000, R8
 	DECQ              8(SP)
 	JNZ               Bits2LutA32S16X4F16Avx512_sub

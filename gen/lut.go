@@ -249,10 +249,10 @@ func bitsLut(n, seg, sub int, f16 bool) {
 	}
 	VMOVUPS(res, Mem{Base: ox})
 	ADDQ(U32(segBytes*sps), mlin)
+	ADDQ(U32(2048), rx) // the next block: w is read in order
 	if sub > 1 {
 		ADDQ(U32(64), ox)
 		ADDQ(param("metaStride"), mx)
-		ADDQ(U32(2048), rx)
 		ADDQ(U32(64*32*perT), tpf)
 		DECQ(xLeft)
 		JNZ(LabelRef(name + "_sub"))
@@ -262,8 +262,6 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		back := param("metaStride")
 		SHLQ(U8(log2(sub)), back)
 		SUBQ(back, mx)
-	} else {
-		ADDQ(U32(R*128), rx)
 	}
 	ADDQ(U32(segBytes*sps), mx)
 	ADDQ(U32(4*sps), xs)
