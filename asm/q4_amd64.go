@@ -3077,405 +3077,197 @@ func Sparse12A32S4Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo
 //go:noescape
 func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 
-// Bits1LutA32S4X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits1LutA32S4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 3072 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S4X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits1LutA32S4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S8Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S4X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits1LutA32S8F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits1LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S4X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits1LutA32S16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S8X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S8X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits1LutA32S16F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S32Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 32 planes (1024 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S8X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits1LutA32S32F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2112 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// for row i of block T, where a segment is 32 planes (1024 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits1LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S8X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S16X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S16X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S16X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S16X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S32X4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 32 planes (1024 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S32X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S32X1Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 32 planes (1024 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S32X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S32X4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 32 planes (1024 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S32X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits1LutA32S32X1F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 32 planes (1024 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits1LutA32S32X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits1LutA32S32F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // BitsLutTables2Avx512 writes, for chunks chunks of 512 float32 activations at x (column
 // (k*16 + i)*32 + t of chunk k is element i of lane t), the lookup tables of
@@ -3490,405 +3282,197 @@ func Bits1LutA32S32X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32
 //go:noescape
 func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
 
-// Bits2LutA32S2X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits2LutA32S2Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 3072 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 2 planes (64 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 2 planes (64 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits2LutA32S2X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits2LutA32S2Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S2X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits2LutA32S2F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 2 planes (64 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 2 planes (64 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits2LutA32S2X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits2LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S2X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits2LutA32S4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 2 planes (64 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits2LutA32S2X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits2LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S2X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits2LutA32S8Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 2 planes (64 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S2X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S4X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits2LutA32S4X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits2LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S4X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits2LutA32S8F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
 // offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits2LutA32S4X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits2LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S4X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
+// Bits2LutA32S16F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2112 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
 //
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
 //
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
 // per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched
+// lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
+// what is read or written.
 //
 //go:noescape
-func Bits2LutA32S4X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S4X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 4 planes (128 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S4X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S8X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S8X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S8X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S8X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S8X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S8X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S8X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 8 planes (256 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S8X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S16X4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S16X4Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S16X1Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S16X1Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S16X4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 64 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S16X4F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
-
-// Bits2LutA32S16X1F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for tiles tiles of 16 rows of chunks chunks each, from w in the
-// kernels' order (cpu's lutPack: the tiles one after the other, each chunk
-// by chunk, each chunk's 16-row blocks in turn, each block word by word,
-// a word as 16 dwords, row i's at dword i):
-//
-//	out[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of 16-row block T, where a segment is 16 planes (512 columns,
-// inside one group). Block T's metadata starts at meta + T*metaStride bytes:
-// per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per
-// row, the sum of the activations its codes select
-// from table (k, t, j). The blocks of a tile take each chunk in turn, so
-// the chunk's tables (16 KiB) are read from L2 once per tile, and w is
-// read as one stream; the next chunk's tables, w lutPrefetchBytes ahead
-// and the next tile's metadata are prefetched meanwhile.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: tiles, chunks >= 1; pointers cover what is read or written.
-//
-//go:noescape
-func Bits2LutA32S16X1F16Avx512(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)
+func Bits2LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as

@@ -455,13 +455,19 @@ func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
 
 // parallelRows is parallel for any matrix of rows rows of rowBytes bytes.
 func (b *Backend) parallelRows(rows, rowBytes int, fn func(r0, r1 int)) {
+	b.parallelRowsPer(rows, rowBytes, chunksPerThread, fn)
+}
+
+// parallelRowsPer is parallelRows with perThread chunks per goroutine on
+// average.
+func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 int)) {
 	n := min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
 	if n <= 1 {
 		fn(0, rows)
 		return
 	}
 	const tile = 16 // SIMD kernels work on row tiles
-	per := (rows + n*chunksPerThread - 1) / (n * chunksPerThread)
+	per := (rows + n*perThread - 1) / (n * perThread)
 	per = (per + tile - 1) / tile * tile
 	chunks := (rows + per - 1) / per
 	var next atomic.Int64

@@ -54,12 +54,12 @@ func TestBitsLutVectorGroups(t *testing.T) {
 	lutMultiply(t, 31, 70, 2100, 5, Config{Threads: 2})
 }
 
-// TestBitsLutTasks multiplies a matrix large enough for parallelRows to
-// split into many tasks of 32 rows, with rows that are not a multiple of
-// 64: the table kernels' tasks move to 64-row tile edges (lutPack), some
-// come out empty, and the last ends in 16-row tiles. The backend keeps
-// matrices in huge pages, so the packed words are there too; Close frees
-// them and later multiplies fail.
+// TestBitsLutTasks multiplies a 1000-row matrix on three threads: the
+// table kernels' tasks (one per thread, on 16-row blocks) start inside the
+// chunk regions of lutPack's chunk-major order, and the last ends at the
+// padded row count; two vectors, so each must start from cleared sums.
+// The backend keeps matrices in huge pages, so the packed words are there
+// too; Close frees them and later multiplies fail.
 func TestBitsLutTasks(t *testing.T) {
 	mx := lutMultiply(t, 33, 1000, 4096, 2, Config{Threads: 3, HugePages: true})
 	if mx.a32.lut.block == nil {

@@ -26,9 +26,18 @@ import (
 // blocks in registers instead had cost 13-15% of the compute (one core,
 // 1024x4096-cached: Bits2 50-51 against 43-44 us, Bits1 24-25 against
 // 21-22; from DRAM, 2 threads, Bits2G128 0.46-0.55 against 0.43-0.52 ms,
-// Bits1 unchanged). Tiles of 64 rows take each chunk in
-// turn, so a chunk's tables come from L2 once per 64 rows and stay in L1
-// for the other three blocks.
+// Bits1 unchanged).
+//
+// The kernels walk the words chunk-major: a chunk's tables stay in L1 for
+// every row of the task, the next chunk's are prefetched meanwhile, and
+// the words stream with nothing else through L2. Tiles of 64 rows taking
+// each chunk in turn (the tables from L2 once per 64 rows, 448 KiB for
+// every 229 KiB of Bits2G128 words at 14336 columns) had streamed worse:
+// Bits2G128 A32 4096x14336, one thread, 0.74-0.82 ms (0.78-0.84 with
+// VPMULTISHIFTQB) against 0.62-0.69 chunk-major. With PREFETCHNTA and two
+// tasks per thread, 2 threads, four alternating rounds: 0.74-0.77 of the
+// same-run read bandwidth for the 64-row tiles against 0.81-0.87 (A16
+// 0.65-0.74 against 0.77-0.85).
 //
 // Bits2 runs the same way with two 2-bit codes per nibble (tables of
 // q0*x0 + q1*x1): 32 weights per VPERMPS and VADDPS against 16 per VPERMPS
@@ -40,7 +49,7 @@ import (
 // too: three alternating rounds, A16 0.47-0.60 against 0.54-0.61 ms, A32
 // 0.47-0.50 against 0.52-0.58.
 
-const bitsLutSig = "func(w *byte, meta *byte, metaStride int, tab *float32, xsum *float32, out *float32, tiles int, chunks int)"
+const bitsLutSig = "func(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)"
 
 // lutFields returns, for nibble j of an n-bit word, the element (plane
 // index i within the chunk) of each n-bit field u of the nibble's 4-bit
@@ -123,111 +132,124 @@ func bitsLutTables(n int) {
 	RET()
 }
 
-// bitsLut emits Bits<n>LutA32S<seg>X<sub>Avx512 (n = 1 or 2; segments of
-// seg planes, at least one nibble: seg*n >= 4; tiles of sub*16 rows).
+// bitsLut emits Bits<n>LutA32S<seg>[F16]Avx512 (n = 1 or 2; segments of
+// seg planes, at least one nibble: seg*n >= 4).
+//
+// The kernel walks the packed words chunk-major (cpu's lutPack): for each
+// chunk, every 16-row block of the task in turn, so the chunk's tables
+// (16 KiB) stay in L1 for all of the task's rows and the words stream
+// with nothing else through L2. Each block's unit is its 32 words (16 rows
+// each, transposed) followed by its metadata for the chunk's segments.
 //
 // With f16 the metadata is binary16: per segment 16 scales s, then 16
 // zero points z, and m = s*z in float32 (as layout.(*Bits).Affine takes
 // it): 4 bytes per row and segment instead of 8.
-func bitsLut(n, seg, sub int, f16 bool) {
+func bitsLut(n, seg int, f16 bool) {
 	step := 32 / n
 	nps := seg * n / 4 // nibbles per segment
 	sps := step / seg  // segments per chunk
-	name := fmt.Sprintf("Bits%dLutA32S%dX%dAvx512", n, seg, sub)
+	name := fmt.Sprintf("Bits%dLutA32S%dAvx512", n, seg)
 	segBytes := 128 // metadata bytes per block and segment
 	if f16 {
-		name = fmt.Sprintf("Bits%dLutA32S%dX%dF16Avx512", n, seg, sub)
+		name = fmt.Sprintf("Bits%dLutA32S%dF16Avx512", n, seg)
 		segBytes = 64
 	}
-	lines := segBytes * sps / 64 // metadata lines per block and chunk
+	unit := lutUnitBytes(n, seg, f16)
+	lines := segBytes * sps / 64 // metadata lines per unit
 	metaDoc := [2]string{"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with", "offsets), one per row."}
 	if f16 {
 		metaDoc = [2]string{"per segment 16 binary16 scales s, then 16 binary16 zero points z, one", "per row; m = s*z in float32."}
 	}
-	R := 16 * sub
 	TEXT(name, NOSPLIT, bitsLutSig)
 	Pragma("noescape")
 	Doc(
 		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
-		"lookup tables, for tiles tiles of "+fmt.Sprint(R)+" rows of chunks chunks each, from w in the",
-		"kernels' order (cpu's lutPack: the tiles one after the other, each chunk",
-		"by chunk, each chunk's 16-row blocks in turn, each block word by word,",
-		"a word as 16 dwords, row i's at dword i):",
+		"lookup tables, for blocks blocks of 16 rows and chunks chunks, adding",
+		"them to out (16 floats per block), from w in the kernels' order (cpu's",
+		"lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one",
+		"after the other as units of "+fmt.Sprint(unit)+" bytes: the block's words (word by word, a",
+		"word as 16 dwords, row i's at dword i), then its metadata for the chunk:",
 		"",
-		"\tout[16*T + i] = sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]",
+		"\tout[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]",
 		"",
-		"for row i of 16-row block T, where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns,",
-		"inside one group). Block T's metadata starts at meta + T*metaStride bytes:",
-		metaDoc[0],
+		"for row i of block T, where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns, inside",
+		"one group). The metadata holds "+metaDoc[0],
 		metaDoc[1]+" tab holds the chunks' tables (BitsLutTables"+fmt.Sprint(n)+"Avx512),",
 		"xsum the activations' sum per segment. Per word t of a chunk, lane i",
-		"of the block's vector is row i; nibble j's index then picks, per",
-		"row, the sum of the activations its codes select",
-		"from table (k, t, j). The blocks of a tile take each chunk in turn, so",
-		"the chunk's tables (16 KiB) are read from L2 once per tile, and w is",
-		"read as one stream; the next chunk's tables, w lutPrefetchBytes ahead",
-		"and the next tile's metadata are prefetched meanwhile.",
+		"of the block's vector is row i; nibble j's index then picks, per row,",
+		"the sum of the activations its codes select from table (k, t, j). The",
+		"chunk's tables stay in L1 for all the blocks; w is prefetched",
+		"lutPrefetchUnits units ahead, across the jump to the next chunk.",
 		"Within layout.BitsTolerance of the float64 reference.",
-		"Preconditions: tiles, chunks >= 1; pointers cover what is read or written.",
+		"Preconditions: blocks, chunks >= 1; stride >= blocks*"+fmt.Sprint(unit)+"; pointers cover",
+		"what is read or written.",
 	)
-	kLeft, xLeft := AllocLocal(8), AllocLocal(8)
-	Label(name + "_tile")
-	ox := param("out")
-	{
-		z := ZMM()
-		VPXORD(z, z, z)
-		for x := 0; x < sub; x++ {
-			VMOVUPS(z, Mem{Base: ox, Disp: 64 * x})
-		}
+	jump, bLeft, kLeft := AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	// VPMULTISHIFTQB brings nibble j of every dword to its low bits (the
+	// bits VPERMPS reads), off the permute pipes VPSRLD would share with
+	// VPERMPS: one core, 1024x4096-cached, Bits2G128 A32 41-42 -> 37 us,
+	// Bits1G128 21-22 -> 18-19 us.
+	var ctrl [7]VecVirtual
+	for j := range ctrl {
+		ctrl[j] = ZMM()
+		sh := uint64(28 - 4*j)
+		VMOVDQU64(rodata(fmt.Sprintf("lutNibble%d", j), 8, 8, func(int) uint64 { return sh | (sh+32)<<32 }), ctrl[j])
 	}
-	rx := param("w")
-	mx, tp, xs := param("meta"), param("tab"), param("xsum")
-	mlin := param("metaStride") // the next tile's metadata
-	SHLQ(U8(log2(sub)), mlin)
-	ADDQ(mx, mlin)
 	{
-		k := param("chunks")
-		MOVQ(k, kLeft)
+		d := GP64() // the jump from one chunk's blocks to the next chunk's
+		IMUL3Q(U32(unit), param("blocks"), d)
+		NEGQ(d)
+		ADDQ(param("stride"), d)
+		MOVQ(d, jump)
 	}
+	MOVQ(param("chunks"), kLeft)
+	rx, tp, xs := param("w"), param("tab"), param("xsum")
 	Label(name + "_chunk")
+	ox := param("out")
+	nb := param("blocks")
+	MOVQ(nb, bLeft)
+	pf := GP64()
+	LEAQ(Mem{Base: rx, Disp: lutPrefetchUnits * unit}, pf)
+	// The next chunk's tables, 512 bytes per block, cyclically (into L1:
+	// without it every task's first block of a chunk waited on 16 KiB
+	// of tables from L2 or the other core).
 	tpf := GP64()
 	LEAQ(Mem{Base: tp, Disp: lutTableBytes}, tpf)
-	MOVQ(U32(sub), xLeft)
-	Label(name + "_sub")
+	CMPQ(nb, U8(lutPrefetchUnits))
+	JA(LabelRef(name + "_block"))
+	ADDQ(jump, pf)
+	Label(name + "_block")
 	acc := make([]VecVirtual, 8)
 	for j := range acc {
 		acc[j] = ZMM()
 	}
-	perT := 8 / sub // table lines of the next chunk to prefetch per word
-	for hh := 0; hh < 2; hh++ {
-		for tt := 0; tt < 16; tt++ {
-			vt := ZMM() // word 16*hh+tt of the block's rows, lane i = row i
-			VMOVDQU32(Mem{Base: rx, Disp: 1024*hh + 64*tt}, vt)
-			t := 16*hh + tt
-			for l := 0; l < perT; l++ {
-				PREFETCHT0(Mem{Base: tpf, Disp: 64 * (perT*t + l)})
+	for t := 0; t < 32; t++ {
+		vt := ZMM() // word t of the block's rows, lane i = row i
+		VMOVDQU32(Mem{Base: rx, Disp: 64 * t}, vt)
+		// One line of the unit ahead per word, its metadata lines spread
+		// over the words (in bursts of 16 and 8 prefetches had cost
+		// 10-30%).
+		PREFETCHNTA(Mem{Base: pf, Disp: 64 * t})
+		if t%(32/lines) == 0 {
+			PREFETCHNTA(Mem{Base: pf, Disp: 2048 + 64*(t/(32/lines))})
+		}
+		if t%4 == 0 {
+			PREFETCHT0(Mem{Base: tpf, Disp: 64 * (t / 4)})
+		}
+		for j := 0; j < 8; j++ {
+			var idx Op = vt
+			if j < 7 {
+				idx = ZMM()
+				VPMULTISHIFTQB(vt, ctrl[j], idx)
 			}
-			// One line of rows per word and the metadata lines spread
-			// over the words: in bursts of 16 and 8 they had cost 10-30%.
-			PREFETCHT1(Mem{Base: rx, Disp: lutPrefetchBytes + 1024*hh + 64*tt})
-			if t%(32/lines) == 0 {
-				PREFETCHT1(Mem{Base: mlin, Disp: 64 * (t / (32 / lines))})
+			tm := Mem{Base: tp, Disp: 64 * (8*t + j)}
+			if t == 0 {
+				VPERMPS(tm, idx, acc[j])
+				continue
 			}
-			for j := 0; j < 8; j++ {
-				var idx Op = vt
-				if sh := 28 - 4*j; sh != 0 {
-					idx = ZMM()
-					VPSRLD(U8(sh), vt, idx)
-				}
-				tm := Mem{Base: tp, Disp: 64 * (8*t + j)}
-				if t == 0 {
-					VPERMPS(tm, idx, acc[j])
-					continue
-				}
-				c := ZMM()
-				VPERMPS(tm, idx, c)
-				VADDPS(c, acc[j], acc[j])
-			}
+			c := ZMM()
+			VPERMPS(tm, idx, c)
+			VADDPS(c, acc[j], acc[j])
 		}
 	}
 	res := ZMM()
@@ -237,56 +259,68 @@ func bitsLut(n, seg, sub int, f16 bool) {
 		mv := ZMM()
 		if f16 {
 			sv := ZMM()
-			VCVTPH2PS(Mem{Base: mx, Disp: 64 * s}, sv)
-			VCVTPH2PS(Mem{Base: mx, Disp: 64*s + 32}, mv)
+			VCVTPH2PS(Mem{Base: rx, Disp: 2048 + 64*s}, sv)
+			VCVTPH2PS(Mem{Base: rx, Disp: 2048 + 64*s + 32}, mv)
 			VMULPS(sv, mv, mv)
 			VFMADD231PS(sv, d, res)
 		} else {
-			VFMADD231PS(Mem{Base: mx, Disp: 128 * s}, d, res)
-			VMOVUPS(Mem{Base: mx, Disp: 128*s + 64}, mv)
+			VFMADD231PS(Mem{Base: rx, Disp: 2048 + 128*s}, d, res)
+			VMOVUPS(Mem{Base: rx, Disp: 2048 + 128*s + 64}, mv)
 		}
 		VFNMADD231PS_BCST(Mem{Base: xs, Disp: 4 * s}, mv, res)
 	}
 	VMOVUPS(res, Mem{Base: ox})
-	ADDQ(U32(segBytes*sps), mlin)
-	ADDQ(U32(2048), rx) // the next block: w is read in order
-	if sub > 1 {
-		ADDQ(U32(64), ox)
-		ADDQ(param("metaStride"), mx)
-		ADDQ(U32(64*32*perT), tpf)
-		DECQ(xLeft)
-		JNZ(LabelRef(name + "_sub"))
-		// Back to the tile's first block, one chunk on (the rows are
-		// already there: the tile's chunks follow each other).
-		SUBQ(U32(64*sub), ox)
-		back := param("metaStride")
-		SHLQ(U8(log2(sub)), back)
-		SUBQ(back, mx)
+	ADDQ(U32(unit), rx)
+	ADDQ(U32(unit), pf)
+	{
+		ADDQ(U32(512), tpf)
+		lim, wrap := GP64(), GP64()
+		LEAQ(Mem{Base: tp, Disp: 2 * lutTableBytes}, lim)
+		LEAQ(Mem{Base: tp, Disp: lutTableBytes}, wrap)
+		CMPQ(tpf, lim)
+		CMOVQCC(wrap, tpf)
 	}
-	ADDQ(U32(segBytes*sps), mx)
-	ADDQ(U32(4*sps), xs)
+	ADDQ(U8(64), ox)
+	DECQ(bLeft)
+	JZ(LabelRef(name + "_next"))
+	CMPQ(bLeft, U8(lutPrefetchUnits))
+	JNE(LabelRef(name + "_block"))
+	ADDQ(jump, pf) // the prefetches pass into the next chunk
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_next")
+	ADDQ(jump, rx)
 	ADDQ(U32(lutTableBytes), tp)
+	ADDQ(U8(4*sps), xs)
 	DECQ(kLeft)
 	JNZ(LabelRef(name + "_chunk"))
-	bump("out", U32(64*sub))
-	t := param("chunks")
-	SHLQ(U8(log2(R*128)), t)
-	bump("w", t)
-	ms := param("metaStride")
-	SHLQ(U8(log2(sub)), ms)
-	bump("meta", ms)
-	tilesLoop(name, "tiles")
+	VZEROUPPER()
+	RET()
 }
 
-// lutPrefetchBytes is how far ahead of the block being read the table
-// kernels prefetch w (into L2, one line per word of the block). Measured
-// on the 2-core Zen 5 VM, Bits1G128 A32 4096x14336, alternating binaries,
-// 2 threads (1 thread): 4 KiB 0.30-0.37 ms (0.47-0.57), 6 KiB 0.28-0.31
-// (0.41-0.42), 8 KiB 0.29-0.38 (0.43-0.47), 16 KiB 0.32-0.39 (0.45-0.62),
-// 64 KiB 0.38-0.40 (0.49-0.50), two 112 KiB tiles (the distance that had
-// been best before lutPack) 0.37-0.62 (0.52-0.69). Without the prefetches
-// it took 0.73-0.79 (1.34): the hardware prefetchers do not keep up.
-const lutPrefetchBytes = 6 << 10
+// lutUnitBytes is the bytes of one 16-row block's unit in a chunk of the
+// table kernels' packed words: 32 words of 16 rows, then the metadata of
+// the chunk's segments (16 scales and 16 m or z per segment, float32 or
+// binary16).
+func lutUnitBytes(n, seg int, f16 bool) int {
+	segBytes := 128
+	if f16 {
+		segBytes = 64
+	}
+	return 2048 + segBytes*(32/n/seg)
+}
+
+// lutPrefetchUnits is how many units (one 16-row block's words and
+// metadata for a chunk: 2.3 KiB for Bits2G128) ahead of the one being read
+// the table kernels prefetch w, one line per word, with PREFETCHNTA (the
+// lines are read once). Measured on the 2-core Zen 5 VM, Bits2G128 A32
+// 4096x14336, 2 threads, share of the same-run read bandwidth over four
+// alternating rounds: 2 units 0.78-0.85, 3 units 0.81-0.87, 4 units
+// 0.64-0.88, 6 units 0.62-0.84; with PREFETCHT1 at 3 units 0.62-0.75, and
+// one thread: PREFETCHT0, T1, T2 and NTA within noise at 3 units, T1 at 10
+// units 40% slower (the hardware prefetchers do not keep up without the
+// software prefetches: 0.73-0.79 ms against 0.28-0.31 for Bits1 in an
+// earlier layout).
+const lutPrefetchUnits = 3
 
 // lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.
 const lutTableBytes = 32 * 8 * 64
