@@ -306,3 +306,104 @@ func TestImportedBitsKernels(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLowBitKernels runs the generic and every assembly kernel set this
+// CPU supports on one random low-bit matrix (a width and group, or
+// Sparse12 with a group) and batch: int8 activations must give the exact
+// int8 reference bit for bit on every set, float32 and binary16 ones must
+// stay within layout.BitsTolerance of the float64 reference, with guard
+// bands around the results. Fractional zero points must make the int8
+// path fail with an error that says so.
+func FuzzLowBitKernels(f *testing.F) {
+	f.Add(uint64(1), uint16(1), uint16(1), uint8(1), uint8(0), false)
+	f.Add(uint64(2), uint16(17), uint16(300), uint8(3), uint8(17), false)   // Bits2G128: table kernels, 16-row tail
+	f.Add(uint64(3), uint16(70), uint16(1100), uint8(16), uint8(24), false) // Bits1 whole row
+	f.Add(uint64(4), uint16(33), uint16(640), uint8(2), uint8(27), false)   // Sparse12G128
+	f.Add(uint64(5), uint16(64), uint16(700), uint8(5), uint8(12), true)    // Bits3G128, fractional zeros
+	f.Add(uint64(6), uint16(200), uint16(2048), uint8(1), uint8(18), false) // Bits2G256
+	nb := len(layout.BitWidths) * len(layout.BitsGroups)
+	sparseGroups := []int{32, 64, 128, 0}
+	f.Fuzz(func(t *testing.T, seed uint64, rows16, cols16 uint16, batch8, format uint8, fractional bool) {
+		rows := 1 + int(rows16)%300
+		cols := 1 + int(cols16)%2100
+		batch := 1 + int(batch8)%16
+		rng := rand.New(rand.NewPCG(seed, 13))
+		w := randVec(rng, rows*cols)
+		x := randVec(rng, batch*cols)
+		for i := range x { // some exact zeros and large values
+			switch rng.IntN(8) {
+			case 0:
+				x[i] = 0
+			case 1:
+				x[i] *= 1000
+			}
+		}
+		h := make([]layout.FP16, len(x))
+		xh := make([]float32, len(x))
+		for i, v := range x {
+			h[i] = layout.ToFP16(v)
+			xh[i] = h[i].Float32()
+		}
+		opt := layout.BitsOptions{Method: layout.MinMax, IntegerZero: !fractional}
+		var c lowCase
+		var load func(be *Backend) (*LowMatrix, error)
+		switch k := int(format) % (nb + len(sparseGroups)); {
+		case k < nb:
+			n, g := layout.BitWidths[k/len(layout.BitsGroups)], layout.BitsGroups[k%len(layout.BitsGroups)]
+			b, err := layout.QuantizeBits(w, rows, cols, n, g, opt)
+			if err != nil { // a group too narrow for binary16 metadata
+				opt.FP32Meta = true
+				b, err = layout.QuantizeBits(w, rows, cols, n, g, opt)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = lowCase{name: b.Name(), ref: b.DotRef, mag: b.DotRefMag, a8: b.DotA8Exact}
+			load = func(be *Backend) (*LowMatrix, error) { return be.LoadBits(b) }
+		default:
+			sp, _, err := layout.QuantizeSparse12(w, rows, cols, sparseGroups[k-nb], opt)
+			if err != nil {
+				opt.FP32Meta = true
+				sp, _, err = layout.QuantizeSparse12(w, rows, cols, sparseGroups[k-nb], opt)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = lowCase{name: sp.Name(), ref: sp.DotRef, mag: sp.DotRefMag, a8: sp.DotA8Exact}
+			load = func(be *Backend) (*LowMatrix, error) { return be.LoadSparse12(sp) }
+		}
+		for _, isa := range supportedSets() {
+			be, err := New(Config{ISA: isa, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := load(be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.mx = mx
+			name := fmt.Sprintf("%s/%s/%dx%d/b%d", c.name, mx.Kernel(), rows, cols, batch)
+			full, dst := guarded(batch * rows)
+			if err := mx.MulF32(dst, x, batch); err != nil {
+				t.Fatal(err)
+			}
+			checkGuards(t, full, batch*rows)
+			checkFloat(t, name+"/A32", c, dst, x, batch, rows, cols)
+			if err := mx.MulF16(dst, h, batch); err != nil {
+				t.Fatal(err)
+			}
+			checkGuards(t, full, batch*rows)
+			checkFloat(t, name+"/A16", c, dst, xh, batch, rows, cols)
+			// Without IntegerZero a tiny matrix's zero points can still
+			// come out whole; the int8 path must then be exact.
+			switch err := mx.MulA8(dst, x, batch); {
+			case err != nil && (!fractional || !strings.Contains(err.Error(), "integer zero points")):
+				t.Fatalf("%s/A8: %v", name, err)
+			case err == nil:
+				checkGuards(t, full, batch*rows)
+				checkA8Exact(t, name+"/A8", c.a8, nil, dst, x, batch, rows, cols, mx.pcols)
+			}
+			_ = mx.Close()
+		}
+	})
+}
