@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
@@ -79,12 +78,7 @@ func TestCodebookKernels(t *testing.T) {
 						}
 						checkGuards(t, full, batch*rows)
 						checkCodebook(t, name+"/A32", mx, dst, x, batch)
-						h := make([]layout.FP16, len(x))
-						xh := make([]float32, len(x))
-						for i, v := range x {
-							h[i] = layout.ToFP16(v)
-							xh[i] = h[i].Float32()
-						}
+						h, xh := halfVec(x)
 						if err := mx.MulF16(dst, h, batch); err != nil {
 							t.Fatal(err)
 						}

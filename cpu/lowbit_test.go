@@ -84,12 +84,7 @@ func TestLowBitKernels(t *testing.T) {
 				}
 				checkGuards(t, full, batch*rows)
 				checkFloat(t, name+"/A32", c, dst, x, batch, rows, cols)
-				h := make([]layout.FP16, len(x))
-				xh := make([]float32, len(x))
-				for i, v := range x {
-					h[i] = layout.ToFP16(v)
-					xh[i] = h[i].Float32()
-				}
+				h, xh := halfVec(x)
 				if err := c.mx.MulF16(dst, h, batch); err != nil {
 					t.Fatal(err)
 				}
@@ -130,6 +125,16 @@ func checkA8Exact(t *testing.T, name string, a8 func(out []float32, xq []int8, x
 			}
 		}
 	}
+}
+
+// halfVec returns x rounded to binary16 and those values widened back.
+func halfVec(x []float32) ([]layout.FP16, []float32) {
+	h, xh := make([]layout.FP16, len(x)), make([]float32, len(x))
+	for i, v := range x {
+		h[i] = layout.ToFP16(v)
+		xh[i] = h[i].Float32()
+	}
+	return h, xh
 }
 
 func checkFloat(t *testing.T, name string, c lowCase, dst, x []float32, batch, rows, cols int) {
@@ -330,20 +335,8 @@ func FuzzLowBitKernels(f *testing.F) {
 		rng := rand.New(rand.NewPCG(seed, 13))
 		w := randVec(rng, rows*cols)
 		x := randVec(rng, batch*cols)
-		for i := range x { // some exact zeros and large values
-			switch rng.IntN(8) {
-			case 0:
-				x[i] = 0
-			case 1:
-				x[i] *= 1000
-			}
-		}
-		h := make([]layout.FP16, len(x))
-		xh := make([]float32, len(x))
-		for i, v := range x {
-			h[i] = layout.ToFP16(v)
-			xh[i] = h[i].Float32()
-		}
+		spikeVec(rng, x)
+		h, xh := halfVec(x)
 		opt := layout.BitsOptions{Method: layout.MinMax, IntegerZero: !fractional}
 		var c lowCase
 		var load func(be *Backend) (*LowMatrix, error)

@@ -52,6 +52,19 @@ func TestSliceOffsets(t *testing.T) {
 	}
 }
 
+// spikeVec sets about one value in eight of x to zero and multiplies
+// another eighth by 1000: exact zeros and large values for the fuzz tests.
+func spikeVec(rng *rand.Rand, x []float32) {
+	for i := range x {
+		switch rng.IntN(8) {
+		case 0:
+			x[i] = 0
+		case 1:
+			x[i] *= 1000
+		}
+	}
+}
+
 // FuzzKernels runs the generic and every assembly kernel set this CPU
 // supports on the same random matrix and activations in one process: W4A8
 // results must be identical bit for bit, W4A32 results within the bound of
@@ -70,15 +83,7 @@ func FuzzKernels(f *testing.F) {
 			t.Fatal(err)
 		}
 		x := synth.Vector(batch*cols, seed^0xabcdef)
-		rng := rand.New(rand.NewPCG(seed, 9))
-		for i := range x { // some exact zeros and large values
-			switch rng.IntN(8) {
-			case 0:
-				x[i] = 0
-			case 1:
-				x[i] *= 1000
-			}
-		}
+		spikeVec(rand.New(rand.NewPCG(seed, 9)), x)
 		var want []float32
 		ref := make([]float64, rows)
 		mag := make([]float64, rows)
