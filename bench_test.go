@@ -287,6 +287,20 @@ func BenchmarkGEMVBatch(b *testing.B) {
 			}
 		}
 	}
+	// Bits4 (one-row float kernels) and Bits2 (table kernels) with float
+	// activations on the best CPU backend.
+	for _, name := range []string{"bits4g128", "bits2g128"} {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		kernel := lowKernel(b, spec)
+		for _, batch := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("%s/A32/b%d/%v/%s", formatName(spec), batch, s, kernel), func(b *testing.B) {
+				benchGEMV(b, "cpu", 0, spec, s, qgemv.A32, batch)
+			})
+		}
+	}
 }
 
 // BenchmarkReadBandwidth streams a buffer far larger than the last-level
