@@ -3092,14 +3092,38 @@ func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S4NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 3072 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S4NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3116,14 +3140,38 @@ func Bits1LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blo
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S4F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S4F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S8Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3140,14 +3188,38 @@ func Bits1LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, 
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S8NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S8NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S8F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3164,14 +3236,38 @@ func Bits1LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blo
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S8F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S8F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3188,14 +3284,38 @@ func Bits1LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, 
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S16F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3212,14 +3332,38 @@ func Bits1LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, bl
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S16F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S16F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S32Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3236,14 +3380,38 @@ func Bits1LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32,
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S32Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S32NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 32 planes (1024 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S32NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits1LutA32S32F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3260,14 +3428,38 @@ func Bits1LutA32S32Avx512(w *byte, tab *float32, xsum *float32, out *float32, bl
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits1LutA32S32F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits1LutA32S32F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2112 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 32 planes (1024 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits1LutA32S32F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // BitsLutTables2Avx512 writes, for chunks chunks of 512 float32 activations at x (column
 // (k*16 + i)*32 + t of chunk k is element i of lane t), the lookup tables of
@@ -3297,14 +3489,38 @@ func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S2Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S2NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 3072 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 2 planes (64 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S2F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3321,14 +3537,38 @@ func Bits2LutA32S2Avx512(w *byte, tab *float32, xsum *float32, out *float32, blo
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S2F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S2F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 2 planes (64 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S2F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3345,14 +3585,38 @@ func Bits2LutA32S2F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, 
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S4NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2560 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S4NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3369,14 +3633,38 @@ func Bits2LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blo
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S4F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 4 planes (128 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S4F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S8Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3393,14 +3681,38 @@ func Bits2LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, 
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S8NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2304 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S8F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3417,14 +3729,38 @@ func Bits2LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blo
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S8F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 8 planes (256 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S8F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3441,14 +3777,38 @@ func Bits2LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, 
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2176 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
+// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // Bits2LutA32S16F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
 // lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
@@ -3465,14 +3825,38 @@ func Bits2LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, bl
 // xsum the activations' sum per segment. Per word t of a chunk, lane i
 // of the block's vector is row i; nibble j's index then picks, per row,
 // the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched
-// lutPrefetchUnits units ahead, across the jump to the next chunk.
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
 // Within layout.BitsTolerance of the float64 reference.
 // Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
 // what is read or written.
 //
 //go:noescape
 func Bits2LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
+
+// Bits2LutA32S16F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
+// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
+// them to out (16 floats per block), from w in the kernels' order (cpu's
+// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
+// after the other as units of 2112 bytes: the block's words (word by word, a
+// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
+//
+//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
+//
+// for row i of block T, where a segment is 16 planes (512 columns, inside
+// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
+// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
+// xsum the activations' sum per segment. Per word t of a chunk, lane i
+// of the block's vector is row i; nibble j's index then picks, per row,
+// the sum of the activations its codes select from table (k, t, j). The
+// chunk's tables stay in L1 for all the blocks; w is prefetched with
+// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
+// Within layout.BitsTolerance of the float64 reference.
+// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
+// what is read or written.
+//
+//go:noescape
+func Bits2LutA32S16F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
 // the read-bandwidth roofline: it computes the same value as

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -70,5 +71,49 @@ func TestBitsLutTasks(t *testing.T) {
 	}
 	if err := mx.MulF32(make([]float32, 1000), make([]float32, 4096), 1); err != ErrClosed {
 		t.Errorf("multiply after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestBitsLutPrefetchHints runs both prefetch variants of the table
+// kernels (lutNTA picks one by vendor, so one of them would otherwise go
+// untested on any given machine) for Bits1 and Bits2 with binary16 and
+// float32 metadata, against the float64 reference.
+func TestBitsLutPrefetchHints(t *testing.T) {
+	if !Supported(AVX512VNNI) {
+		t.Skip("needs the avx512vnni kernel set")
+	}
+	defer func(v bool) { lutNTA = v }(lutNTA)
+	rng := rand.New(rand.NewPCG(35, 36))
+	rows, cols, batch := 90, 1500, 3
+	w := randVec(rng, rows*cols)
+	for _, nta := range []bool{false, true} {
+		lutNTA = nta
+		be, err := New(Config{ISA: AVX512VNNI, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2} {
+			for _, fp32 := range []bool{false, true} {
+				b, err := layout.QuantizeBits(w, rows, cols, n, 128, layout.BitsOptions{Method: layout.MinMax, FP32Meta: fp32})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mx, err := be.LoadBits(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mx.a32 == nil || mx.a32.lut == nil {
+					t.Fatalf("%s does not run the table kernels", b.Name())
+				}
+				x := randVec(rng, batch*cols)
+				full, dst := guarded(batch * rows)
+				if err := mx.MulF32(dst, x, batch); err != nil {
+					t.Fatal(err)
+				}
+				checkGuards(t, full, batch*rows)
+				name := fmt.Sprintf("%s/nta=%v/fp32=%v", b.Name(), nta, fp32)
+				checkFloat(t, name, lowCase{name, mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+			}
+		}
 	}
 }

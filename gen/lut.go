@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -144,7 +145,7 @@ func bitsLutTables(n int) {
 // With f16 the metadata is binary16: per segment 16 scales s, then 16
 // zero points z, and m = s*z in float32 (as layout.(*Bits).Affine takes
 // it): 4 bytes per row and segment instead of 8.
-func bitsLut(n, seg int, f16 bool) {
+func bitsLut(n, seg int, f16, nta bool) {
 	step := 32 / n
 	nps := seg * n / 4 // nibbles per segment
 	sps := step / seg  // segments per chunk
@@ -153,6 +154,11 @@ func bitsLut(n, seg int, f16 bool) {
 	if f16 {
 		name = fmt.Sprintf("Bits%dLutA32S%dF16Avx512", n, seg)
 		segBytes = 64
+	}
+	prefetch, hint := PREFETCHT1, "PREFETCHT1"
+	if nta {
+		name = strings.TrimSuffix(name, "Avx512") + "NtaAvx512"
+		prefetch, hint = PREFETCHNTA, "PREFETCHNTA"
 	}
 	unit := lutUnitBytes(n, seg, f16)
 	lines := segBytes * sps / 64 // metadata lines per unit
@@ -178,8 +184,8 @@ func bitsLut(n, seg int, f16 bool) {
 		"xsum the activations' sum per segment. Per word t of a chunk, lane i",
 		"of the block's vector is row i; nibble j's index then picks, per row,",
 		"the sum of the activations its codes select from table (k, t, j). The",
-		"chunk's tables stay in L1 for all the blocks; w is prefetched",
-		"lutPrefetchUnits units ahead, across the jump to the next chunk.",
+		"chunk's tables stay in L1 for all the blocks; w is prefetched with",
+		hint+" lutPrefetchUnits units ahead, across the jump to the next chunk.",
 		"Within layout.BitsTolerance of the float64 reference.",
 		"Preconditions: blocks, chunks >= 1; stride >= blocks*"+fmt.Sprint(unit)+"; pointers cover",
 		"what is read or written.",
@@ -229,9 +235,9 @@ func bitsLut(n, seg int, f16 bool) {
 		// One line of the unit ahead per word, its metadata lines spread
 		// over the words (in bursts of 16 and 8 prefetches had cost
 		// 10-30%).
-		PREFETCHNTA(Mem{Base: pf, Disp: 64 * t})
+		prefetch(Mem{Base: pf, Disp: 64 * t})
 		if t%(32/lines) == 0 {
-			PREFETCHNTA(Mem{Base: pf, Disp: 2048 + 64*(t/(32/lines))})
+			prefetch(Mem{Base: pf, Disp: 2048 + 64*(t/(32/lines))})
 		}
 		if t%4 == 0 {
 			PREFETCHT0(Mem{Base: tpf, Disp: 64 * (t / 4)})
@@ -311,15 +317,17 @@ func lutUnitBytes(n, seg int, f16 bool) int {
 
 // lutPrefetchUnits is how many units (one 16-row block's words and
 // metadata for a chunk: 2.3 KiB for Bits2G128) ahead of the one being read
-// the table kernels prefetch w, one line per word, with PREFETCHNTA (the
-// lines are read once). Measured on the 2-core Zen 5 VM, Bits2G128 A32
-// 4096x14336, 2 threads, share of the same-run read bandwidth over four
-// alternating rounds: 2 units 0.78-0.85, 3 units 0.81-0.87, 4 units
-// 0.64-0.88, 6 units 0.62-0.84; with PREFETCHT1 at 3 units 0.62-0.75, and
-// one thread: PREFETCHT0, T1, T2 and NTA within noise at 3 units, T1 at 10
-// units 40% slower (the hardware prefetchers do not keep up without the
-// software prefetches: 0.73-0.79 ms against 0.28-0.31 for Bits1 in an
-// earlier layout).
+// the table kernels prefetch w, one line per word. The kernels come in
+// two hints (cpu picks by vendor): PREFETCHNTA for AMD, PREFETCHT1 for
+// the others. On the 2-core Zen 5 VM, Bits2G128 A32 4096x14336, 2
+// threads, share of the same-run read bandwidth over four alternating
+// rounds, NTA: 2 units 0.78-0.85, 3 units 0.81-0.87, 4 units 0.64-0.88, 6
+// units 0.62-0.84; T1 at 3 units 0.62-0.75; one thread: T0, T1, T2 and
+// NTA within noise at 3 units, T1 at 10 units 40% slower (the hardware
+// prefetchers do not keep up without the software prefetches: 0.73-0.79
+// ms against 0.28-0.31 for Bits1 in an earlier layout). On the device
+// host's Xeon (16 threads, two rounds) NTA took 0.75-1.60 ms where T1
+// took 0.42-0.65: there NTA lines skip L2 and are gone before use.
 const lutPrefetchUnits = 3
 
 // lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.

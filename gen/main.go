@@ -123,7 +123,8 @@ func main() {
 		bitsLutTables(n)
 		for seg := 4 / n; seg <= 32/n; seg *= 2 { // segments of at least a nibble
 			for _, f16 := range []bool{false, true} {
-				bitsLut(n, seg, f16)
+				bitsLut(n, seg, f16, false)
+				bitsLut(n, seg, f16, true)
 			}
 		}
 	}
