@@ -38583,26 +38583,19 @@ DATA lutField1_3<>+60(SB)/4, $0x3f800000
 GLOBL lutField1_3<>(SB), RODATA|NOPTR, $64
 
 // func Bits1LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S4Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000c00, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000c00, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S4Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -38615,848 +38608,848 @@ Bits1LutA32S4Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S4Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
 	PREFETCHT1        2112(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
 	PREFETCHT1        2240(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2304(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
 	PREFETCHT1        2368(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT1        2432(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
 	PREFETCHT1        2496(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2560(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
 	PREFETCHT1        2624(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT1        2688(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
 	PREFETCHT1        2752(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2816(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
 	PREFETCHT1        2880(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT1        2944(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1856(AX), Z8
 	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
 	PREFETCHT1        1920(DI)
 	PREFETCHT1        3008(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
 	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VFMADD231PS       2176(AX), Z8, Z15
-	VMOVUPS           2240(AX), Z7
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VFMADD231PS       2304(AX), Z9, Z15
-	VMOVUPS           2368(AX), Z7
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VFMADD231PS       2432(AX), Z10, Z15
-	VMOVUPS           2496(AX), Z7
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VFMADD231PS       2560(AX), Z11, Z15
-	VMOVUPS           2624(AX), Z7
-	VFNMADD231PS.BCST 16(DX), Z7, Z15
-	VFMADD231PS       2688(AX), Z12, Z15
-	VMOVUPS           2752(AX), Z7
-	VFNMADD231PS.BCST 20(DX), Z7, Z15
-	VFMADD231PS       2816(AX), Z13, Z15
-	VMOVUPS           2880(AX), Z7
-	VFNMADD231PS.BCST 24(DX), Z7, Z15
-	VFMADD231PS       2944(AX), Z14, Z15
-	VMOVUPS           3008(AX), Z7
-	VFNMADD231PS.BCST 28(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VFMADD231PS       2176(AX), Z1, Z8
+	VMOVUPS           2240(AX), Z0
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VFMADD231PS       2304(AX), Z2, Z8
+	VMOVUPS           2368(AX), Z0
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VFMADD231PS       2432(AX), Z3, Z8
+	VMOVUPS           2496(AX), Z0
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VFMADD231PS       2560(AX), Z4, Z8
+	VMOVUPS           2624(AX), Z0
+	VFNMADD231PS.BCST 16(DX), Z0, Z8
+	VFMADD231PS       2688(AX), Z5, Z8
+	VMOVUPS           2752(AX), Z0
+	VFNMADD231PS.BCST 20(DX), Z0, Z8
+	VFMADD231PS       2816(AX), Z6, Z8
+	VMOVUPS           2880(AX), Z0
+	VFNMADD231PS.BCST 24(DX), Z0, Z8
+	VFMADD231PS       2944(AX), Z7, Z8
+	VMOVUPS           3008(AX), Z0
+	VFNMADD231PS.BCST 28(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000c00, AX
 	ADDQ              $0x00000c00, DI
 	ADDQ              $0x00000200, R8
@@ -39480,76 +39473,6 @@ Bits1LutA32S4Avx512_next:
 	JNZ  Bits1LutA32S4Avx512_chunk
 	VZEROUPPER
 	RET
-
-DATA lutNibble0<>+0(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+8(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+16(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+24(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+32(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+40(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+48(SB)/8, $0x0000003c0000001c
-DATA lutNibble0<>+56(SB)/8, $0x0000003c0000001c
-GLOBL lutNibble0<>(SB), RODATA|NOPTR, $64
-
-DATA lutNibble1<>+0(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+8(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+16(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+24(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+32(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+40(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+48(SB)/8, $0x0000003800000018
-DATA lutNibble1<>+56(SB)/8, $0x0000003800000018
-GLOBL lutNibble1<>(SB), RODATA|NOPTR, $64
-
-DATA lutNibble2<>+0(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+8(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+16(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+24(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+32(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+40(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+48(SB)/8, $0x0000003400000014
-DATA lutNibble2<>+56(SB)/8, $0x0000003400000014
-GLOBL lutNibble2<>(SB), RODATA|NOPTR, $64
-
-DATA lutNibble3<>+0(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+8(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+16(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+24(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+32(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+40(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+48(SB)/8, $0x0000003000000010
-DATA lutNibble3<>+56(SB)/8, $0x0000003000000010
-GLOBL lutNibble3<>(SB), RODATA|NOPTR, $64
-
-DATA lutNibble4<>+0(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+8(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+16(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+24(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+32(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+40(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+48(SB)/8, $0x0000002c0000000c
-DATA lutNibble4<>+56(SB)/8, $0x0000002c0000000c
-GLOBL lutNibble4<>(SB), RODATA|NOPTR, $64
-
-DATA lutNibble5<>+0(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+8(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+16(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+24(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+32(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+40(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+48(SB)/8, $0x0000002800000008
-DATA lutNibble5<>+56(SB)/8, $0x0000002800000008
-GLOBL lutNibble5<>(SB), RODATA|NOPTR, $64
-
-DATA lutNibble6<>+0(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+8(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+16(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+24(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+32(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+40(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+48(SB)/8, $0x0000002400000004
-DATA lutNibble6<>+56(SB)/8, $0x0000002400000004
-GLOBL lutNibble6<>(SB), RODATA|NOPTR, $64
 
 // func Bits1LutA32S4NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 // Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
@@ -40450,27 +40373,90 @@ Bits1LutA32S4NtaAvx512_next:
 	VZEROUPPER
 	RET
 
+DATA lutNibble0<>+0(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+8(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+16(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+24(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+32(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+40(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+48(SB)/8, $0x0000003c0000001c
+DATA lutNibble0<>+56(SB)/8, $0x0000003c0000001c
+GLOBL lutNibble0<>(SB), RODATA|NOPTR, $64
+
+DATA lutNibble1<>+0(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+8(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+16(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+24(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+32(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+40(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+48(SB)/8, $0x0000003800000018
+DATA lutNibble1<>+56(SB)/8, $0x0000003800000018
+GLOBL lutNibble1<>(SB), RODATA|NOPTR, $64
+
+DATA lutNibble2<>+0(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+8(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+16(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+24(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+32(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+40(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+48(SB)/8, $0x0000003400000014
+DATA lutNibble2<>+56(SB)/8, $0x0000003400000014
+GLOBL lutNibble2<>(SB), RODATA|NOPTR, $64
+
+DATA lutNibble3<>+0(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+8(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+16(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+24(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+32(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+40(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+48(SB)/8, $0x0000003000000010
+DATA lutNibble3<>+56(SB)/8, $0x0000003000000010
+GLOBL lutNibble3<>(SB), RODATA|NOPTR, $64
+
+DATA lutNibble4<>+0(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+8(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+16(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+24(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+32(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+40(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+48(SB)/8, $0x0000002c0000000c
+DATA lutNibble4<>+56(SB)/8, $0x0000002c0000000c
+GLOBL lutNibble4<>(SB), RODATA|NOPTR, $64
+
+DATA lutNibble5<>+0(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+8(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+16(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+24(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+32(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+40(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+48(SB)/8, $0x0000002800000008
+DATA lutNibble5<>+56(SB)/8, $0x0000002800000008
+GLOBL lutNibble5<>(SB), RODATA|NOPTR, $64
+
+DATA lutNibble6<>+0(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+8(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+16(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+24(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+32(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+40(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+48(SB)/8, $0x0000002400000004
+DATA lutNibble6<>+56(SB)/8, $0x0000002400000004
+GLOBL lutNibble6<>(SB), RODATA|NOPTR, $64
+
 // func Bits1LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S4F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000a00, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000a00, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S4F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -40483,856 +40469,856 @@ Bits1LutA32S4F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S4F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2304(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT1        2368(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2432(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT1        2496(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1856(AX), Z8
 	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
 	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
 	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
-	VCVTPH2PS         2048(AX), Z17
-	VCVTPH2PS         2080(AX), Z16
-	VMULPS            Z17, Z16, Z16
-	VFMADD231PS       Z17, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z16, Z15
-	VCVTPH2PS         2112(AX), Z16
-	VCVTPH2PS         2144(AX), Z7
-	VMULPS            Z16, Z7, Z7
-	VFMADD231PS       Z16, Z8, Z15
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VCVTPH2PS         2176(AX), Z8
-	VCVTPH2PS         2208(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z9, Z15
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VCVTPH2PS         2240(AX), Z8
-	VCVTPH2PS         2272(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z10, Z15
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VCVTPH2PS         2304(AX), Z8
-	VCVTPH2PS         2336(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z11, Z15
-	VFNMADD231PS.BCST 16(DX), Z7, Z15
-	VCVTPH2PS         2368(AX), Z8
-	VCVTPH2PS         2400(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z12, Z15
-	VFNMADD231PS.BCST 20(DX), Z7, Z15
-	VCVTPH2PS         2432(AX), Z8
-	VCVTPH2PS         2464(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z13, Z15
-	VFNMADD231PS.BCST 24(DX), Z7, Z15
-	VCVTPH2PS         2496(AX), Z8
-	VCVTPH2PS         2528(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z14, Z15
-	VFNMADD231PS.BCST 28(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VCVTPH2PS         2048(AX), Z10
+	VCVTPH2PS         2080(AX), Z9
+	VMULPS            Z10, Z9, Z9
+	VFMADD231PS       Z10, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z9, Z8
+	VCVTPH2PS         2112(AX), Z9
+	VCVTPH2PS         2144(AX), Z0
+	VMULPS            Z9, Z0, Z0
+	VFMADD231PS       Z9, Z1, Z8
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VCVTPH2PS         2176(AX), Z1
+	VCVTPH2PS         2208(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z2, Z8
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VCVTPH2PS         2240(AX), Z1
+	VCVTPH2PS         2272(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z3, Z8
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VCVTPH2PS         2304(AX), Z1
+	VCVTPH2PS         2336(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z4, Z8
+	VFNMADD231PS.BCST 16(DX), Z0, Z8
+	VCVTPH2PS         2368(AX), Z1
+	VCVTPH2PS         2400(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z5, Z8
+	VFNMADD231PS.BCST 20(DX), Z0, Z8
+	VCVTPH2PS         2432(AX), Z1
+	VCVTPH2PS         2464(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z6, Z8
+	VFNMADD231PS.BCST 24(DX), Z0, Z8
+	VCVTPH2PS         2496(AX), Z1
+	VCVTPH2PS         2528(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z7, Z8
+	VFNMADD231PS.BCST 28(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000a00, AX
 	ADDQ              $0x00000a00, DI
 	ADDQ              $0x00000200, R8
@@ -42265,26 +42251,19 @@ Bits1LutA32S4F16NtaAvx512_next:
 	RET
 
 // func Bits1LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S8Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000a00, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000a00, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S8Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -42297,832 +42276,832 @@ Bits1LutA32S8Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S8Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2304(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT1        2368(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2432(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT1        2496(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VADDPS            Z10, Z9, Z9
-	VFMADD231PS       2176(AX), Z9, Z15
-	VMOVUPS           2240(AX), Z7
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VADDPS            Z12, Z11, Z11
-	VFMADD231PS       2304(AX), Z11, Z15
-	VMOVUPS           2368(AX), Z7
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VADDPS            Z14, Z13, Z13
-	VFMADD231PS       2432(AX), Z13, Z15
-	VMOVUPS           2496(AX), Z7
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VADDPS            Z3, Z2, Z2
+	VFMADD231PS       2176(AX), Z2, Z8
+	VMOVUPS           2240(AX), Z0
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VADDPS            Z5, Z4, Z4
+	VFMADD231PS       2304(AX), Z4, Z8
+	VMOVUPS           2368(AX), Z0
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VADDPS            Z7, Z6, Z6
+	VFMADD231PS       2432(AX), Z6, Z8
+	VMOVUPS           2496(AX), Z0
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000a00, AX
 	ADDQ              $0x00000a00, DI
 	ADDQ              $0x00000200, R8
@@ -44031,26 +44010,19 @@ Bits1LutA32S8NtaAvx512_next:
 	RET
 
 // func Bits1LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S8F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000900, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000900, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S8F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -44063,836 +44035,836 @@ Bits1LutA32S8F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S8F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VCVTPH2PS         2048(AX), Z16
-	VCVTPH2PS         2080(AX), Z8
-	VMULPS            Z16, Z8, Z8
-	VFMADD231PS       Z16, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z8, Z15
-	VADDPS            Z10, Z9, Z9
-	VCVTPH2PS         2112(AX), Z8
-	VCVTPH2PS         2144(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z9, Z15
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VADDPS            Z12, Z11, Z11
-	VCVTPH2PS         2176(AX), Z8
-	VCVTPH2PS         2208(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z11, Z15
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VADDPS            Z14, Z13, Z13
-	VCVTPH2PS         2240(AX), Z8
-	VCVTPH2PS         2272(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z13, Z15
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VCVTPH2PS         2048(AX), Z9
+	VCVTPH2PS         2080(AX), Z1
+	VMULPS            Z9, Z1, Z1
+	VFMADD231PS       Z9, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z1, Z8
+	VADDPS            Z3, Z2, Z2
+	VCVTPH2PS         2112(AX), Z1
+	VCVTPH2PS         2144(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z2, Z8
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VADDPS            Z5, Z4, Z4
+	VCVTPH2PS         2176(AX), Z1
+	VCVTPH2PS         2208(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z4, Z8
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VADDPS            Z7, Z6, Z6
+	VCVTPH2PS         2240(AX), Z1
+	VCVTPH2PS         2272(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z6, Z8
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000900, AX
 	ADDQ              $0x00000900, DI
 	ADDQ              $0x00000200, R8
@@ -45805,26 +45777,19 @@ Bits1LutA32S8F16NtaAvx512_next:
 	RET
 
 // func Bits1LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000900, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000900, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -45837,824 +45802,824 @@ Bits1LutA32S16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z9, Z7, Z7
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z13, Z11, Z11
-	VFMADD231PS       2176(AX), Z11, Z15
-	VMOVUPS           2240(AX), Z7
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z2, Z0, Z0
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z6, Z4, Z4
+	VFMADD231PS       2176(AX), Z4, Z8
+	VMOVUPS           2240(AX), Z0
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000900, AX
 	ADDQ              $0x00000900, DI
 	ADDQ              $0x00000200, R8
@@ -47555,26 +47520,19 @@ Bits1LutA32S16NtaAvx512_next:
 	RET
 
 // func Bits1LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S16F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000880, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000880, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S16F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -47587,826 +47545,826 @@ Bits1LutA32S16F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S16F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z9, Z7, Z7
-	VCVTPH2PS         2048(AX), Z9
-	VCVTPH2PS         2080(AX), Z8
-	VMULPS            Z9, Z8, Z8
-	VFMADD231PS       Z9, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z8, Z15
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z13, Z11, Z11
-	VCVTPH2PS         2112(AX), Z8
-	VCVTPH2PS         2144(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z11, Z15
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z2, Z0, Z0
+	VCVTPH2PS         2048(AX), Z2
+	VCVTPH2PS         2080(AX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z1, Z8
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z6, Z4, Z4
+	VCVTPH2PS         2112(AX), Z1
+	VCVTPH2PS         2144(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z4, Z8
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000880, AX
 	ADDQ              $0x00000880, DI
 	ADDQ              $0x00000200, R8
@@ -49309,26 +49267,19 @@ Bits1LutA32S16F16NtaAvx512_next:
 	RET
 
 // func Bits1LutA32S32Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S32Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000880, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000880, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S32Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -49341,820 +49292,820 @@ Bits1LutA32S32Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S32Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z9, Z7, Z7
-	VADDPS            Z13, Z11, Z11
-	VADDPS            Z11, Z7, Z7
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z2, Z0, Z0
+	VADDPS            Z6, Z4, Z4
+	VADDPS            Z4, Z0, Z0
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000880, AX
 	ADDQ              $0x00000880, DI
 	ADDQ              $0x00000200, R8
@@ -51051,26 +51002,19 @@ Bits1LutA32S32NtaAvx512_next:
 	RET
 
 // func Bits1LutA32S32F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits1LutA32S32F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000840, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000840, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits1LutA32S32F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -51083,821 +51027,821 @@ Bits1LutA32S32F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits1LutA32S32F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z9, Z7, Z7
-	VADDPS            Z13, Z11, Z11
-	VADDPS            Z11, Z7, Z7
-	VCVTPH2PS         2048(AX), Z9
-	VCVTPH2PS         2080(AX), Z8
-	VMULPS            Z9, Z8, Z8
-	VFMADD231PS       Z9, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z8, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z2, Z0, Z0
+	VADDPS            Z6, Z4, Z4
+	VADDPS            Z4, Z0, Z0
+	VCVTPH2PS         2048(AX), Z2
+	VCVTPH2PS         2080(AX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z1, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000840, AX
 	ADDQ              $0x00000840, DI
 	ADDQ              $0x00000200, R8
@@ -52906,26 +52850,19 @@ DATA lutField2_1<>+60(SB)/4, $0x40400000
 GLOBL lutField2_1<>(SB), RODATA|NOPTR, $64
 
 // func Bits2LutA32S2Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S2Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000c00, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000c00, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S2Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -52938,848 +52875,848 @@ Bits2LutA32S2Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S2Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
 	PREFETCHT1        2112(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
 	PREFETCHT1        2240(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2304(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
 	PREFETCHT1        2368(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT1        2432(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
 	PREFETCHT1        2496(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2560(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
 	PREFETCHT1        2624(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT1        2688(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
 	PREFETCHT1        2752(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2816(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
 	PREFETCHT1        2880(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT1        2944(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1856(AX), Z8
 	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
 	PREFETCHT1        1920(DI)
 	PREFETCHT1        3008(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
 	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VFMADD231PS       2176(AX), Z8, Z15
-	VMOVUPS           2240(AX), Z7
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VFMADD231PS       2304(AX), Z9, Z15
-	VMOVUPS           2368(AX), Z7
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VFMADD231PS       2432(AX), Z10, Z15
-	VMOVUPS           2496(AX), Z7
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VFMADD231PS       2560(AX), Z11, Z15
-	VMOVUPS           2624(AX), Z7
-	VFNMADD231PS.BCST 16(DX), Z7, Z15
-	VFMADD231PS       2688(AX), Z12, Z15
-	VMOVUPS           2752(AX), Z7
-	VFNMADD231PS.BCST 20(DX), Z7, Z15
-	VFMADD231PS       2816(AX), Z13, Z15
-	VMOVUPS           2880(AX), Z7
-	VFNMADD231PS.BCST 24(DX), Z7, Z15
-	VFMADD231PS       2944(AX), Z14, Z15
-	VMOVUPS           3008(AX), Z7
-	VFNMADD231PS.BCST 28(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VFMADD231PS       2176(AX), Z1, Z8
+	VMOVUPS           2240(AX), Z0
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VFMADD231PS       2304(AX), Z2, Z8
+	VMOVUPS           2368(AX), Z0
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VFMADD231PS       2432(AX), Z3, Z8
+	VMOVUPS           2496(AX), Z0
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VFMADD231PS       2560(AX), Z4, Z8
+	VMOVUPS           2624(AX), Z0
+	VFNMADD231PS.BCST 16(DX), Z0, Z8
+	VFMADD231PS       2688(AX), Z5, Z8
+	VMOVUPS           2752(AX), Z0
+	VFNMADD231PS.BCST 20(DX), Z0, Z8
+	VFMADD231PS       2816(AX), Z6, Z8
+	VMOVUPS           2880(AX), Z0
+	VFNMADD231PS.BCST 24(DX), Z0, Z8
+	VFMADD231PS       2944(AX), Z7, Z8
+	VMOVUPS           3008(AX), Z0
+	VFNMADD231PS.BCST 28(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000c00, AX
 	ADDQ              $0x00000c00, DI
 	ADDQ              $0x00000200, R8
@@ -54704,26 +54641,19 @@ Bits2LutA32S2NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S2F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S2F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000a00, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000a00, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S2F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -54736,856 +54666,856 @@ Bits2LutA32S2F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S2F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2304(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT1        2368(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2432(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT1        2496(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1856(AX), Z8
 	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
 	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
 	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
-	VCVTPH2PS         2048(AX), Z17
-	VCVTPH2PS         2080(AX), Z16
-	VMULPS            Z17, Z16, Z16
-	VFMADD231PS       Z17, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z16, Z15
-	VCVTPH2PS         2112(AX), Z16
-	VCVTPH2PS         2144(AX), Z7
-	VMULPS            Z16, Z7, Z7
-	VFMADD231PS       Z16, Z8, Z15
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VCVTPH2PS         2176(AX), Z8
-	VCVTPH2PS         2208(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z9, Z15
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VCVTPH2PS         2240(AX), Z8
-	VCVTPH2PS         2272(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z10, Z15
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VCVTPH2PS         2304(AX), Z8
-	VCVTPH2PS         2336(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z11, Z15
-	VFNMADD231PS.BCST 16(DX), Z7, Z15
-	VCVTPH2PS         2368(AX), Z8
-	VCVTPH2PS         2400(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z12, Z15
-	VFNMADD231PS.BCST 20(DX), Z7, Z15
-	VCVTPH2PS         2432(AX), Z8
-	VCVTPH2PS         2464(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z13, Z15
-	VFNMADD231PS.BCST 24(DX), Z7, Z15
-	VCVTPH2PS         2496(AX), Z8
-	VCVTPH2PS         2528(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z14, Z15
-	VFNMADD231PS.BCST 28(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VCVTPH2PS         2048(AX), Z10
+	VCVTPH2PS         2080(AX), Z9
+	VMULPS            Z10, Z9, Z9
+	VFMADD231PS       Z10, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z9, Z8
+	VCVTPH2PS         2112(AX), Z9
+	VCVTPH2PS         2144(AX), Z0
+	VMULPS            Z9, Z0, Z0
+	VFMADD231PS       Z9, Z1, Z8
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VCVTPH2PS         2176(AX), Z1
+	VCVTPH2PS         2208(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z2, Z8
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VCVTPH2PS         2240(AX), Z1
+	VCVTPH2PS         2272(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z3, Z8
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VCVTPH2PS         2304(AX), Z1
+	VCVTPH2PS         2336(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z4, Z8
+	VFNMADD231PS.BCST 16(DX), Z0, Z8
+	VCVTPH2PS         2368(AX), Z1
+	VCVTPH2PS         2400(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z5, Z8
+	VFNMADD231PS.BCST 20(DX), Z0, Z8
+	VCVTPH2PS         2432(AX), Z1
+	VCVTPH2PS         2464(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z6, Z8
+	VFNMADD231PS.BCST 24(DX), Z0, Z8
+	VCVTPH2PS         2496(AX), Z1
+	VCVTPH2PS         2528(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z7, Z8
+	VFNMADD231PS.BCST 28(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000a00, AX
 	ADDQ              $0x00000a00, DI
 	ADDQ              $0x00000200, R8
@@ -56518,26 +56448,19 @@ Bits2LutA32S2F16NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S4Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000a00, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000a00, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S4Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -56550,832 +56473,832 @@ Bits2LutA32S4Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S4Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2304(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT1        2368(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2432(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT1        2496(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VADDPS            Z10, Z9, Z9
-	VFMADD231PS       2176(AX), Z9, Z15
-	VMOVUPS           2240(AX), Z7
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VADDPS            Z12, Z11, Z11
-	VFMADD231PS       2304(AX), Z11, Z15
-	VMOVUPS           2368(AX), Z7
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VADDPS            Z14, Z13, Z13
-	VFMADD231PS       2432(AX), Z13, Z15
-	VMOVUPS           2496(AX), Z7
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VADDPS            Z3, Z2, Z2
+	VFMADD231PS       2176(AX), Z2, Z8
+	VMOVUPS           2240(AX), Z0
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VADDPS            Z5, Z4, Z4
+	VFMADD231PS       2304(AX), Z4, Z8
+	VMOVUPS           2368(AX), Z0
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VADDPS            Z7, Z6, Z6
+	VFMADD231PS       2432(AX), Z6, Z8
+	VMOVUPS           2496(AX), Z0
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000a00, AX
 	ADDQ              $0x00000a00, DI
 	ADDQ              $0x00000200, R8
@@ -58284,26 +58207,19 @@ Bits2LutA32S4NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S4F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000900, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000900, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S4F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -58316,836 +58232,836 @@ Bits2LutA32S4F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S4F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VCVTPH2PS         2048(AX), Z16
-	VCVTPH2PS         2080(AX), Z8
-	VMULPS            Z16, Z8, Z8
-	VFMADD231PS       Z16, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z8, Z15
-	VADDPS            Z10, Z9, Z9
-	VCVTPH2PS         2112(AX), Z8
-	VCVTPH2PS         2144(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z9, Z15
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VADDPS            Z12, Z11, Z11
-	VCVTPH2PS         2176(AX), Z8
-	VCVTPH2PS         2208(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z11, Z15
-	VFNMADD231PS.BCST 8(DX), Z7, Z15
-	VADDPS            Z14, Z13, Z13
-	VCVTPH2PS         2240(AX), Z8
-	VCVTPH2PS         2272(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z13, Z15
-	VFNMADD231PS.BCST 12(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VCVTPH2PS         2048(AX), Z9
+	VCVTPH2PS         2080(AX), Z1
+	VMULPS            Z9, Z1, Z1
+	VFMADD231PS       Z9, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z1, Z8
+	VADDPS            Z3, Z2, Z2
+	VCVTPH2PS         2112(AX), Z1
+	VCVTPH2PS         2144(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z2, Z8
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VADDPS            Z5, Z4, Z4
+	VCVTPH2PS         2176(AX), Z1
+	VCVTPH2PS         2208(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z4, Z8
+	VFNMADD231PS.BCST 8(DX), Z0, Z8
+	VADDPS            Z7, Z6, Z6
+	VCVTPH2PS         2240(AX), Z1
+	VCVTPH2PS         2272(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z6, Z8
+	VFNMADD231PS.BCST 12(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000900, AX
 	ADDQ              $0x00000900, DI
 	ADDQ              $0x00000200, R8
@@ -60058,26 +59974,19 @@ Bits2LutA32S4F16NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S8Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000900, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000900, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S8Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -60090,824 +59999,824 @@ Bits2LutA32S8Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S8Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2176(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT1        2240(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z9, Z7, Z7
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z13, Z11, Z11
-	VFMADD231PS       2176(AX), Z11, Z15
-	VMOVUPS           2240(AX), Z7
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z2, Z0, Z0
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z6, Z4, Z4
+	VFMADD231PS       2176(AX), Z4, Z8
+	VMOVUPS           2240(AX), Z0
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000900, AX
 	ADDQ              $0x00000900, DI
 	ADDQ              $0x00000200, R8
@@ -61808,26 +61717,19 @@ Bits2LutA32S8NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S8F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000880, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000880, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S8F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -61840,826 +61742,826 @@ Bits2LutA32S8F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S8F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z9, Z7, Z7
-	VCVTPH2PS         2048(AX), Z9
-	VCVTPH2PS         2080(AX), Z8
-	VMULPS            Z9, Z8, Z8
-	VFMADD231PS       Z9, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z8, Z15
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z13, Z11, Z11
-	VCVTPH2PS         2112(AX), Z8
-	VCVTPH2PS         2144(AX), Z7
-	VMULPS            Z8, Z7, Z7
-	VFMADD231PS       Z8, Z11, Z15
-	VFNMADD231PS.BCST 4(DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z2, Z0, Z0
+	VCVTPH2PS         2048(AX), Z2
+	VCVTPH2PS         2080(AX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z1, Z8
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z6, Z4, Z4
+	VCVTPH2PS         2112(AX), Z1
+	VCVTPH2PS         2144(AX), Z0
+	VMULPS            Z1, Z0, Z0
+	VFMADD231PS       Z1, Z4, Z8
+	VFNMADD231PS.BCST 4(DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000880, AX
 	ADDQ              $0x00000880, DI
 	ADDQ              $0x00000200, R8
@@ -63562,26 +63464,19 @@ Bits2LutA32S8F16NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000880, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000880, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -63594,820 +63489,820 @@ Bits2LutA32S16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT1        2112(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z9, Z7, Z7
-	VADDPS            Z13, Z11, Z11
-	VADDPS            Z11, Z7, Z7
-	VFMADD231PS       2048(AX), Z7, Z15
-	VMOVUPS           2112(AX), Z7
-	VFNMADD231PS.BCST (DX), Z7, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z2, Z0, Z0
+	VADDPS            Z6, Z4, Z4
+	VADDPS            Z4, Z0, Z0
+	VFMADD231PS       2048(AX), Z0, Z8
+	VMOVUPS           2112(AX), Z0
+	VFNMADD231PS.BCST (DX), Z0, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000880, AX
 	ADDQ              $0x00000880, DI
 	ADDQ              $0x00000200, R8
@@ -65304,26 +65199,19 @@ Bits2LutA32S16NtaAvx512_next:
 	RET
 
 // func Bits2LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
-// Requires: AVX, AVX512F, AVX512VBMI, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, MMX+
 TEXT ·Bits2LutA32S16F16Avx512(SB), NOSPLIT, $24-56
-	VMOVDQU64 lutNibble0<>+0(SB), Z0
-	VMOVDQU64 lutNibble1<>+0(SB), Z1
-	VMOVDQU64 lutNibble2<>+0(SB), Z2
-	VMOVDQU64 lutNibble3<>+0(SB), Z3
-	VMOVDQU64 lutNibble4<>+0(SB), Z4
-	VMOVDQU64 lutNibble5<>+0(SB), Z5
-	VMOVDQU64 lutNibble6<>+0(SB), Z6
-	MOVQ      blocks+32(FP), AX
-	IMUL3Q    $0x00000840, AX, AX
-	NEGQ      AX
-	MOVQ      stride+48(FP), CX
-	ADDQ      CX, AX
-	MOVQ      AX, (SP)
-	MOVQ      chunks+40(FP), AX
-	MOVQ      AX, 16(SP)
-	MOVQ      w+0(FP), AX
-	MOVQ      tab+8(FP), CX
-	MOVQ      xsum+16(FP), DX
+	MOVQ   blocks+32(FP), AX
+	IMUL3Q $0x00000840, AX, AX
+	NEGQ   AX
+	MOVQ   stride+48(FP), CX
+	ADDQ   CX, AX
+	MOVQ   AX, (SP)
+	MOVQ   chunks+40(FP), AX
+	MOVQ   AX, 16(SP)
+	MOVQ   w+0(FP), AX
+	MOVQ   tab+8(FP), CX
+	MOVQ   xsum+16(FP), DX
 
 Bits2LutA32S16F16Avx512_chunk:
 	MOVQ out+24(FP), BX
@@ -65336,821 +65224,821 @@ Bits2LutA32S16F16Avx512_chunk:
 	ADDQ (SP), DI
 
 Bits2LutA32S16F16Avx512_block:
-	VMOVDQU32         (AX), Z14
+	VMOVDQU32         (AX), Z7
 	PREFETCHT1        (DI)
 	PREFETCHT1        2048(DI)
 	PREFETCHT0        (R8)
-	VPMULTISHIFTQB    Z14, Z0, Z7
-	VPERMPS           (CX), Z7, Z7
-	VPMULTISHIFTQB    Z14, Z1, Z8
-	VPERMPS           64(CX), Z8, Z8
-	VPMULTISHIFTQB    Z14, Z2, Z9
-	VPERMPS           128(CX), Z9, Z9
-	VPMULTISHIFTQB    Z14, Z3, Z10
-	VPERMPS           192(CX), Z10, Z10
-	VPMULTISHIFTQB    Z14, Z4, Z11
-	VPERMPS           256(CX), Z11, Z11
-	VPMULTISHIFTQB    Z14, Z5, Z12
-	VPERMPS           320(CX), Z12, Z12
-	VPMULTISHIFTQB    Z14, Z6, Z13
-	VPERMPS           384(CX), Z13, Z13
-	VPERMPS           448(CX), Z14, Z14
-	VMOVDQU32         64(AX), Z15
+	VPSRLD            $0x1c, Z7, Z0
+	VPERMPS           (CX), Z0, Z0
+	VPSRLD            $0x18, Z7, Z1
+	VPERMPS           64(CX), Z1, Z1
+	VPSRLD            $0x14, Z7, Z2
+	VPERMPS           128(CX), Z2, Z2
+	VPSRLD            $0x10, Z7, Z3
+	VPERMPS           192(CX), Z3, Z3
+	VPSRLD            $0x0c, Z7, Z4
+	VPERMPS           256(CX), Z4, Z4
+	VPSRLD            $0x08, Z7, Z5
+	VPERMPS           320(CX), Z5, Z5
+	VPSRLD            $0x04, Z7, Z6
+	VPERMPS           384(CX), Z6, Z6
+	VPERMPS           448(CX), Z7, Z7
+	VMOVDQU32         64(AX), Z8
 	PREFETCHT1        64(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           512(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           576(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           640(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           704(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           768(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           832(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           896(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           960(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         128(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           512(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           576(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           640(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           704(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           768(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           832(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           896(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           960(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         128(AX), Z8
 	PREFETCHT1        128(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1024(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1088(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1152(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1216(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1280(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1344(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1408(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1472(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         192(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1024(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1088(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1152(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1216(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1280(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1344(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1408(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1472(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         192(AX), Z8
 	PREFETCHT1        192(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           1536(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           1600(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           1664(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           1728(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           1792(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           1856(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           1920(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           1984(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         256(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           1536(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           1600(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           1664(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           1728(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           1792(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           1856(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           1920(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           1984(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         256(AX), Z8
 	PREFETCHT1        256(DI)
 	PREFETCHT0        64(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2048(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2112(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2176(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2240(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2304(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2368(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2432(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           2496(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         320(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2048(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2112(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2176(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2240(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2304(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2368(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2432(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           2496(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         320(AX), Z8
 	PREFETCHT1        320(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           2560(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           2624(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           2688(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           2752(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           2816(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           2880(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           2944(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3008(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         384(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           2560(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           2624(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           2688(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           2752(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           2816(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           2880(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           2944(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3008(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         384(AX), Z8
 	PREFETCHT1        384(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3072(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3136(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3200(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3264(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3328(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3392(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3456(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           3520(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         448(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3072(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3136(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3200(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3264(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3328(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3392(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3456(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           3520(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         448(AX), Z8
 	PREFETCHT1        448(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           3584(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           3648(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           3712(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           3776(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           3840(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           3904(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           3968(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4032(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         512(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           3584(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           3648(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           3712(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           3776(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           3840(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           3904(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           3968(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4032(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         512(AX), Z8
 	PREFETCHT1        512(DI)
 	PREFETCHT0        128(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4096(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4160(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4224(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4288(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4352(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4416(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4480(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           4544(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         576(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4096(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4160(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4224(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4288(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4352(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4416(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4480(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           4544(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         576(AX), Z8
 	PREFETCHT1        576(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           4608(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           4672(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           4736(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           4800(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           4864(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           4928(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           4992(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5056(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         640(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           4608(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           4672(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           4736(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           4800(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           4864(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           4928(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           4992(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5056(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         640(AX), Z8
 	PREFETCHT1        640(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5120(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5184(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5248(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5312(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5376(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5440(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           5504(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           5568(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         704(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5120(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5184(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5248(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5312(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5376(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5440(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           5504(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           5568(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         704(AX), Z8
 	PREFETCHT1        704(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           5632(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           5696(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           5760(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           5824(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           5888(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           5952(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6016(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6080(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         768(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           5632(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           5696(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           5760(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           5824(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           5888(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           5952(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6016(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6080(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         768(AX), Z8
 	PREFETCHT1        768(DI)
 	PREFETCHT0        192(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6144(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6208(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6272(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6336(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6400(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6464(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           6528(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           6592(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         832(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6144(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6208(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6272(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6336(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6400(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6464(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           6528(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           6592(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         832(AX), Z8
 	PREFETCHT1        832(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           6656(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           6720(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           6784(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           6848(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           6912(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           6976(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7040(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7104(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         896(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           6656(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           6720(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           6784(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           6848(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           6912(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           6976(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7040(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7104(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         896(AX), Z8
 	PREFETCHT1        896(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7168(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7232(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7296(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7360(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7424(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           7488(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           7552(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           7616(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         960(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7168(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7232(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7296(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7360(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7424(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           7488(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           7552(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           7616(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         960(AX), Z8
 	PREFETCHT1        960(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           7680(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           7744(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           7808(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           7872(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           7936(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8000(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8064(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8128(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1024(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           7680(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           7744(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           7808(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           7872(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           7936(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8000(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8064(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8128(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1024(AX), Z8
 	PREFETCHT1        1024(DI)
 	PREFETCHT0        256(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8192(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8256(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8320(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8384(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8448(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           8512(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           8576(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           8640(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1088(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8192(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8256(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8320(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8384(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8448(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           8512(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           8576(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           8640(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1088(AX), Z8
 	PREFETCHT1        1088(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           8704(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           8768(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           8832(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           8896(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           8960(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9024(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9088(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9152(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1152(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           8704(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           8768(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           8832(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           8896(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           8960(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9024(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9088(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9152(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1152(AX), Z8
 	PREFETCHT1        1152(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9216(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9280(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9344(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9408(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9472(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           9536(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           9600(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           9664(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1216(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9216(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9280(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9344(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9408(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9472(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           9536(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           9600(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           9664(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1216(AX), Z8
 	PREFETCHT1        1216(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           9728(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           9792(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           9856(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           9920(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           9984(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10048(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10112(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10176(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1280(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           9728(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           9792(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           9856(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           9920(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           9984(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10048(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10112(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10176(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1280(AX), Z8
 	PREFETCHT1        1280(DI)
 	PREFETCHT0        320(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10240(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10304(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10368(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10432(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           10496(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           10560(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           10624(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           10688(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1344(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10240(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10304(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10368(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10432(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           10496(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           10560(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           10624(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           10688(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1344(AX), Z8
 	PREFETCHT1        1344(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           10752(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           10816(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           10880(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           10944(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11008(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11072(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11136(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11200(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1408(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           10752(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           10816(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           10880(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           10944(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11008(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11072(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11136(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11200(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1408(AX), Z8
 	PREFETCHT1        1408(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11264(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11328(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11392(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11456(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           11520(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           11584(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           11648(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           11712(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1472(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11264(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11328(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11392(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11456(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           11520(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           11584(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           11648(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           11712(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1472(AX), Z8
 	PREFETCHT1        1472(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           11776(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           11840(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           11904(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           11968(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12032(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12096(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12160(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12224(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1536(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           11776(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           11840(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           11904(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           11968(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12032(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12096(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12160(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12224(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1536(AX), Z8
 	PREFETCHT1        1536(DI)
 	PREFETCHT0        384(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12288(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12352(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12416(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12480(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           12544(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           12608(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           12672(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           12736(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1600(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12288(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12352(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12416(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12480(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           12544(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           12608(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           12672(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           12736(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1600(AX), Z8
 	PREFETCHT1        1600(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           12800(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           12864(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           12928(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           12992(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13056(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13120(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13184(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13248(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1664(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           12800(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           12864(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           12928(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           12992(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13056(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13120(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13184(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13248(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1664(AX), Z8
 	PREFETCHT1        1664(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13312(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13376(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13440(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           13504(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           13568(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           13632(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           13696(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           13760(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1728(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13312(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13376(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13440(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           13504(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           13568(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           13632(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           13696(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           13760(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1728(AX), Z8
 	PREFETCHT1        1728(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           13824(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           13888(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           13952(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14016(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14080(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14144(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14208(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14272(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1792(AX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           13824(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           13888(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           13952(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14016(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14080(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14144(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14208(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14272(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1792(AX), Z8
 	PREFETCHT1        1792(DI)
 	PREFETCHT0        448(R8)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14336(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14400(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14464(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           14528(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           14592(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           14656(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           14720(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           14784(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1856(AX), Z15
-	PREFETCHT1        1856(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           14848(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           14912(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           14976(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15040(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15104(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15168(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15232(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15296(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1920(AX), Z15
-	PREFETCHT1        1920(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15360(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15424(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           15488(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           15552(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           15616(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           15680(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           15744(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           15808(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVDQU32         1984(AX), Z15
-	PREFETCHT1        1984(DI)
-	VPMULTISHIFTQB    Z15, Z0, Z16
-	VPERMPS           15872(CX), Z16, Z16
-	VADDPS            Z16, Z7, Z7
-	VPMULTISHIFTQB    Z15, Z1, Z16
-	VPERMPS           15936(CX), Z16, Z16
-	VADDPS            Z16, Z8, Z8
-	VPMULTISHIFTQB    Z15, Z2, Z16
-	VPERMPS           16000(CX), Z16, Z16
-	VADDPS            Z16, Z9, Z9
-	VPMULTISHIFTQB    Z15, Z3, Z16
-	VPERMPS           16064(CX), Z16, Z16
-	VADDPS            Z16, Z10, Z10
-	VPMULTISHIFTQB    Z15, Z4, Z16
-	VPERMPS           16128(CX), Z16, Z16
-	VADDPS            Z16, Z11, Z11
-	VPMULTISHIFTQB    Z15, Z5, Z16
-	VPERMPS           16192(CX), Z16, Z16
-	VADDPS            Z16, Z12, Z12
-	VPMULTISHIFTQB    Z15, Z6, Z16
-	VPERMPS           16256(CX), Z16, Z16
-	VADDPS            Z16, Z13, Z13
-	VPERMPS           16320(CX), Z15, Z15
-	VADDPS            Z15, Z14, Z14
-	VMOVUPS           (BX), Z15
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14336(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14400(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14464(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           14528(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           14592(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           14656(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           14720(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           14784(CX), Z8, Z8
 	VADDPS            Z8, Z7, Z7
-	VADDPS            Z10, Z9, Z9
-	VADDPS            Z12, Z11, Z11
-	VADDPS            Z14, Z13, Z13
-	VADDPS            Z9, Z7, Z7
-	VADDPS            Z13, Z11, Z11
-	VADDPS            Z11, Z7, Z7
-	VCVTPH2PS         2048(AX), Z9
-	VCVTPH2PS         2080(AX), Z8
-	VMULPS            Z9, Z8, Z8
-	VFMADD231PS       Z9, Z7, Z15
-	VFNMADD231PS.BCST (DX), Z8, Z15
-	VMOVUPS           Z15, (BX)
+	VMOVDQU32         1856(AX), Z8
+	PREFETCHT1        1856(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           14848(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           14912(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           14976(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15040(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15104(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15168(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15232(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15296(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1920(AX), Z8
+	PREFETCHT1        1920(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15360(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15424(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           15488(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           15552(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           15616(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           15680(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           15744(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           15808(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVDQU32         1984(AX), Z8
+	PREFETCHT1        1984(DI)
+	VPSRLD            $0x1c, Z8, Z9
+	VPERMPS           15872(CX), Z9, Z9
+	VADDPS            Z9, Z0, Z0
+	VPSRLD            $0x18, Z8, Z9
+	VPERMPS           15936(CX), Z9, Z9
+	VADDPS            Z9, Z1, Z1
+	VPSRLD            $0x14, Z8, Z9
+	VPERMPS           16000(CX), Z9, Z9
+	VADDPS            Z9, Z2, Z2
+	VPSRLD            $0x10, Z8, Z9
+	VPERMPS           16064(CX), Z9, Z9
+	VADDPS            Z9, Z3, Z3
+	VPSRLD            $0x0c, Z8, Z9
+	VPERMPS           16128(CX), Z9, Z9
+	VADDPS            Z9, Z4, Z4
+	VPSRLD            $0x08, Z8, Z9
+	VPERMPS           16192(CX), Z9, Z9
+	VADDPS            Z9, Z5, Z5
+	VPSRLD            $0x04, Z8, Z9
+	VPERMPS           16256(CX), Z9, Z9
+	VADDPS            Z9, Z6, Z6
+	VPERMPS           16320(CX), Z8, Z8
+	VADDPS            Z8, Z7, Z7
+	VMOVUPS           (BX), Z8
+	VADDPS            Z1, Z0, Z0
+	VADDPS            Z3, Z2, Z2
+	VADDPS            Z5, Z4, Z4
+	VADDPS            Z7, Z6, Z6
+	VADDPS            Z2, Z0, Z0
+	VADDPS            Z6, Z4, Z4
+	VADDPS            Z4, Z0, Z0
+	VCVTPH2PS         2048(AX), Z2
+	VCVTPH2PS         2080(AX), Z1
+	VMULPS            Z2, Z1, Z1
+	VFMADD231PS       Z2, Z0, Z8
+	VFNMADD231PS.BCST (DX), Z1, Z8
+	VMOVUPS           Z8, (BX)
 	ADDQ              $0x00000840, AX
 	ADDQ              $0x00000840, DI
 	ADDQ              $0x00000200, R8

@@ -21,8 +21,8 @@ type bitsLutFunc = func(w *byte, tab *float32, xsum *float32, out *float32, bloc
 // bitsLutKernels are the AVX-512 lookup-table kernels for Bits1 and Bits2
 // by [width, segment length in planes] (at least a nibble: groups of at
 // least 128 columns for 1 bit, 64 for 2): with float32 metadata, then
-// with binary16 metadata; both prefetching with PREFETCHT1, then both
-// with PREFETCHNTA (lutNTA).
+// with binary16 metadata; both prefetching with PREFETCHT1 (VPSRLD), then
+// both with PREFETCHNTA (VPMULTISHIFTQB; lutNTA).
 var bitsLutKernels = map[[2]int][4]bitsLutFunc{
 	{1, 4}:  {asm.Bits1LutA32S4Avx512, asm.Bits1LutA32S4F16Avx512, asm.Bits1LutA32S4NtaAvx512, asm.Bits1LutA32S4F16NtaAvx512},
 	{1, 8}:  {asm.Bits1LutA32S8Avx512, asm.Bits1LutA32S8F16Avx512, asm.Bits1LutA32S8NtaAvx512, asm.Bits1LutA32S8F16NtaAvx512},
@@ -34,11 +34,13 @@ var bitsLutKernels = map[[2]int][4]bitsLutFunc{
 	{2, 16}: {asm.Bits2LutA32S16Avx512, asm.Bits2LutA32S16F16Avx512, asm.Bits2LutA32S16NtaAvx512, asm.Bits2LutA32S16F16NtaAvx512},
 }
 
-// lutNTA selects the table kernels that prefetch with PREFETCHNTA: on
-// AMD cores (the 2-core Zen 5 VM: Bits2G128 A32 4096x14336 at 0.81-0.87
-// of the read bandwidth against 0.62-0.75 with PREFETCHT1), not on
-// Intel's (the device host's Xeon, 16 threads: 0.75-1.60 ms against
-// 0.42-0.65 with PREFETCHT1).
+// lutNTA selects the table kernels that prefetch with PREFETCHNTA and
+// take nibbles with VPMULTISHIFTQB: on AMD cores (the 2-core Zen 5 VM:
+// Bits2G128 A32 4096x14336 at 0.81-0.87 of the read bandwidth against
+// 0.62-0.75 with PREFETCHT1), not on Intel's, where NTA lines skip L2 (the
+// device host's Xeon, 16 threads: 0.75-1.60 ms against 0.42-0.65 with
+// PREFETCHT1) and VPMULTISHIFTQB would share port 5 with VPERMPS (the
+// others shift with VPSRLD).
 var lutNTA = cpuid.CPU.VendorID == cpuid.AMD || cpuid.CPU.VendorID == cpuid.Hygon
 
 // bitsLutTables builds the tables of the table kernels, by width.
@@ -143,12 +145,17 @@ func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
 
 // lutTasksPerThread is the row tasks per thread of the table kernels: each
 // task reads every chunk's tables and jumps from chunk to chunk, so fewer,
-// longer tasks stream better. Measured on the 2-core Zen 5 VM, 4096x14336
-// A32, 2 threads, share of the same-run read bandwidth over three rounds:
-// Bits2G128 1 task 0.78-0.95, 2 tasks 0.76-0.81, 4 tasks 0.77-0.82, 16
-// tasks (parallelRows' default) 0.64-0.68; Bits1G128 0.74-0.95,
-// 0.75-0.84, 0.76-0.84, 0.68-0.74.
-const lutTasksPerThread = 1
+// longer tasks stream better, down to a point. On the 2-core Zen 5 VM
+// (4096x14336 A32, 2 threads, share of the same-run read bandwidth over
+// three rounds): Bits2G128 1 task 0.78-0.95, 2 tasks 0.76-0.81, 4 tasks
+// 0.77-0.82, 16 tasks (parallelRows' default) 0.64-0.68; Bits1G128
+// 0.74-0.95, 0.75-0.84, 0.76-0.84, 0.68-0.74. On the device host's Xeon (16
+// threads, four rounds, the PREFETCHT1/VPSRLD kernels): Bits2G128 1 task
+// 0.37-0.42 ms, 4 tasks 0.32-0.40, 16 tasks 0.40-0.49 (the 64-row tile
+// kernels before them 0.33-0.38); Bits1G128 0.20-0.25, 0.17-0.21,
+// 0.21-0.28 (0.17-0.23). So one task per thread with the AMD kernels,
+// four with the others.
+var lutTasksPerThread = map[bool]int{true: 1, false: 4}[lutNTA]
 
 var lutPool = sync.Pool{New: func() any { return new([]float32) }}
 

@@ -191,12 +191,18 @@ func bitsLut(n, seg int, f16, nta bool) {
 		"what is read or written.",
 	)
 	jump, bLeft, kLeft := AllocLocal(8), AllocLocal(8), AllocLocal(8)
-	// VPMULTISHIFTQB brings nibble j of every dword to its low bits (the
-	// bits VPERMPS reads), off the permute pipes VPSRLD would share with
-	// VPERMPS: one core, 1024x4096-cached, Bits2G128 A32 41-42 -> 37 us,
-	// Bits1G128 21-22 -> 18-19 us.
+	// In the NTA (AMD) kernels VPMULTISHIFTQB brings nibble j of every
+	// dword to its low bits (the bits VPERMPS reads), off the Zen 5
+	// permute pipes VPSRLD would share with VPERMPS: one core,
+	// 1024x4096-cached, Bits2G128 A32 41-42 -> 37 us, Bits1G128 21-22 ->
+	// 18-19 us. The others shift with VPSRLD: on Intel cores
+	// VPMULTISHIFTQB and VPERMPS both need port 5 (on the device host's
+	// Xeon the VPSRLD kernels measured as fast or faster).
 	var ctrl [7]VecVirtual
 	for j := range ctrl {
+		if !nta {
+			break
+		}
 		ctrl[j] = ZMM()
 		sh := uint64(28 - 4*j)
 		VMOVDQU64(rodata(fmt.Sprintf("lutNibble%d", j), 8, 8, func(int) uint64 { return sh | (sh+32)<<32 }), ctrl[j])
@@ -246,7 +252,11 @@ func bitsLut(n, seg int, f16, nta bool) {
 			var idx Op = vt
 			if j < 7 {
 				idx = ZMM()
-				VPMULTISHIFTQB(vt, ctrl[j], idx)
+				if nta {
+					VPMULTISHIFTQB(vt, ctrl[j], idx)
+				} else {
+					VPSRLD(U8(28-4*j), vt, idx)
+				}
 			}
 			tm := Mem{Base: tp, Disp: 64 * (8*t + j)}
 			if t == 0 {
