@@ -10,11 +10,11 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// lutMultiply loads a random Bits1G128 rows x cols matrix on an
-// avx512vnni backend with cfg's threads and huge pages, checks that the
-// table kernels run it, multiplies batch random vectors (guard bands
-// checked) and checks them against the float64 reference.
-func lutMultiply(t *testing.T, seed uint64, rows, cols, batch int, cfg Config) *LowMatrix {
+// lutMultiply loads a random Bits(n, 128) rows x cols matrix quantized
+// with opt on an avx512vnni backend with cfg's threads and huge pages,
+// checks that the table kernels run it, multiplies batch random vectors
+// (guard bands checked) and checks them against the float64 reference.
+func lutMultiply(t *testing.T, seed uint64, n, rows, cols, batch int, cfg Config, opt layout.BitsOptions) *LowMatrix {
 	t.Helper()
 	if !Supported(AVX512VNNI) {
 		t.Skip("needs the avx512vnni kernel set")
@@ -25,7 +25,7 @@ func lutMultiply(t *testing.T, seed uint64, rows, cols, batch int, cfg Config) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := layout.QuantizeBits(randVec(rng, rows*cols), rows, cols, 1, 128, layout.BitsOptions{Method: layout.MinMax})
+	b, err := layout.QuantizeBits(randVec(rng, rows*cols), rows, cols, n, 128, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func lutMultiply(t *testing.T, seed uint64, rows, cols, batch int, cfg Config) *
 		t.Fatal(err)
 	}
 	if mx.a32 == nil || mx.a32.lut == nil {
-		t.Fatal("Bits1G128 does not run the table kernels")
+		t.Fatalf("%s does not run the table kernels", b.Name())
 	}
 	x := randVec(rng, batch*cols)
 	full, dst := guarded(batch * rows)
@@ -52,7 +52,7 @@ func lutMultiply(t *testing.T, seed uint64, rows, cols, batch int, cfg Config) *
 func TestBitsLutVectorGroups(t *testing.T) {
 	defer func(v int) { lutMaxTableFloats = v }(lutMaxTableFloats)
 	lutMaxTableFloats = 1
-	lutMultiply(t, 31, 70, 2100, 5, Config{Threads: 2})
+	lutMultiply(t, 31, 1, 70, 2100, 5, Config{Threads: 2}, layout.BitsOptions{Method: layout.MinMax})
 }
 
 // TestBitsLutTasks multiplies a 1000-row matrix on three threads: the
@@ -62,7 +62,7 @@ func TestBitsLutVectorGroups(t *testing.T) {
 // The backend keeps matrices in huge pages, so the packed words are there
 // too; Close frees them and later multiplies fail.
 func TestBitsLutTasks(t *testing.T) {
-	mx := lutMultiply(t, 33, 1000, 4096, 2, Config{Threads: 3, HugePages: true})
+	mx := lutMultiply(t, 33, 1, 1000, 4096, 2, Config{Threads: 3, HugePages: true}, layout.BitsOptions{Method: layout.MinMax})
 	if mx.a32.lut.block == nil {
 		t.Error("packed words not in huge-page memory")
 	}
@@ -79,40 +79,16 @@ func TestBitsLutTasks(t *testing.T) {
 // untested on any given machine) for Bits1 and Bits2 with binary16 and
 // float32 metadata, against the float64 reference.
 func TestBitsLutPrefetchHints(t *testing.T) {
-	if !Supported(AVX512VNNI) {
-		t.Skip("needs the avx512vnni kernel set")
-	}
 	defer func(v bool) { lutNTA = v }(lutNTA)
-	rng := rand.New(rand.NewPCG(35, 36))
-	rows, cols, batch := 90, 1500, 3
-	w := randVec(rng, rows*cols)
+	seed := uint64(35)
 	for _, nta := range []bool{false, true} {
 		lutNTA = nta
-		be, err := New(Config{ISA: AVX512VNNI, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, n := range []int{1, 2} {
 			for _, fp32 := range []bool{false, true} {
-				b, err := layout.QuantizeBits(w, rows, cols, n, 128, layout.BitsOptions{Method: layout.MinMax, FP32Meta: fp32})
-				if err != nil {
-					t.Fatal(err)
-				}
-				mx, err := be.LoadBits(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if mx.a32 == nil || mx.a32.lut == nil {
-					t.Fatalf("%s does not run the table kernels", b.Name())
-				}
-				x := randVec(rng, batch*cols)
-				full, dst := guarded(batch * rows)
-				if err := mx.MulF32(dst, x, batch); err != nil {
-					t.Fatal(err)
-				}
-				checkGuards(t, full, batch*rows)
-				name := fmt.Sprintf("%s/nta=%v/fp32=%v", b.Name(), nta, fp32)
-				checkFloat(t, name, lowCase{name, mx, b.DotRef, b.DotRefMag, b.DotA8Exact}, dst, x, batch, rows, cols)
+				seed++
+				t.Run(fmt.Sprintf("nta=%v/bits%d/fp32=%v", nta, n, fp32), func(t *testing.T) {
+					lutMultiply(t, seed, n, 90, 1500, 3, Config{Threads: 2}, layout.BitsOptions{Method: layout.MinMax, FP32Meta: fp32})
+				})
 			}
 		}
 	}
