@@ -165,8 +165,9 @@ var lutPool = sync.Pool{New: func() any { return new([]float32) }}
 var lutMaxTableFloats = 4 << 20
 
 // mulF32Lut runs the table kernels on padded activations xp: the tables of
-// every vector first (threads over chunks), then threads over row tiles,
-// each tile over whole rows (its chunks in order).
+// every vector first (threads over chunks), then lutTasksPerThread tasks
+// per thread over 16-row blocks, each walking lutPack's chunk regions for
+// its blocks, vector by vector.
 func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 	l, b := mx.a32.lut, mx.bits
 	l.pack.Do(func() { l.words, l.block = lutPack(b, l) })

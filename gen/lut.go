@@ -150,10 +150,8 @@ func bitsLut(n, seg int, f16, nta bool) {
 	nps := seg * n / 4 // nibbles per segment
 	sps := step / seg  // segments per chunk
 	name := fmt.Sprintf("Bits%dLutA32S%dAvx512", n, seg)
-	segBytes := 128 // metadata bytes per block and segment
 	if f16 {
 		name = fmt.Sprintf("Bits%dLutA32S%dF16Avx512", n, seg)
-		segBytes = 64
 	}
 	prefetch, hint := PREFETCHT1, "PREFETCHT1"
 	if nta {
@@ -161,7 +159,7 @@ func bitsLut(n, seg int, f16, nta bool) {
 		prefetch, hint = PREFETCHNTA, "PREFETCHNTA"
 	}
 	unit := lutUnitBytes(n, seg, f16)
-	lines := segBytes * sps / 64 // metadata lines per unit
+	lines := (unit - 2048) / 64 // metadata lines per unit
 	metaDoc := [2]string{"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with", "offsets), one per row."}
 	if f16 {
 		metaDoc = [2]string{"per segment 16 binary16 scales s, then 16 binary16 zero points z, one", "per row; m = s*z in float32."}
@@ -199,13 +197,12 @@ func bitsLut(n, seg int, f16, nta bool) {
 	// VPMULTISHIFTQB and VPERMPS both need port 5 (on the device host's
 	// Xeon the VPSRLD kernels measured as fast or faster).
 	var ctrl [7]VecVirtual
-	for j := range ctrl {
-		if !nta {
-			break
+	if nta {
+		for j := range ctrl {
+			ctrl[j] = ZMM()
+			sh := uint64(28 - 4*j)
+			VMOVDQU64(rodata(fmt.Sprintf("lutNibble%d", j), 8, 8, func(int) uint64 { return sh | (sh+32)<<32 }), ctrl[j])
 		}
-		ctrl[j] = ZMM()
-		sh := uint64(28 - 4*j)
-		VMOVDQU64(rodata(fmt.Sprintf("lutNibble%d", j), 8, 8, func(int) uint64 { return sh | (sh+32)<<32 }), ctrl[j])
 	}
 	{
 		d := GP64() // the jump from one chunk's blocks to the next chunk's
