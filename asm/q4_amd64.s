@@ -72335,13 +72335,11 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -72397,13 +72395,11 @@ AnsDotRowsX1MaddAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -72486,25 +72482,25 @@ AnsDotRowsX1MaddAvx512_badstate:
 	VZEROUPPER
 	RET
 
-DATA ansOne16<>+0(SB)/8, $0x0001000100010001
-DATA ansOne16<>+8(SB)/8, $0x0001000100010001
-DATA ansOne16<>+16(SB)/8, $0x0001000100010001
-DATA ansOne16<>+24(SB)/8, $0x0001000100010001
-DATA ansOne16<>+32(SB)/8, $0x0001000100010001
-DATA ansOne16<>+40(SB)/8, $0x0001000100010001
-DATA ansOne16<>+48(SB)/8, $0x0001000100010001
-DATA ansOne16<>+56(SB)/8, $0x0001000100010001
-GLOBL ansOne16<>(SB), RODATA|NOPTR, $64
+DATA ansOneHi16<>+0(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+8(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+16(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+24(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+32(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+40(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+48(SB)/8, $0x0100010001000100
+DATA ansOneHi16<>+56(SB)/8, $0x0100010001000100
+GLOBL ansOneHi16<>(SB), RODATA|NOPTR, $64
 
-DATA ansOne32<>+0(SB)/8, $0x0000000100000001
-DATA ansOne32<>+8(SB)/8, $0x0000000100000001
-DATA ansOne32<>+16(SB)/8, $0x0000000100000001
-DATA ansOne32<>+24(SB)/8, $0x0000000100000001
-DATA ansOne32<>+32(SB)/8, $0x0000000100000001
-DATA ansOne32<>+40(SB)/8, $0x0000000100000001
-DATA ansOne32<>+48(SB)/8, $0x0000000100000001
-DATA ansOne32<>+56(SB)/8, $0x0000000100000001
-GLOBL ansOne32<>(SB), RODATA|NOPTR, $64
+DATA ansOneHi32<>+0(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+8(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+16(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+24(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+32(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+40(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+48(SB)/8, $0x0001000000010000
+DATA ansOneHi32<>+56(SB)/8, $0x0001000000010000
+GLOBL ansOneHi32<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 // Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
@@ -72601,13 +72597,11 @@ AnsDotStripesX1MaddAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -72663,13 +72657,11 @@ AnsDotStripesX1MaddAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -72895,13 +72887,11 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -72956,13 +72946,11 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -73018,13 +73006,11 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -73079,13 +73065,11 @@ AnsDotRowsX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -73330,13 +73314,11 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -73391,13 +73373,11 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -73453,13 +73433,11 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -73514,13 +73492,11 @@ AnsDotStripesX2MaddAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -73719,13 +73695,11 @@ AnsDotRowsX1MaddQAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -73773,13 +73747,11 @@ AnsDotRowsX1MaddQAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -73949,13 +73921,11 @@ AnsDotStripesX1MaddQAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -74003,13 +73973,11 @@ AnsDotStripesX1MaddQAvx512_step:
 	VMOVDQA32      Z21, Z18
 	VPERMI2B       Z1, Z0, Z18
 	VPERMI2B       Z3, Z2, Z21
-	VPSLLW         $0x08, Z18, Z19
-	VPORD          ansOne16<>+0(SB), Z19, Z19
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
 	VPMADDUBSW     Z19, Z21, Z19
 	VPSRLW         $0x08, Z18, Z20
 	VPMADDUBSW     Z20, Z18, Z18
-	VPSLLD         $0x10, Z18, Z20
-	VPORD          ansOne32<>+0(SB), Z20, Z20
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
 	VPMADDWD       Z20, Z19, Z19
 	VPSRLD         $0x10, Z18, Z20
 	VPMADDWD       Z20, Z18, Z18
@@ -74227,13 +74195,11 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -74280,13 +74246,11 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -74334,13 +74298,11 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -74387,13 +74349,11 @@ AnsDotRowsX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -74630,13 +74590,11 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -74683,13 +74641,11 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
@@ -74737,13 +74693,11 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z25, Z26
-	VPORD          ansOne16<>+0(SB), Z26, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
 	VPMADDUBSW     Z26, Z27, Z26
 	VPSRLW         $0x08, Z25, Z27
 	VPMADDUBSW     Z27, Z25, Z25
-	VPSLLD         $0x10, Z25, Z27
-	VPORD          ansOne32<>+0(SB), Z27, Z27
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
 	VPMADDWD       Z27, Z26, Z26
 	VPSRLD         $0x10, Z25, Z27
 	VPMADDWD       Z27, Z25, Z25
@@ -74790,13 +74744,11 @@ AnsDotStripesX2MaddQAvx512_step:
 	VMOVDQA32      Z27, Z24
 	VPERMI2B       Z1, Z0, Z24
 	VPERMI2B       Z3, Z2, Z27
-	VPSLLW         $0x08, Z24, Z25
-	VPORD          ansOne16<>+0(SB), Z25, Z25
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
 	VPMADDUBSW     Z25, Z27, Z25
 	VPSRLW         $0x08, Z24, Z26
 	VPMADDUBSW     Z26, Z24, Z24
-	VPSLLD         $0x10, Z24, Z26
-	VPORD          ansOne32<>+0(SB), Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
 	VPMADDWD       Z26, Z25, Z25
 	VPSRLD         $0x10, Z24, Z26
 	VPMADDWD       Z26, Z24, Z24
