@@ -4106,8 +4106,10 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4133,8 +4135,10 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4160,8 +4164,10 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4187,8 +4193,10 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4214,8 +4222,10 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4241,8 +4251,10 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4268,8 +4280,10 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4295,8 +4309,10 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4322,8 +4338,10 @@ func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4349,8 +4367,10 @@ func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4376,8 +4396,10 @@ func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, ta
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4403,8 +4425,10 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 //
 // Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
 // escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].
+// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
+// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
+// but loads up to 16 words past the stream position: words[U][nwords[U]]
+// to words[U][nwords[U]+15] must be readable.
 //
 //go:noescape
 func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int

@@ -70724,50 +70724,50 @@ AnsDotRowsX1Avx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z19
-	VPSRLD         $0x08, Z21, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z21, Z22
-	VPADDD         Z22, Z20, Z20
-	VPSRLD         $0x08, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z19, Z20
+	VPSRLD         $0x08, Z21, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z19, Z22, Z19
-	VPSRLD         $0x10, Z18, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z21, Z23
-	VPMULLD        Z22, Z23, Z23
+	VPMULLD        Z20, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z21, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z20, Z23, Z20
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPSRLD         $0x18, Z21, Z24
+	VPMULLD        Z23, Z24, Z24
 	VPSRLD         $0x10, Z21, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z23, Z23
-	VPSRLD         $0x18, Z18, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z19, Z18, Z18
-	VPMULLD        Z19, Z23, Z19
-	VPADDD         Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPADDD         Z21, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z20, Z19, Z19
+	VPMULLD        Z20, Z24, Z20
+	VPADDD         Z22, Z20, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z20, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPMULLQ        Z21, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z18, Z10, Z10
-	VPADDQ         Z19, Z10, Z10
+	VPMULLQ        Z19, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R10
 	POPCNTL        R10, R10
-	LEAQ           (CX)(R10*4), R10
-	CMPQ           R10, DX
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R10, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
@@ -70789,50 +70789,50 @@ AnsDotRowsX1Avx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z19
-	VPSRLD         $0x08, Z21, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z21, Z22
-	VPADDD         Z22, Z20, Z20
-	VPSRLD         $0x08, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z19, Z20
+	VPSRLD         $0x08, Z21, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z19, Z22, Z19
-	VPSRLD         $0x10, Z18, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z21, Z23
-	VPMULLD        Z22, Z23, Z23
+	VPMULLD        Z20, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z21, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z20, Z23, Z20
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPSRLD         $0x18, Z21, Z24
+	VPMULLD        Z23, Z24, Z24
 	VPSRLD         $0x10, Z21, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z23, Z23
-	VPSRLD         $0x18, Z18, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z19, Z18, Z18
-	VPMULLD        Z19, Z23, Z19
-	VPADDD         Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPADDD         Z21, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z20, Z19, Z19
+	VPMULLD        Z20, Z24, Z20
+	VPADDD         Z22, Z20, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z20, Z11, Z11
-	VPADDQ         Z21, Z11, Z11
+	VPMULLQ        Z21, Z11, Z11
+	VPADDQ         Z22, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z18, Z12, Z12
-	VPADDQ         Z19, Z12, Z12
+	VPMULLQ        Z19, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R9
 	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
@@ -71184,50 +71184,50 @@ AnsDotStripesX1Avx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z19
-	VPSRLD         $0x08, Z21, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z21, Z22
-	VPADDD         Z22, Z20, Z20
-	VPSRLD         $0x08, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z19, Z20
+	VPSRLD         $0x08, Z21, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z19, Z22, Z19
-	VPSRLD         $0x10, Z18, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z21, Z23
-	VPMULLD        Z22, Z23, Z23
+	VPMULLD        Z20, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z21, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z20, Z23, Z20
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPSRLD         $0x18, Z21, Z24
+	VPMULLD        Z23, Z24, Z24
 	VPSRLD         $0x10, Z21, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z23, Z23
-	VPSRLD         $0x18, Z18, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z19, Z18, Z18
-	VPMULLD        Z19, Z23, Z19
-	VPADDD         Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPADDD         Z21, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z20, Z19, Z19
+	VPMULLD        Z20, Z24, Z20
+	VPADDD         Z22, Z20, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z20, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPMULLQ        Z21, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z18, Z10, Z10
-	VPADDQ         Z19, Z10, Z10
+	VPMULLQ        Z19, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R10
 	POPCNTL        R10, R10
-	LEAQ           (CX)(R10*4), R10
-	CMPQ           R10, DX
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R10, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
@@ -71249,50 +71249,50 @@ AnsDotStripesX1Avx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z19
-	VPSRLD         $0x08, Z21, Z20
-	VPANDD         ansCff<>+0(SB), Z20, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPANDD         ansCff<>+0(SB), Z21, Z22
-	VPADDD         Z22, Z20, Z20
-	VPSRLD         $0x08, Z18, Z22
+	VPANDD         ansCff<>+0(SB), Z19, Z20
+	VPSRLD         $0x08, Z21, Z22
 	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z19, Z22, Z19
-	VPSRLD         $0x10, Z18, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z21, Z23
-	VPMULLD        Z22, Z23, Z23
+	VPMULLD        Z20, Z22, Z22
+	VPANDD         ansCff<>+0(SB), Z21, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSRLD         $0x08, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z20, Z23, Z20
+	VPSRLD         $0x10, Z19, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPSRLD         $0x18, Z21, Z24
+	VPMULLD        Z23, Z24, Z24
 	VPSRLD         $0x10, Z21, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z23, Z23
-	VPSRLD         $0x18, Z18, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z19, Z18, Z18
-	VPMULLD        Z19, Z23, Z19
-	VPADDD         Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPADDD         Z21, Z24, Z24
+	VPSRLD         $0x18, Z19, Z19
+	VPMULLD        Z23, Z19, Z19
+	VPMULLD        Z20, Z19, Z19
+	VPMULLD        Z20, Z24, Z20
+	VPADDD         Z22, Z20, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z20, Z11, Z11
-	VPADDQ         Z21, Z11, Z11
+	VPMULLQ        Z21, Z11, Z11
+	VPADDQ         Z22, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z18, Z12, Z12
-	VPADDQ         Z19, Z12, Z12
+	VPMULLQ        Z19, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R9
 	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
@@ -71484,6 +71484,71 @@ AnsDotRowsX2Avx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z27, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPSRLD         $0x18, Z27, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z28, Z9, Z9
+	VPADDQ         Z29, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z26, Z10, Z10
+	VPADDQ         Z27, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDotRowsX2Avx512_exhausted
+	VPEXPANDD.Z    Z25, K3, Z25
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R14, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQU32      (CX), Z24
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
@@ -71510,88 +71575,23 @@ AnsDotRowsX2Avx512_step:
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z27, Z9, Z9
-	VPADDQ         Z28, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z25, Z10, Z10
-	VPADDQ         Z26, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
-	POPCNTL        R14, R14
-	LEAQ           (DI)(R14*4), R14
-	CMPQ           R14, R8
-	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R14, DI
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
-	POPCNTQ        R14, R14
-	LEAQ           (BX)(R14*1), R14
-	CMPQ           R14, SI
-	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z25
-	VPSRLD         $0x08, Z27, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPADDD         Z28, Z26, Z26
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z25, Z28, Z25
-	VPSRLD         $0x10, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z27, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z29, Z29
-	VPSRLD         $0x18, Z24, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z25, Z24, Z24
-	VPMULLD        Z25, Z29, Z25
-	VPADDD         Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z26, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z24, Z16, Z16
-	VPADDQ         Z25, Z16, Z16
+	VPMULLQ        Z25, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (CX)(R14*4), R14
-	CMPQ           R14, DX
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R14, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
@@ -71613,6 +71613,71 @@ AnsDotRowsX2Avx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z27, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPSRLD         $0x18, Z27, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z28, Z11, Z11
+	VPADDQ         Z29, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z26, Z12, Z12
+	VPADDQ         Z27, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), DI
+	CMPQ           DI, R8
+	JA             AnsDotRowsX2Avx512_exhausted
+	VPEXPANDD.Z    Z25, K3, Z25
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotRowsX2Avx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQU32      (CX), Z24
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
@@ -71639,88 +71704,23 @@ AnsDotRowsX2Avx512_step:
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z27, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z27, Z17, Z17
+	VPADDQ         Z28, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z25, Z12, Z12
-	VPADDQ         Z26, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
-	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
-	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z25
-	VPSRLD         $0x08, Z27, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPADDD         Z28, Z26, Z26
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z25, Z28, Z25
-	VPSRLD         $0x10, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z27, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z29, Z29
-	VPSRLD         $0x18, Z24, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z25, Z24, Z24
-	VPMULLD        Z25, Z29, Z25
-	VPADDD         Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z26, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z24, Z18, Z18
-	VPADDQ         Z25, Z18, Z18
+	VPMULLQ        Z25, Z18, Z18
+	VPADDQ         Z26, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
@@ -71931,6 +71931,71 @@ AnsDotStripesX2Avx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z27, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPSRLD         $0x18, Z27, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z28, Z9, Z9
+	VPADDQ         Z29, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z26, Z10, Z10
+	VPADDQ         Z27, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R14
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDotStripesX2Avx512_exhausted
+	VPEXPANDD.Z    Z25, K3, Z25
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPMULTISHIFTQB Z15, Z6, Z25
+	VPMULTISHIFTQB Z16, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R14, BX
+	VPDPBUSD       Z24, Z25, Z19
+	VMOVDQU32      (CX), Z24
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
@@ -71957,88 +72022,23 @@ AnsDotStripesX2Avx512_step:
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z27, Z9, Z9
-	VPADDQ         Z28, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z25, Z10, Z10
-	VPADDQ         Z26, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
-	POPCNTL        R14, R14
-	LEAQ           (DI)(R14*4), R14
-	CMPQ           R14, R8
-	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R14, DI
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
-	POPCNTQ        R14, R14
-	LEAQ           (BX)(R14*1), R14
-	CMPQ           R14, SI
-	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z25
-	VPSRLD         $0x08, Z27, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPADDD         Z28, Z26, Z26
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z25, Z28, Z25
-	VPSRLD         $0x10, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z27, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z29, Z29
-	VPSRLD         $0x18, Z24, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z25, Z24, Z24
-	VPMULLD        Z25, Z29, Z25
-	VPADDD         Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z26, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z24, Z16, Z16
-	VPADDQ         Z25, Z16, Z16
+	VPMULLQ        Z25, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (CX)(R14*4), R14
-	CMPQ           R14, DX
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R14, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
@@ -72060,6 +72060,71 @@ AnsDotStripesX2Avx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
+	VPERMI2B       Z3, Z2, Z27
+	VPANDD         ansCff<>+0(SB), Z26, Z28
+	VPSRLD         $0x08, Z27, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPANDD         ansCff<>+0(SB), Z27, Z30
+	VPADDD         Z30, Z29, Z29
+	VPSRLD         $0x08, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPMULLD        Z28, Z30, Z28
+	VPSRLD         $0x10, Z26, Z30
+	VPANDD         ansCff<>+0(SB), Z30, Z30
+	VPSRLD         $0x18, Z27, Z31
+	VPMULLD        Z30, Z31, Z31
+	VPSRLD         $0x10, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z27, Z27
+	VPADDD         Z27, Z31, Z31
+	VPSRLD         $0x18, Z26, Z26
+	VPMULLD        Z30, Z26, Z26
+	VPMULLD        Z28, Z26, Z26
+	VPMULLD        Z28, Z31, Z27
+	VPADDD         Z29, Z27, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z28, Z11, Z11
+	VPADDQ         Z29, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z26, Z12, Z12
+	VPADDQ         Z27, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	KUNPCKBW       K1, K2, K3
+	KMOVW          K3, R13
+	POPCNTL        R13, R13
+	LEAQ           (DI)(R13*4), DI
+	CMPQ           DI, R8
+	JA             AnsDotStripesX2Avx512_exhausted
+	VPEXPANDD.Z    Z25, K3, Z25
+	VPERMD         Z25, Z22, Z26
+	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
+	VPERMD         Z25, Z23, Z25
+	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
+	VPMULTISHIFTQB Z17, Z6, Z25
+	VPMULTISHIFTQB Z18, Z6, Z26
+	VMOVDQA64      Z25, Z27
+	VPERMT2B       Z26, Z8, Z27
+	VPERMT2B       Z26, Z7, Z25
+	VPERMI2B       Z5, Z4, Z25
+	VPCMPEQB       384(AX), Z25, K1
+	KMOVQ          K1, R13
+	POPCNTQ        R13, R13
+	LEAQ           (BX)(R13*1), R13
+	CMPQ           R13, SI
+	JA             AnsDotStripesX2Avx512_toomany
+	VPEXPANDB      (BX), K1, Z25
+	VPADDB         Z21, Z25, K1, Z25
+	MOVQ           R13, BX
+	VPDPBUSD       Z24, Z25, Z20
+	VMOVDQU32      (CX), Z24
 	VMOVDQA32      Z27, Z25
 	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
@@ -72086,88 +72151,23 @@ AnsDotStripesX2Avx512_step:
 	VPADDD         Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z27, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z27, Z17, Z17
+	VPADDQ         Z28, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
 	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z25, Z12, Z12
-	VPADDQ         Z26, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
-	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
-	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
-	POPCNTQ        R13, R13
-	LEAQ           (BX)(R13*1), R13
-	CMPQ           R13, SI
-	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
-	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z25
-	VPSRLD         $0x08, Z27, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPANDD         ansCff<>+0(SB), Z27, Z28
-	VPADDD         Z28, Z26, Z26
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z25, Z28, Z25
-	VPSRLD         $0x10, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z27, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z29, Z29
-	VPSRLD         $0x18, Z24, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z25, Z24, Z24
-	VPMULLD        Z25, Z29, Z25
-	VPADDD         Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z26, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z24, Z18, Z18
-	VPADDQ         Z25, Z18, Z18
+	VPMULLQ        Z25, Z18, Z18
+	VPADDQ         Z26, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
@@ -72332,45 +72332,45 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z9, Z9
+	VPADDQ         Z23, Z9, Z9
 	VPADDQ         Z22, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
 	VPADDQ         Z20, Z10, Z10
-	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R10
 	POPCNTL        R10, R10
-	LEAQ           (CX)(R10*4), R10
-	CMPQ           R10, DX
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R10, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
@@ -72392,45 +72392,45 @@ AnsDotRowsX1MaddAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z11, Z11
+	VPADDQ         Z23, Z11, Z11
 	VPADDQ         Z22, Z11, Z11
-	VPADDQ         Z21, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z12, Z12
+	VPADDQ         Z21, Z12, Z12
 	VPADDQ         Z20, Z12, Z12
-	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R9
 	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
@@ -72594,45 +72594,45 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z9, Z9
+	VPADDQ         Z23, Z9, Z9
 	VPADDQ         Z22, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
 	VPADDQ         Z20, Z10, Z10
-	VPADDQ         Z19, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R10
 	POPCNTL        R10, R10
-	LEAQ           (CX)(R10*4), R10
-	CMPQ           R10, DX
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R10, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
@@ -72654,45 +72654,45 @@ AnsDotStripesX1MaddAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z23
+	VPMULUDQ       Z21, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z21, Z11, Z11
+	VPADDQ         Z23, Z11, Z11
 	VPADDQ         Z22, Z11, Z11
-	VPADDQ         Z21, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z20
-	VPMULUDQ       Z18, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z18, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z21
+	VPMULUDQ       Z19, Z21, Z21
+	VPSLLQ         $0x20, Z21, Z21
+	VPMULUDQ       Z19, Z12, Z12
+	VPADDQ         Z21, Z12, Z12
 	VPADDQ         Z20, Z12, Z12
-	VPADDQ         Z19, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R9
 	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
@@ -72884,45 +72884,45 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z9, Z9
+	VPADDQ         Z30, Z9, Z9
 	VPADDQ         Z29, Z9, Z9
-	VPADDQ         Z28, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
 	VPADDQ         Z27, Z10, Z10
-	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (DI)(R14*4), R14
-	CMPQ           R14, R8
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R14, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -72943,45 +72943,45 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z15, Z15
+	VPADDQ         Z29, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
-	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (CX)(R14*4), R14
-	CMPQ           R14, DX
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R14, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
@@ -73003,45 +73003,45 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z11, Z11
+	VPADDQ         Z30, Z11, Z11
 	VPADDQ         Z29, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z12, Z12
+	VPADDQ         Z28, Z12, Z12
 	VPADDQ         Z27, Z12, Z12
-	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	LEAQ           (DI)(R13*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -73062,45 +73062,45 @@ AnsDotRowsX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z17, Z17
+	VPADDQ         Z29, Z17, Z17
 	VPADDQ         Z28, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z18, Z18
+	VPADDQ         Z27, Z18, Z18
 	VPADDQ         Z26, Z18, Z18
-	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
@@ -73311,45 +73311,45 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z9, Z9
+	VPADDQ         Z30, Z9, Z9
 	VPADDQ         Z29, Z9, Z9
-	VPADDQ         Z28, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
 	VPADDQ         Z27, Z10, Z10
-	VPADDQ         Z26, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (DI)(R14*4), R14
-	CMPQ           R14, R8
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R14, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -73370,45 +73370,45 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z15, Z15
+	VPADDQ         Z29, Z15, Z15
 	VPADDQ         Z28, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
 	VPADDQ         Z26, Z16, Z16
-	VPADDQ         Z25, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (CX)(R14*4), R14
-	CMPQ           R14, DX
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R14, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
@@ -73430,45 +73430,45 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z30
+	VPMULUDQ       Z28, Z30, Z30
+	VPSLLQ         $0x20, Z30, Z30
+	VPMULUDQ       Z28, Z11, Z11
+	VPADDQ         Z30, Z11, Z11
 	VPADDQ         Z29, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z12, Z12
+	VPADDQ         Z28, Z12, Z12
 	VPADDQ         Z27, Z12, Z12
-	VPADDQ         Z26, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	LEAQ           (DI)(R13*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -73489,45 +73489,45 @@ AnsDotStripesX2MaddAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z17, Z17
+	VPADDQ         Z29, Z17, Z17
 	VPADDQ         Z28, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z18, Z18
+	VPSRLQ         $0x20, Z18, Z27
+	VPMULUDQ       Z25, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z25, Z18, Z18
+	VPADDQ         Z27, Z18, Z18
 	VPADDQ         Z26, Z18, Z18
-	VPADDQ         Z25, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
@@ -73692,37 +73692,37 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z20, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPMULLQ        Z21, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z18, Z10, Z10
-	VPADDQ         Z19, Z10, Z10
+	VPMULLQ        Z19, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R10
 	POPCNTL        R10, R10
-	LEAQ           (CX)(R10*4), R10
-	CMPQ           R10, DX
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R10, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
@@ -73744,37 +73744,37 @@ AnsDotRowsX1MaddQAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z20, Z11, Z11
-	VPADDQ         Z21, Z11, Z11
+	VPMULLQ        Z21, Z11, Z11
+	VPADDQ         Z22, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z18, Z12, Z12
-	VPADDQ         Z19, Z12, Z12
+	VPMULLQ        Z19, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R9
 	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
@@ -73918,37 +73918,37 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R10, BX
 	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z20, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPMULLQ        Z21, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z18, Z10, Z10
-	VPADDQ         Z19, Z10, Z10
+	VPMULLQ        Z19, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R10
 	POPCNTL        R10, R10
-	LEAQ           (CX)(R10*4), R10
-	CMPQ           R10, DX
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R10, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
 	VPERMD         Z18, Z17, Z18
@@ -73970,37 +73970,37 @@ AnsDotStripesX1MaddQAvx512_step:
 	VPADDB         Z15, Z19, K1, Z19
 	MOVQ           R9, BX
 	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQA32      Z21, Z18
-	VPERMI2B       Z1, Z0, Z18
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z21, Z19
+	VPERMI2B       Z1, Z0, Z19
 	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z18, Z19
-	VPMADDUBSW     Z19, Z21, Z19
-	VPSRLW         $0x08, Z18, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z18, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPSRLD         $0x10, Z18, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
+	VPMADDUBSW     Z20, Z21, Z20
+	VPSRLW         $0x08, Z19, Z21
+	VPMADDUBSW     Z21, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
+	VPMADDWD       Z21, Z20, Z20
+	VPSRLD         $0x10, Z19, Z21
+	VPMADDWD       Z21, Z19, Z19
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z20, Z11, Z11
-	VPADDQ         Z21, Z11, Z11
+	VPMULLQ        Z21, Z11, Z11
+	VPADDQ         Z22, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z18, Z12, Z12
-	VPADDQ         Z19, Z12, Z12
+	VPMULLQ        Z19, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R9
 	POPCNTL        R9, R9
-	LEAQ           (CX)(R9*4), R9
-	CMPQ           R9, DX
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z18
-	MOVQ           R9, CX
+	VPEXPANDD.Z    Z18, K3, Z18
 	VPERMD         Z18, Z16, Z19
 	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
 	VPERMD         Z18, Z17, Z18
@@ -74192,37 +74192,37 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z27, Z9, Z9
-	VPADDQ         Z28, Z9, Z9
+	VPMULLQ        Z28, Z9, Z9
+	VPADDQ         Z29, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z25, Z10, Z10
-	VPADDQ         Z26, Z10, Z10
+	VPMULLQ        Z26, Z10, Z10
+	VPADDQ         Z27, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (DI)(R14*4), R14
-	CMPQ           R14, R8
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R14, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -74243,37 +74243,37 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z26, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
+	VPMULLQ        Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z24, Z16, Z16
-	VPADDQ         Z25, Z16, Z16
+	VPMULLQ        Z25, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (CX)(R14*4), R14
-	CMPQ           R14, DX
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R14, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
@@ -74295,37 +74295,37 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z27, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
+	VPMULLQ        Z28, Z11, Z11
+	VPADDQ         Z29, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z25, Z12, Z12
-	VPADDQ         Z26, Z12, Z12
+	VPMULLQ        Z26, Z12, Z12
+	VPADDQ         Z27, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	LEAQ           (DI)(R13*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -74346,37 +74346,37 @@ AnsDotRowsX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z26, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
+	VPMULLQ        Z27, Z17, Z17
+	VPADDQ         Z28, Z17, Z17
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z24, Z18, Z18
-	VPADDQ         Z25, Z18, Z18
+	VPMULLQ        Z25, Z18, Z18
+	VPADDQ         Z26, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24
@@ -74587,37 +74587,37 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, R9
 	VPDPBUSD       Z24, Z25, Z13
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z27, Z9, Z9
-	VPADDQ         Z28, Z9, Z9
+	VPMULLQ        Z28, Z9, Z9
+	VPADDQ         Z29, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z25, Z10, Z10
-	VPADDQ         Z26, Z10, Z10
+	VPMULLQ        Z26, Z10, Z10
+	VPADDQ         Z27, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (DI)(R14*4), R14
-	CMPQ           R14, R8
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R14, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
 	VPERMD         Z25, Z23, Z25
@@ -74638,37 +74638,37 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R14, BX
 	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z26, Z15, Z15
-	VPADDQ         Z27, Z15, Z15
+	VPMULLQ        Z27, Z15, Z15
+	VPADDQ         Z28, Z15, Z15
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z24, Z16, Z16
-	VPADDQ         Z25, Z16, Z16
+	VPMULLQ        Z25, Z16, Z16
+	VPADDQ         Z26, Z16, Z16
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R14
 	POPCNTL        R14, R14
-	LEAQ           (CX)(R14*4), R14
-	CMPQ           R14, DX
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R14, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
 	VPERMD         Z24, Z23, Z24
@@ -74690,37 +74690,37 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, R9
 	VPDPBUSD       Z24, Z25, Z14
-	VMOVDQA32      Z27, Z25
-	VPERMI2B       Z1, Z0, Z25
+	VMOVDQU32      (DI), Z25
+	VMOVDQA32      Z27, Z26
+	VPERMI2B       Z1, Z0, Z26
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
+	VPMADDUBSW     Z28, Z27, Z27
+	VPSRLW         $0x08, Z26, Z28
+	VPMADDUBSW     Z28, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
+	VPMADDWD       Z28, Z27, Z27
+	VPSRLD         $0x10, Z26, Z28
+	VPMADDWD       Z28, Z26, Z26
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
+	VPANDQ         ansLo32<>+0(SB), Z27, Z29
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z27, Z11, Z11
-	VPADDQ         Z28, Z11, Z11
+	VPMULLQ        Z28, Z11, Z11
+	VPADDQ         Z29, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
-	VPSRLQ         $0x20, Z25, Z25
 	VPSRLQ         $0x20, Z26, Z26
+	VPSRLQ         $0x20, Z27, Z27
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z25, Z12, Z12
-	VPADDQ         Z26, Z12, Z12
+	VPMULLQ        Z26, Z12, Z12
+	VPADDQ         Z27, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (DI)(R13*4), R13
-	CMPQ           R13, R8
+	LEAQ           (DI)(R13*4), DI
+	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (DI), K3, Z25
-	MOVQ           R13, DI
+	VPEXPANDD.Z    Z25, K3, Z25
 	VPERMD         Z25, Z22, Z26
 	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
 	VPERMD         Z25, Z23, Z25
@@ -74741,37 +74741,37 @@ AnsDotStripesX2MaddQAvx512_step:
 	VPADDB         Z21, Z25, K1, Z25
 	MOVQ           R13, BX
 	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQA32      Z27, Z24
-	VPERMI2B       Z1, Z0, Z24
+	VMOVDQU32      (CX), Z24
+	VMOVDQA32      Z27, Z25
+	VPERMI2B       Z1, Z0, Z25
 	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z24, Z25
-	VPMADDUBSW     Z25, Z27, Z25
-	VPSRLW         $0x08, Z24, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z24, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPSRLD         $0x10, Z24, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
+	VPMADDUBSW     Z26, Z27, Z26
+	VPSRLW         $0x08, Z25, Z27
+	VPMADDUBSW     Z27, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPSRLD         $0x10, Z25, Z27
+	VPMADDWD       Z27, Z25, Z25
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
+	VPANDQ         ansLo32<>+0(SB), Z26, Z28
 	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z26, Z17, Z17
-	VPADDQ         Z27, Z17, Z17
+	VPMULLQ        Z27, Z17, Z17
+	VPADDQ         Z28, Z17, Z17
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
-	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
+	VPSRLQ         $0x20, Z26, Z26
 	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z24, Z18, Z18
-	VPADDQ         Z25, Z18, Z18
+	VPMULLQ        Z25, Z18, Z18
+	VPADDQ         Z26, Z18, Z18
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
 	KUNPCKBW       K1, K2, K3
 	KMOVW          K3, R13
 	POPCNTL        R13, R13
-	LEAQ           (CX)(R13*4), R13
-	CMPQ           R13, DX
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    (CX), K3, Z24
-	MOVQ           R13, CX
+	VPEXPANDD.Z    Z24, K3, Z24
 	VPERMD         Z24, Z22, Z25
 	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
 	VPERMD         Z24, Z23, Z24

@@ -5,6 +5,7 @@ package cpu
 import (
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/klauspost/cpuid/v2"
 
@@ -52,6 +53,16 @@ func ansTables(md *ans.Model) *[512]byte {
 	return &t
 }
 
+// ansSlackWords is how many words past a unit's end the AVX-512 kernels
+// load (never decode): they load the 16 words at the stream position
+// before the refill mask is known. Units lie back to back in Words, so
+// only a unit ending within ansSlackWords of the end of Words needs a
+// padded copy (dotUnitsSIMD makes it).
+const ansSlackWords = 16
+
+// ansSlackPool holds the padded copies of last units.
+var ansSlackPool sync.Pool
+
 type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
 // dotUnitsSIMD is ans.Matrix.DotUnit for units u0 and u0+1 (n = 1 or 2)
@@ -69,6 +80,20 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, v [
 		u := u0 + k
 		w0, w1 := m.Offsets[u], m.Offsets[u+1]
 		words[k], nwords[k] = &m.Words[w0], int(w1-w0)
+		if w1+ansSlackWords > uint64(len(m.Words)) {
+			p, _ := ansSlackPool.Get().(*[]uint32)
+			if p == nil {
+				p = new([]uint32)
+			}
+			defer ansSlackPool.Put(p)
+			need := int(w1-w0) + ansSlackWords
+			if cap(*p) < need {
+				*p = make([]uint32, need)
+			}
+			buf := (*p)[:need]
+			clear(buf[copy(buf, m.Words[w0:w1]):])
+			words[k] = &buf[0]
+		}
 		if e := m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]; len(e) > 0 {
 			esc[k], nesc[k] = &e[0], len(e)
 		}

@@ -56,8 +56,10 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"",
 		"Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer",
 		"escapes than nesc[U], -3 if a coder's initial state is outside",
-		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
-		"words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]].",
+		"[2^31, 2^63) or its final state is not 2^31. Decodes nothing from",
+		"outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],",
+		"but loads up to 16 words past the stream position: words[U][nwords[U]]",
+		"to words[U][nwords[U]+15] must be readable.",
 	)
 	tab := param("tabs")
 	var tF, tO, tV [2]VecVirtual
@@ -214,6 +216,13 @@ func ansDot(stripes bool, units int, mode ansMode) {
 				}
 				return r
 			}
+			// The 16 words at the stream position, loaded before the
+			// refill mask is known, so that the refill's expand on the
+			// state chain is a register one (4% faster on Zen 4, one
+			// thread, cached). This is why 16 words past a unit's end
+			// must be readable.
+			wpre := ZMM()
+			VMOVDQU32(Mem{Base: wp[u]}, wpre)
 			var F, rank VecVirtual
 			dig = dil
 			if madd {
@@ -284,7 +293,7 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			CMPQ(nxt, end[u])
 			JA(LabelRef(name + "_exhausted"))
 			w := ZMM()
-			VPEXPANDD_Z(Mem{Base: wp[u]}, k16, w)
+			VPEXPANDD_Z(wpre, k16, w)
 			MOVQ(nxt, wp[u])
 			for q, xs := range []VecVirtual{xa, xb} {
 				wq := ZMM()
