@@ -202,7 +202,7 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 			vsum[c%128/4] += int32(x)
 		}
 	}
-	return b.parallelFor(m.Units(), max(2, 64/per), func(u0, u1 int) error {
+	return b.parallelChunks(m.Units(), max(2, 64/per), func(u0, u1 int) error {
 		out := make([]int32, 2*ans.Lanes)
 		for u := u0; u < u1; u += 2 {
 			n := min(2, u1-u)

@@ -81,7 +81,7 @@ func (m *Int8Matrix) Mul(v []int8, y []int32) error {
 			xw[i] = int16(x)
 		}
 	}
-	return m.b.parallelFor(m.rows/4+1, 16, func(q0, q1 int) error {
+	return m.b.parallelChunks(m.rows/4+1, 16, func(q0, q1 int) error {
 		r0, r1 := 4*q0, min(4*q1, m.rows)
 		if tile > 0 && r1-r0 >= 4 && m.cols >= tile {
 			quads := (r1 - r0) / 4
