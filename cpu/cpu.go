@@ -452,23 +452,8 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	}
 	per := max(grain, (n+k*chunksPerThread-1)/(k*chunksPerThread))
 	per = (per + grain - 1) / grain * grain
-	chunks := (n + per - 1) / per
-	errs := make([]error, chunks)
-	var next atomic.Int64
-	work := func() {
-		for {
-			c := int(next.Add(1) - 1)
-			if c >= chunks {
-				return
-			}
-			errs[c] = fn(c*per, min(c*per+per, n))
-		}
-	}
-	fns := make([]func(), min(k, chunks))
-	for i := range fns {
-		fns[i] = work
-	}
-	theTeam.run(fns)
+	errs := make([]error, (n+per-1)/per)
+	claimChunks(k, n, per, func(c, i0, i1 int) { errs[c] = fn(i0, i1) })
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -507,7 +492,14 @@ func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 
 	const tile = 16 // SIMD kernels work on row tiles
 	per := (rows + n*perThread - 1) / (n * perThread)
 	per = (per + tile - 1) / tile * tile
-	chunks := (rows + per - 1) / per
+	claimChunks(n, rows, per, func(_, r0, r1 int) { fn(r0, r1) })
+}
+
+// claimChunks runs fn(c, c*per, min(c*per+per, n)) for every chunk c of
+// [0, n), the chunks claimed dynamically by up to workers goroutines of
+// the worker team.
+func claimChunks(workers, n, per int, fn func(c, i0, i1 int)) {
+	chunks := (n + per - 1) / per
 	var next atomic.Int64
 	work := func() {
 		for {
@@ -515,10 +507,10 @@ func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 
 			if c >= chunks {
 				return
 			}
-			fn(c*per, min(c*per+per, rows))
+			fn(c, c*per, min(c*per+per, n))
 		}
 	}
-	fns := make([]func(), min(n, chunks))
+	fns := make([]func(), min(workers, chunks))
 	for i := range fns {
 		fns[i] = work
 	}
