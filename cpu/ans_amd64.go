@@ -60,8 +60,32 @@ func ansTables(md *ans.Model) *[512]byte {
 // padded copy (dotUnitsSIMD makes it).
 const ansSlackWords = 16
 
-// ansSlackPool holds the padded copies of last units.
-var ansSlackPool sync.Pool
+// ansEscSlack is how many escape bytes past a unit's list the AVX-512
+// kernels' escape expand-load may cover: a unit whose list ends within
+// ansEscSlack bytes of the end of Esc is given a padded copy, so that the
+// masked load never reaches a page that was never written (on Zen 4 a
+// masked load that touches such a page costs about 1,100 cycles every
+// time, even with a zero mask, and never maps the page in).
+const ansEscSlack = 64
+
+// ansSlackWordsPool and ansSlackEscPool hold the padded copies.
+var ansSlackWordsPool, ansSlackEscPool sync.Pool
+
+// paddedCopy returns a copy of src followed by slack zeros (written, so
+// their pages are mapped), from pool; the caller puts it back.
+func paddedCopy[T uint32 | int8](pool *sync.Pool, src []T, slack int) *[]T {
+	p, _ := pool.Get().(*[]T)
+	if p == nil {
+		p = new([]T)
+	}
+	need := len(src) + slack
+	if cap(*p) < need {
+		*p = make([]T, need)
+	}
+	*p = (*p)[:need]
+	clear((*p)[copy(*p, src):])
+	return p
+}
 
 type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
@@ -81,21 +105,18 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, v [
 		w0, w1 := m.Offsets[u], m.Offsets[u+1]
 		words[k], nwords[k] = &m.Words[w0], int(w1-w0)
 		if w1+ansSlackWords > uint64(len(m.Words)) {
-			p, _ := ansSlackPool.Get().(*[]uint32)
-			if p == nil {
-				p = new([]uint32)
-			}
-			defer ansSlackPool.Put(p)
-			need := int(w1-w0) + ansSlackWords
-			if cap(*p) < need {
-				*p = make([]uint32, need)
-			}
-			buf := (*p)[:need]
-			clear(buf[copy(buf, m.Words[w0:w1]):])
-			words[k] = &buf[0]
+			p := paddedCopy(&ansSlackWordsPool, m.Words[w0:w1], ansSlackWords)
+			defer ansSlackWordsPool.Put(p)
+			words[k] = &(*p)[0]
 		}
-		if e := m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]; len(e) > 0 {
-			esc[k], nesc[k] = &e[0], len(e)
+		e0, e1 := m.EscOffsets[u], m.EscOffsets[u+1]
+		if e1 > e0 {
+			esc[k], nesc[k] = &m.Esc[e0], int(e1-e0)
+			if e1+ansEscSlack > uint64(len(m.Esc)) {
+				p := paddedCopy(&ansSlackEscPool, m.Esc[e0:e1], ansEscSlack)
+				defer ansSlackEscPool.Put(p)
+				esc[k] = &(*p)[0]
+			}
 		}
 	}
 	stripes := m.Layout == ans.WarpStripes
