@@ -64,8 +64,8 @@ const ansSlackWords = 16
 // kernels' escape expand-load may cover: a unit whose list ends within
 // ansEscSlack bytes of the end of Esc is given a padded copy, so that the
 // masked load never reaches a page that was never written (on Zen 4 a
-// masked load that touches such a page costs about 1,100 cycles every
-// time, even with a zero mask, and never maps the page in).
+// masked load whose window reaches such a page costs 470-1,100 cycles
+// every time, whatever its mask, and never maps the page in).
 const ansEscSlack = 64
 
 // ansSlackWordsPool and ansSlackEscPool hold the padded copies.
