@@ -14,8 +14,8 @@ import (
 
 // guardedWords returns a copy of w whose last element ends exactly where
 // an inaccessible page begins, so that any load past the end of the
-// stream faults, and a function releasing the mapping.
-func guardedWords(t *testing.T, w []uint32) ([]uint32, func()) {
+// stream faults; the mapping is released when the test ends.
+func guardedWords(t *testing.T, w []uint32) []uint32 {
 	t.Helper()
 	page := syscall.Getpagesize()
 	n := 4 * len(w)
@@ -28,9 +28,10 @@ func guardedWords(t *testing.T, w []uint32) ([]uint32, func()) {
 		syscall.Munmap(mem)
 		t.Skipf("mprotect: %v", err)
 	}
+	t.Cleanup(func() { syscall.Munmap(mem) })
 	g := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[data-n])), len(w))
 	copy(g, w)
-	return g, func() { syscall.Munmap(mem) }
+	return g
 }
 
 // TestANSStreamAtPageEnd multiplies ANS matrices whose word stream ends
@@ -53,8 +54,7 @@ func TestANSStreamAtPageEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, free := guardedWords(t, a.Words)
-			a.Words = g
+			a.Words = guardedWords(t, a.Words)
 			for _, variant := range []int{ansMul, ansMadd, ansMaddQ} {
 				ansVariant = variant
 				for _, isa := range supportedSets() {
@@ -73,7 +73,6 @@ func TestANSStreamAtPageEnd(t *testing.T) {
 					}
 				}
 			}
-			free()
 		}
 	}
 }
