@@ -218,9 +218,10 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			}
 			// The 16 words at the stream position, loaded before the
 			// refill mask is known, so that the refill's expand on the
-			// state chain is a register one (4% faster on Zen 4, one
-			// thread, cached). This is why 16 words past a unit's end
-			// must be readable.
+			// state chain is a register one (Zen 4, one thread, cached:
+			// 2-5% in A/B runs of this change alone, within the spread of
+			// a four-way run of builds). This is why 16 words past a
+			// unit's end must be readable.
 			wpre := ZMM()
 			VMOVDQU32(Mem{Base: wp[u]}, wpre)
 			var F, rank VecVirtual
