@@ -3940,6 +3940,19 @@ func CbTableF16V2Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, i
 //go:noescape
 func CbTableSplitV2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 
+// CbTableI16V2Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
+// bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<2} ct[e*k+q] *
+// x[s*2+e])) (products accumulated in e order with fused multiply-adds, the
+// product by inv exact for a power of two, rounded to nearest even, then
+// truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its
+// high byte. The caller picks inv so that every entry is at most 32767 in
+// magnitude.
+//
+// Preconditions: nseg >= 1, k a multiple of 32.
+//
+//go:noescape
+func CbTableI16V2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+
 // CbTableF16V4Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
 // out[s*k+q] = binary16(inv * sum_{e<4} ct[e*k+q] * x[s*4+e]) (ct: the
 // centroids transposed; products accumulated in e order with fused
@@ -3961,6 +3974,19 @@ func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, i
 //go:noescape
 func CbTableSplitV4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 
+// CbTableI16V4Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
+// bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<4} ct[e*k+q] *
+// x[s*4+e])) (products accumulated in e order with fused multiply-adds, the
+// product by inv exact for a power of two, rounded to nearest even, then
+// truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its
+// high byte. The caller picks inv so that every entry is at most 32767 in
+// magnitude.
+//
+// Preconditions: nseg >= 1, k a multiple of 32.
+//
+//go:noescape
+func CbTableI16V4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+
 // CbTableF16V8Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
 // out[s*k+q] = binary16(inv * sum_{e<8} ct[e*k+q] * x[s*8+e]) (ct: the
 // centroids transposed; products accumulated in e order with fused
@@ -3981,6 +4007,55 @@ func CbTableF16V8Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, i
 //
 //go:noescape
 func CbTableSplitV8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+
+// CbTableI16V8Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
+// bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<8} ct[e*k+q] *
+// x[s*8+e])) (products accumulated in e order with fused multiply-adds, the
+// product by inv exact for a power of two, rounded to nearest even, then
+// truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its
+// high byte. The caller picks inv so that every entry is at most 32767 in
+// magnitude.
+//
+// Preconditions: nseg >= 1, k a multiple of 32.
+//
+//go:noescape
+func CbTableI16V8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+
+// CbPsumI16B8M1Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 1
+// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
+//
+//	for each block b, row r < 64 and run of spg segments (the last may be shorter):
+//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
+//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
+//
+// where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +
+// i*cbstride + 64*s with cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
+// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
+// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
+// codes pf bytes ahead are prefetched (prefetches never fault).
+//
+// Preconditions: nblk >= 1, nseg >= 1, spg >= 1.
+//
+//go:noescape
+func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumI16B8M2Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 2
+// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
+//
+//	for each block b, row r < 64 and run of spg segments (the last may be shorter):
+//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
+//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
+//
+// where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +
+// i*cbstride + 64*s with cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
+// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
+// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
+// codes pf bytes ahead are prefetched (prefetches never fault).
+//
+// Preconditions: nblk >= 1, nseg >= 1, spg >= 1.
+//
+//go:noescape
+func CbPsumI16B8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
 // CbPsumB8x64M1Avx512 accumulates, for 64 rows (tiles at words and words+tstride; 8-bit
 // codes, M = 1 codebooks) and nper periods of 4 segments, with AVX-512F, BW

@@ -67524,6 +67524,58 @@ DATA cbSplitBytes<>+62(SB)/1, $0x3d
 DATA cbSplitBytes<>+63(SB)/1, $0x3f
 GLOBL cbSplitBytes<>(SB), RODATA|NOPTR, $64
 
+// func CbTableI16V2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·CbTableI16V2Avx512(SB), NOSPLIT, $0-44
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z1
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableI16V2Avx512_seg:
+	VBROADCASTSS (CX), Z2
+	VBROADCASTSS 4(CX), Z3
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableI16V2Avx512_q:
+	VMULPS        (R8), Z2, Z4
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z3, Z4
+	VMULPS        Z1, Z4, Z4
+	VCVTPS2DQ     Z4, Z4
+	VPMOVDW       Z4, Y5
+	VMULPS        64(R8), Z2, Z4
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z3, Z4
+	VMULPS        Z1, Z4, Z4
+	VCVTPS2DQ     Z4, Z4
+	VPMOVDW       Z4, Y4
+	VINSERTI64X4  $0x01, Y4, Z5, Z4
+	VPERMB        Z4, Z0, Z4
+	VMOVDQU       Y4, (R9)
+	VEXTRACTI64X4 $0x01, Z4, Y4
+	VMOVDQU       Y4, (R9)(SI*1)
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000020, R9
+	SUBQ          $0x00000020, R10
+	JNZ           CbTableI16V2Avx512_q
+	MOVQ          SI, R10
+	LEAQ          (DX)(R10*2), DX
+	ADDQ          $0x00000008, CX
+	DECQ          BX
+	JNZ           CbTableI16V2Avx512_seg
+	VZEROUPPER
+	RET
+
 // func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 // Requires: AVX, AVX512F
 TEXT ·CbTableF16V4Avx512(SB), NOSPLIT, $0-44
@@ -67627,6 +67679,68 @@ CbTableSplitV4Avx512_q:
 	ADDQ          $0x00000010, CX
 	DECQ          BX
 	JNZ           CbTableSplitV4Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbTableI16V4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·CbTableI16V4Avx512(SB), NOSPLIT, $0-44
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z1
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableI16V4Avx512_seg:
+	VBROADCASTSS (CX), Z2
+	VBROADCASTSS 4(CX), Z3
+	VBROADCASTSS 8(CX), Z4
+	VBROADCASTSS 12(CX), Z5
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableI16V4Avx512_q:
+	VMULPS        (R8), Z2, Z6
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z3, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z4, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z5, Z6
+	VMULPS        Z1, Z6, Z6
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDW       Z6, Y7
+	VMULPS        64(R8), Z2, Z6
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z3, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z4, Z6
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z5, Z6
+	VMULPS        Z1, Z6, Z6
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDW       Z6, Y6
+	VINSERTI64X4  $0x01, Y6, Z7, Z6
+	VPERMB        Z6, Z0, Z6
+	VMOVDQU       Y6, (R9)
+	VEXTRACTI64X4 $0x01, Z6, Y6
+	VMOVDQU       Y6, (R9)(SI*1)
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000020, R9
+	SUBQ          $0x00000020, R10
+	JNZ           CbTableI16V4Avx512_q
+	MOVQ          SI, R10
+	LEAQ          (DX)(R10*2), DX
+	ADDQ          $0x00000010, CX
+	DECQ          BX
+	JNZ           CbTableI16V4Avx512_seg
 	VZEROUPPER
 	RET
 
@@ -67765,6 +67879,335 @@ CbTableSplitV8Avx512_q:
 	ADDQ          $0x00000020, CX
 	DECQ          BX
 	JNZ           CbTableSplitV8Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbTableI16V8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·CbTableI16V8Avx512(SB), NOSPLIT, $0-44
+	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
+	MOVQ         ct+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         nseg+24(FP), BX
+	MOVQ         k+32(FP), SI
+	VBROADCASTSS inv+40(FP), Z1
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+
+CbTableI16V8Avx512_seg:
+	VBROADCASTSS (CX), Z2
+	VBROADCASTSS 4(CX), Z3
+	VBROADCASTSS 8(CX), Z4
+	VBROADCASTSS 12(CX), Z5
+	VBROADCASTSS 16(CX), Z6
+	VBROADCASTSS 20(CX), Z7
+	VBROADCASTSS 24(CX), Z8
+	VBROADCASTSS 28(CX), Z9
+	MOVQ         AX, R8
+	MOVQ         DX, R9
+	MOVQ         SI, R10
+
+CbTableI16V8Avx512_q:
+	VMULPS        (R8), Z2, Z10
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z3, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z4, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z5, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z6, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z7, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z8, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   (R11), Z9, Z10
+	VMULPS        Z1, Z10, Z10
+	VCVTPS2DQ     Z10, Z10
+	VPMOVDW       Z10, Y11
+	VMULPS        64(R8), Z2, Z10
+	MOVQ          R8, R11
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z3, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z4, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z5, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z6, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z7, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z8, Z10
+	ADDQ          DI, R11
+	VFMADD231PS   64(R11), Z9, Z10
+	VMULPS        Z1, Z10, Z10
+	VCVTPS2DQ     Z10, Z10
+	VPMOVDW       Z10, Y10
+	VINSERTI64X4  $0x01, Y10, Z11, Z10
+	VPERMB        Z10, Z0, Z10
+	VMOVDQU       Y10, (R9)
+	VEXTRACTI64X4 $0x01, Z10, Y10
+	VMOVDQU       Y10, (R9)(SI*1)
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000020, R9
+	SUBQ          $0x00000020, R10
+	JNZ           CbTableI16V8Avx512_q
+	MOVQ          SI, R10
+	LEAQ          (DX)(R10*2), DX
+	ADDQ          $0x00000020, CX
+	DECQ          BX
+	JNZ           CbTableI16V8Avx512_seg
+	VZEROUPPER
+	RET
+
+// func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
+TEXT ·CbPsumI16B8M1Avx512(SB), NOSPLIT, $0-96
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x00010000, AX
+	VPBROADCASTD AX, Z1
+
+CbPsumI16B8M1Avx512_block:
+	MOVQ    acc+80(FP), AX
+	VMOVUPS (AX), Z2
+	VPXORD  Z3, Z3, Z3
+	VMOVUPS 64(AX), Z4
+	VPXORD  Z5, Z5, Z5
+	VMOVUPS 128(AX), Z6
+	VPXORD  Z7, Z7, Z7
+	VMOVUPS 192(AX), Z8
+	VPXORD  Z9, Z9, Z9
+	MOVQ    codes+0(FP), AX
+	MOVQ    tab+40(FP), CX
+	MOVQ    pf+88(FP), DX
+	MOVQ    scales+64(FP), BX
+	MOVQ    spg+56(FP), SI
+	MOVQ    nseg+32(FP), DI
+
+CbPsumI16B8M1Avx512_seg:
+	VMOVDQU8    (AX), Z10
+	VPMOVB2M    Z10, K1
+	VMOVDQU8    (CX), Z11
+	VPERMT2B    64(CX), Z10, Z11
+	VMOVDQU8    128(CX), Z12
+	VPERMT2B    192(CX), Z10, Z12
+	VPBLENDMB   Z12, Z11, K1, Z11
+	VMOVDQU8    256(CX), Z12
+	VPERMT2B    320(CX), Z10, Z12
+	VMOVDQU8    384(CX), Z13
+	VPERMT2B    448(CX), Z10, Z13
+	VPBLENDMB   Z13, Z12, K1, Z12
+	VPUNPCKLBW  Z12, Z11, Z10
+	VPUNPCKHBW  Z12, Z11, Z11
+	VPDPWSSD    Z0, Z10, Z3
+	VPDPWSSD    Z1, Z10, Z5
+	VPDPWSSD    Z0, Z11, Z7
+	VPDPWSSD    Z1, Z11, Z9
+	PREFETCHT0  (AX)(DX*1)
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000200, CX
+	DECQ        SI
+	JNZ         CbPsumI16B8M1Avx512_nogroup
+	VCVTDQ2PS   Z3, Z10
+	VFMADD231PS (BX), Z10, Z2
+	VPXORD      Z3, Z3, Z3
+	VCVTDQ2PS   Z5, Z10
+	VFMADD231PS 64(BX), Z10, Z4
+	VPXORD      Z5, Z5, Z5
+	VCVTDQ2PS   Z7, Z10
+	VFMADD231PS 128(BX), Z10, Z6
+	VPXORD      Z7, Z7, Z7
+	VCVTDQ2PS   Z9, Z10
+	VFMADD231PS 192(BX), Z10, Z8
+	VPXORD      Z9, Z9, Z9
+	MOVQ        sstride+72(FP), SI
+	ADDQ        SI, BX
+	MOVQ        spg+56(FP), SI
+
+CbPsumI16B8M1Avx512_nogroup:
+	DECQ        DI
+	JNZ         CbPsumI16B8M1Avx512_seg
+	CMPQ        SI, spg+56(FP)
+	JE          CbPsumI16B8M1Avx512_done
+	VCVTDQ2PS   Z3, Z10
+	VFMADD231PS (BX), Z10, Z2
+	VPXORD      Z3, Z3, Z3
+	VCVTDQ2PS   Z5, Z10
+	VFMADD231PS 64(BX), Z10, Z4
+	VPXORD      Z5, Z5, Z5
+	VCVTDQ2PS   Z7, Z10
+	VFMADD231PS 128(BX), Z10, Z6
+	VPXORD      Z7, Z7, Z7
+	VCVTDQ2PS   Z9, Z10
+	VFMADD231PS 192(BX), Z10, Z8
+	VPXORD      Z9, Z9, Z9
+	MOVQ        sstride+72(FP), AX
+	ADDQ        AX, BX
+	MOVQ        spg+56(FP), SI
+
+CbPsumI16B8M1Avx512_done:
+	MOVQ    acc+80(FP), AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z8, 192(AX)
+	MOVQ    bstride+8(FP), AX
+	MOVQ    codes+0(FP), CX
+	ADDQ    AX, CX
+	MOVQ    CX, codes+0(FP)
+	MOVQ    scales+64(FP), AX
+	ADDQ    $0x00000100, AX
+	MOVQ    AX, scales+64(FP)
+	MOVQ    acc+80(FP), AX
+	ADDQ    $0x00000100, AX
+	MOVQ    AX, acc+80(FP)
+	MOVQ    nblk+24(FP), AX
+	ADDQ    $-1, AX
+	MOVQ    AX, nblk+24(FP)
+	MOVQ    nblk+24(FP), AX
+	TESTQ   AX, AX
+	JNZ     CbPsumI16B8M1Avx512_block
+	VZEROUPPER
+	RET
+
+// func CbPsumI16B8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
+TEXT ·CbPsumI16B8M2Avx512(SB), NOSPLIT, $0-96
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x00010000, AX
+	VPBROADCASTD AX, Z1
+
+CbPsumI16B8M2Avx512_block:
+	MOVQ    acc+80(FP), AX
+	VMOVUPS (AX), Z2
+	VPXORD  Z3, Z3, Z3
+	VMOVUPS 64(AX), Z4
+	VPXORD  Z5, Z5, Z5
+	VMOVUPS 128(AX), Z6
+	VPXORD  Z7, Z7, Z7
+	VMOVUPS 192(AX), Z8
+	VPXORD  Z9, Z9, Z9
+	MOVQ    codes+0(FP), AX
+	MOVQ    tab+40(FP), CX
+	MOVQ    cbstride+16(FP), DX
+	MOVQ    tabstride+48(FP), BX
+	ADDQ    AX, DX
+	ADDQ    CX, BX
+	MOVQ    pf+88(FP), SI
+	MOVQ    scales+64(FP), DI
+	MOVQ    spg+56(FP), R8
+	MOVQ    nseg+32(FP), R9
+
+CbPsumI16B8M2Avx512_seg:
+	VMOVDQU8    (AX), Z10
+	VPMOVB2M    Z10, K1
+	VMOVDQU8    (CX), Z11
+	VPERMT2B    64(CX), Z10, Z11
+	VMOVDQU8    128(CX), Z12
+	VPERMT2B    192(CX), Z10, Z12
+	VPBLENDMB   Z12, Z11, K1, Z11
+	VMOVDQU8    256(CX), Z12
+	VPERMT2B    320(CX), Z10, Z12
+	VMOVDQU8    384(CX), Z13
+	VPERMT2B    448(CX), Z10, Z13
+	VPBLENDMB   Z13, Z12, K1, Z12
+	VPUNPCKLBW  Z12, Z11, Z10
+	VPUNPCKHBW  Z12, Z11, Z11
+	VPDPWSSD    Z0, Z10, Z3
+	VPDPWSSD    Z1, Z10, Z5
+	VPDPWSSD    Z0, Z11, Z7
+	VPDPWSSD    Z1, Z11, Z9
+	PREFETCHT0  (AX)(SI*1)
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000200, CX
+	VMOVDQU8    (DX), Z10
+	VPMOVB2M    Z10, K1
+	VMOVDQU8    (BX), Z11
+	VPERMT2B    64(BX), Z10, Z11
+	VMOVDQU8    128(BX), Z12
+	VPERMT2B    192(BX), Z10, Z12
+	VPBLENDMB   Z12, Z11, K1, Z11
+	VMOVDQU8    256(BX), Z12
+	VPERMT2B    320(BX), Z10, Z12
+	VMOVDQU8    384(BX), Z13
+	VPERMT2B    448(BX), Z10, Z13
+	VPBLENDMB   Z13, Z12, K1, Z12
+	VPUNPCKLBW  Z12, Z11, Z10
+	VPUNPCKHBW  Z12, Z11, Z11
+	VPDPWSSD    Z0, Z10, Z3
+	VPDPWSSD    Z1, Z10, Z5
+	VPDPWSSD    Z0, Z11, Z7
+	VPDPWSSD    Z1, Z11, Z9
+	PREFETCHT0  (DX)(SI*1)
+	ADDQ        $0x00000040, DX
+	ADDQ        $0x00000200, BX
+	DECQ        R8
+	JNZ         CbPsumI16B8M2Avx512_nogroup
+	VCVTDQ2PS   Z3, Z10
+	VFMADD231PS (DI), Z10, Z2
+	VPXORD      Z3, Z3, Z3
+	VCVTDQ2PS   Z5, Z10
+	VFMADD231PS 64(DI), Z10, Z4
+	VPXORD      Z5, Z5, Z5
+	VCVTDQ2PS   Z7, Z10
+	VFMADD231PS 128(DI), Z10, Z6
+	VPXORD      Z7, Z7, Z7
+	VCVTDQ2PS   Z9, Z10
+	VFMADD231PS 192(DI), Z10, Z8
+	VPXORD      Z9, Z9, Z9
+	MOVQ        sstride+72(FP), R8
+	ADDQ        R8, DI
+	MOVQ        spg+56(FP), R8
+
+CbPsumI16B8M2Avx512_nogroup:
+	DECQ        R9
+	JNZ         CbPsumI16B8M2Avx512_seg
+	CMPQ        R8, spg+56(FP)
+	JE          CbPsumI16B8M2Avx512_done
+	VCVTDQ2PS   Z3, Z10
+	VFMADD231PS (DI), Z10, Z2
+	VPXORD      Z3, Z3, Z3
+	VCVTDQ2PS   Z5, Z10
+	VFMADD231PS 64(DI), Z10, Z4
+	VPXORD      Z5, Z5, Z5
+	VCVTDQ2PS   Z7, Z10
+	VFMADD231PS 128(DI), Z10, Z6
+	VPXORD      Z7, Z7, Z7
+	VCVTDQ2PS   Z9, Z10
+	VFMADD231PS 192(DI), Z10, Z8
+	VPXORD      Z9, Z9, Z9
+	MOVQ        sstride+72(FP), AX
+	ADDQ        AX, DI
+	MOVQ        spg+56(FP), R8
+
+CbPsumI16B8M2Avx512_done:
+	MOVQ    acc+80(FP), AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z8, 192(AX)
+	MOVQ    bstride+8(FP), AX
+	MOVQ    codes+0(FP), CX
+	ADDQ    AX, CX
+	MOVQ    CX, codes+0(FP)
+	MOVQ    scales+64(FP), AX
+	ADDQ    $0x00000100, AX
+	MOVQ    AX, scales+64(FP)
+	MOVQ    acc+80(FP), AX
+	ADDQ    $0x00000100, AX
+	MOVQ    AX, acc+80(FP)
+	MOVQ    nblk+24(FP), AX
+	ADDQ    $-1, AX
+	MOVQ    AX, nblk+24(FP)
+	MOVQ    nblk+24(FP), AX
+	TESTQ   AX, AX
+	JNZ     CbPsumI16B8M2Avx512_block
 	VZEROUPPER
 	RET
 

@@ -146,6 +146,14 @@ func TestRequiresCoverKernels(t *testing.T) {
 				check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
 			}
 		}
+		for _, k := range ck.psumI16[1:] {
+			if k != nil {
+				check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.reqI16...))
+			}
+		}
+		for _, k := range ck.tableI16 {
+			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.reqI16...))
+		}
 		for _, k := range ck.scalar[1:] {
 			if k != nil {
 				check(string(isa)+" codebook", funcName(k), ck.requires)

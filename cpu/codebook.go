@@ -28,6 +28,8 @@ type CBMatrix struct {
 	cAbs         float32     // max over codebooks and centroids of sum_e |C[e]|
 	scales64     []float32   // scales in the 64-row kernel's position order
 	scrambleOnce sync.Once
+	i16st        *cbI16 // the int16 64-row kernel's code copy, built by its first multiply
+	i16Once      sync.Once
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.
@@ -81,6 +83,8 @@ func (mx *CBMatrix) Kernel() string {
 	switch {
 	case mx.dequant:
 		return "cpu-" + string(isa) + "-dequant"
+	case mx.i16():
+		return "cpu-" + string(isa) + "-psumbooki16"
 	case mx.f16():
 		return "cpu-" + string(isa) + "-psumbook16"
 	case mx.scalar():
@@ -97,6 +101,7 @@ func (mx *CBMatrix) Close() error {
 		return ErrClosed
 	}
 	mx.closed = true
+	mx.freeI16()
 	return nil
 }
 

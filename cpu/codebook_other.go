@@ -14,3 +14,10 @@ func (mx *CBMatrix) mulSIMD([]float32, []float32, [][]float32) {}
 func (mx *CBMatrix) f16() bool { return false }
 
 func (mx *CBMatrix) scalar() bool { return false }
+
+// cbI16 is the int16 kernel's state, which needs assembly.
+type cbI16 struct{}
+
+func (mx *CBMatrix) i16() bool { return false }
+
+func (mx *CBMatrix) freeI16() {}

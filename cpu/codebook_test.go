@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,8 +47,9 @@ func randomCodebook(t *testing.T, rng *rand.Rand, rows, cols, m, v, b, g int, fp
 func TestCodebookKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	type cfg struct{ m, v, b, g int }
-	// {2, 4, 8, 0}: the 64-row kernel's column tiles inside one whole-row group
-	cfgs := []cfg{{1, 4, 8, 128}, {2, 8, 8, 128}, {1, 4, 4, 4}, {2, 4, 6, 0}, {1, 8, 10, 64}, {1, 2, 12, 32}, {2, 2, 4, 256}, {1, 4, 8, 0}, {2, 4, 8, 64}, {2, 4, 8, 0}}
+	// {2, 4, 8, 0}: the 64-row kernel's column tiles inside one whole-row group;
+	// {1, 4, 8, 32}: several groups per column tile of the int16 kernel
+	cfgs := []cfg{{1, 4, 8, 128}, {2, 8, 8, 128}, {1, 4, 4, 4}, {2, 4, 6, 0}, {1, 8, 10, 64}, {1, 2, 12, 32}, {2, 2, 4, 256}, {1, 4, 8, 0}, {2, 4, 8, 64}, {2, 4, 8, 0}, {1, 4, 8, 32}}
 	// 200 rows: 7 row tiles over 3 threads (the scalar kernel walks several
 	// per call)
 	shapes := [][2]int{{1, 1}, {33, 700}, {70, 2100}, {200, 520}}
@@ -97,6 +99,7 @@ func checkCodebook(t *testing.T, name string, mx *CBMatrix, dst, x []float32, ba
 	t.Helper()
 	c := mx.c
 	f16 := strings.HasSuffix(mx.Kernel(), "-psumbook16")
+	i16 := strings.HasSuffix(mx.Kernel(), "-psumbooki16")
 	var smax float64
 	for r := 0; r < c.Rows; r++ {
 		for g := 0; g < c.Groups(); g++ {
@@ -122,8 +125,87 @@ func checkCodebook(t *testing.T, name string, mx *CBMatrix, dst, x []float32, ba
 				alpha := 2 * float64(mx.cAbs) * xmax / 32768
 				tol = codebook.ToleranceF16*mag[r] + float64(c.M*c.NV())*math.Ldexp(alpha, -24)*smax
 			}
+			if i16 { // codebook.ToleranceI16, with alpha <= 2*cAbs*max|x|/32767
+				alpha := 2 * float64(mx.cAbs) * xmax / 32767
+				tol = codebook.Tolerance*mag[r] + codebook.ToleranceI16*float64(c.M*c.NV())*alpha*smax
+			}
 			if d := math.Abs(float64(dst[v*c.Rows+r]) - ref[r]); d > tol || math.IsNaN(float64(dst[v*c.Rows+r])) {
 				t.Fatalf("%s: vector %d row %d = %v, want %v (|err| %.3g > %.3g)", name, v, r, dst[v*c.Rows+r], ref[r], d, tol)
+			}
+		}
+	}
+}
+
+// TestCodebookI16Extremes drives the int16 kernel's tables to the edge of
+// their range (entries of exactly cAbs*max|x|, which the scale step must
+// keep within 32767) and feeds it NaN and infinite activations, which it
+// must hand to a float kernel (every row NaN, as the generic kernel
+// gives) rather than round into int16.
+func TestCodebookI16Extremes(t *testing.T) {
+	const rows, cols = 128, 512
+	c, err := codebook.New(rows, cols, 1, 4, 8, 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Centroid q: components +-1.5 by the bits of q; row r, segment j uses
+	// code (r + j) % 256; x = +-2 so that segment j's entry for code j%16
+	// is exactly 4*1.5*2 = cAbs*max|x|.
+	for q := 0; q < 256; q++ {
+		for e := 0; e < 4; e++ {
+			c.SetCentroid(0, uint32(q), e, float32(1.5-3*float64(q>>e&1)))
+		}
+	}
+	for r := 0; r < c.PRows; r++ {
+		for j := 0; j < c.NV(); j++ {
+			c.SetCode(r, 0, j, uint32((r+j)%256))
+		}
+		for g := 0; g < c.Groups(); g++ {
+			c.SetScale(r, g, 1)
+		}
+	}
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = float32(2 - 4*float64(((i/4)%16)>>(i%4)&1))
+	}
+	gen, err := New(Config{ISA: Generic, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mx, err := be.LoadCodebook(c, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mx.dequant = false
+		name := string(isa) + "/" + mx.Kernel()
+		dst := make([]float32, rows)
+		if err := mx.MulF32(dst, x, 1); err != nil {
+			t.Fatal(err)
+		}
+		checkCodebook(t, name+"/edge", mx, dst, x, 1)
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+			xb := slices.Clone(x)
+			xb[77] = bad
+			want := make([]float32, rows)
+			gm, err := gen.LoadCodebook(c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gm.dequant = false
+			if err := gm.MulF32(want, xb, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := mx.MulF32(dst, xb, 1); err != nil {
+				t.Fatal(err)
+			}
+			for r := range dst {
+				if math.IsNaN(float64(dst[r])) != math.IsNaN(float64(want[r])) || !math.IsNaN(float64(want[r])) && dst[r] != want[r] && !math.IsInf(float64(want[r]), 0) {
+					t.Fatalf("%s: x[77] = %v: row %d = %v, generic %v", name, bad, r, dst[r], want[r])
+				}
 			}
 		}
 	}

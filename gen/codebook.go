@@ -1018,3 +1018,170 @@ func cbPsumScalar(m int) {
 	JNZ(LabelRef(name + "_tile"))
 	RET()
 }
+
+// cbTableI16 emits CbTableI16V<v>Avx512: the Psumbook as int16 fixed
+// point (the scaled entries rounded to integers), each segment's entries
+// split into low bytes then high bytes, for the int16 64-row kernel.
+func cbTableI16(v int) {
+	name := fmt.Sprintf("CbTableI16V%dAvx512", v)
+	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)")
+	Pragma("noescape")
+	Doc(
+		name+" builds an int16 Psumbook with AVX-512F and VBMI, stored as",
+		"bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<"+fmt.Sprint(v)+"} ct[e*k+q] *",
+		"x[s*"+fmt.Sprint(v)+"+e])) (products accumulated in e order with fused multiply-adds, the",
+		"product by inv exact for a power of two, rounded to nearest even, then",
+		"truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its",
+		"high byte. The caller picks inv so that every entry is at most 32767 in",
+		"magnitude.",
+		"",
+		"Preconditions: nseg >= 1, k a multiple of 32.",
+	)
+	split := ZMM() // VPERMB index: even bytes (low) then odd bytes (high)
+	VMOVDQU8(cbSplitBytes(), split)
+	cbTable16Loop(name, v, 32, func(entries func(half int) VecVirtual, op, k GPVirtual) {
+		var hs [2]VecVirtual
+		for half := range hs {
+			d := ZMM()
+			VCVTPS2DQ(entries(half), d)
+			hs[half] = YMM()
+			VPMOVDW(d, hs[half])
+		}
+		w := ZMM()
+		VINSERTI64X4(U8(1), hs[1], hs[0].AsZ(), w)
+		VPERMB(w, split, w)
+		VMOVDQU(w.AsY(), Mem{Base: op})
+		hi := YMM()
+		VEXTRACTI64X4(U8(1), w, hi)
+		VMOVDQU(hi, Mem{Base: op, Index: k, Scale: 1})
+	})
+}
+
+// cbI16Row is the row (within a 64-row block) whose code the int16
+// kernel reads at byte p of a segment's 64 codes: the byte unpacks and
+// the even/odd word multiply-adds then leave rows 0-15, 16-31, 32-47 and
+// 48-63 in the four accumulators, in order.
+func cbI16Row(p int) int {
+	l, k := p/16, p%16
+	base := 0
+	if k >= 8 {
+		base, k = 32, k-8
+	}
+	return base + (k%2)*16 + 4*l + k/2
+}
+
+// cbPsumI16 emits CbPsumI16B8M<m>Avx512: 8-bit codes, 64 rows per lookup,
+// int16 Psumbooks (CbTableI16) read with byte permutes and summed exactly
+// in int32 with word multiply-adds; the codes are the CPU's transposed
+// copy, 64 bytes per segment and block.
+func cbPsumI16(m int) {
+	name := fmt.Sprintf("CbPsumI16B8M%dAvx512", m)
+	TEXT(name, NOSPLIT, "func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)")
+	Pragma("noescape")
+	Doc(
+		fmt.Sprintf("%s accumulates, for nblk blocks of 64 rows (8-bit codes, M = %d", name, m),
+		"codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:",
+		"",
+		"\tfor each block b, row r < 64 and run of spg segments (the last may be shorter):",
+		"\t\tacc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's",
+		"\t\tsegments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))",
+		"",
+		"where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +",
+		"i*cbstride + 64*s with cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high",
+		"bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums",
+		"are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The",
+		"codes pf bytes ahead are prefetched (prefetches never fault).",
+		"",
+		"Preconditions: nblk >= 1, nseg >= 1, spg >= 1.",
+	)
+	var one [2]VecVirtual // word multipliers: the even and the odd word of each dword
+	for q := range one {
+		one[q] = ZMM()
+		t := GP32()
+		MOVL(U32(1<<(16*q)), t)
+		VPBROADCASTD(t, one[q])
+	}
+	Label(name + "_block")
+	var accf, ia [4]VecVirtual
+	ap := param("acc")
+	for q := range accf {
+		accf[q], ia[q] = ZMM(), ZMM()
+		VMOVUPS(Mem{Base: ap, Disp: 64 * q}, accf[q])
+		VPXORD(ia[q], ia[q], ia[q])
+	}
+	cps, tps := []GPVirtual{param("codes")}, []GPVirtual{param("tab")}
+	if m > 1 {
+		c1, t1 := param("cbstride"), param("tabstride")
+		ADDQ(cps[0], c1)
+		ADDQ(tps[0], t1)
+		cps, tps = append(cps, c1), append(tps, t1)
+	}
+	pf := param("pf")
+	sp := param("scales")
+	cnt := param("spg")
+	s := param("nseg")
+	Label(name + "_seg")
+	for i := 0; i < m; i++ {
+		idx := ZMM()
+		VMOVDQU8(Mem{Base: cps[i]}, idx)
+		kb := K()
+		VPMOVB2M(idx, kb)
+		var half [2]VecVirtual // low bytes, high bytes
+		for hb := 0; hb < 2; hb++ {
+			t0, t1 := ZMM(), ZMM()
+			VMOVDQU8(Mem{Base: tps[i], Disp: 256 * hb}, t0)
+			VPERMT2B(Mem{Base: tps[i], Disp: 256*hb + 64}, idx, t0)
+			VMOVDQU8(Mem{Base: tps[i], Disp: 256*hb + 128}, t1)
+			VPERMT2B(Mem{Base: tps[i], Disp: 256*hb + 192}, idx, t1)
+			VPBLENDMB(t1, t0, kb, t0)
+			half[hb] = t0
+		}
+		wl, wh := ZMM(), ZMM()
+		VPUNPCKLBW(half[1], half[0], wl)
+		VPUNPCKHBW(half[1], half[0], wh)
+		VPDPWSSD(one[0], wl, ia[0])
+		VPDPWSSD(one[1], wl, ia[1])
+		VPDPWSSD(one[0], wh, ia[2])
+		VPDPWSSD(one[1], wh, ia[3])
+		PREFETCHT0(Mem{Base: cps[i], Index: pf, Scale: 1})
+		ADDQ(U32(64), cps[i])
+		ADDQ(U32(512), tps[i])
+	}
+	flush := func() {
+		for q := range ia {
+			f := ZMM()
+			VCVTDQ2PS(ia[q], f)
+			VFMADD231PS(Mem{Base: sp, Disp: 64 * q}, f, accf[q])
+			VPXORD(ia[q], ia[q], ia[q])
+		}
+		ADDQ(param("sstride"), sp)
+		Load(Param("spg"), cnt)
+	}
+	skip := name + "_nogroup"
+	DECQ(cnt)
+	JNZ(LabelRef(skip))
+	flush()
+	Label(skip)
+	DECQ(s)
+	JNZ(LabelRef(name + "_seg"))
+	// A shorter last run: flush it.
+	done := name + "_done"
+	CMPQ(cnt, NewParamAddr("spg", 56))
+	JE(LabelRef(done))
+	flush()
+	Label(done)
+	ap = param("acc")
+	for q := range accf {
+		VMOVUPS(accf[q], Mem{Base: ap, Disp: 64 * q})
+	}
+	// Next block: codes, scales and acc move on.
+	bump("codes", param("bstride"))
+	bump("scales", U32(256))
+	bump("acc", U32(256))
+	bump("nblk", I32(-1))
+	n := param("nblk")
+	TESTQ(n, n)
+	JNZ(LabelRef(name + "_block"))
+	VZEROUPPER()
+	RET()
+}

@@ -135,7 +135,10 @@ func main() {
 	for _, v := range []int{2, 4, 8} {
 		cbTableF16(v)
 		cbTableSplit(v)
+		cbTableI16(v)
 	}
+	cbPsumI16(1)
+	cbPsumI16(2)
 	cbPsum64(1)
 	cbPsum64(2)
 	cbPsumScalar(1)

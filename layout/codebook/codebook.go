@@ -361,6 +361,16 @@ const Tolerance = 3e-5
 // about 2^15 in magnitude). Backends say which kernel they run.
 const ToleranceF16 = 1e-3
 
+// ToleranceI16 bounds the kernels that hold the Psumbook as int16 fixed
+// point: every entry is rounded to an integer multiple of a power-of-two
+// step alpha (at most 2 * cAbs * max|x| / 32767, cAbs the largest
+// sum_e |C[e]| of a centroid) and those integers are summed exactly, so
+//
+//	|y - ref| <= Tolerance * mag + ToleranceI16 * M * NV * alpha * max|s|
+//
+// (half a step per lookup). Backends say which kernel they run.
+const ToleranceI16 = 0.5
+
 // Baseline wraps a codebook matrix so that backends run it with the
 // dequantize-then-multiply kernel (the AQLM way: each weight decoded from
 // its centroids, then multiplied) instead of the Psumbook: the in-run
