@@ -3930,16 +3930,6 @@ func QuantizeA8Avx2(x *float32, groups int, q *int8, scales *float32) int
 //go:noescape
 func CbTableF16V2Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 
-// CbTableSplitV2Avx512 builds a binary16 Psumbook with AVX-512F and VBMI, stored as
-// bytes: for s < nseg, q < k, with h = binary16(inv * sum_{e<2} ct[e*k+q] *
-// x[s*2+e]) (as CbTableF16V2Avx512), out[s*2k+q] = low byte of h and
-// out[s*2k+k+q] = its high byte.
-//
-// Preconditions: nseg >= 1, k a multiple of 32.
-//
-//go:noescape
-func CbTableSplitV2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
-
 // CbTableI16V2Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
 // bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<2} ct[e*k+q] *
 // x[s*2+e])) (products accumulated in e order with fused multiply-adds, the
@@ -3964,16 +3954,6 @@ func CbTableI16V2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, in
 //go:noescape
 func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 
-// CbTableSplitV4Avx512 builds a binary16 Psumbook with AVX-512F and VBMI, stored as
-// bytes: for s < nseg, q < k, with h = binary16(inv * sum_{e<4} ct[e*k+q] *
-// x[s*4+e]) (as CbTableF16V4Avx512), out[s*2k+q] = low byte of h and
-// out[s*2k+k+q] = its high byte.
-//
-// Preconditions: nseg >= 1, k a multiple of 32.
-//
-//go:noescape
-func CbTableSplitV4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
-
 // CbTableI16V4Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
 // bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<4} ct[e*k+q] *
 // x[s*4+e])) (products accumulated in e order with fused multiply-adds, the
@@ -3997,16 +3977,6 @@ func CbTableI16V4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, in
 //
 //go:noescape
 func CbTableF16V8Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
-
-// CbTableSplitV8Avx512 builds a binary16 Psumbook with AVX-512F and VBMI, stored as
-// bytes: for s < nseg, q < k, with h = binary16(inv * sum_{e<8} ct[e*k+q] *
-// x[s*8+e]) (as CbTableF16V8Avx512), out[s*2k+q] = low byte of h and
-// out[s*2k+k+q] = its high byte.
-//
-// Preconditions: nseg >= 1, k a multiple of 32.
-//
-//go:noescape
-func CbTableSplitV8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 
 // CbTableI16V8Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
 // bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<8} ct[e*k+q] *
@@ -4056,46 +4026,6 @@ func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg
 //
 //go:noescape
 func CbPsumI16B8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
-
-// CbPsumB8x64M1Avx512 accumulates, for 64 rows (tiles at words and words+tstride; 8-bit
-// codes, M = 1 codebooks) and nper periods of 4 segments, with AVX-512F, BW
-// and VBMI:
-//
-//	for each group g of spg segments: acc[p] += scales[g*sstride/4 + p] * sum over the
-//		group's segments s and codebooks i of float32(binary16(lo_i[s][c] | hi_i[s][c]<<8))
-//
-// for positions p < 64, where position p holds row cbRow64(p) of the 64 (0-7,
-// 16-23, 32-39, 48-55, 8-15, 24-31, 40-47, 56-63 by sixteens: the order the
-// byte unpacks produce; scales and acc use it), c is that row's code of
-// segment s, lo_i/hi_i the 256 low / high bytes of segment s's table at
-// tab + i*tabstride + s*512. Lookups of a group are summed in segment then
-// codebook order, in float32. The code words pf bytes ahead of both tiles
-// are prefetched (prefetches never fault).
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4.
-//
-//go:noescape
-func CbPsumB8x64M1Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
-
-// CbPsumB8x64M2Avx512 accumulates, for 64 rows (tiles at words and words+tstride; 8-bit
-// codes, M = 2 codebooks) and nper periods of 4 segments, with AVX-512F, BW
-// and VBMI:
-//
-//	for each group g of spg segments: acc[p] += scales[g*sstride/4 + p] * sum over the
-//		group's segments s and codebooks i of float32(binary16(lo_i[s][c] | hi_i[s][c]<<8))
-//
-// for positions p < 64, where position p holds row cbRow64(p) of the 64 (0-7,
-// 16-23, 32-39, 48-55, 8-15, 24-31, 40-47, 56-63 by sixteens: the order the
-// byte unpacks produce; scales and acc use it), c is that row's code of
-// segment s, lo_i/hi_i the 256 low / high bytes of segment s's table at
-// tab + i*tabstride + s*512. Lookups of a group are summed in segment then
-// codebook order, in float32. The code words pf bytes ahead of both tiles
-// are prefetched (prefetches never fault).
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4.
-//
-//go:noescape
-func CbPsumB8x64M2Avx512(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
 // CbPsumScalarB8M1Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
 // (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX and FMA3:

@@ -138,14 +138,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 		for _, k := range ck.table16 {
 			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
 		}
-		for _, k := range ck.tableSplit {
-			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
-		}
-		for _, k := range ck.psum64[1:] {
-			if k != nil {
-				check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
-			}
-		}
 		for _, k := range ck.psumI16[1:] {
 			if k != nil {
 				check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.reqI16...))

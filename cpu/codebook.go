@@ -15,21 +15,19 @@ import (
 // entry per code and codebook; or, for codebook.Baseline, decodes the
 // weights from the centroids and multiplies (the baseline kernel).
 type CBMatrix struct {
-	b            *Backend
-	c            *codebook.Codebook
-	dequant      bool
-	closed       bool
-	mu           sync.RWMutex
-	cent         [][]float32 // per codebook: 2^B x V float32 (slices of centFlat)
-	centFlat     []float32
-	centT        [][]float32 // per codebook: V x 2^B float32 (table build)
-	scales       []float32   // Groups x PRows float32, group-major
-	kern         *cbKernels  // nil: generic Go
-	cAbs         float32     // max over codebooks and centroids of sum_e |C[e]|
-	scales64     []float32   // scales in the 64-row kernel's position order
-	scrambleOnce sync.Once
-	i16st        *cbI16 // the int16 64-row kernel's code copy, built by its first multiply
-	i16Once      sync.Once
+	b        *Backend
+	c        *codebook.Codebook
+	dequant  bool
+	closed   bool
+	mu       sync.RWMutex
+	cent     [][]float32 // per codebook: 2^B x V float32 (slices of centFlat)
+	centFlat []float32
+	centT    [][]float32 // per codebook: V x 2^B float32 (table build)
+	scales   []float32   // Groups x PRows float32, group-major
+	kern     *cbKernels  // nil: generic Go
+	cAbs     float32     // max over codebooks and centroids of sum_e |C[e]|
+	i16st    *cbI16      // the int16 64-row kernel's code copy, built by its first multiply
+	i16Once  sync.Once
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.

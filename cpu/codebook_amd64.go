@@ -25,10 +25,7 @@ type cbKernels struct {
 	psum16  map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // binary16 tables, 32 rows
 	table16 map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)                                                                // by v
 	req16   []string                                                                                                                                        // what the binary16-table kernels need beyond requires
-	// 8-bit codes, 64 rows per lookup: byte-split tables, by codebooks.
-	psum64     [3]func(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
-	tableSplit map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
-	tableFn    func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+	tableFn func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 	// 8-bit codes, 64 rows per lookup, int16 tables summed in int32, over
 	// the transposed code copy (CBMatrix.codesI16): by codebooks.
 	psumI16  [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -49,10 +46,7 @@ var cbSets = map[ISA]*cbKernels{
 		dequant:  map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx512, {6, 1}: asm.CbDequantB6M1Avx512, {8, 1}: asm.CbDequantB8M1Avx512, {10, 1}: asm.CbDequantB10M1Avx512, {12, 1}: asm.CbDequantB12M1Avx512, {4, 2}: asm.CbDequantB4M2Avx512, {6, 2}: asm.CbDequantB6M2Avx512, {8, 2}: asm.CbDequantB8M2Avx512, {10, 2}: asm.CbDequantB10M2Avx512, {12, 2}: asm.CbDequantB12M2Avx512},
 		requires: []string{"AVX", "AVX512F", "FMA3"},
 		req16:    []string{"AVX2", "AVX512BW", "AVX512VL", "AVX512VBMI"},
-		psum64: [3]func(words *uint32, tstride int, cbstride int, nper int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
-			1: asm.CbPsumB8x64M1Avx512, 2: asm.CbPsumB8x64M2Avx512},
-		tableSplit: map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32){2: asm.CbTableSplitV2Avx512, 4: asm.CbTableSplitV4Avx512, 8: asm.CbTableSplitV8Avx512},
-		table16:    map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32){2: asm.CbTableF16V2Avx512, 4: asm.CbTableF16V4Avx512, 8: asm.CbTableF16V8Avx512},
+		table16:  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32){2: asm.CbTableF16V2Avx512, 4: asm.CbTableF16V4Avx512, 8: asm.CbTableF16V8Avx512},
 		psumI16: [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
 			1: asm.CbPsumI16B8M1Avx512, 2: asm.CbPsumI16B8M2Avx512},
 		tableI16: map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32){2: asm.CbTableI16V2Avx512, 4: asm.CbTableI16V4Avx512, 8: asm.CbTableI16V8Avx512},
@@ -92,10 +86,6 @@ func (mx *CBMatrix) mulF16(acc, xp []float32) {
 	if bound := float64(mx.cAbs) * float64(xmax); bound > 0 {
 		e := math.Floor(math.Log2(32768 / bound))
 		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
-	}
-	if c.B == 8 && c.PRows >= 64 {
-		mx.mul64(acc, xp, inv)
-		return
 	}
 	buf := f16Pool.Get().(*[]uint16)
 	defer f16Pool.Put(buf)
@@ -288,138 +278,10 @@ func (mx *CBMatrix) flatTables(tab [][]float32) (*float32, int) {
 	return &tab[0][0], int(uintptr(unsafe.Pointer(&tab[1][0])) - uintptr(unsafe.Pointer(&tab[0][0])))
 }
 
-// cb64Budget bounds the byte-split tables of one column tile of the
-// 64-row kernel (all codebooks), so that they stay in L1 while every
-// 64-row block of the thread's chunk streams its codes past them; but a
-// chunk whose tables fit cb64Chunk (an L2 share) is one tile. Measured
-// with CB-m1v4b8g128 and CB-m2v8b8g128 A32 4096x14336 (DRAM-resident):
-// on the 2-core Zen 4 VM (chunks of 0.9 MB of tables) 16 KiB tiles took
-// 0.6x the time of 256 KiB ones, and 32 KiB was in between; on a 16-core
-// Xeon (chunks of 112 KiB) 16 KiB tiles took 1.1-1.2x the time of whole
-// chunks.
-const (
-	cb64Budget = 16 << 10
-	cb64Chunk  = 128 << 10
-)
-
-// cbRow64 is the row (within a 64-row block) of position p of the 64-row
-// kernel's accumulators and scales (the order its byte unpacks produce).
-func cbRow64(p int) int {
-	base := [4]int{0, 32, 8, 40}[p/16]
-	i := p % 16
-	if i >= 8 {
-		i += 8
-	}
-	return base + i
-}
-
-// split8Pool recycles the byte-split Psumbooks.
-var split8Pool = sync.Pool{New: func() any { return new([]uint8) }}
-
-// mul64 runs the 8-bit 64-row kernel. Threads split the columns, not
-// the rows: each builds the byte-split binary16 tables of its own column
-// chunk (small enough to stay in its L2) and runs every 64-row block over
-// it into a private accumulator; the partial sums are then added in chunk
-// order (deterministic for a given thread count). A trailing odd 32-row
-// tile runs the 32-row kernel. acc is scaled back by 1/inv.
-func (mx *CBMatrix) mul64(acc, xp []float32, inv float32) {
-	c, k := mx.c, mx.kern
-	K, V, nv := 1<<c.B, c.V, c.NV()
-	buf := split8Pool.Get().(*[]uint8)
-	defer split8Pool.Put(buf)
-	*buf = grow(*buf, c.M*nv*2*K)
-	tab := *buf
-	build := k.tableSplit[V]
-	mx.scrambleOnce.Do(func() { // scales in the kernel's position order, per 64-row block
-		mx.scales64 = make([]float32, len(mx.scales))
-		for g := 0; g < c.Groups(); g++ {
-			for r0 := 0; r0+64 <= c.PRows; r0 += 64 {
-				for p := 0; p < 64; p++ {
-					mx.scales64[g*c.PRows+r0+p] = mx.scales[g*c.PRows+r0+cbRow64(p)]
-				}
-			}
-		}
-	})
-	spg := c.G / V
-	const P = 4 // 8-bit codes per word
-	// Column chunks: whole groups when there are enough of them, else a
-	// power of two dividing the group (a chunk never straddles a group).
-	nth := max(1, mx.b.threads)
-	share := (nv + nth - 1) / nth
-	var C int
-	if spg <= share {
-		unit := max(spg, P)
-		C = (share + unit - 1) / unit * unit
-	} else {
-		C = P
-		for C*2 <= share {
-			C *= 2
-		}
-	}
-	nch := (nv + C - 1) / C
-	// Column tiles inside a chunk: the whole chunk when its tables fit
-	// cb64Chunk, else tiles whose tables fit cb64Budget.
-	T := C
-	if C*2*K*c.M > cb64Chunk {
-		T = cbTile(C, spg, P, cb64Budget/(2*K*c.M))
-	}
-	wl := c.WL()
-	tile := c.M * wl * 128 // bytes per 32-row tile
-	fn := k.psum64[c.M]
-	n64 := c.PRows / 64 * 64
-	part := make([]float32, nch*n64)
-	_ = mx.b.parallelFor(nch, 1, func(c0, c1 int) error {
-		for ch := c0; ch < c1; ch++ {
-			ja, jb := ch*C, min(ch*C+C, nv)
-			for i := 0; i < c.M; i++ {
-				build(&mx.centT[i][0], &xp[ja*V], &tab[(i*nv+ja)*2*K], jb-ja, K, inv)
-			}
-			scr := part[ch*n64 : (ch+1)*n64]
-			for j0 := ja; j0 < jb; j0 += T {
-				n := min(j0+T, jb) - j0
-				sp := min(spg, n)
-				for blk := 0; blk < n64/64; blk++ {
-					r := blk * 64
-					pf := 2 * tile
-					if blk+1 == n64/64 {
-						pf = 0
-					}
-					fn(&c.Words[2*blk*c.M*wl*32+j0*c.B/32*32], tile, wl*128, n/P, &tab[j0*2*K], 2*nv*K, sp,
-						&mx.scales64[(j0/spg)*c.PRows+r], 4*c.PRows, &scr[r], pf)
-				}
-			}
-		}
-		return nil
-	})
-	alpha := 1 / inv
-	// The chunks' partial sums, added in chunk order and scaled back, by
-	// 64-row blocks in parallel (serial, this took a fifth of a 16-thread
-	// multiply on a Xeon).
-	_ = mx.b.parallelFor(n64/64, 8, func(b0, b1 int) error {
-		for r0 := b0 * 64; r0 < b1*64; r0 += 64 {
-			for p := 0; p < 64; p++ {
-				var sum float32
-				for ch := 0; ch < nch; ch++ {
-					sum += part[ch*n64+r0+p]
-				}
-				acc[r0+cbRow64(p)] = sum * alpha
-			}
-		}
-		return nil
-	})
-	if c.PRows%64 != 0 { // the last 32-row tile
-		t := c.PRows/32 - 1
-		tab16 := make([]uint16, c.M*nv*K)
-		for i := 0; i < c.M; i++ {
-			k.table16[V](&mx.centT[i][0], &xp[0], &tab16[i*nv*K], nv, K, inv)
-		}
-		k.psum16[[2]int{c.B, c.M}](&c.Words[t*c.M*wl*32], wl*128, nv/P, &tab16[0], 2*nv*K, min(spg, nv),
-			&mx.scales[t*32], 4*c.PRows, &acc[t*32], 0)
-		for r := t * 32; r < c.PRows; r++ {
-			acc[r] *= alpha
-		}
-	}
-}
+// cbI16Budget bounds the int16 tables of one column tile of the int16
+// kernel (all codebooks), so that they stay in L1 while every 64-row
+// block streams its codes past them.
+const cbI16Budget = 16 << 10
 
 // cbI16 is the int16 64-row kernel's copy of a matrix's codes, transposed
 // so that each lookup's 64 codes are one aligned load and a column tile's
@@ -469,7 +331,7 @@ func (mx *CBMatrix) prepareI16() {
 	c := mx.c
 	K, nv, spg := 1<<c.B, c.NV(), c.G/c.V
 	st := &cbI16{nb: (c.PRows + 63) / 64}
-	st.t = cbTile(nv, spg, 1, cb64Budget/(2*K*c.M))
+	st.t = cbTile(nv, spg, 1, cbI16Budget/(2*K*c.M))
 	var pos [64]int
 	for p := range pos {
 		pos[cbI16Row(p)] = p

@@ -134,13 +134,10 @@ func main() {
 	quantA8(false)
 	for _, v := range []int{2, 4, 8} {
 		cbTableF16(v)
-		cbTableSplit(v)
 		cbTableI16(v)
 	}
 	cbPsumI16(1)
 	cbPsumI16(2)
-	cbPsum64(1)
-	cbPsum64(2)
 	cbPsumScalar(1)
 	cbPsumScalar(2)
 	int8Gemv()
