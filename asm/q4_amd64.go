@@ -3999,7 +3999,7 @@ func CbTableI16V8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, in
 //		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
 //
 // where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +
-// i*cbstride + 64*s with cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
+// i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
 // bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
 // are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
 // codes pf bytes ahead are prefetched (prefetches never fault).
@@ -4017,7 +4017,7 @@ func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg
 //		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
 //
 // where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +
-// i*cbstride + 64*s with cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
+// i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
 // bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
 // are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
 // codes pf bytes ahead are prefetched (prefetches never fault).

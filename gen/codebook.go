@@ -826,14 +826,21 @@ func cbPsumScalar(m int) {
 		JNZ(LabelRef(loop))
 	}
 	// Next tile: words, scales and acc move on.
-	bump("words", param("tstride"))
-	bump("scales", U32(128))
-	bump("acc", U32(128))
-	bump("ntiles", I32(-1))
-	n := param("ntiles")
-	TESTQ(n, n)
-	JNZ(LabelRef(name + "_tile"))
+	cbNextTile("words", param("tstride"), 128, "ntiles", name+"_tile")
 	RET()
+}
+
+// cbNextTile advances the code pointer argument ptr by stride and the
+// scales and acc arguments by step bytes, counts down the argument count
+// and loops to label while it is not zero.
+func cbNextTile(ptr string, stride Op, step uint32, count, label string) {
+	bump(ptr, stride)
+	bump("scales", U32(step))
+	bump("acc", U32(step))
+	bump(count, I32(-1))
+	n := param(count)
+	TESTQ(n, n)
+	JNZ(LabelRef(label))
 }
 
 // cbTableI16 emits CbTableI16V<v>Avx512: the Psumbook as int16 fixed
@@ -874,19 +881,6 @@ func cbTableI16(v int) {
 	})
 }
 
-// cbI16Row is the row (within a 64-row block) whose code the int16
-// kernel reads at byte p of a segment's 64 codes: the byte unpacks and
-// the even/odd word multiply-adds then leave rows 0-15, 16-31, 32-47 and
-// 48-63 in the four accumulators, in order.
-func cbI16Row(p int) int {
-	l, k := p/16, p%16
-	base := 0
-	if k >= 8 {
-		base, k = 32, k-8
-	}
-	return base + (k%2)*16 + 4*l + k/2
-}
-
 // cbPsumI16 emits CbPsumI16B8M<m>Avx512: 8-bit codes, 64 rows per lookup,
 // int16 Psumbooks (CbTableI16) read with byte permutes and summed exactly
 // in int32 with word multiply-adds; the codes are the CPU's transposed
@@ -904,7 +898,7 @@ func cbPsumI16(m int) {
 		"\t\tsegments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))",
 		"",
 		"where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +",
-		"i*cbstride + 64*s with cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high",
+		"i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high",
 		"bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums",
 		"are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The",
 		"codes pf bytes ahead are prefetched (prefetches never fault).",
@@ -992,13 +986,7 @@ func cbPsumI16(m int) {
 		VMOVUPS(accf[q], Mem{Base: ap, Disp: 64 * q})
 	}
 	// Next block: codes, scales and acc move on.
-	bump("codes", param("bstride"))
-	bump("scales", U32(256))
-	bump("acc", U32(256))
-	bump("nblk", I32(-1))
-	n := param("nblk")
-	TESTQ(n, n)
-	JNZ(LabelRef(name + "_block"))
+	cbNextTile("codes", param("bstride"), 256, "nblk", name+"_block")
 	VZEROUPPER()
 	RET()
 }
