@@ -283,6 +283,11 @@ func (mx *CBMatrix) flatTables(tab [][]float32) (*float32, int) {
 // block streams its codes past them.
 const cbI16Budget = 16 << 10
 
+// cbI16ChunksPerThread is how many chunks of column tiles each thread of
+// the int16 kernel gets on average (claimed dynamically, so that a slow
+// core delays the multiply by one chunk).
+const cbI16ChunksPerThread = 4
+
 // cbI16 is the int16 64-row kernel's copy of a matrix's codes, transposed
 // so that each lookup's 64 codes are one aligned load and a column tile's
 // codes for every row block are one sequential run:
@@ -373,17 +378,17 @@ func (mx *CBMatrix) prepareI16() {
 	mx.i16st = st
 }
 
-// i16Pool recycles the int16 kernel's per-chunk tables and partial sums.
+// i16Pool recycles the int16 kernel's per-chunk tables.
 var i16Pool = sync.Pool{New: func() any { return new([]uint8) }}
 
 // mulI16 runs the int16 64-row kernel and reports whether it did: not
 // when an activation is NaN or infinite (an int16 table cannot hold the
-// result; the binary16 kernel propagates it). Threads take contiguous
-// runs of column tiles; per tile a thread builds the int16 tables of its
+// result; the binary16 kernel propagates it). Threads claim chunks of
+// column tiles; per tile a thread builds the int16 tables of its
 // segments (scaled by inv = 2^k so that every entry is at most 32767 in
-// magnitude) and runs every 64-row block over them into a private
-// partial sum; the partial sums are added in tile-run order
-// (deterministic for a given thread count) and scaled back by 1/inv.
+// magnitude) and runs every 64-row block over them into the chunk's
+// partial sum; the partial sums are added in chunk order (deterministic
+// for a given thread count) and scaled back by 1/inv.
 //
 // Against the binary16 64-row kernel it replaced (CbPsumB8x64, which
 // gathered each lookup's 64 codes from the packed words with two byte
@@ -416,32 +421,35 @@ func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	spg := c.G / V
 	T, rb := st.t, st.nb*64
 	nt := (nv + T - 1) / T
-	nch := min(max(1, mx.b.threads), nt)
-	per := (nt + nch - 1) / nch
-	nch = (nt + per - 1) / per
+	// Chunks of column tiles, about cbI16ChunksPerThread per thread,
+	// claimed dynamically; each has its own partial sums, added in chunk
+	// order below.
+	workers := min(max(1, mx.b.threads), nt)
+	per := max(1, nt/(workers*cbI16ChunksPerThread))
+	nch := (nt + per - 1) / per
 	tabBytes := c.M * T * 2 * K
-	buf := i16Pool.Get().(*[]uint8)
-	defer i16Pool.Put(buf)
-	*buf = grow(*buf, nch*tabBytes)
-	tabs := *buf
-	part := make([]float32, nch*rb)
+	pbuf := f32Pool.Get().(*[]float32)
+	defer f32Pool.Put(pbuf)
+	*pbuf = grow(*pbuf, nch*rb)
+	part := *pbuf
 	cbBytes := rb * nv
 	fn, build := k.psumI16[c.M], k.tableI16[V]
-	_ = mx.b.parallelFor(nch, 1, func(c0, c1 int) error {
-		for ch := c0; ch < c1; ch++ {
-			tab := tabs[ch*tabBytes : (ch+1)*tabBytes]
-			scr := part[ch*rb : (ch+1)*rb]
-			for tile := ch * per; tile < min(ch*per+per, nt); tile++ {
-				j0 := tile * T
-				n := min(T, nv-j0)
-				for i := 0; i < c.M; i++ {
-					build(&mx.centT[i][0], &xp[j0*V], &tab[i*T*2*K], n, K, inv)
-				}
-				fn(&st.codes[j0*rb], n*64, cbBytes, st.nb, n, &tab[0], T*2*K, min(spg, n),
-					&st.scales[(j0/spg)*rb], 4*rb, &scr[0], 1024)
+	claimChunks(workers, nt, per, func(ch, t0, t1 int) {
+		buf := i16Pool.Get().(*[]uint8)
+		defer i16Pool.Put(buf)
+		*buf = grow(*buf, tabBytes)
+		tab := *buf
+		scr := part[ch*rb : (ch+1)*rb]
+		clear(scr)
+		for tile := t0; tile < t1; tile++ {
+			j0 := tile * T
+			n := min(T, nv-j0)
+			for i := 0; i < c.M; i++ {
+				build(&mx.centT[i][0], &xp[j0*V], &tab[i*T*2*K], n, K, inv)
 			}
+			fn(&st.codes[j0*rb], n*64, cbBytes, st.nb, n, &tab[0], T*2*K, min(spg, n),
+				&st.scales[(j0/spg)*rb], 4*rb, &scr[0], 1024)
 		}
-		return nil
 	})
 	alpha := 1 / inv
 	_ = mx.b.parallelFor(len(acc), 512, func(r0, r1 int) error {
