@@ -1,11 +1,13 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/qgemv/qgemv/layout/codebook"
@@ -172,7 +174,8 @@ func TestCodebookI16Extremes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, isa := range supportedSets() {
-		be, err := New(Config{ISA: isa, Threads: 2})
+		// HugePages: the int16 kernel's code copy in huge-page memory.
+		be, err := New(Config{ISA: isa, Threads: 2, HugePages: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,10 +186,25 @@ func TestCodebookI16Extremes(t *testing.T) {
 		mx.dequant = false
 		name := string(isa) + "/" + mx.Kernel()
 		dst := make([]float32, rows)
+		// Two first multiplies at once: one builds the code copy, the
+		// other waits for it (run under -race in CI).
+		var wg sync.WaitGroup
+		dst2 := make([]float32, rows)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := mx.MulF32(dst2, x, 1); err != nil {
+				t.Error(err)
+			}
+		}()
 		if err := mx.MulF32(dst, x, 1); err != nil {
 			t.Fatal(err)
 		}
+		wg.Wait()
 		checkCodebook(t, name+"/edge", mx, dst, x, 1)
+		if !slices.Equal(dst, dst2) {
+			t.Fatalf("%s: concurrent multiplies differ", name)
+		}
 		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
 			xb := slices.Clone(x)
 			xb[77] = bad
@@ -203,10 +221,18 @@ func TestCodebookI16Extremes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for r := range dst {
-				if math.IsNaN(float64(dst[r])) != math.IsNaN(float64(want[r])) || !math.IsNaN(float64(want[r])) && dst[r] != want[r] && !math.IsInf(float64(want[r]), 0) {
+				w, g := float64(want[r]), float64(dst[r])
+				finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+				if !(math.IsNaN(w) && math.IsNaN(g) || math.IsInf(w, 0) && g == w || finite(w) && finite(g)) {
 					t.Fatalf("%s: x[77] = %v: row %d = %v, generic %v", name, bad, r, dst[r], want[r])
 				}
 			}
+		}
+		if err := mx.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := mx.MulF32(dst, x, 1); !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s: multiply after Close: %v", name, err)
 		}
 	}
 }
