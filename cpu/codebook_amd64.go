@@ -27,7 +27,7 @@ type cbKernels struct {
 	req16   []string                                                                                                                                        // what the binary16-table kernels need beyond requires
 	tableFn func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 	// 8-bit codes, 64 rows per lookup, int16 tables summed in int32, over
-	// the transposed code copy (CBMatrix.codesI16): by codebooks.
+	// the transposed code copy (CBMatrix.i16st): by codebooks.
 	psumI16  [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 	tableI16 map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 	reqI16   []string // what the int16 kernels need beyond requires
@@ -382,7 +382,8 @@ func (mx *CBMatrix) prepareI16() {
 var i16Pool = sync.Pool{New: func() any { return new([]uint8) }}
 
 // mulI16 runs the int16 64-row kernel and reports whether it did: not
-// when an activation is NaN or infinite (an int16 table cannot hold the
+// when an activation is NaN or infinite, or so large that the float32
+// sums behind the tables could overflow (an int16 table cannot hold the
 // result; the binary16 kernel propagates it). Threads claim chunks of
 // column tiles; per tile a thread builds the int16 tables of its
 // segments (scaled by inv = 2^k so that every entry is at most 32767 in
@@ -411,11 +412,11 @@ func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	}
 	inv := float32(1)
 	if bound := float64(mx.cAbs) * float64(xmax); bound > 0 {
-		e := math.Floor(math.Log2(32767 / bound))
-		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
-		if float64(inv)*bound > 32767 { // bound beyond float32's range
+		if bound >= math.MaxFloat32 { // the float32 sums before scaling could overflow
 			return false
 		}
+		e := math.Floor(math.Log2(32767 / bound))
+		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
 	}
 	K, V, nv := 1<<c.B, c.V, c.NV()
 	spg := c.G / V

@@ -141,8 +141,9 @@ func checkCodebook(t *testing.T, name string, mx *CBMatrix, dst, x []float32, ba
 // TestCodebookI16Extremes drives the int16 kernel's tables to the edge of
 // their range (entries of exactly cAbs*max|x|, which the scale step must
 // keep within 32767) and feeds it NaN and infinite activations, which it
-// must hand to a float kernel (every row NaN, as the generic kernel
-// gives) rather than round into int16.
+// must hand to a float kernel (every row NaN or infinite, as the generic
+// kernel gives) rather than round into int16, and activations so large
+// that the float32 sums behind the tables overflow.
 func TestCodebookI16Extremes(t *testing.T) {
 	const rows, cols = 128, 512
 	c, err := codebook.New(rows, cols, 1, 4, 8, 128, true)
@@ -205,7 +206,8 @@ func TestCodebookI16Extremes(t *testing.T) {
 		if !slices.Equal(dst, dst2) {
 			t.Fatalf("%s: concurrent multiplies differ", name)
 		}
-		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		// 3e38: finite, but the segment's float32 sums overflow.
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), 3e38} {
 			xb := slices.Clone(x)
 			xb[77] = bad
 			want := make([]float32, rows)
