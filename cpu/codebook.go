@@ -196,7 +196,7 @@ func (mx *CBMatrix) mulVec(dst, xp []float32) {
 	c := mx.c
 	acc := make([]float32, c.PRows)
 	var tab [][]float32
-	if !mx.dequant && !mx.f16() {
+	if !mx.dequant && !mx.f16() && !mx.scalar() {
 		buf := f32Pool.Get().(*[]float32)
 		defer f32Pool.Put(buf)
 		tab = mx.tables(buf, xp)
