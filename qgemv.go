@@ -77,7 +77,9 @@ func WithThreads(n int) Option { return func(o *dispatch.Options) { o.Threads = 
 // transparent huge pages (Linux; CPU backend), freed by Matrix.Close.
 // Streaming weights through 2 MiB pages measured about 10% faster on one
 // core; the cost is the copy at load time and its memory while the
-// caller still holds the original.
+// caller still holds the original. Codebook matrices with 8-bit codes on
+// AVX-512 get, on their first multiply, a copy of the codes transposed
+// for the kernel instead (see the README's Codebooks section).
 func WithHugePages(on bool) Option { return func(o *dispatch.Options) { o.HugePages = on } }
 
 // Engine is an opened backend. It is safe for concurrent use.

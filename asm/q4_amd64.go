@@ -3994,7 +3994,7 @@ func CbTableI16V8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, in
 // CbPsumI16B8M1Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 1
 // codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
 //
-//	for each block b, row r < 64 and run of spg segments (the last may be shorter):
+//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
 //		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
 //		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
 //
@@ -4012,7 +4012,7 @@ func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg
 // CbPsumI16B8M2Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 2
 // codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
 //
-//	for each block b, row r < 64 and run of spg segments (the last may be shorter):
+//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
 //		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
 //		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
 //
@@ -4026,6 +4026,48 @@ func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg
 //
 //go:noescape
 func CbPsumI16B8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumI16PB8M1Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 1
+// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
+//
+//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
+//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
+//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
+//
+// where g counts the block's runs, position r of a block is row cpu.cbI16PRow(r)
+// of its 64 (scales and acc are in position order), c is that row's code i of
+// segment s: for rows 0-31 of block b, byte s%4 of word s/4 of a layout/codebook
+// 32-row tile whose codebook-i words start at codes + b*bstride + i*cbstride,
+// for rows 32-63 the tile bstride/2 bytes further; lo_i/hi_i are the 256 low / high
+// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
+// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
+// codes pf bytes ahead are prefetched (prefetches never fault).
+//
+// Preconditions: nblk >= 1, nseg >= 1 a multiple of 4, spg >= 1.
+//
+//go:noescape
+func CbPsumI16PB8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+
+// CbPsumI16PB8M2Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 2
+// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
+//
+//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
+//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
+//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
+//
+// where g counts the block's runs, position r of a block is row cpu.cbI16PRow(r)
+// of its 64 (scales and acc are in position order), c is that row's code i of
+// segment s: for rows 0-31 of block b, byte s%4 of word s/4 of a layout/codebook
+// 32-row tile whose codebook-i words start at codes + b*bstride + i*cbstride,
+// for rows 32-63 the tile bstride/2 bytes further; lo_i/hi_i are the 256 low / high
+// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
+// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
+// codes pf bytes ahead are prefetched (prefetches never fault).
+//
+// Preconditions: nblk >= 1, nseg >= 1 a multiple of 4, spg >= 1.
+//
+//go:noescape
+func CbPsumI16PB8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
 // CbPsumScalarB8M1Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
 // (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX and FMA3:

@@ -138,7 +138,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 		for _, k := range ck.table16 {
 			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
 		}
-		for _, k := range ck.psumI16[1:] {
+		for _, k := range append(ck.psumI16[1:], ck.psumI16P[1:]...) {
 			if k != nil {
 				check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.reqI16...))
 			}

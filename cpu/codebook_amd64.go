@@ -29,6 +29,7 @@ type cbKernels struct {
 	// 8-bit codes, 64 rows per lookup, int16 tables summed in int32, over
 	// the transposed code copy (CBMatrix.i16st): by codebooks.
 	psumI16  [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
+	psumI16P [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // packed words in place
 	tableI16 map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 	reqI16   []string // what the int16 kernels need beyond requires
 	// 8-bit codes, one scalar load per code (no gathers), by codebooks.
@@ -49,6 +50,8 @@ var cbSets = map[ISA]*cbKernels{
 		table16:  map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32){2: asm.CbTableF16V2Avx512, 4: asm.CbTableF16V4Avx512, 8: asm.CbTableF16V8Avx512},
 		psumI16: [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
 			1: asm.CbPsumI16B8M1Avx512, 2: asm.CbPsumI16B8M2Avx512},
+		psumI16P: [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
+			1: asm.CbPsumI16PB8M1Avx512, 2: asm.CbPsumI16PB8M2Avx512},
 		tableI16: map[int]func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32){2: asm.CbTableI16V2Avx512, 4: asm.CbTableI16V4Avx512, 8: asm.CbTableI16V8Avx512},
 		reqI16:   []string{"AVX2", "AVX512BW", "AVX512VL", "AVX512VBMI", "AVX512VNNI"},
 		psum16: map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int){
@@ -323,20 +326,26 @@ const cbI16Budget = 16 << 10
 // core delays the multiply by one chunk).
 const cbI16ChunksPerThread = 4
 
-// cbI16 is the int16 64-row kernel's copy of a matrix's codes, transposed
-// so that each lookup's 64 codes are one aligned load and a column tile's
+// cbI16 is the int16 64-row kernels' state. On HugePages backends (which
+// copy matrices for speed) it holds a copy of the codes, transposed so
+// that each lookup's 64 codes are one aligned load and a column tile's
 // codes for every row block are one sequential run:
 //
 //	codes[i*NB*64*NV + tile*NB*64*T + b*64*n + s*64 + p] = code(64b + cbI16Row(p), i, tile*T + s)
 //
 // for codebook i, block b < NB of 64 rows (rows past Rows hold code 0),
 // column tile of T segments (n of them: T, or fewer in the last tile) and
-// segment s < n. It costs as many bytes as the packed codes (8-bit codes).
+// segment s < n; it costs as many bytes as the packed codes. Otherwise
+// the kernel reads layout/codebook's packed words in place (the packed
+// kernel), with a copy of the last 32-row tile padded to a whole block
+// when PRows is not a multiple of 64.
 type cbI16 struct {
-	codes  []uint8
-	scales []float32      // Groups x NB*64, group-major, zero past Rows
+	codes  []uint8        // the transposed copy, or nil: the packed kernel
+	tail   []uint32       // packed: the last 32-row tile's words, then as many zero words
+	scales []float32      // Groups x NB*64, group-major, in kernel position order, zero past PRows
+	row    [64]int        // the row (within its block) of each kernel position
 	nb, t  int            // 64-row blocks, segments per column tile
-	block  *hugemem.Block // codes' huge-page memory (HugePages backends), or nil
+	block  *hugemem.Block // codes' huge-page memory, or nil
 }
 
 // freeI16 releases the int16 kernel's huge-page code copy.
@@ -346,10 +355,17 @@ func (mx *CBMatrix) freeI16() {
 	}
 }
 
-// cbI16Row is the row (within a 64-row block) whose code the int16
-// kernel reads at byte p of a segment's 64 codes (see CbPsumI16B8M1Avx512:
-// the byte unpacks and the even/odd word multiply-adds then leave rows
-// 0-15, 16-31, 32-47 and 48-63 in its four accumulators, in order).
+// cbI16Byte is the byte of a segment's 64 codes whose lookup the int16
+// kernels add to position P of their accumulators: four vectors of 16
+// dwords, the even and odd words of the low and the high byte unpacks.
+func cbI16Byte(P int) int {
+	q, j := P/16, P%16
+	return 16*(j/4) + 2*(j%4) + q%2 + 8*(q/2)
+}
+
+// cbI16Row is the row (within a 64-row block) whose code the copy's
+// kernel (CbPsumI16B8M1Avx512) reads at byte p of a segment's 64 codes:
+// chosen so that position P holds row P.
 func cbI16Row(p int) int {
 	l, k := p/16, p%16
 	base := 0
@@ -359,30 +375,68 @@ func cbI16Row(p int) int {
 	return base + (k%2)*16 + 4*l + k/2
 }
 
-// i16 reports whether the matrix runs the int16 64-row kernel: 8-bit
+// cbI16PRow is the row (within a 64-row block) at position P of the
+// packed kernel (CbPsumI16PB8M1Avx512), whose in-register transpose puts
+// row 16*((p%16)/4) + 4*(p/16) + p%4 at byte p.
+func cbI16PRow(P int) int {
+	p := cbI16Byte(P)
+	return 16*((p%16)/4) + 4*(p/16) + p%4
+}
+
+// i16 reports whether the matrix runs an int16 64-row kernel: 8-bit
 // codes, at least 64 rows, a kernel set that has it.
 func (mx *CBMatrix) i16() bool {
 	c, k := mx.c, mx.kern
 	return k != nil && !mx.dequant && c.B == 8 && c.PRows >= 64 && k.psumI16[c.M] != nil && hasAll(k.reqI16)
 }
 
-// prepareI16 builds the int16 kernel's code copy (on the first multiply).
+// prepareI16 builds the int16 kernels' state (on the first multiply).
 func (mx *CBMatrix) prepareI16() {
 	c := mx.c
 	K, nv, spg := 1<<c.B, c.NV(), c.G/c.V
 	st := &cbI16{nb: (c.PRows + 63) / 64}
-	st.t = cbTile(nv, spg, 1, cbI16Budget/(2*K*c.M))
+	wl := c.WL()
+	if mx.b.huge {
+		st.t = cbTile(nv, spg, 1, cbI16Budget/(2*K*c.M))
+		for P := range st.row {
+			st.row[P] = P
+		}
+		st.codes, st.block = mx.transposeI16(st)
+	} else {
+		st.t = cbTile(nv, spg, 4, cbI16Budget/(2*K*c.M))
+		for P := range st.row {
+			st.row[P] = cbI16PRow(P)
+		}
+		if c.PRows%64 != 0 {
+			tile := c.M * wl * 32 // words per 32-row tile
+			st.tail = make([]uint32, 2*tile)
+			copy(st.tail, c.Words[(c.PRows/32-1)*tile:][:tile])
+		}
+	}
+	rb := st.nb * 64
+	st.scales = make([]float32, c.Groups()*rb)
+	for g := 0; g < c.Groups(); g++ {
+		for P := 0; P < rb; P++ {
+			if r := P/64*64 + st.row[P%64]; r < c.PRows {
+				st.scales[g*rb+P] = mx.scales[g*c.PRows+r]
+			}
+		}
+	}
+	mx.i16st = st
+}
+
+// transposeI16 returns the transposed code copy (see cbI16), in huge-page
+// memory.
+func (mx *CBMatrix) transposeI16(st *cbI16) ([]uint8, *hugemem.Block) {
+	c := mx.c
+	nv := c.NV()
 	var pos [64]int
 	for p := range pos {
 		pos[cbI16Row(p)] = p
 	}
 	per := st.nb * 64 * nv // bytes per codebook
-	if mx.b.huge {
-		st.block = hugemem.Alloc(c.M * per)
-		st.codes = st.block.Bytes
-	} else {
-		st.codes = make([]uint8, c.M*per)
-	}
+	blk := hugemem.Alloc(c.M * per)
+	codes := blk.Bytes
 	wl := c.WL()
 	// 8-bit codes: code (r, i, j) is byte j%4 of word
 	// ((r/32*M + i)*WL + j/4)*32 + r%32 (layout/codebook).
@@ -391,7 +445,7 @@ func (mx *CBMatrix) prepareI16() {
 			for j0 := 0; j0 < nv; j0 += st.t {
 				n := min(st.t, nv-j0)
 				for b := b0; b < b1; b++ {
-					out := st.codes[i*per+j0*st.nb*64+b*64*n : i*per+j0*st.nb*64+(b+1)*64*n]
+					out := codes[i*per+j0*st.nb*64+b*64*n : i*per+j0*st.nb*64+(b+1)*64*n]
 					for r := b * 64; r < min(b*64+64, c.Rows); r++ {
 						words := c.Words[(r/32*c.M+i)*wl*32+r%32:]
 						p := pos[r%64]
@@ -405,12 +459,7 @@ func (mx *CBMatrix) prepareI16() {
 		}
 		return nil
 	})
-	rb := st.nb * 64
-	st.scales = make([]float32, c.Groups()*rb)
-	for g := 0; g < c.Groups(); g++ {
-		copy(st.scales[g*rb:], mx.scales[g*c.PRows:(g+1)*c.PRows])
-	}
-	mx.i16st = st
+	return codes, blk
 }
 
 // i16Pool recycles the int16 kernel's per-chunk tables.
@@ -431,9 +480,15 @@ var i16Pool = sync.Pool{New: func() any { return new([]uint8) }}
 // permutes and converted every lookup to float32), on the 2-core Zen 4
 // VM, A32 4096x14336, four alternating rounds, 2 threads: CB-m1v4b8g128
 // 0.84-0.96 ms against 1.01-1.48, CB-m2v8b8g128 0.73-0.93 against
-// 1.29-1.52 (Q4G128 W4A32 1.22-1.43 in the same runs). The kernel itself
-// takes about 11 cycles per segment and 64 rows with its codes in L1;
-// prefetching the codes 64 to 16384 bytes ahead measured the same.
+// 1.29-1.52 (Q4G128 W4A32 1.22-1.43 in the same runs); that was the
+// transposed copy's kernel. The kernel itself takes about 11 cycles per
+// segment and 64 rows with its codes in L1; prefetching the codes 64 to
+// 16384 bytes ahead measured the same. The packed kernel (no copy:
+// backends without HugePages) transposes each word column in registers
+// (4 VPSHUFB and 8 unpacks per 4 segments); four alternating rounds
+// against the copy's kernel, same conditions: CB-m1v4b8g128 0.88-0.92 ms
+// against 0.81-0.91, CB-m2v8b8g128 0.98-1.24 against 0.75-0.92 (Q4G128
+// 1.20-1.43).
 func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	mx.i16Once.Do(mx.prepareI16)
 	c, k, st := mx.c, mx.kern, mx.i16st
@@ -470,6 +525,12 @@ func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	part := *pbuf
 	cbBytes := rb * nv
 	fn, build := k.psumI16[c.M], k.tableI16[V]
+	wl := c.WL()
+	tstride := c.M * wl * 128 // bytes per 32-row tile of packed words
+	full := c.PRows / 64
+	if st.codes == nil {
+		fn = k.psumI16P[c.M]
+	}
 	claimChunks(workers, nt, per, func(ch, t0, t1 int) {
 		buf := i16Pool.Get().(*[]uint8)
 		defer i16Pool.Put(buf)
@@ -483,16 +544,29 @@ func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 			for i := 0; i < c.M; i++ {
 				build(&mx.centT[i][0], &xp[j0*V], &tab[i*T*2*K], n, K, inv)
 			}
-			fn(&st.codes[j0*rb], n*64, cbBytes, st.nb, n, &tab[0], T*2*K, min(spg, n),
-				&st.scales[(j0/spg)*rb], 4*rb, &scr[0], 1024)
+			sc := st.scales[(j0/spg)*rb:]
+			if st.codes != nil {
+				fn(&st.codes[j0*rb], n*64, cbBytes, st.nb, n, &tab[0], T*2*K, min(spg, n), &sc[0], 4*rb, &scr[0], 1024)
+				continue
+			}
+			w := (*uint8)(unsafe.Pointer(&c.Words[j0/4*32]))
+			fn(w, 2*tstride, wl*128, full, n, &tab[0], T*2*K, min(spg, n), &sc[0], 4*rb, &scr[0], 2*tstride)
+			if st.tail != nil {
+				w := (*uint8)(unsafe.Pointer(&st.tail[j0/4*32]))
+				fn(w, 2*tstride, wl*128, 1, n, &tab[0], T*2*K, min(spg, n), &sc[full*64], 4*rb, &scr[full*64], 0)
+			}
 		}
 	})
 	alpha := 1 / inv
-	_ = mx.b.parallelFor(len(acc), 512, func(r0, r1 int) error {
-		for r := r0; r < r1; r++ {
+	_ = mx.b.parallelFor(rb, 512, func(p0, p1 int) error {
+		for P := p0; P < p1; P++ {
+			r := P/64*64 + st.row[P%64]
+			if r >= len(acc) {
+				continue
+			}
 			var sum float32
 			for ch := 0; ch < nch; ch++ {
-				sum += part[ch*rb+r]
+				sum += part[ch*rb+P]
 			}
 			acc[r] = sum * alpha
 		}

@@ -58,12 +58,17 @@ func TestCodebookKernels(t *testing.T) {
 	if testing.Short() {
 		shapes = shapes[1:2]
 	}
+	runs := 0
 	for _, sh := range shapes {
 		rows, cols := sh[0], sh[1]
 		for _, cf := range cfgs {
 			c := randomCodebook(t, rng, rows, cols, cf.m, cf.v, cf.b, cf.g, rng.IntN(2) == 0)
 			for _, isa := range supportedSets() {
-				be, err := New(Config{ISA: isa, Threads: 3})
+				// HugePages: the int16 kernel on its transposed code copy
+				// (else on the packed words in place).
+				huge := runs%2 == 1
+				runs++
+				be, err := New(Config{ISA: isa, Threads: 3, HugePages: huge})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -74,7 +79,7 @@ func TestCodebookKernels(t *testing.T) {
 					}
 					mx.dequant = dq // test both kernels whatever the row count
 					for _, batch := range []int{1, 3} {
-						name := fmt.Sprintf("%s/%s/%dx%d/b%d", c.Name(), mx.Kernel(), rows, cols, batch)
+						name := fmt.Sprintf("%s/%s/%dx%d/b%d/huge=%v", c.Name(), mx.Kernel(), rows, cols, batch, huge)
 						x := randVec(rng, batch*cols)
 						full, dst := guarded(batch * rows)
 						if err := mx.MulF32(dst, x, batch); err != nil {

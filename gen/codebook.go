@@ -881,36 +881,67 @@ func cbTableI16(v int) {
 	})
 }
 
-// cbPsumI16 emits CbPsumI16B8M<m>Avx512: 8-bit codes, 64 rows per lookup,
+// cbPsumI16 emits CbPsumI16B8M<m>Avx512 (packed false) and
+// CbPsumI16PB8M<m>Avx512 (packed true): 8-bit codes, 64 rows per lookup,
 // int16 Psumbooks (CbTableI16) read with byte permutes and summed exactly
-// in int32 with word multiply-adds; the codes are the CPU's transposed
-// copy, 64 bytes per segment and block.
-func cbPsumI16(m int) {
+// in int32 with word multiply-adds. The first reads the codes from the
+// CPU's transposed copy (64 bytes per segment and block); the second
+// reads layout/codebook's packed words in place and transposes each word
+// column of a block (4 segments, 256 bytes) in registers.
+func cbPsumI16(m int, packed bool) {
 	name := fmt.Sprintf("CbPsumI16B8M%dAvx512", m)
+	if packed {
+		name = fmt.Sprintf("CbPsumI16PB8M%dAvx512", m)
+	}
 	TEXT(name, NOSPLIT, "func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)")
 	Pragma("noescape")
-	Doc(
+	where := []string{
+		"where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +",
+		"i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high",
+	}
+	pre := "Preconditions: nblk >= 1, nseg >= 1, spg >= 1."
+	if packed {
+		where = []string{
+			"where g counts the block's runs, position r of a block is row cpu.cbI16PRow(r)",
+			"of its 64 (scales and acc are in position order), c is that row's code i of",
+			"segment s: for rows 0-31 of block b, byte s%4 of word s/4 of a layout/codebook",
+			"32-row tile whose codebook-i words start at codes + b*bstride + i*cbstride,",
+			"for rows 32-63 the tile bstride/2 bytes further; lo_i/hi_i are the 256 low / high",
+		}
+		pre = "Preconditions: nblk >= 1, nseg >= 1 a multiple of 4, spg >= 1."
+	}
+	doc := []string{
 		fmt.Sprintf("%s accumulates, for nblk blocks of 64 rows (8-bit codes, M = %d", name, m),
 		"codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:",
 		"",
-		"\tfor each block b, row r < 64 and run of spg segments (the last may be shorter):",
+		"\tfor each block b, position r < 64 and run of spg segments (the last may be shorter):",
 		"\t\tacc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's",
 		"\t\tsegments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))",
 		"",
-		"where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +",
-		"i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high",
+	}
+	doc = append(doc, where...)
+	doc = append(doc,
 		"bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums",
 		"are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The",
 		"codes pf bytes ahead are prefetched (prefetches never fault).",
 		"",
-		"Preconditions: nblk >= 1, nseg >= 1, spg >= 1.",
+		pre,
 	)
+	Doc(doc...)
 	var one [2]VecVirtual // word multipliers: the even and the odd word of each dword
 	for q := range one {
 		one[q] = ZMM()
 		t := GP32()
 		MOVL(U32(1<<(16*q)), t)
 		VPBROADCASTD(t, one[q])
+	}
+	var tr VecVirtual // packed: VPSHUFB index transposing each lane's 4 rows x 4 segments
+	if packed {
+		tr = ZMM()
+		VMOVDQU8(rodata("cbI16Transpose", 64, 1, func(k int) uint64 {
+			o := k % 16
+			return uint64(4*(o%4) + o/4)
+		}), tr)
 	}
 	Label(name + "_block")
 	var accf, ia [4]VecVirtual
@@ -928,36 +959,14 @@ func cbPsumI16(m int) {
 		cps, tps = append(cps, c1), append(tps, t1)
 	}
 	pf := param("pf")
+	var ts GPVirtual // packed: bytes to the block's second 32-row tile
+	if packed {
+		ts = param("bstride")
+		SHRQ(U8(1), ts)
+	}
 	sp := param("scales")
 	cnt := param("spg")
 	s := param("nseg")
-	Label(name + "_seg")
-	for i := 0; i < m; i++ {
-		idx := ZMM()
-		VMOVDQU8(Mem{Base: cps[i]}, idx)
-		kb := K()
-		VPMOVB2M(idx, kb)
-		var half [2]VecVirtual // low bytes, high bytes
-		for hb := 0; hb < 2; hb++ {
-			t0, t1 := ZMM(), ZMM()
-			VMOVDQU8(Mem{Base: tps[i], Disp: 256 * hb}, t0)
-			VPERMT2B(Mem{Base: tps[i], Disp: 256*hb + 64}, idx, t0)
-			VMOVDQU8(Mem{Base: tps[i], Disp: 256*hb + 128}, t1)
-			VPERMT2B(Mem{Base: tps[i], Disp: 256*hb + 192}, idx, t1)
-			VPBLENDMB(t1, t0, kb, t0)
-			half[hb] = t0
-		}
-		wl, wh := ZMM(), ZMM()
-		VPUNPCKLBW(half[1], half[0], wl)
-		VPUNPCKHBW(half[1], half[0], wh)
-		VPDPWSSD(one[0], wl, ia[0])
-		VPDPWSSD(one[1], wl, ia[1])
-		VPDPWSSD(one[0], wh, ia[2])
-		VPDPWSSD(one[1], wh, ia[3])
-		PREFETCHT0(Mem{Base: cps[i], Index: pf, Scale: 1})
-		ADDQ(U32(64), cps[i])
-		ADDQ(U32(512), tps[i])
-	}
 	flush := func() {
 		for q := range ia {
 			f := ZMM()
@@ -968,12 +977,96 @@ func cbPsumI16(m int) {
 		ADDQ(param("sstride"), sp)
 		Load(Param("spg"), cnt)
 	}
-	skip := name + "_nogroup"
-	DECQ(cnt)
-	JNZ(LabelRef(skip))
-	flush()
-	Label(skip)
-	DECQ(s)
+	// lookup adds segment table t (at tps[i] + disp) at the 64 codes idx.
+	lookup := func(i int, idx VecVirtual, disp int) {
+		kb := K()
+		VPMOVB2M(idx, kb)
+		var half [2]VecVirtual // low bytes, high bytes
+		for hb := 0; hb < 2; hb++ {
+			t0, t1 := ZMM(), ZMM()
+			VMOVDQU8(Mem{Base: tps[i], Disp: disp + 256*hb}, t0)
+			VPERMT2B(Mem{Base: tps[i], Disp: disp + 256*hb + 64}, idx, t0)
+			VMOVDQU8(Mem{Base: tps[i], Disp: disp + 256*hb + 128}, t1)
+			VPERMT2B(Mem{Base: tps[i], Disp: disp + 256*hb + 192}, idx, t1)
+			VPBLENDMB(t1, t0, kb, t0)
+			half[hb] = t0
+		}
+		wl, wh := ZMM(), ZMM()
+		VPUNPCKLBW(half[1], half[0], wl)
+		VPUNPCKHBW(half[1], half[0], wh)
+		VPDPWSSD(one[0], wl, ia[0])
+		VPDPWSSD(one[1], wl, ia[1])
+		VPDPWSSD(one[0], wh, ia[2])
+		VPDPWSSD(one[1], wh, ia[3])
+	}
+	// segEnd counts a segment against the run and flushes a full run.
+	segEnd := func(label string) {
+		DECQ(cnt)
+		JNZ(LabelRef(label))
+		flush()
+		Label(label)
+	}
+	Label(name + "_seg")
+	if !packed {
+		for i := 0; i < m; i++ {
+			idx := ZMM()
+			VMOVDQU8(Mem{Base: cps[i]}, idx)
+			lookup(i, idx, 0)
+			PREFETCHT0(Mem{Base: cps[i], Index: pf, Scale: 1})
+			ADDQ(U32(64), cps[i])
+			ADDQ(U32(512), tps[i])
+		}
+		segEnd(name + "_nogroup")
+		DECQ(s)
+	} else {
+		// One word column: per codebook, rows 0-15, 16-31 (this tile) and
+		// 32-47, 48-63 (the next), each lane's 4 rows x 4 segments
+		// transposed by VPSHUFB, then a 4x4 dword transpose across the
+		// four: idx[i][j] holds segment j's codes, byte p of row
+		// 16*((p%16)/4) + 4*(p/16) + p%4.
+		idx := make([][4]VecVirtual, m)
+		for i := 0; i < m; i++ {
+			var a [4]VecVirtual
+			for q := range a {
+				a[q] = ZMM()
+				mem := Mem{Base: cps[i], Disp: 64 * (q % 2)}
+				if q >= 2 {
+					mem = Mem{Base: cps[i], Index: ts, Scale: 1, Disp: 64 * (q % 2)}
+				}
+				VMOVDQU32(mem, a[q])
+				VPSHUFB(tr, a[q], a[q])
+			}
+			t0, t1, t2, t3 := ZMM(), ZMM(), ZMM(), ZMM()
+			VPUNPCKLDQ(a[1], a[0], t0)
+			VPUNPCKHDQ(a[1], a[0], t1)
+			VPUNPCKLDQ(a[3], a[2], t2)
+			VPUNPCKHDQ(a[3], a[2], t3)
+			for j := range idx[i] {
+				idx[i][j] = ZMM()
+			}
+			VPUNPCKLQDQ(t2, t0, idx[i][0])
+			VPUNPCKHQDQ(t2, t0, idx[i][1])
+			VPUNPCKLQDQ(t3, t1, idx[i][2])
+			VPUNPCKHQDQ(t3, t1, idx[i][3])
+			pa := GP64()
+			LEAQ(Mem{Base: cps[i], Index: pf, Scale: 1}, pa)
+			PREFETCHT0(Mem{Base: pa})
+			PREFETCHT0(Mem{Base: pa, Disp: 64})
+			PREFETCHT0(Mem{Base: pa, Index: ts, Scale: 1})
+			PREFETCHT0(Mem{Base: pa, Index: ts, Scale: 1, Disp: 64})
+		}
+		for j := 0; j < 4; j++ {
+			for i := 0; i < m; i++ {
+				lookup(i, idx[i][j], 512*j)
+			}
+			segEnd(fmt.Sprintf("%s_nogroup%d", name, j))
+		}
+		for i := 0; i < m; i++ {
+			ADDQ(U32(128), cps[i])
+			ADDQ(U32(2048), tps[i])
+		}
+		SUBQ(U8(4), s)
+	}
 	JNZ(LabelRef(name + "_seg"))
 	// A shorter last run: flush it.
 	done := name + "_done"

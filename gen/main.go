@@ -136,8 +136,10 @@ func main() {
 		cbTableF16(v)
 		cbTableI16(v)
 	}
-	cbPsumI16(1)
-	cbPsumI16(2)
+	for _, packed := range []bool{false, true} {
+		cbPsumI16(1, packed)
+		cbPsumI16(2, packed)
+	}
 	cbPsumScalar(1)
 	cbPsumScalar(2)
 	int8Gemv()
