@@ -67411,7 +67411,7 @@ CbTableF16V2Avx512_q:
 // func CbTableI16V2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
 TEXT ·CbTableI16V2Avx512(SB), NOSPLIT, $0-44
-	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
+	VMOVDQU8     cbI16SplitBytes<>+0(SB), Z0
 	MOVQ         ct+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         out+16(FP), DX
@@ -67435,16 +67435,13 @@ CbTableI16V2Avx512_q:
 	VFMADD231PS   (R11), Z3, Z4
 	VMULPS        Z1, Z4, Z4
 	VCVTPS2DQ     Z4, Z4
-	VPMOVDW       Z4, Y5
-	VMULPS        64(R8), Z2, Z4
+	VMULPS        64(R8), Z2, Z5
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z3, Z4
-	VMULPS        Z1, Z4, Z4
-	VCVTPS2DQ     Z4, Z4
-	VPMOVDW       Z4, Y4
-	VINSERTI64X4  $0x01, Y4, Z5, Z4
-	VPERMB        Z4, Z0, Z4
+	VFMADD231PS   64(R11), Z3, Z5
+	VMULPS        Z1, Z5, Z5
+	VCVTPS2DQ     Z5, Z5
+	VPERMT2B      Z5, Z0, Z4
 	VMOVDQU       Y4, (R9)
 	VEXTRACTI64X4 $0x01, Z4, Y4
 	VMOVDQU       Y4, (R9)(SI*1)
@@ -67460,71 +67457,71 @@ CbTableI16V2Avx512_q:
 	VZEROUPPER
 	RET
 
-DATA cbSplitBytes<>+0(SB)/1, $0x00
-DATA cbSplitBytes<>+1(SB)/1, $0x02
-DATA cbSplitBytes<>+2(SB)/1, $0x04
-DATA cbSplitBytes<>+3(SB)/1, $0x06
-DATA cbSplitBytes<>+4(SB)/1, $0x08
-DATA cbSplitBytes<>+5(SB)/1, $0x0a
-DATA cbSplitBytes<>+6(SB)/1, $0x0c
-DATA cbSplitBytes<>+7(SB)/1, $0x0e
-DATA cbSplitBytes<>+8(SB)/1, $0x10
-DATA cbSplitBytes<>+9(SB)/1, $0x12
-DATA cbSplitBytes<>+10(SB)/1, $0x14
-DATA cbSplitBytes<>+11(SB)/1, $0x16
-DATA cbSplitBytes<>+12(SB)/1, $0x18
-DATA cbSplitBytes<>+13(SB)/1, $0x1a
-DATA cbSplitBytes<>+14(SB)/1, $0x1c
-DATA cbSplitBytes<>+15(SB)/1, $0x1e
-DATA cbSplitBytes<>+16(SB)/1, $0x20
-DATA cbSplitBytes<>+17(SB)/1, $0x22
-DATA cbSplitBytes<>+18(SB)/1, $0x24
-DATA cbSplitBytes<>+19(SB)/1, $0x26
-DATA cbSplitBytes<>+20(SB)/1, $0x28
-DATA cbSplitBytes<>+21(SB)/1, $0x2a
-DATA cbSplitBytes<>+22(SB)/1, $0x2c
-DATA cbSplitBytes<>+23(SB)/1, $0x2e
-DATA cbSplitBytes<>+24(SB)/1, $0x30
-DATA cbSplitBytes<>+25(SB)/1, $0x32
-DATA cbSplitBytes<>+26(SB)/1, $0x34
-DATA cbSplitBytes<>+27(SB)/1, $0x36
-DATA cbSplitBytes<>+28(SB)/1, $0x38
-DATA cbSplitBytes<>+29(SB)/1, $0x3a
-DATA cbSplitBytes<>+30(SB)/1, $0x3c
-DATA cbSplitBytes<>+31(SB)/1, $0x3e
-DATA cbSplitBytes<>+32(SB)/1, $0x01
-DATA cbSplitBytes<>+33(SB)/1, $0x03
-DATA cbSplitBytes<>+34(SB)/1, $0x05
-DATA cbSplitBytes<>+35(SB)/1, $0x07
-DATA cbSplitBytes<>+36(SB)/1, $0x09
-DATA cbSplitBytes<>+37(SB)/1, $0x0b
-DATA cbSplitBytes<>+38(SB)/1, $0x0d
-DATA cbSplitBytes<>+39(SB)/1, $0x0f
-DATA cbSplitBytes<>+40(SB)/1, $0x11
-DATA cbSplitBytes<>+41(SB)/1, $0x13
-DATA cbSplitBytes<>+42(SB)/1, $0x15
-DATA cbSplitBytes<>+43(SB)/1, $0x17
-DATA cbSplitBytes<>+44(SB)/1, $0x19
-DATA cbSplitBytes<>+45(SB)/1, $0x1b
-DATA cbSplitBytes<>+46(SB)/1, $0x1d
-DATA cbSplitBytes<>+47(SB)/1, $0x1f
-DATA cbSplitBytes<>+48(SB)/1, $0x21
-DATA cbSplitBytes<>+49(SB)/1, $0x23
-DATA cbSplitBytes<>+50(SB)/1, $0x25
-DATA cbSplitBytes<>+51(SB)/1, $0x27
-DATA cbSplitBytes<>+52(SB)/1, $0x29
-DATA cbSplitBytes<>+53(SB)/1, $0x2b
-DATA cbSplitBytes<>+54(SB)/1, $0x2d
-DATA cbSplitBytes<>+55(SB)/1, $0x2f
-DATA cbSplitBytes<>+56(SB)/1, $0x31
-DATA cbSplitBytes<>+57(SB)/1, $0x33
-DATA cbSplitBytes<>+58(SB)/1, $0x35
-DATA cbSplitBytes<>+59(SB)/1, $0x37
-DATA cbSplitBytes<>+60(SB)/1, $0x39
-DATA cbSplitBytes<>+61(SB)/1, $0x3b
-DATA cbSplitBytes<>+62(SB)/1, $0x3d
-DATA cbSplitBytes<>+63(SB)/1, $0x3f
-GLOBL cbSplitBytes<>(SB), RODATA|NOPTR, $64
+DATA cbI16SplitBytes<>+0(SB)/1, $0x00
+DATA cbI16SplitBytes<>+1(SB)/1, $0x04
+DATA cbI16SplitBytes<>+2(SB)/1, $0x08
+DATA cbI16SplitBytes<>+3(SB)/1, $0x0c
+DATA cbI16SplitBytes<>+4(SB)/1, $0x10
+DATA cbI16SplitBytes<>+5(SB)/1, $0x14
+DATA cbI16SplitBytes<>+6(SB)/1, $0x18
+DATA cbI16SplitBytes<>+7(SB)/1, $0x1c
+DATA cbI16SplitBytes<>+8(SB)/1, $0x20
+DATA cbI16SplitBytes<>+9(SB)/1, $0x24
+DATA cbI16SplitBytes<>+10(SB)/1, $0x28
+DATA cbI16SplitBytes<>+11(SB)/1, $0x2c
+DATA cbI16SplitBytes<>+12(SB)/1, $0x30
+DATA cbI16SplitBytes<>+13(SB)/1, $0x34
+DATA cbI16SplitBytes<>+14(SB)/1, $0x38
+DATA cbI16SplitBytes<>+15(SB)/1, $0x3c
+DATA cbI16SplitBytes<>+16(SB)/1, $0x40
+DATA cbI16SplitBytes<>+17(SB)/1, $0x44
+DATA cbI16SplitBytes<>+18(SB)/1, $0x48
+DATA cbI16SplitBytes<>+19(SB)/1, $0x4c
+DATA cbI16SplitBytes<>+20(SB)/1, $0x50
+DATA cbI16SplitBytes<>+21(SB)/1, $0x54
+DATA cbI16SplitBytes<>+22(SB)/1, $0x58
+DATA cbI16SplitBytes<>+23(SB)/1, $0x5c
+DATA cbI16SplitBytes<>+24(SB)/1, $0x60
+DATA cbI16SplitBytes<>+25(SB)/1, $0x64
+DATA cbI16SplitBytes<>+26(SB)/1, $0x68
+DATA cbI16SplitBytes<>+27(SB)/1, $0x6c
+DATA cbI16SplitBytes<>+28(SB)/1, $0x70
+DATA cbI16SplitBytes<>+29(SB)/1, $0x74
+DATA cbI16SplitBytes<>+30(SB)/1, $0x78
+DATA cbI16SplitBytes<>+31(SB)/1, $0x7c
+DATA cbI16SplitBytes<>+32(SB)/1, $0x01
+DATA cbI16SplitBytes<>+33(SB)/1, $0x05
+DATA cbI16SplitBytes<>+34(SB)/1, $0x09
+DATA cbI16SplitBytes<>+35(SB)/1, $0x0d
+DATA cbI16SplitBytes<>+36(SB)/1, $0x11
+DATA cbI16SplitBytes<>+37(SB)/1, $0x15
+DATA cbI16SplitBytes<>+38(SB)/1, $0x19
+DATA cbI16SplitBytes<>+39(SB)/1, $0x1d
+DATA cbI16SplitBytes<>+40(SB)/1, $0x21
+DATA cbI16SplitBytes<>+41(SB)/1, $0x25
+DATA cbI16SplitBytes<>+42(SB)/1, $0x29
+DATA cbI16SplitBytes<>+43(SB)/1, $0x2d
+DATA cbI16SplitBytes<>+44(SB)/1, $0x31
+DATA cbI16SplitBytes<>+45(SB)/1, $0x35
+DATA cbI16SplitBytes<>+46(SB)/1, $0x39
+DATA cbI16SplitBytes<>+47(SB)/1, $0x3d
+DATA cbI16SplitBytes<>+48(SB)/1, $0x41
+DATA cbI16SplitBytes<>+49(SB)/1, $0x45
+DATA cbI16SplitBytes<>+50(SB)/1, $0x49
+DATA cbI16SplitBytes<>+51(SB)/1, $0x4d
+DATA cbI16SplitBytes<>+52(SB)/1, $0x51
+DATA cbI16SplitBytes<>+53(SB)/1, $0x55
+DATA cbI16SplitBytes<>+54(SB)/1, $0x59
+DATA cbI16SplitBytes<>+55(SB)/1, $0x5d
+DATA cbI16SplitBytes<>+56(SB)/1, $0x61
+DATA cbI16SplitBytes<>+57(SB)/1, $0x65
+DATA cbI16SplitBytes<>+58(SB)/1, $0x69
+DATA cbI16SplitBytes<>+59(SB)/1, $0x6d
+DATA cbI16SplitBytes<>+60(SB)/1, $0x71
+DATA cbI16SplitBytes<>+61(SB)/1, $0x75
+DATA cbI16SplitBytes<>+62(SB)/1, $0x79
+DATA cbI16SplitBytes<>+63(SB)/1, $0x7d
+GLOBL cbI16SplitBytes<>(SB), RODATA|NOPTR, $64
 
 // func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 // Requires: AVX, AVX512F
@@ -67575,7 +67572,7 @@ CbTableF16V4Avx512_q:
 // func CbTableI16V4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
 TEXT ·CbTableI16V4Avx512(SB), NOSPLIT, $0-44
-	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
+	VMOVDQU8     cbI16SplitBytes<>+0(SB), Z0
 	MOVQ         ct+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         out+16(FP), DX
@@ -67605,20 +67602,17 @@ CbTableI16V4Avx512_q:
 	VFMADD231PS   (R11), Z5, Z6
 	VMULPS        Z1, Z6, Z6
 	VCVTPS2DQ     Z6, Z6
-	VPMOVDW       Z6, Y7
-	VMULPS        64(R8), Z2, Z6
+	VMULPS        64(R8), Z2, Z7
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z3, Z6
+	VFMADD231PS   64(R11), Z3, Z7
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z4, Z6
+	VFMADD231PS   64(R11), Z4, Z7
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z5, Z6
-	VMULPS        Z1, Z6, Z6
-	VCVTPS2DQ     Z6, Z6
-	VPMOVDW       Z6, Y6
-	VINSERTI64X4  $0x01, Y6, Z7, Z6
-	VPERMB        Z6, Z0, Z6
+	VFMADD231PS   64(R11), Z5, Z7
+	VMULPS        Z1, Z7, Z7
+	VCVTPS2DQ     Z7, Z7
+	VPERMT2B      Z7, Z0, Z6
 	VMOVDQU       Y6, (R9)
 	VEXTRACTI64X4 $0x01, Z6, Y6
 	VMOVDQU       Y6, (R9)(SI*1)
@@ -67695,7 +67689,7 @@ CbTableF16V8Avx512_q:
 // func CbTableI16V8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
 TEXT ·CbTableI16V8Avx512(SB), NOSPLIT, $0-44
-	VMOVDQU8     cbSplitBytes<>+0(SB), Z0
+	VMOVDQU8     cbI16SplitBytes<>+0(SB), Z0
 	MOVQ         ct+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         out+16(FP), DX
@@ -67737,28 +67731,25 @@ CbTableI16V8Avx512_q:
 	VFMADD231PS   (R11), Z9, Z10
 	VMULPS        Z1, Z10, Z10
 	VCVTPS2DQ     Z10, Z10
-	VPMOVDW       Z10, Y11
-	VMULPS        64(R8), Z2, Z10
+	VMULPS        64(R8), Z2, Z11
 	MOVQ          R8, R11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z3, Z10
+	VFMADD231PS   64(R11), Z3, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z4, Z10
+	VFMADD231PS   64(R11), Z4, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z5, Z10
+	VFMADD231PS   64(R11), Z5, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z6, Z10
+	VFMADD231PS   64(R11), Z6, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z7, Z10
+	VFMADD231PS   64(R11), Z7, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z8, Z10
+	VFMADD231PS   64(R11), Z8, Z11
 	ADDQ          DI, R11
-	VFMADD231PS   64(R11), Z9, Z10
-	VMULPS        Z1, Z10, Z10
-	VCVTPS2DQ     Z10, Z10
-	VPMOVDW       Z10, Y10
-	VINSERTI64X4  $0x01, Y10, Z11, Z10
-	VPERMB        Z10, Z0, Z10
+	VFMADD231PS   64(R11), Z9, Z11
+	VMULPS        Z1, Z11, Z11
+	VCVTPS2DQ     Z11, Z11
+	VPERMT2B      Z11, Z0, Z10
 	VMOVDQU       Y10, (R9)
 	VEXTRACTI64X4 $0x01, Z10, Y10
 	VMOVDQU       Y10, (R9)(SI*1)

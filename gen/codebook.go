@@ -576,12 +576,6 @@ func cbPackBytes(j int) Mem {
 	})
 }
 
-// cbSplitBytes returns the VPERMB index gathering the even bytes of 32
-// words, then the odd bytes.
-func cbSplitBytes() Mem {
-	return rodata("cbSplitBytes", 64, 1, func(i int) uint64 { return uint64(2*(i%32) + i/32) })
-}
-
 // int8Gemv emits Int8GemvAvx512: exact int8 x int8 dot products, four rows
 // at a time, for the MatVANS int8 baseline.
 func int8Gemv() {
@@ -861,19 +855,19 @@ func cbTableI16(v int) {
 		"",
 		"Preconditions: nseg >= 1, k a multiple of 32.",
 	)
-	split := ZMM() // VPERMB index: even bytes (low) then odd bytes (high)
-	VMOVDQU8(cbSplitBytes(), split)
+	// VPERMT2B index over two vectors of 16 dwords: bytes 0 (low) of the
+	// 32 dwords, then bytes 1 (high); the entries fit 16 bits, so these
+	// are the int16's bytes.
+	split := ZMM()
+	VMOVDQU8(rodata("cbI16SplitBytes", 64, 1, func(i int) uint64 { return uint64(4*(i%32) + i/32) }), split)
 	cbTable16Loop(name, v, 32, func(entries func(half int) VecVirtual, op, k GPVirtual) {
-		var hs [2]VecVirtual
-		for half := range hs {
-			d := ZMM()
-			VCVTPS2DQ(entries(half), d)
-			hs[half] = YMM()
-			VPMOVDW(d, hs[half])
+		var ds [2]VecVirtual
+		for half := range ds {
+			ds[half] = ZMM()
+			VCVTPS2DQ(entries(half), ds[half])
 		}
-		w := ZMM()
-		VINSERTI64X4(U8(1), hs[1], hs[0].AsZ(), w)
-		VPERMB(w, split, w)
+		w := ds[0]
+		VPERMT2B(ds[1], split, w)
 		VMOVDQU(w.AsY(), Mem{Base: op})
 		hi := YMM()
 		VEXTRACTI64X4(U8(1), w, hi)
