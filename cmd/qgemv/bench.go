@@ -50,7 +50,7 @@ func cmdBench(args []string) error {
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
 	threads := fs.Int("threads", 0, "CPU goroutines per multiply (0: all)")
 	act := fs.String("act", "a8", "activations: a8 (int8, VNNI), a16 (binary16) or a32 (float32)")
-	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row")
+	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
 	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
 	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
 	minWS := fs.Int("working-set-mib", synth.BeyondLLC>>20, "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small)")
