@@ -26,7 +26,7 @@ type CBMatrix struct {
 	scales   []float32   // Groups x PRows float32, group-major
 	kern     *cbKernels  // nil: generic Go
 	cAbs     float32     // max over codebooks and centroids of sum_e |C[e]|
-	i16st    *cbI16      // the int16 64-row kernel's code copy, built by its first multiply
+	i16st    *cbI16      // the int16 64-row kernels' state (see cbI16), built by the first multiply
 	i16Once  sync.Once
 }
 
