@@ -81,15 +81,7 @@ func (mx *CBMatrix) f16() bool {
 func (mx *CBMatrix) mulF16(acc, xp []float32) {
 	c, k := mx.c, mx.kern
 	K, V, nv := 1<<c.B, c.V, c.NV()
-	var xmax float32
-	for _, v := range xp {
-		xmax = max(xmax, float32(math.Abs(float64(v))))
-	}
-	inv := float32(1)
-	if bound := float64(mx.cAbs) * float64(xmax); bound > 0 {
-		e := math.Floor(math.Log2(32768 / bound))
-		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
-	}
+	inv, _ := mx.tableScale(xp, 32768)
 	buf := f16Pool.Get().(*[]uint16)
 	defer f16Pool.Put(buf)
 	*buf = grow(*buf, c.M*nv*K)
@@ -126,6 +118,26 @@ func (mx *CBMatrix) mulF16(acc, xp []float32) {
 	for r := range acc {
 		acc[r] *= alpha
 	}
+}
+
+// tableScale returns the power of two inv = 2^k (k clamped to [-126, 127])
+// that scales the Psumbook of xp so that no entry exceeds limit in
+// magnitude (entries are bounded by cAbs * max|x|; inv is 1 when that
+// bound is 0 or NaN), and whether every activation is finite and the
+// bound below MaxFloat32, so that the float32 sums behind the tables
+// cannot overflow.
+func (mx *CBMatrix) tableScale(xp []float32, limit float64) (float32, bool) {
+	var xmax float32
+	for _, v := range xp {
+		xmax = max(xmax, float32(math.Abs(float64(v))))
+	}
+	inv := float32(1)
+	bound := float64(mx.cAbs) * float64(xmax)
+	if bound > 0 {
+		e := math.Floor(math.Log2(limit / bound))
+		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
+	}
+	return inv, xmax <= math.MaxFloat32 && bound < math.MaxFloat32
 }
 
 // f16Pool recycles the binary16 Psumbooks between multiplies.
@@ -264,23 +276,12 @@ func (mx *CBMatrix) mulScalar(acc, xp []float32) {
 	nt := (nv + T - 1) / T
 	wl := c.WL()
 	fn := k.scalar[c.M]
-	// Chunks of column tiles, claimed dynamically; each builds its tiles'
-	// tables just before using them and has its own partial sums, added
-	// in chunk order below.
-	workers := min(max(1, mx.b.threads), nt)
-	per := max(1, nt/(workers*cbI16ChunksPerThread))
-	nch := (nt + per - 1) / per
-	pbuf := f32Pool.Get().(*[]float32)
-	defer f32Pool.Put(pbuf)
-	*pbuf = grow(*pbuf, nch*c.PRows)
-	part := *pbuf
-	claimChunks(workers, nt, per, func(ch, t0, t1 int) {
+	// Each chunk builds its tiles' tables just before using them.
+	mx.tileChunks(nt, c.PRows, func(scr []float32, t0, t1 int) {
 		buf := f32Pool.Get().(*[]float32)
 		defer f32Pool.Put(buf)
 		*buf = grow(*buf, c.M*T*K)
 		tab := *buf
-		scr := part[ch*c.PRows : (ch+1)*c.PRows]
-		clear(scr)
 		for tile := t0; tile < t1; tile++ {
 			j0 := tile * T
 			n := min(T, nv-j0)
@@ -291,14 +292,36 @@ func (mx *CBMatrix) mulScalar(acc, xp []float32) {
 			fn(&c.Words[j0/P*32], c.M*wl*128, wl*128, c.PRows/32, n/P, &tab[0], 4*T*K, sp/P,
 				&mx.scales[(j0/spg)*c.PRows], 4*c.PRows, &scr[0])
 		}
+	}, func(r int, sum float32) { acc[r] = sum })
+}
+
+// tileChunks runs a multiply's nt column tiles in chunks of consecutive
+// tiles, about cbChunksPerThread per thread, claimed dynamically (so that
+// a slow core delays the multiply by one chunk). run(scr, t0, t1)
+// accumulates tiles [t0, t1) into scr, the chunk's own zeroed partial sums
+// (rb positions); the partial sums are then added in chunk order
+// (deterministic for a given thread count) and store(P, sum) receives the
+// total of position P.
+func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), store func(P int, sum float32)) {
+	workers := min(max(1, mx.b.threads), nt)
+	per := max(1, nt/(workers*cbChunksPerThread))
+	nch := (nt + per - 1) / per
+	pbuf := f32Pool.Get().(*[]float32)
+	defer f32Pool.Put(pbuf)
+	*pbuf = grow(*pbuf, nch*rb)
+	part := *pbuf
+	claimChunks(workers, nt, per, func(ch, t0, t1 int) {
+		scr := part[ch*rb : (ch+1)*rb]
+		clear(scr)
+		run(scr, t0, t1)
 	})
-	_ = mx.b.parallelFor(len(acc), 512, func(r0, r1 int) error {
-		for r := r0; r < r1; r++ {
+	_ = mx.b.parallelFor(rb, 512, func(p0, p1 int) error {
+		for P := p0; P < p1; P++ {
 			var sum float32
 			for ch := 0; ch < nch; ch++ {
-				sum += part[ch*c.PRows+r]
+				sum += part[ch*rb+P]
 			}
-			acc[r] = sum
+			store(P, sum)
 		}
 		return nil
 	})
@@ -321,10 +344,9 @@ func (mx *CBMatrix) flatTables(tab [][]float32) (*float32, int) {
 // block streams its codes past them.
 const cbI16Budget = 16 << 10
 
-// cbI16ChunksPerThread is how many chunks of column tiles each thread of
-// the int16 kernel gets on average (claimed dynamically, so that a slow
-// core delays the multiply by one chunk).
-const cbI16ChunksPerThread = 4
+// cbChunksPerThread is how many chunks of column tiles each thread of the
+// int16 and scalar codebook kernels gets on average (see tileChunks).
+const cbChunksPerThread = 4
 
 // cbI16 is the int16 64-row kernels' state. On HugePages backends (which
 // copy matrices for speed) it holds a copy of the codes, transposed so
@@ -492,37 +514,15 @@ var i16Pool = sync.Pool{New: func() any { return new([]uint8) }}
 func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	mx.i16Once.Do(mx.prepareI16)
 	c, k, st := mx.c, mx.kern, mx.i16st
-	var xmax float32
-	for _, v := range xp {
-		a := float32(math.Abs(float64(v)))
-		if !(a <= math.MaxFloat32) {
-			return false
-		}
-		xmax = max(xmax, a)
-	}
-	inv := float32(1)
-	if bound := float64(mx.cAbs) * float64(xmax); bound > 0 {
-		if bound >= math.MaxFloat32 { // the float32 sums before scaling could overflow
-			return false
-		}
-		e := math.Floor(math.Log2(32767 / bound))
-		inv = float32(math.Ldexp(1, int(max(-126, min(127, e)))))
+	inv, ok := mx.tableScale(xp, 32767)
+	if !ok {
+		return false
 	}
 	K, V, nv := 1<<c.B, c.V, c.NV()
 	spg := c.G / V
 	T, rb := st.t, st.nb*64
 	nt := (nv + T - 1) / T
-	// Chunks of column tiles, about cbI16ChunksPerThread per thread,
-	// claimed dynamically; each has its own partial sums, added in chunk
-	// order below.
-	workers := min(max(1, mx.b.threads), nt)
-	per := max(1, nt/(workers*cbI16ChunksPerThread))
-	nch := (nt + per - 1) / per
 	tabBytes := c.M * T * 2 * K
-	pbuf := f32Pool.Get().(*[]float32)
-	defer f32Pool.Put(pbuf)
-	*pbuf = grow(*pbuf, nch*rb)
-	part := *pbuf
 	cbBytes := rb * nv
 	fn, build := k.psumI16[c.M], k.tableI16[V]
 	wl := c.WL()
@@ -531,13 +531,12 @@ func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	if st.codes == nil {
 		fn = k.psumI16P[c.M]
 	}
-	claimChunks(workers, nt, per, func(ch, t0, t1 int) {
+	alpha := 1 / inv
+	mx.tileChunks(nt, rb, func(scr []float32, t0, t1 int) {
 		buf := i16Pool.Get().(*[]uint8)
 		defer i16Pool.Put(buf)
 		*buf = grow(*buf, tabBytes)
 		tab := *buf
-		scr := part[ch*rb : (ch+1)*rb]
-		clear(scr)
 		for tile := t0; tile < t1; tile++ {
 			j0 := tile * T
 			n := min(T, nv-j0)
@@ -556,21 +555,10 @@ func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 				fn(w, 2*tstride, wl*128, 1, n, &tab[0], T*2*K, min(spg, n), &sc[full*64], 4*rb, &scr[full*64], 0)
 			}
 		}
-	})
-	alpha := 1 / inv
-	_ = mx.b.parallelFor(rb, 512, func(p0, p1 int) error {
-		for P := p0; P < p1; P++ {
-			r := P/64*64 + st.row[P%64]
-			if r >= len(acc) {
-				continue
-			}
-			var sum float32
-			for ch := 0; ch < nch; ch++ {
-				sum += part[ch*rb+P]
-			}
+	}, func(P int, sum float32) {
+		if r := P/64*64 + st.row[P%64]; r < len(acc) {
 			acc[r] = sum * alpha
 		}
-		return nil
 	})
 	return true
 }
