@@ -70656,10 +70656,11 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -70670,49 +70671,49 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VMOVDQU64     (CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     64(CX), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VMOVDQU64     64(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     128(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VMOVDQU64     128(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     192(CX), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VMOVDQU64     192(CX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z15
-	VMOVDQU32     ansSpread0<>+0(SB), Z16
-	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	VPBROADCASTB  DI, Z14
+	VMOVDQU32     ansSpread0<>+0(SB), Z15
+	VMOVDQU32     ansSpread1<>+0(SB), Z16
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -70722,140 +70723,140 @@ AnsDotRowsX1Avx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z18
-	VPMULTISHIFTQB Z9, Z6, Z19
-	VPMULTISHIFTQB Z10, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VMOVDQU8       (R9), Z17
+	VPMULTISHIFTQB Z8, Z6, Z18
+	VPMULTISHIFTQB Z9, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R10
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R10, BX
-	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z12
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z21, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z21, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z20, Z23, Z20
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z21, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z21, Z21
+	VPSRLD         $0x08, Z18, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z20, Z19, Z19
-	VPMULLD        Z20, Z24, Z20
-	VPADDD         Z22, Z20, Z20
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z18, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPADDD         Z18, Z23, Z23
+	VPSRLD         $0x18, Z19, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z21, Z9, Z9
-	VPADDQ         Z22, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z20, Z8, Z8
+	VPADDQ         Z21, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z19, Z10, Z10
-	VPADDQ         Z20, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z18, Z9, Z9
+	VPADDQ         Z19, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R10
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VMOVDQU8       64(R9), Z18
-	VPMULTISHIFTQB Z11, Z6, Z19
-	VPMULTISHIFTQB Z12, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
+	VMOVDQU8       64(R9), Z17
+	VPMULTISHIFTQB Z10, Z6, Z18
+	VPMULTISHIFTQB Z11, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R9, BX
-	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z13
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z21, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z21, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z20, Z23, Z20
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z21, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z21, Z21
+	VPSRLD         $0x08, Z18, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z20, Z19, Z19
-	VPMULLD        Z20, Z24, Z20
-	VPADDD         Z22, Z20, Z20
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z18, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPADDD         Z18, Z23, Z23
+	VPSRLD         $0x18, Z19, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z21, Z11, Z11
-	VPADDQ         Z22, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z20, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z19, Z12, Z12
-	VPADDQ         Z20, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z18, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R9
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -70868,14 +70869,10 @@ AnsDotRowsX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX1Avx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -70899,137 +70896,71 @@ AnsDotRowsX1Avx512_badstate:
 	VZEROUPPER
 	RET
 
-DATA ansPackDigits<>+0(SB)/1, $0x00
-DATA ansPackDigits<>+1(SB)/1, $0x01
-DATA ansPackDigits<>+2(SB)/1, $0x02
-DATA ansPackDigits<>+3(SB)/1, $0x03
-DATA ansPackDigits<>+4(SB)/1, $0x08
-DATA ansPackDigits<>+5(SB)/1, $0x09
-DATA ansPackDigits<>+6(SB)/1, $0x0a
-DATA ansPackDigits<>+7(SB)/1, $0x0b
-DATA ansPackDigits<>+8(SB)/1, $0x10
-DATA ansPackDigits<>+9(SB)/1, $0x11
-DATA ansPackDigits<>+10(SB)/1, $0x12
-DATA ansPackDigits<>+11(SB)/1, $0x13
-DATA ansPackDigits<>+12(SB)/1, $0x18
-DATA ansPackDigits<>+13(SB)/1, $0x19
-DATA ansPackDigits<>+14(SB)/1, $0x1a
-DATA ansPackDigits<>+15(SB)/1, $0x1b
-DATA ansPackDigits<>+16(SB)/1, $0x20
-DATA ansPackDigits<>+17(SB)/1, $0x21
-DATA ansPackDigits<>+18(SB)/1, $0x22
-DATA ansPackDigits<>+19(SB)/1, $0x23
-DATA ansPackDigits<>+20(SB)/1, $0x28
-DATA ansPackDigits<>+21(SB)/1, $0x29
-DATA ansPackDigits<>+22(SB)/1, $0x2a
-DATA ansPackDigits<>+23(SB)/1, $0x2b
-DATA ansPackDigits<>+24(SB)/1, $0x30
-DATA ansPackDigits<>+25(SB)/1, $0x31
-DATA ansPackDigits<>+26(SB)/1, $0x32
-DATA ansPackDigits<>+27(SB)/1, $0x33
-DATA ansPackDigits<>+28(SB)/1, $0x38
-DATA ansPackDigits<>+29(SB)/1, $0x39
-DATA ansPackDigits<>+30(SB)/1, $0x3a
-DATA ansPackDigits<>+31(SB)/1, $0x3b
-DATA ansPackDigits<>+32(SB)/1, $0x40
-DATA ansPackDigits<>+33(SB)/1, $0x41
-DATA ansPackDigits<>+34(SB)/1, $0x42
-DATA ansPackDigits<>+35(SB)/1, $0x43
-DATA ansPackDigits<>+36(SB)/1, $0x48
-DATA ansPackDigits<>+37(SB)/1, $0x49
-DATA ansPackDigits<>+38(SB)/1, $0x4a
-DATA ansPackDigits<>+39(SB)/1, $0x4b
-DATA ansPackDigits<>+40(SB)/1, $0x50
-DATA ansPackDigits<>+41(SB)/1, $0x51
-DATA ansPackDigits<>+42(SB)/1, $0x52
-DATA ansPackDigits<>+43(SB)/1, $0x53
-DATA ansPackDigits<>+44(SB)/1, $0x58
-DATA ansPackDigits<>+45(SB)/1, $0x59
-DATA ansPackDigits<>+46(SB)/1, $0x5a
-DATA ansPackDigits<>+47(SB)/1, $0x5b
-DATA ansPackDigits<>+48(SB)/1, $0x60
-DATA ansPackDigits<>+49(SB)/1, $0x61
-DATA ansPackDigits<>+50(SB)/1, $0x62
-DATA ansPackDigits<>+51(SB)/1, $0x63
-DATA ansPackDigits<>+52(SB)/1, $0x68
-DATA ansPackDigits<>+53(SB)/1, $0x69
-DATA ansPackDigits<>+54(SB)/1, $0x6a
-DATA ansPackDigits<>+55(SB)/1, $0x6b
-DATA ansPackDigits<>+56(SB)/1, $0x70
-DATA ansPackDigits<>+57(SB)/1, $0x71
-DATA ansPackDigits<>+58(SB)/1, $0x72
-DATA ansPackDigits<>+59(SB)/1, $0x73
-DATA ansPackDigits<>+60(SB)/1, $0x78
-DATA ansPackDigits<>+61(SB)/1, $0x79
-DATA ansPackDigits<>+62(SB)/1, $0x7a
-DATA ansPackDigits<>+63(SB)/1, $0x7b
-GLOBL ansPackDigits<>(SB), RODATA|NOPTR, $64
-
-DATA ansPackInterleaved<>+0(SB)/1, $0x00
-DATA ansPackInterleaved<>+1(SB)/1, $0x01
-DATA ansPackInterleaved<>+2(SB)/1, $0x02
-DATA ansPackInterleaved<>+3(SB)/1, $0x03
-DATA ansPackInterleaved<>+4(SB)/1, $0x40
-DATA ansPackInterleaved<>+5(SB)/1, $0x41
-DATA ansPackInterleaved<>+6(SB)/1, $0x42
-DATA ansPackInterleaved<>+7(SB)/1, $0x43
-DATA ansPackInterleaved<>+8(SB)/1, $0x08
-DATA ansPackInterleaved<>+9(SB)/1, $0x09
-DATA ansPackInterleaved<>+10(SB)/1, $0x0a
-DATA ansPackInterleaved<>+11(SB)/1, $0x0b
-DATA ansPackInterleaved<>+12(SB)/1, $0x48
-DATA ansPackInterleaved<>+13(SB)/1, $0x49
-DATA ansPackInterleaved<>+14(SB)/1, $0x4a
-DATA ansPackInterleaved<>+15(SB)/1, $0x4b
-DATA ansPackInterleaved<>+16(SB)/1, $0x10
-DATA ansPackInterleaved<>+17(SB)/1, $0x11
-DATA ansPackInterleaved<>+18(SB)/1, $0x12
-DATA ansPackInterleaved<>+19(SB)/1, $0x13
-DATA ansPackInterleaved<>+20(SB)/1, $0x50
-DATA ansPackInterleaved<>+21(SB)/1, $0x51
-DATA ansPackInterleaved<>+22(SB)/1, $0x52
-DATA ansPackInterleaved<>+23(SB)/1, $0x53
-DATA ansPackInterleaved<>+24(SB)/1, $0x18
-DATA ansPackInterleaved<>+25(SB)/1, $0x19
-DATA ansPackInterleaved<>+26(SB)/1, $0x1a
-DATA ansPackInterleaved<>+27(SB)/1, $0x1b
-DATA ansPackInterleaved<>+28(SB)/1, $0x58
-DATA ansPackInterleaved<>+29(SB)/1, $0x59
-DATA ansPackInterleaved<>+30(SB)/1, $0x5a
-DATA ansPackInterleaved<>+31(SB)/1, $0x5b
-DATA ansPackInterleaved<>+32(SB)/1, $0x20
-DATA ansPackInterleaved<>+33(SB)/1, $0x21
-DATA ansPackInterleaved<>+34(SB)/1, $0x22
-DATA ansPackInterleaved<>+35(SB)/1, $0x23
-DATA ansPackInterleaved<>+36(SB)/1, $0x60
-DATA ansPackInterleaved<>+37(SB)/1, $0x61
-DATA ansPackInterleaved<>+38(SB)/1, $0x62
-DATA ansPackInterleaved<>+39(SB)/1, $0x63
-DATA ansPackInterleaved<>+40(SB)/1, $0x28
-DATA ansPackInterleaved<>+41(SB)/1, $0x29
-DATA ansPackInterleaved<>+42(SB)/1, $0x2a
-DATA ansPackInterleaved<>+43(SB)/1, $0x2b
-DATA ansPackInterleaved<>+44(SB)/1, $0x68
-DATA ansPackInterleaved<>+45(SB)/1, $0x69
-DATA ansPackInterleaved<>+46(SB)/1, $0x6a
-DATA ansPackInterleaved<>+47(SB)/1, $0x6b
-DATA ansPackInterleaved<>+48(SB)/1, $0x30
-DATA ansPackInterleaved<>+49(SB)/1, $0x31
-DATA ansPackInterleaved<>+50(SB)/1, $0x32
-DATA ansPackInterleaved<>+51(SB)/1, $0x33
-DATA ansPackInterleaved<>+52(SB)/1, $0x70
-DATA ansPackInterleaved<>+53(SB)/1, $0x71
-DATA ansPackInterleaved<>+54(SB)/1, $0x72
-DATA ansPackInterleaved<>+55(SB)/1, $0x73
-DATA ansPackInterleaved<>+56(SB)/1, $0x38
-DATA ansPackInterleaved<>+57(SB)/1, $0x39
-DATA ansPackInterleaved<>+58(SB)/1, $0x3a
-DATA ansPackInterleaved<>+59(SB)/1, $0x3b
-DATA ansPackInterleaved<>+60(SB)/1, $0x78
-DATA ansPackInterleaved<>+61(SB)/1, $0x79
-DATA ansPackInterleaved<>+62(SB)/1, $0x7a
-DATA ansPackInterleaved<>+63(SB)/1, $0x7b
-GLOBL ansPackInterleaved<>(SB), RODATA|NOPTR, $64
+DATA ansLaneFromInterleaved<>+0(SB)/1, $0x00
+DATA ansLaneFromInterleaved<>+1(SB)/1, $0x01
+DATA ansLaneFromInterleaved<>+2(SB)/1, $0x02
+DATA ansLaneFromInterleaved<>+3(SB)/1, $0x03
+DATA ansLaneFromInterleaved<>+4(SB)/1, $0x08
+DATA ansLaneFromInterleaved<>+5(SB)/1, $0x09
+DATA ansLaneFromInterleaved<>+6(SB)/1, $0x0a
+DATA ansLaneFromInterleaved<>+7(SB)/1, $0x0b
+DATA ansLaneFromInterleaved<>+8(SB)/1, $0x10
+DATA ansLaneFromInterleaved<>+9(SB)/1, $0x11
+DATA ansLaneFromInterleaved<>+10(SB)/1, $0x12
+DATA ansLaneFromInterleaved<>+11(SB)/1, $0x13
+DATA ansLaneFromInterleaved<>+12(SB)/1, $0x18
+DATA ansLaneFromInterleaved<>+13(SB)/1, $0x19
+DATA ansLaneFromInterleaved<>+14(SB)/1, $0x1a
+DATA ansLaneFromInterleaved<>+15(SB)/1, $0x1b
+DATA ansLaneFromInterleaved<>+16(SB)/1, $0x20
+DATA ansLaneFromInterleaved<>+17(SB)/1, $0x21
+DATA ansLaneFromInterleaved<>+18(SB)/1, $0x22
+DATA ansLaneFromInterleaved<>+19(SB)/1, $0x23
+DATA ansLaneFromInterleaved<>+20(SB)/1, $0x28
+DATA ansLaneFromInterleaved<>+21(SB)/1, $0x29
+DATA ansLaneFromInterleaved<>+22(SB)/1, $0x2a
+DATA ansLaneFromInterleaved<>+23(SB)/1, $0x2b
+DATA ansLaneFromInterleaved<>+24(SB)/1, $0x30
+DATA ansLaneFromInterleaved<>+25(SB)/1, $0x31
+DATA ansLaneFromInterleaved<>+26(SB)/1, $0x32
+DATA ansLaneFromInterleaved<>+27(SB)/1, $0x33
+DATA ansLaneFromInterleaved<>+28(SB)/1, $0x38
+DATA ansLaneFromInterleaved<>+29(SB)/1, $0x39
+DATA ansLaneFromInterleaved<>+30(SB)/1, $0x3a
+DATA ansLaneFromInterleaved<>+31(SB)/1, $0x3b
+DATA ansLaneFromInterleaved<>+32(SB)/1, $0x04
+DATA ansLaneFromInterleaved<>+33(SB)/1, $0x05
+DATA ansLaneFromInterleaved<>+34(SB)/1, $0x06
+DATA ansLaneFromInterleaved<>+35(SB)/1, $0x07
+DATA ansLaneFromInterleaved<>+36(SB)/1, $0x0c
+DATA ansLaneFromInterleaved<>+37(SB)/1, $0x0d
+DATA ansLaneFromInterleaved<>+38(SB)/1, $0x0e
+DATA ansLaneFromInterleaved<>+39(SB)/1, $0x0f
+DATA ansLaneFromInterleaved<>+40(SB)/1, $0x14
+DATA ansLaneFromInterleaved<>+41(SB)/1, $0x15
+DATA ansLaneFromInterleaved<>+42(SB)/1, $0x16
+DATA ansLaneFromInterleaved<>+43(SB)/1, $0x17
+DATA ansLaneFromInterleaved<>+44(SB)/1, $0x1c
+DATA ansLaneFromInterleaved<>+45(SB)/1, $0x1d
+DATA ansLaneFromInterleaved<>+46(SB)/1, $0x1e
+DATA ansLaneFromInterleaved<>+47(SB)/1, $0x1f
+DATA ansLaneFromInterleaved<>+48(SB)/1, $0x24
+DATA ansLaneFromInterleaved<>+49(SB)/1, $0x25
+DATA ansLaneFromInterleaved<>+50(SB)/1, $0x26
+DATA ansLaneFromInterleaved<>+51(SB)/1, $0x27
+DATA ansLaneFromInterleaved<>+52(SB)/1, $0x2c
+DATA ansLaneFromInterleaved<>+53(SB)/1, $0x2d
+DATA ansLaneFromInterleaved<>+54(SB)/1, $0x2e
+DATA ansLaneFromInterleaved<>+55(SB)/1, $0x2f
+DATA ansLaneFromInterleaved<>+56(SB)/1, $0x34
+DATA ansLaneFromInterleaved<>+57(SB)/1, $0x35
+DATA ansLaneFromInterleaved<>+58(SB)/1, $0x36
+DATA ansLaneFromInterleaved<>+59(SB)/1, $0x37
+DATA ansLaneFromInterleaved<>+60(SB)/1, $0x3c
+DATA ansLaneFromInterleaved<>+61(SB)/1, $0x3d
+DATA ansLaneFromInterleaved<>+62(SB)/1, $0x3e
+DATA ansLaneFromInterleaved<>+63(SB)/1, $0x3f
+GLOBL ansLaneFromInterleaved<>(SB), RODATA|NOPTR, $64
 
 DATA ansCff<>+0(SB)/8, $0x000000ff000000ff
 DATA ansCff<>+8(SB)/8, $0x000000ff000000ff
@@ -71117,10 +71048,11 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -71131,49 +71063,49 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VMOVDQU64     (CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     64(CX), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VMOVDQU64     64(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     128(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VMOVDQU64     128(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     192(CX), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VMOVDQU64     192(CX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z15
-	VMOVDQU32     ansSpread0<>+0(SB), Z16
-	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	VPBROADCASTB  DI, Z14
+	VMOVDQU32     ansSpread0<>+0(SB), Z15
+	VMOVDQU32     ansSpread1<>+0(SB), Z16
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -71182,140 +71114,140 @@ AnsDotStripesX1Avx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z18
-	VPMULTISHIFTQB Z9, Z6, Z19
-	VPMULTISHIFTQB Z10, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPBROADCASTD   (R9), Z17
+	VPMULTISHIFTQB Z8, Z6, Z18
+	VPMULTISHIFTQB Z9, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R10
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R10, BX
-	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z12
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z21, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z21, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z20, Z23, Z20
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z21, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z21, Z21
+	VPSRLD         $0x08, Z18, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z20, Z19, Z19
-	VPMULLD        Z20, Z24, Z20
-	VPADDD         Z22, Z20, Z20
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z18, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPADDD         Z18, Z23, Z23
+	VPSRLD         $0x18, Z19, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z21, Z9, Z9
-	VPADDQ         Z22, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z20, Z8, Z8
+	VPADDQ         Z21, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z19, Z10, Z10
-	VPADDQ         Z20, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z18, Z9, Z9
+	VPADDQ         Z19, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R10
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPBROADCASTD   (R9), Z18
-	VPMULTISHIFTQB Z11, Z6, Z19
-	VPMULTISHIFTQB Z12, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
+	VPBROADCASTD   (R9), Z17
+	VPMULTISHIFTQB Z10, Z6, Z18
+	VPMULTISHIFTQB Z11, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R9, BX
-	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z13
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z21, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z22
-	VPANDD         ansCff<>+0(SB), Z21, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSRLD         $0x08, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPMULLD        Z20, Z23, Z20
-	VPSRLD         $0x10, Z19, Z23
-	VPANDD         ansCff<>+0(SB), Z23, Z23
-	VPSRLD         $0x18, Z21, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPSRLD         $0x10, Z21, Z21
+	VPSRLD         $0x08, Z18, Z21
 	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z24, Z24
-	VPSRLD         $0x18, Z19, Z19
-	VPMULLD        Z23, Z19, Z19
-	VPMULLD        Z20, Z19, Z19
-	VPMULLD        Z20, Z24, Z20
-	VPADDD         Z22, Z20, Z20
+	VPMULLD        Z20, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z18, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSRLD         $0x08, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPMULLD        Z20, Z22, Z20
+	VPSRLD         $0x10, Z19, Z22
+	VPANDD         ansCff<>+0(SB), Z22, Z22
+	VPSRLD         $0x18, Z18, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPSRLD         $0x10, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPADDD         Z18, Z23, Z23
+	VPSRLD         $0x18, Z19, Z18
+	VPMULLD        Z22, Z18, Z18
+	VPMULLD        Z20, Z18, Z18
+	VPMULLD        Z20, Z23, Z19
+	VPADDD         Z21, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z18, Z20
 	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z21, Z11, Z11
-	VPADDQ         Z22, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z20, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPSRLQ         $0x20, Z18, Z18
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z19, Z12, Z12
-	VPADDQ         Z20, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z18, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R9
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -71328,14 +71260,10 @@ AnsDotStripesX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX1Avx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -71369,10 +71297,11 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -71383,94 +71312,94 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     64(DI), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     128(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     192(DI), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(DI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	ADDQ          $0x00000100, DI
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     64(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     128(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(CX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     192(CX), Z18
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(CX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z18, Z18, Z18
 	VPXORD        Z19, Z19, Z19
-	VPXORD        Z20, Z20, Z20
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z21
-	VMOVDQU32     ansSpread0<>+0(SB), Z22
-	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	VPBROADCASTB  R11, Z20
+	VMOVDQU32     ansSpread0<>+0(SB), Z21
+	VMOVDQU32     ansSpread1<>+0(SB), Z22
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -71482,268 +71411,264 @@ AnsDotRowsX2Avx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z24
-	VPMULTISHIFTQB Z9, Z6, Z25
-	VPMULTISHIFTQB Z10, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VMOVDQU8       (R13), Z23
+	VPMULTISHIFTQB Z8, Z6, Z24
+	VPMULTISHIFTQB Z9, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, R9
-	VPDPBUSD       Z24, Z25, Z13
+	VPDPBUSD       Z23, Z25, Z12
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
+	VPERMI2B       Z3, Z2, Z24
+	VPANDD         ansCff<>+0(SB), Z26, Z27
+	VPSRLD         $0x08, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z24, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z24, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z30, Z30
+	VPSRLD         $0x18, Z26, Z24
+	VPMULLD        Z29, Z24, Z24
+	VPMULLD        Z27, Z24, Z24
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z28, Z9, Z9
-	VPADDQ         Z29, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z27, Z8, Z8
+	VPADDQ         Z28, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z26, Z10, Z10
-	VPADDQ         Z27, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z24, Z9, Z9
+	VPADDQ         Z26, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
+	VPMULTISHIFTQB Z14, Z6, Z24
+	VPMULTISHIFTQB Z15, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z18
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z27, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z27, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z26, Z29, Z26
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z27, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z27, Z27
+	VPSRLD         $0x08, Z24, Z27
 	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z26, Z25, Z25
-	VPMULLD        Z26, Z30, Z26
-	VPADDD         Z28, Z26, Z26
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z24, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z29, Z29
+	VPSRLD         $0x18, Z25, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z26, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z25, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z24, Z15, Z15
+	VPADDQ         Z25, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VMOVDQU8       64(R13), Z24
-	VPMULTISHIFTQB Z11, Z6, Z25
-	VPMULTISHIFTQB Z12, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
+	VMOVDQU8       64(R13), Z23
+	VPMULTISHIFTQB Z10, Z6, Z24
+	VPMULTISHIFTQB Z11, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, R9
-	VPDPBUSD       Z24, Z25, Z14
+	VPDPBUSD       Z23, Z25, Z13
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
+	VPERMI2B       Z3, Z2, Z24
+	VPANDD         ansCff<>+0(SB), Z26, Z27
+	VPSRLD         $0x08, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z24, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z24, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z30, Z30
+	VPSRLD         $0x18, Z26, Z24
+	VPMULLD        Z29, Z24, Z24
+	VPMULLD        Z27, Z24, Z24
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z28, Z11, Z11
-	VPADDQ         Z29, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z27, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z26, Z12, Z12
-	VPADDQ         Z27, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z24, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z6, Z24
+	VPMULTISHIFTQB Z17, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z19
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z27, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z27, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z26, Z29, Z26
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z27, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z27, Z27
+	VPSRLD         $0x08, Z24, Z27
 	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z26, Z25, Z25
-	VPMULLD        Z26, Z30, Z26
-	VPADDD         Z28, Z26, Z26
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z24, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z29, Z29
+	VPSRLD         $0x18, Z25, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z27, Z17, Z17
-	VPADDQ         Z28, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z26, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z25, Z18, Z18
-	VPADDQ         Z26, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z24, Z17, Z17
+	VPADDQ         Z25, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -71756,14 +71681,14 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2Avx512_toomany
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -71776,14 +71701,10 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z19, 128(AX)
-	VMOVDQU32      Z20, 192(AX)
+	VMOVDQU32      Z18, 128(AX)
+	VMOVDQU32      Z19, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -71817,10 +71738,11 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -71831,94 +71753,94 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     64(DI), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     128(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     192(DI), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(DI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	ADDQ          $0x00000100, DI
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     64(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     128(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(CX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     192(CX), Z18
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(CX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z18, Z18, Z18
 	VPXORD        Z19, Z19, Z19
-	VPXORD        Z20, Z20, Z20
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z21
-	VMOVDQU32     ansSpread0<>+0(SB), Z22
-	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	VPBROADCASTB  R11, Z20
+	VMOVDQU32     ansSpread0<>+0(SB), Z21
+	VMOVDQU32     ansSpread1<>+0(SB), Z22
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -71929,268 +71851,264 @@ AnsDotStripesX2Avx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z24
-	VPMULTISHIFTQB Z9, Z6, Z25
-	VPMULTISHIFTQB Z10, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPBROADCASTD   (R13), Z23
+	VPMULTISHIFTQB Z8, Z6, Z24
+	VPMULTISHIFTQB Z9, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, R9
-	VPDPBUSD       Z24, Z25, Z13
+	VPDPBUSD       Z23, Z25, Z12
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
+	VPERMI2B       Z3, Z2, Z24
+	VPANDD         ansCff<>+0(SB), Z26, Z27
+	VPSRLD         $0x08, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z24, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z24, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z30, Z30
+	VPSRLD         $0x18, Z26, Z24
+	VPMULLD        Z29, Z24, Z24
+	VPMULLD        Z27, Z24, Z24
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z28, Z9, Z9
-	VPADDQ         Z29, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z27, Z8, Z8
+	VPADDQ         Z28, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z26, Z10, Z10
-	VPADDQ         Z27, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z24, Z9, Z9
+	VPADDQ         Z26, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
+	VPMULTISHIFTQB Z14, Z6, Z24
+	VPMULTISHIFTQB Z15, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z18
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z27, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z27, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z26, Z29, Z26
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z27, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z27, Z27
+	VPSRLD         $0x08, Z24, Z27
 	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z26, Z25, Z25
-	VPMULLD        Z26, Z30, Z26
-	VPADDD         Z28, Z26, Z26
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z24, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z29, Z29
+	VPSRLD         $0x18, Z25, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z26, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z25, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z24, Z15, Z15
+	VPADDQ         Z25, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPBROADCASTD   (R13), Z24
-	VPMULTISHIFTQB Z11, Z6, Z25
-	VPMULTISHIFTQB Z12, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
+	VPBROADCASTD   (R13), Z23
+	VPMULTISHIFTQB Z10, Z6, Z24
+	VPMULTISHIFTQB Z11, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, R9
-	VPDPBUSD       Z24, Z25, Z14
+	VPDPBUSD       Z23, Z25, Z13
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPANDD         ansCff<>+0(SB), Z26, Z28
-	VPSRLD         $0x08, Z27, Z29
+	VPERMI2B       Z3, Z2, Z24
+	VPANDD         ansCff<>+0(SB), Z26, Z27
+	VPSRLD         $0x08, Z24, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z27, Z28, Z28
+	VPANDD         ansCff<>+0(SB), Z24, Z29
+	VPADDD         Z29, Z28, Z28
+	VPSRLD         $0x08, Z26, Z29
 	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPANDD         ansCff<>+0(SB), Z27, Z30
-	VPADDD         Z30, Z29, Z29
-	VPSRLD         $0x08, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPMULLD        Z28, Z30, Z28
-	VPSRLD         $0x10, Z26, Z30
-	VPANDD         ansCff<>+0(SB), Z30, Z30
-	VPSRLD         $0x18, Z27, Z31
-	VPMULLD        Z30, Z31, Z31
-	VPSRLD         $0x10, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z31, Z31
-	VPSRLD         $0x18, Z26, Z26
-	VPMULLD        Z30, Z26, Z26
-	VPMULLD        Z28, Z26, Z26
-	VPMULLD        Z28, Z31, Z27
-	VPADDD         Z29, Z27, Z27
+	VPMULLD        Z27, Z29, Z27
+	VPSRLD         $0x10, Z26, Z29
+	VPANDD         ansCff<>+0(SB), Z29, Z29
+	VPSRLD         $0x18, Z24, Z30
+	VPMULLD        Z29, Z30, Z30
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z30, Z30
+	VPSRLD         $0x18, Z26, Z24
+	VPMULLD        Z29, Z24, Z24
+	VPMULLD        Z27, Z24, Z24
+	VPMULLD        Z27, Z30, Z26
+	VPADDD         Z28, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
 	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z28, Z11, Z11
-	VPADDQ         Z29, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z27, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z26, Z12, Z12
-	VPADDQ         Z27, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z24, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z6, Z24
+	VPMULTISHIFTQB Z17, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z19
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z27, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z27, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z26, Z29, Z26
-	VPSRLD         $0x10, Z25, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z27, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z27, Z27
+	VPSRLD         $0x08, Z24, Z27
 	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPADDD         Z27, Z30, Z30
-	VPSRLD         $0x18, Z25, Z25
-	VPMULLD        Z29, Z25, Z25
-	VPMULLD        Z26, Z25, Z25
-	VPMULLD        Z26, Z30, Z26
-	VPADDD         Z28, Z26, Z26
+	VPMULLD        Z26, Z27, Z27
+	VPANDD         ansCff<>+0(SB), Z24, Z28
+	VPADDD         Z28, Z27, Z27
+	VPSRLD         $0x08, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPMULLD        Z26, Z28, Z26
+	VPSRLD         $0x10, Z25, Z28
+	VPANDD         ansCff<>+0(SB), Z28, Z28
+	VPSRLD         $0x18, Z24, Z29
+	VPMULLD        Z28, Z29, Z29
+	VPSRLD         $0x10, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPADDD         Z24, Z29, Z29
+	VPSRLD         $0x18, Z25, Z24
+	VPMULLD        Z28, Z24, Z24
+	VPMULLD        Z26, Z24, Z24
+	VPMULLD        Z26, Z29, Z25
+	VPADDD         Z27, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z24, Z26
 	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z27, Z17, Z17
-	VPADDQ         Z28, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z26, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
+	VPSRLQ         $0x20, Z24, Z24
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z25, Z18, Z18
-	VPADDQ         Z26, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z24, Z17, Z17
+	VPADDQ         Z25, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72203,14 +72121,14 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2Avx512_toomany
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72223,14 +72141,10 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z19, 128(AX)
-	VMOVDQU32      Z20, 192(AX)
+	VMOVDQU32      Z18, 128(AX)
+	VMOVDQU32      Z19, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -72264,10 +72178,11 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -72278,49 +72193,49 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VMOVDQU64     (CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VMOVDQU64     64(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VMOVDQU64     128(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VMOVDQU64     192(CX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z15
-	VMOVDQU32     ansSpread0<>+0(SB), Z16
-	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	VPBROADCASTB  DI, Z14
+	VMOVDQU32     ansSpread0<>+0(SB), Z15
+	VMOVDQU32     ansSpread1<>+0(SB), Z16
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -72330,130 +72245,130 @@ AnsDotRowsX1MaddAvx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z18
-	VPMULTISHIFTQB Z9, Z6, Z19
-	VPMULTISHIFTQB Z10, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VMOVDQU8       (R9), Z17
+	VPMULTISHIFTQB Z8, Z6, Z18
+	VPMULTISHIFTQB Z9, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R10
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R10, BX
-	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z12
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z9, Z9
-	VPADDQ         Z23, Z9, Z9
-	VPADDQ         Z22, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z8, Z8
+	VPADDQ         Z22, Z8, Z8
+	VPADDQ         Z21, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPADDQ         Z20, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z20
+	VPMULUDQ       Z19, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z19, Z9, Z9
+	VPADDQ         Z20, Z9, Z9
+	VPADDQ         Z18, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R10
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VMOVDQU8       64(R9), Z18
-	VPMULTISHIFTQB Z11, Z6, Z19
-	VPMULTISHIFTQB Z12, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
+	VMOVDQU8       64(R9), Z17
+	VPMULTISHIFTQB Z10, Z6, Z18
+	VPMULTISHIFTQB Z11, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R9, BX
-	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z13
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z11, Z11
-	VPADDQ         Z23, Z11, Z11
-	VPADDQ         Z22, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z12, Z12
-	VPADDQ         Z21, Z12, Z12
-	VPADDQ         Z20, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z20
+	VPMULUDQ       Z19, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z19, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R9
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72466,14 +72381,10 @@ AnsDotRowsX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX1MaddAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -72527,10 +72438,11 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -72541,49 +72453,49 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VMOVDQU64     (CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VMOVDQU64     64(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VMOVDQU64     128(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VMOVDQU64     192(CX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z15
-	VMOVDQU32     ansSpread0<>+0(SB), Z16
-	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	VPBROADCASTB  DI, Z14
+	VMOVDQU32     ansSpread0<>+0(SB), Z15
+	VMOVDQU32     ansSpread1<>+0(SB), Z16
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -72592,130 +72504,130 @@ AnsDotStripesX1MaddAvx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z18
-	VPMULTISHIFTQB Z9, Z6, Z19
-	VPMULTISHIFTQB Z10, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPBROADCASTD   (R9), Z17
+	VPMULTISHIFTQB Z8, Z6, Z18
+	VPMULTISHIFTQB Z9, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R10
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R10, BX
-	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z12
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z9, Z9
-	VPADDQ         Z23, Z9, Z9
-	VPADDQ         Z22, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z8, Z8
+	VPADDQ         Z22, Z8, Z8
+	VPADDQ         Z21, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPADDQ         Z20, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z20
+	VPMULUDQ       Z19, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z19, Z9, Z9
+	VPADDQ         Z20, Z9, Z9
+	VPADDQ         Z18, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R10
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPBROADCASTD   (R9), Z18
-	VPMULTISHIFTQB Z11, Z6, Z19
-	VPMULTISHIFTQB Z12, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
+	VPBROADCASTD   (R9), Z17
+	VPMULTISHIFTQB Z10, Z6, Z18
+	VPMULTISHIFTQB Z11, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R9, BX
-	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z13
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z23
-	VPMULUDQ       Z21, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z21, Z11, Z11
-	VPADDQ         Z23, Z11, Z11
-	VPADDQ         Z22, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z22
+	VPMULUDQ       Z20, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z20, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z21
-	VPMULUDQ       Z19, Z21, Z21
-	VPSLLQ         $0x20, Z21, Z21
-	VPMULUDQ       Z19, Z12, Z12
-	VPADDQ         Z21, Z12, Z12
-	VPADDQ         Z20, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z20
+	VPMULUDQ       Z19, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z19, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R9
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72728,14 +72640,10 @@ AnsDotStripesX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX1MaddAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -72769,10 +72677,11 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -72783,94 +72692,94 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     64(DI), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     128(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     192(DI), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(DI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	ADDQ          $0x00000100, DI
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(CX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z18
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(CX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z18, Z18, Z18
 	VPXORD        Z19, Z19, Z19
-	VPXORD        Z20, Z20, Z20
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z21
-	VMOVDQU32     ansSpread0<>+0(SB), Z22
-	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	VPBROADCASTB  R11, Z20
+	VMOVDQU32     ansSpread0<>+0(SB), Z21
+	VMOVDQU32     ansSpread1<>+0(SB), Z22
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -72882,248 +72791,244 @@ AnsDotRowsX2MaddAvx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z24
-	VPMULTISHIFTQB Z9, Z6, Z25
-	VPMULTISHIFTQB Z10, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VMOVDQU8       (R13), Z23
+	VPMULTISHIFTQB Z8, Z6, Z24
+	VPMULTISHIFTQB Z9, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, R9
-	VPDPBUSD       Z24, Z25, Z13
+	VPDPBUSD       Z23, Z25, Z12
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z9, Z9
-	VPADDQ         Z30, Z9, Z9
-	VPADDQ         Z29, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z8, Z8
+	VPADDQ         Z29, Z8, Z8
+	VPADDQ         Z28, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPADDQ         Z27, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z9, Z9
+	VPADDQ         Z27, Z9, Z9
+	VPADDQ         Z24, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
+	VPMULTISHIFTQB Z14, Z6, Z24
+	VPMULTISHIFTQB Z15, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z18
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z15, Z15
-	VPADDQ         Z29, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z14, Z14
+	VPADDQ         Z28, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z15, Z15
+	VPADDQ         Z26, Z15, Z15
+	VPADDQ         Z24, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VMOVDQU8       64(R13), Z24
-	VPMULTISHIFTQB Z11, Z6, Z25
-	VPMULTISHIFTQB Z12, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
+	VMOVDQU8       64(R13), Z23
+	VPMULTISHIFTQB Z10, Z6, Z24
+	VPMULTISHIFTQB Z11, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, R9
-	VPDPBUSD       Z24, Z25, Z14
+	VPDPBUSD       Z23, Z25, Z13
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z11, Z11
-	VPADDQ         Z30, Z11, Z11
-	VPADDQ         Z29, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z12, Z12
-	VPADDQ         Z28, Z12, Z12
-	VPADDQ         Z27, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z11, Z11
+	VPADDQ         Z27, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z6, Z24
+	VPMULTISHIFTQB Z17, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z19
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z17, Z17
-	VPADDQ         Z29, Z17, Z17
-	VPADDQ         Z28, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z18, Z18
-	VPADDQ         Z27, Z18, Z18
-	VPADDQ         Z26, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPADDQ         Z24, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73136,14 +73041,14 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2MaddAvx512_toomany
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73156,14 +73061,10 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z19, 128(AX)
-	VMOVDQU32      Z20, 192(AX)
+	VMOVDQU32      Z18, 128(AX)
+	VMOVDQU32      Z19, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73197,10 +73098,11 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -73211,94 +73113,94 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     64(DI), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     128(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     192(DI), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(DI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	ADDQ          $0x00000100, DI
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(CX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z18
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(CX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z18, Z18, Z18
 	VPXORD        Z19, Z19, Z19
-	VPXORD        Z20, Z20, Z20
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z21
-	VMOVDQU32     ansSpread0<>+0(SB), Z22
-	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	VPBROADCASTB  R11, Z20
+	VMOVDQU32     ansSpread0<>+0(SB), Z21
+	VMOVDQU32     ansSpread1<>+0(SB), Z22
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -73309,248 +73211,244 @@ AnsDotStripesX2MaddAvx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z24
-	VPMULTISHIFTQB Z9, Z6, Z25
-	VPMULTISHIFTQB Z10, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPBROADCASTD   (R13), Z23
+	VPMULTISHIFTQB Z8, Z6, Z24
+	VPMULTISHIFTQB Z9, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, R9
-	VPDPBUSD       Z24, Z25, Z13
+	VPDPBUSD       Z23, Z25, Z12
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z9, Z9
-	VPADDQ         Z30, Z9, Z9
-	VPADDQ         Z29, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z8, Z8
+	VPADDQ         Z29, Z8, Z8
+	VPADDQ         Z28, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPADDQ         Z27, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z9, Z9
+	VPADDQ         Z27, Z9, Z9
+	VPADDQ         Z24, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
+	VPMULTISHIFTQB Z14, Z6, Z24
+	VPMULTISHIFTQB Z15, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z18
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z15, Z15
-	VPADDQ         Z29, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z14, Z14
+	VPSRLQ         $0x20, Z14, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z14, Z14
+	VPADDQ         Z28, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z15, Z15
+	VPADDQ         Z26, Z15, Z15
+	VPADDQ         Z24, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPBROADCASTD   (R13), Z24
-	VPMULTISHIFTQB Z11, Z6, Z25
-	VPMULTISHIFTQB Z12, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
+	VPBROADCASTD   (R13), Z23
+	VPMULTISHIFTQB Z10, Z6, Z24
+	VPMULTISHIFTQB Z11, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, R9
-	VPDPBUSD       Z24, Z25, Z14
+	VPDPBUSD       Z23, Z25, Z13
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z30
-	VPMULUDQ       Z28, Z30, Z30
-	VPSLLQ         $0x20, Z30, Z30
-	VPMULUDQ       Z28, Z11, Z11
-	VPADDQ         Z30, Z11, Z11
-	VPADDQ         Z29, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z29
+	VPMULUDQ       Z27, Z29, Z29
+	VPSLLQ         $0x20, Z29, Z29
+	VPMULUDQ       Z27, Z10, Z10
+	VPADDQ         Z29, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z12, Z12
-	VPADDQ         Z28, Z12, Z12
-	VPADDQ         Z27, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z27
+	VPMULUDQ       Z26, Z27, Z27
+	VPSLLQ         $0x20, Z27, Z27
+	VPMULUDQ       Z26, Z11, Z11
+	VPADDQ         Z27, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z6, Z24
+	VPMULTISHIFTQB Z17, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z19
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z17, Z17
-	VPADDQ         Z29, Z17, Z17
-	VPADDQ         Z28, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z16, Z16
+	VPSRLQ         $0x20, Z16, Z28
+	VPMULUDQ       Z26, Z28, Z28
+	VPSLLQ         $0x20, Z28, Z28
+	VPMULUDQ       Z26, Z16, Z16
+	VPADDQ         Z28, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z18, Z18
-	VPSRLQ         $0x20, Z18, Z27
-	VPMULUDQ       Z25, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z25, Z18, Z18
-	VPADDQ         Z27, Z18, Z18
-	VPADDQ         Z26, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z17, Z17
+	VPSRLQ         $0x20, Z17, Z26
+	VPMULUDQ       Z25, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z25, Z17, Z17
+	VPADDQ         Z26, Z17, Z17
+	VPADDQ         Z24, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73563,14 +73461,14 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2MaddAvx512_toomany
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73583,14 +73481,10 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z19, 128(AX)
-	VMOVDQU32      Z20, 192(AX)
+	VMOVDQU32      Z18, 128(AX)
+	VMOVDQU32      Z19, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73624,10 +73518,11 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -73638,49 +73533,49 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VMOVDQU64     (CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VMOVDQU64     64(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VMOVDQU64     128(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VMOVDQU64     192(CX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z15
-	VMOVDQU32     ansSpread0<>+0(SB), Z16
-	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	VPBROADCASTB  DI, Z14
+	VMOVDQU32     ansSpread0<>+0(SB), Z15
+	VMOVDQU32     ansSpread1<>+0(SB), Z16
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -73690,114 +73585,114 @@ AnsDotRowsX1MaddQAvx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z18
-	VPMULTISHIFTQB Z9, Z6, Z19
-	VPMULTISHIFTQB Z10, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VMOVDQU8       (R9), Z17
+	VPMULTISHIFTQB Z8, Z6, Z18
+	VPMULTISHIFTQB Z9, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R10
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R10, BX
-	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z12
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z21, Z9, Z9
-	VPADDQ         Z22, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z20, Z8, Z8
+	VPADDQ         Z21, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z19, Z10, Z10
-	VPADDQ         Z20, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z19, Z9, Z9
+	VPADDQ         Z18, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R10
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VMOVDQU8       64(R9), Z18
-	VPMULTISHIFTQB Z11, Z6, Z19
-	VPMULTISHIFTQB Z12, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
+	VMOVDQU8       64(R9), Z17
+	VPMULTISHIFTQB Z10, Z6, Z18
+	VPMULTISHIFTQB Z11, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R9, BX
-	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z13
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z21, Z11, Z11
-	VPADDQ         Z22, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z20, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z19, Z12, Z12
-	VPADDQ         Z20, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z19, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R9
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73810,14 +73705,10 @@ AnsDotRowsX1MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX1MaddQAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73851,10 +73742,11 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -73865,49 +73757,49 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VMOVDQU64     (CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VMOVDQU64     64(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VMOVDQU64     128(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VMOVDQU64     192(CX), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, DI
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z15
-	VMOVDQU32     ansSpread0<>+0(SB), Z16
-	VMOVDQU32     ansSpread1<>+0(SB), Z17
+	VPBROADCASTB  DI, Z14
+	VMOVDQU32     ansSpread0<>+0(SB), Z15
+	VMOVDQU32     ansSpread1<>+0(SB), Z16
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -73916,114 +73808,114 @@ AnsDotStripesX1MaddQAvx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z18
-	VPMULTISHIFTQB Z9, Z6, Z19
-	VPMULTISHIFTQB Z10, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPBROADCASTD   (R9), Z17
+	VPMULTISHIFTQB Z8, Z6, Z18
+	VPMULTISHIFTQB Z9, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R10
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R10, BX
-	VPDPBUSD       Z18, Z19, Z13
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z12
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z21, Z9, Z9
-	VPADDQ         Z22, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z20, Z8, Z8
+	VPADDQ         Z21, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z19, Z10, Z10
-	VPADDQ         Z20, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R10
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z19, Z9, Z9
+	VPADDQ         Z18, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R10
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z9, K1, Z9
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPBROADCASTD   (R9), Z18
-	VPMULTISHIFTQB Z11, Z6, Z19
-	VPMULTISHIFTQB Z12, Z6, Z20
-	VMOVDQA64      Z19, Z21
-	VPERMT2B       Z20, Z8, Z21
-	VPERMT2B       Z20, Z7, Z19
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
+	VPBROADCASTD   (R9), Z17
+	VPMULTISHIFTQB Z10, Z6, Z18
+	VPMULTISHIFTQB Z11, Z6, K1, Z18
+	VPERMB         Z18, Z7, Z19
 	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K1
-	KMOVQ          K1, R9
+	VPCMPEQB       384(AX), Z19, K2
+	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z19
-	VPADDB         Z15, Z19, K1, Z19
+	VPEXPANDB      (BX), K2, Z19
+	VPADDB         Z14, Z19, K2, Z19
 	MOVQ           R9, BX
-	VPDPBUSD       Z18, Z19, Z14
-	VMOVDQU32      (CX), Z18
-	VMOVDQA32      Z21, Z19
+	VPDPBUSD       Z17, Z19, Z13
+	VMOVDQU32      (CX), Z17
+	VMOVDQA32      Z18, Z19
 	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z21
+	VPERMI2B       Z3, Z2, Z18
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z21, Z20
-	VPSRLW         $0x08, Z19, Z21
-	VPMADDUBSW     Z21, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z21
-	VPMADDWD       Z21, Z20, Z20
-	VPSRLD         $0x10, Z19, Z21
-	VPMADDWD       Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPANDQ         ansLo32<>+0(SB), Z20, Z22
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z21, Z11, Z11
-	VPADDQ         Z22, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPMADDUBSW     Z20, Z18, Z18
+	VPSRLW         $0x08, Z19, Z20
+	VPMADDUBSW     Z20, Z19, Z19
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
+	VPMADDWD       Z20, Z18, Z18
+	VPSRLD         $0x10, Z19, Z20
+	VPMADDWD       Z20, Z19, Z19
+	VPANDQ         ansLo32<>+0(SB), Z19, Z20
+	VPANDQ         ansLo32<>+0(SB), Z18, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z20, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z20, Z20
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z19, Z12, Z12
-	VPADDQ         Z20, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R9
+	VPSRLQ         $0x20, Z18, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z19, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R9
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z18, K3, Z18
-	VPERMD         Z18, Z16, Z19
-	VPSHLDQ        $0x20, Z19, Z11, K1, Z11
-	VPERMD         Z18, Z17, Z18
-	VPSHLDQ        $0x20, Z18, Z12, K2, Z12
+	VPEXPANDD.Z    Z17, K4, Z17
+	VPERMD         Z17, Z15, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
+	VPERMD         Z17, Z16, Z17
+	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74036,14 +73928,10 @@ AnsDotStripesX1MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX1MaddQAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -74077,10 +73965,11 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -74091,94 +73980,94 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     64(DI), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     128(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     192(DI), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(DI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, DI
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(CX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z18
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(CX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z18, Z18, Z18
 	VPXORD        Z19, Z19, Z19
-	VPXORD        Z20, Z20, Z20
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z21
-	VMOVDQU32     ansSpread0<>+0(SB), Z22
-	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	VPBROADCASTB  R11, Z20
+	VMOVDQU32     ansSpread0<>+0(SB), Z21
+	VMOVDQU32     ansSpread1<>+0(SB), Z22
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -74190,216 +74079,212 @@ AnsDotRowsX2MaddQAvx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z24
-	VPMULTISHIFTQB Z9, Z6, Z25
-	VPMULTISHIFTQB Z10, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VMOVDQU8       (R13), Z23
+	VPMULTISHIFTQB Z8, Z6, Z24
+	VPMULTISHIFTQB Z9, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, R9
-	VPDPBUSD       Z24, Z25, Z13
+	VPDPBUSD       Z23, Z25, Z12
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z28, Z9, Z9
-	VPADDQ         Z29, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z27, Z8, Z8
+	VPADDQ         Z28, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z26, Z10, Z10
-	VPADDQ         Z27, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z26, Z9, Z9
+	VPADDQ         Z24, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
+	VPMULTISHIFTQB Z14, Z6, Z24
+	VPMULTISHIFTQB Z15, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z18
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z26, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z25, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z25, Z15, Z15
+	VPADDQ         Z24, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VMOVDQU8       64(R13), Z24
-	VPMULTISHIFTQB Z11, Z6, Z25
-	VPMULTISHIFTQB Z12, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
+	VMOVDQU8       64(R13), Z23
+	VPMULTISHIFTQB Z10, Z6, Z24
+	VPMULTISHIFTQB Z11, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, R9
-	VPDPBUSD       Z24, Z25, Z14
+	VPDPBUSD       Z23, Z25, Z13
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z28, Z11, Z11
-	VPADDQ         Z29, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z27, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z26, Z12, Z12
-	VPADDQ         Z27, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z26, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z6, Z24
+	VPMULTISHIFTQB Z17, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z19
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z27, Z17, Z17
-	VPADDQ         Z28, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z26, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z25, Z18, Z18
-	VPADDQ         Z26, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z25, Z17, Z17
+	VPADDQ         Z24, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74412,14 +74297,14 @@ AnsDotRowsX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2MaddQAvx512_toomany
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotRowsX2MaddQAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74432,14 +74317,10 @@ AnsDotRowsX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX2MaddQAvx512_toomany
-	VMOVDQU32      Z19, 128(AX)
-	VMOVDQU32      Z20, 192(AX)
+	VMOVDQU32      Z18, 128(AX)
+	VMOVDQU32      Z19, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -74473,10 +74354,11 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      192(AX), Z3
 	VMOVDQU8      256(AX), Z4
 	VMOVDQU8      320(AX), Z5
-	MOVQ          $0x00000000150e0700, CX
+	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansPackDigits<>+0(SB), Z7
-	VMOVDQU8      ansPackInterleaved<>+0(SB), Z8
+	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
 	MOVQ          nwords+8(FP), DX
 	MOVQ          esc+48(FP), BX
@@ -74487,94 +74369,94 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z9
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     64(DI), Z10
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     128(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     192(DI), Z12
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(DI), Z11
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, DI
+	VPXORD        Z12, Z12, Z12
 	VPXORD        Z13, Z13, Z13
-	VPXORD        Z14, Z14, Z14
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VMOVDQU64     (CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VMOVDQU64     64(CX), Z15
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VMOVDQU64     128(CX), Z16
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z18
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VMOVDQU64     192(CX), Z17
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K1
-	KMOVB         K1, R11
+	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
+	VPXORD        Z18, Z18, Z18
 	VPXORD        Z19, Z19, Z19
-	VPXORD        Z20, Z20, Z20
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z21
-	VMOVDQU32     ansSpread0<>+0(SB), Z22
-	VMOVDQU32     ansSpread1<>+0(SB), Z23
+	VPBROADCASTB  R11, Z20
+	VMOVDQU32     ansSpread0<>+0(SB), Z21
+	VMOVDQU32     ansSpread1<>+0(SB), Z22
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -74585,216 +74467,212 @@ AnsDotStripesX2MaddQAvx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z24
-	VPMULTISHIFTQB Z9, Z6, Z25
-	VPMULTISHIFTQB Z10, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPBROADCASTD   (R13), Z23
+	VPMULTISHIFTQB Z8, Z6, Z24
+	VPMULTISHIFTQB Z9, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, R9
-	VPDPBUSD       Z24, Z25, Z13
+	VPDPBUSD       Z23, Z25, Z12
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z28, Z9, Z9
-	VPADDQ         Z29, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z27, Z8, Z8
+	VPADDQ         Z28, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z26, Z10, Z10
-	VPADDQ         Z27, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z26, Z9, Z9
+	VPADDQ         Z24, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z9, K1, Z9
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPMULTISHIFTQB Z15, Z6, Z25
-	VPMULTISHIFTQB Z16, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
+	VPMULTISHIFTQB Z14, Z6, Z24
+	VPMULTISHIFTQB Z15, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R14
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R14, BX
-	VPDPBUSD       Z24, Z25, Z19
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z18
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z27, Z15, Z15
-	VPADDQ         Z28, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z14, Z14
+	VPMULLQ        Z26, Z14, Z14
+	VPADDQ         Z27, Z14, Z14
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z25, Z16, Z16
-	VPADDQ         Z26, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R14
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z25, Z15, Z15
+	VPADDQ         Z24, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R14
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z15, K1, Z15
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPBROADCASTD   (R13), Z24
-	VPMULTISHIFTQB Z11, Z6, Z25
-	VPMULTISHIFTQB Z12, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
+	VPBROADCASTD   (R13), Z23
+	VPMULTISHIFTQB Z10, Z6, Z24
+	VPMULTISHIFTQB Z11, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (R9), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, R9
-	VPDPBUSD       Z24, Z25, Z14
+	VPDPBUSD       Z23, Z25, Z13
 	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z27, Z26
+	VMOVDQA32      Z24, Z26
 	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z27
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z28
-	VPMADDUBSW     Z28, Z27, Z27
-	VPSRLW         $0x08, Z26, Z28
-	VPMADDUBSW     Z28, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z28
-	VPMADDWD       Z28, Z27, Z27
-	VPSRLD         $0x10, Z26, Z28
-	VPMADDWD       Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPANDQ         ansLo32<>+0(SB), Z27, Z29
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z28, Z11, Z11
-	VPADDQ         Z29, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K1
+	VPERMI2B       Z3, Z2, Z24
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
+	VPMADDUBSW     Z27, Z24, Z24
+	VPSRLW         $0x08, Z26, Z27
+	VPMADDUBSW     Z27, Z26, Z26
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
+	VPMADDWD       Z27, Z24, Z24
+	VPSRLD         $0x10, Z26, Z27
+	VPMADDWD       Z27, Z26, Z26
+	VPANDQ         ansLo32<>+0(SB), Z26, Z27
+	VPANDQ         ansLo32<>+0(SB), Z24, Z28
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z27, Z10, Z10
+	VPADDQ         Z28, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
 	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z27, Z27
-	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z26, Z12, Z12
-	VPADDQ         Z27, Z12, Z12
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z26, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K3, Z25
-	VPERMD         Z25, Z22, Z26
-	VPSHLDQ        $0x20, Z26, Z11, K1, Z11
-	VPERMD         Z25, Z23, Z25
-	VPSHLDQ        $0x20, Z25, Z12, K2, Z12
-	VPMULTISHIFTQB Z17, Z6, Z25
-	VPMULTISHIFTQB Z18, Z6, Z26
-	VMOVDQA64      Z25, Z27
-	VPERMT2B       Z26, Z8, Z27
-	VPERMT2B       Z26, Z7, Z25
+	VPEXPANDD.Z    Z25, K4, Z24
+	VPERMD         Z24, Z21, Z25
+	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
+	VPERMD         Z24, Z22, Z24
+	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
+	VPMULTISHIFTQB Z16, Z6, Z24
+	VPMULTISHIFTQB Z17, Z6, K1, Z24
+	VPERMB         Z24, Z7, Z25
 	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K1
-	KMOVQ          K1, R13
+	VPCMPEQB       384(AX), Z25, K2
+	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K1, Z25
-	VPADDB         Z21, Z25, K1, Z25
+	VPEXPANDB      (BX), K2, Z25
+	VPADDB         Z20, Z25, K2, Z25
 	MOVQ           R13, BX
-	VPDPBUSD       Z24, Z25, Z20
-	VMOVDQU32      (CX), Z24
-	VMOVDQA32      Z27, Z25
+	VPDPBUSD       Z23, Z25, Z19
+	VMOVDQU32      (CX), Z23
+	VMOVDQA32      Z24, Z25
 	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z27
+	VPERMI2B       Z3, Z2, Z24
 	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z27, Z26
-	VPSRLW         $0x08, Z25, Z27
-	VPMADDUBSW     Z27, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPSRLD         $0x10, Z25, Z27
-	VPMADDWD       Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z27, Z17, Z17
-	VPADDQ         Z28, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K1
+	VPMADDUBSW     Z26, Z24, Z24
+	VPSRLW         $0x08, Z25, Z26
+	VPMADDUBSW     Z26, Z25, Z25
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
+	VPMADDWD       Z26, Z24, Z24
+	VPSRLD         $0x10, Z25, Z26
+	VPMADDWD       Z26, Z25, Z25
+	VPANDQ         ansLo32<>+0(SB), Z25, Z26
+	VPANDQ         ansLo32<>+0(SB), Z24, Z27
+	VPSRLQ         $0x1c, Z16, Z16
+	VPMULLQ        Z26, Z16, Z16
+	VPADDQ         Z27, Z16, Z16
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
 	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z18, Z18
-	VPMULLQ        Z25, Z18, Z18
-	VPADDQ         Z26, Z18, Z18
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z18, K2
-	KUNPCKBW       K1, K2, K3
-	KMOVW          K3, R13
+	VPSRLQ         $0x20, Z24, Z24
+	VPSRLQ         $0x1c, Z17, Z17
+	VPMULLQ        Z25, Z17, Z17
+	VPADDQ         Z24, Z17, Z17
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
+	KUNPCKBW       K2, K3, K4
+	KMOVW          K4, R13
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z24, K3, Z24
-	VPERMD         Z24, Z22, Z25
-	VPSHLDQ        $0x20, Z25, Z17, K1, Z17
-	VPERMD         Z24, Z23, Z24
-	VPSHLDQ        $0x20, Z24, Z18, K2, Z18
+	VPEXPANDD.Z    Z23, K4, Z23
+	VPERMD         Z23, Z21, Z24
+	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
+	VPERMD         Z23, Z22, Z23
+	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74807,14 +74685,14 @@ AnsDotStripesX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2MaddQAvx512_toomany
+	VMOVDQU32      Z12, (AX)
+	VMOVDQU32      Z13, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotStripesX2MaddQAvx512_toomany
-	VMOVDQU32      Z13, (AX)
-	VMOVDQU32      Z14, 64(AX)
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74827,14 +74705,10 @@ AnsDotStripesX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z18, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX2MaddQAvx512_toomany
-	VMOVDQU32      Z19, 128(AX)
-	VMOVDQU32      Z20, 192(AX)
+	VMOVDQU32      Z18, 128(AX)
+	VMOVDQU32      Z19, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER

@@ -72,12 +72,17 @@ func ansDot(stripes bool, units int, mode ansMode) {
 	digCtrl := ZMM() // VPMULTISHIFTQB: bytes 0..3 of each qword = bits 0, 7, 14, 21
 	{
 		t := GP64()
-		MOVQ(U64(0x15_0e_07_00), t)
+		MOVQ(U64(0x15_0e_07_00_15_0e_07_00), t)
 		VPBROADCASTQ(t, digCtrl)
 	}
-	pack, packIL := ZMM(), ZMM()
-	VMOVDQU8(ansPackDigits(), pack)
-	VMOVDQU8(ansPackInterleaved(), packIL)
+	pack := ZMM()
+	VMOVDQU8(ansLaneFromInterleaved(), pack)
+	khi := K() // bytes 4..7 of each qword
+	{
+		t := GP64()
+		MOVQ(U64(0xf0f0f0f0f0f0f0f0), t)
+		KMOVQ(t, khi)
+	}
 	// Memory operands, not registers: the loop of two units needs nearly
 	// all 32.
 	cff := ansConst("ansCff", 0x000000ff000000ff) // byte 0 of each dword
@@ -158,21 +163,19 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		}
 		for u := 0; u < units; u++ {
 			xa, xb := x[u][2*h], x[u][2*h+1]
-			da, db := ZMM(), ZMM()
-			VPMULTISHIFTQB(xa, digCtrl, da)
-			VPMULTISHIFTQB(xb, digCtrl, db)
 			// Two packings of the 64 digits (bit 7 of each byte is ignored
-			// below): lane order for the values and escapes (byte 4t+i is
-			// digit i of lane 16h+t, the order of the escape list and of the
-			// accumulators), and interleaved for F and the rank (dword 2i is
-			// lane 16h+i, dword 2i+1 lane 16h+8+i), so that the qword lanes
-			// of xa and xb take the low and high dwords of F and the rank:
-			// a VPANDQ and a VPSRLQ instead of two VPERMD, 4% faster on
-			// Zen 5.
+			// below): interleaved for F and the rank (dword 2i is lane
+			// 16h+i, dword 2i+1 lane 16h+8+i: one VPMULTISHIFTQB of xa, one
+			// of xb merged into bytes 4..7), so that the qword lanes of xa
+			// and xb take the low and high dwords of F and the rank with a
+			// VPANDQ and a VPSRLQ; and lane order for the values and
+			// escapes (byte 4t+i is digit i of lane 16h+t, the order of the
+			// escape list and of the accumulators), one VPERMB of those.
 			dil := ZMM()
-			VMOVDQA64(da, dil)
-			VPERMT2B(db, packIL, dil)
-			VPERMT2B(db, pack, da)
+			VPMULTISHIFTQB(xa, digCtrl, dil)
+			VPMULTISHIFTQB(xb, digCtrl, khi, dil)
+			da := ZMM()
+			VPERMB(dil, pack, da)
 			dig := da
 			// look returns table t at the digits of dig, copied first
 			// unless this is dig's last use (VPERMI2B overwrites its index).
@@ -372,25 +375,16 @@ func ansEpilogue(name string, ret Register) {
 	}
 }
 
-// ansPackDigits returns the VPERMT2B index gathering bytes 0..3 of the 16
-// qwords of two vectors into 64 bytes, lane-major.
-func ansPackDigits() Mem {
-	return rodata("ansPackDigits", 64, 1, func(j int) uint64 {
+// ansLaneFromInterleaved returns the VPERMB index taking the interleaved
+// digits (bytes 0..3 of qword i: lane i, bytes 4..7: lane 8+i) to lane
+// order (bytes 4t..4t+3: lane t).
+func ansLaneFromInterleaved() Mem {
+	return rodata("ansLaneFromInterleaved", 64, 1, func(j int) uint64 {
 		t, i := j/4, j%4
-		return uint64(8*t + i) // qword t of the A:B pair, byte i
-	})
-}
-
-// ansPackInterleaved returns the VPERMT2B index gathering bytes 0..3 of
-// the 16 qwords of two vectors A and B into 64 bytes, dword 2i from qword
-// i of A and dword 2i+1 from qword i of B.
-func ansPackInterleaved() Mem {
-	return rodata("ansPackInterleaved", 64, 1, func(j int) uint64 {
-		t, i := j/4, j%4
-		if t%2 == 0 {
-			return uint64(8*(t/2) + i)
+		if t < 8 {
+			return uint64(8*t + i) // lane t: qword t, byte i
 		}
-		return uint64(64 + 8*(t/2) + i)
+		return uint64(8*(t-8) + 4 + i) // lane t: qword t-8, byte 4+i
 	})
 }
 
