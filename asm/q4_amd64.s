@@ -70647,7 +70647,7 @@ Int8GemvAvx2_c:
 	RET
 
 // func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
@@ -70658,7 +70658,6 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -70671,7 +70670,16 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z8
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1Avx512_badstate
+	VMOVDQU64     64(CX), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -70680,7 +70688,7 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     64(CX), Z9
+	VMOVDQU64     128(CX), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -70689,7 +70697,7 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     128(CX), Z10
+	VMOVDQU64     192(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -70698,22 +70706,23 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1Avx512_badstate
-	VMOVDQU64     192(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotRowsX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotRowsX1Avx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z14
-	VMOVDQU32     ansSpread0<>+0(SB), Z15
-	VMOVDQU32     ansSpread1<>+0(SB), Z16
+	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -70723,136 +70732,154 @@ AnsDotRowsX1Avx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z17
-	VPMULTISHIFTQB Z8, Z6, Z18
-	VPMULTISHIFTQB Z9, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VMOVDQU8       (R9), Z12
+	VPMULTISHIFTQB Z11, Z6, Z13
+	VPMULTISHIFTQB Z7, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R10, BX
-	VPDPBUSD       Z17, Z19, Z12
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z18, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z18, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z18, Z18
+	VPDPBUSD       Z12, Z16, Z14
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPADDD         Z18, Z23, Z23
-	VPSRLD         $0x18, Z19, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z20, Z8, Z8
-	VPADDQ         Z21, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z18, Z9, Z9
-	VPADDQ         Z19, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R10
+	VPMULLD        Z17, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z13, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSRLD         $0x08, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z17, Z19, Z17
+	VPSRLD         $0x10, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPSRLD         $0x18, Z13, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPSRLD         $0x10, Z13, Z13
+	VPANDD         ansCff<>+0(SB), Z13, Z13
+	VPADDD         Z13, Z20, Z20
+	VPSRLD         $0x18, Z16, Z13
+	VPMULLD        Z19, Z13, Z13
+	VPMULLD        Z17, Z13, Z13
+	VPMULLD        Z17, Z20, Z16
+	VPADDD         Z18, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z13, Z17
+	VPANDQ         ansLo32<>+0(SB), Z16, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z17, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z13, Z7, Z7
+	VPADDQ         Z16, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
-	VMOVDQU8       64(R9), Z17
-	VPMULTISHIFTQB Z10, Z6, Z18
-	VPMULTISHIFTQB Z11, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
+	VMOVDQU8       64(R9), Z12
+	VPMULTISHIFTQB Z8, Z6, Z13
+	VPMULTISHIFTQB Z9, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R9, BX
-	VPDPBUSD       Z17, Z19, Z13
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z18, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z18, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z18, Z18
+	VPDPBUSD       Z12, Z16, Z15
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPADDD         Z18, Z23, Z23
-	VPSRLD         $0x18, Z19, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z20, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z18, Z11, Z11
-	VPADDQ         Z19, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R9
+	VPMULLD        Z17, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z13, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSRLD         $0x08, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z17, Z19, Z17
+	VPSRLD         $0x10, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPSRLD         $0x18, Z13, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPSRLD         $0x10, Z13, Z13
+	VPANDD         ansCff<>+0(SB), Z13, Z13
+	VPADDD         Z13, Z20, Z20
+	VPSRLD         $0x18, Z16, Z13
+	VPMULLD        Z19, Z13, Z13
+	VPMULLD        Z17, Z13, Z13
+	VPMULLD        Z17, Z20, Z16
+	VPADDD         Z18, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z13, Z17
+	VPANDQ         ansLo32<>+0(SB), Z16, Z18
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z17, Z8, Z8
+	VPADDQ         Z18, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z13, Z9, Z9
+	VPADDQ         Z16, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -70861,18 +70888,10 @@ AnsDotRowsX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX1Avx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -70895,72 +70914,6 @@ AnsDotRowsX1Avx512_badstate:
 	MOVQ AX, ret+72(FP)
 	VZEROUPPER
 	RET
-
-DATA ansLaneFromInterleaved<>+0(SB)/1, $0x00
-DATA ansLaneFromInterleaved<>+1(SB)/1, $0x01
-DATA ansLaneFromInterleaved<>+2(SB)/1, $0x02
-DATA ansLaneFromInterleaved<>+3(SB)/1, $0x03
-DATA ansLaneFromInterleaved<>+4(SB)/1, $0x08
-DATA ansLaneFromInterleaved<>+5(SB)/1, $0x09
-DATA ansLaneFromInterleaved<>+6(SB)/1, $0x0a
-DATA ansLaneFromInterleaved<>+7(SB)/1, $0x0b
-DATA ansLaneFromInterleaved<>+8(SB)/1, $0x10
-DATA ansLaneFromInterleaved<>+9(SB)/1, $0x11
-DATA ansLaneFromInterleaved<>+10(SB)/1, $0x12
-DATA ansLaneFromInterleaved<>+11(SB)/1, $0x13
-DATA ansLaneFromInterleaved<>+12(SB)/1, $0x18
-DATA ansLaneFromInterleaved<>+13(SB)/1, $0x19
-DATA ansLaneFromInterleaved<>+14(SB)/1, $0x1a
-DATA ansLaneFromInterleaved<>+15(SB)/1, $0x1b
-DATA ansLaneFromInterleaved<>+16(SB)/1, $0x20
-DATA ansLaneFromInterleaved<>+17(SB)/1, $0x21
-DATA ansLaneFromInterleaved<>+18(SB)/1, $0x22
-DATA ansLaneFromInterleaved<>+19(SB)/1, $0x23
-DATA ansLaneFromInterleaved<>+20(SB)/1, $0x28
-DATA ansLaneFromInterleaved<>+21(SB)/1, $0x29
-DATA ansLaneFromInterleaved<>+22(SB)/1, $0x2a
-DATA ansLaneFromInterleaved<>+23(SB)/1, $0x2b
-DATA ansLaneFromInterleaved<>+24(SB)/1, $0x30
-DATA ansLaneFromInterleaved<>+25(SB)/1, $0x31
-DATA ansLaneFromInterleaved<>+26(SB)/1, $0x32
-DATA ansLaneFromInterleaved<>+27(SB)/1, $0x33
-DATA ansLaneFromInterleaved<>+28(SB)/1, $0x38
-DATA ansLaneFromInterleaved<>+29(SB)/1, $0x39
-DATA ansLaneFromInterleaved<>+30(SB)/1, $0x3a
-DATA ansLaneFromInterleaved<>+31(SB)/1, $0x3b
-DATA ansLaneFromInterleaved<>+32(SB)/1, $0x04
-DATA ansLaneFromInterleaved<>+33(SB)/1, $0x05
-DATA ansLaneFromInterleaved<>+34(SB)/1, $0x06
-DATA ansLaneFromInterleaved<>+35(SB)/1, $0x07
-DATA ansLaneFromInterleaved<>+36(SB)/1, $0x0c
-DATA ansLaneFromInterleaved<>+37(SB)/1, $0x0d
-DATA ansLaneFromInterleaved<>+38(SB)/1, $0x0e
-DATA ansLaneFromInterleaved<>+39(SB)/1, $0x0f
-DATA ansLaneFromInterleaved<>+40(SB)/1, $0x14
-DATA ansLaneFromInterleaved<>+41(SB)/1, $0x15
-DATA ansLaneFromInterleaved<>+42(SB)/1, $0x16
-DATA ansLaneFromInterleaved<>+43(SB)/1, $0x17
-DATA ansLaneFromInterleaved<>+44(SB)/1, $0x1c
-DATA ansLaneFromInterleaved<>+45(SB)/1, $0x1d
-DATA ansLaneFromInterleaved<>+46(SB)/1, $0x1e
-DATA ansLaneFromInterleaved<>+47(SB)/1, $0x1f
-DATA ansLaneFromInterleaved<>+48(SB)/1, $0x24
-DATA ansLaneFromInterleaved<>+49(SB)/1, $0x25
-DATA ansLaneFromInterleaved<>+50(SB)/1, $0x26
-DATA ansLaneFromInterleaved<>+51(SB)/1, $0x27
-DATA ansLaneFromInterleaved<>+52(SB)/1, $0x2c
-DATA ansLaneFromInterleaved<>+53(SB)/1, $0x2d
-DATA ansLaneFromInterleaved<>+54(SB)/1, $0x2e
-DATA ansLaneFromInterleaved<>+55(SB)/1, $0x2f
-DATA ansLaneFromInterleaved<>+56(SB)/1, $0x34
-DATA ansLaneFromInterleaved<>+57(SB)/1, $0x35
-DATA ansLaneFromInterleaved<>+58(SB)/1, $0x36
-DATA ansLaneFromInterleaved<>+59(SB)/1, $0x37
-DATA ansLaneFromInterleaved<>+60(SB)/1, $0x3c
-DATA ansLaneFromInterleaved<>+61(SB)/1, $0x3d
-DATA ansLaneFromInterleaved<>+62(SB)/1, $0x3e
-DATA ansLaneFromInterleaved<>+63(SB)/1, $0x3f
-GLOBL ansLaneFromInterleaved<>(SB), RODATA|NOPTR, $64
 
 DATA ansCff<>+0(SB)/8, $0x000000ff000000ff
 DATA ansCff<>+8(SB)/8, $0x000000ff000000ff
@@ -70992,41 +70945,25 @@ DATA ansSign<>+48(SB)/8, $0x8000000000000000
 DATA ansSign<>+56(SB)/8, $0x8000000000000000
 GLOBL ansSign<>(SB), RODATA|NOPTR, $64
 
-DATA ansSpread0<>+0(SB)/4, $0x00000000
-DATA ansSpread0<>+4(SB)/4, $0x00000000
-DATA ansSpread0<>+8(SB)/4, $0x00000001
-DATA ansSpread0<>+12(SB)/4, $0x00000001
-DATA ansSpread0<>+16(SB)/4, $0x00000002
-DATA ansSpread0<>+20(SB)/4, $0x00000002
-DATA ansSpread0<>+24(SB)/4, $0x00000003
-DATA ansSpread0<>+28(SB)/4, $0x00000003
-DATA ansSpread0<>+32(SB)/4, $0x00000004
-DATA ansSpread0<>+36(SB)/4, $0x00000004
-DATA ansSpread0<>+40(SB)/4, $0x00000005
-DATA ansSpread0<>+44(SB)/4, $0x00000005
-DATA ansSpread0<>+48(SB)/4, $0x00000006
-DATA ansSpread0<>+52(SB)/4, $0x00000006
-DATA ansSpread0<>+56(SB)/4, $0x00000007
-DATA ansSpread0<>+60(SB)/4, $0x00000007
-GLOBL ansSpread0<>(SB), RODATA|NOPTR, $64
+DATA ansEvenOdd0<>+0(SB)/8, $0x0000000000000000
+DATA ansEvenOdd0<>+8(SB)/8, $0x0000000000000002
+DATA ansEvenOdd0<>+16(SB)/8, $0x0000000000000004
+DATA ansEvenOdd0<>+24(SB)/8, $0x0000000000000006
+DATA ansEvenOdd0<>+32(SB)/8, $0x0000000000000008
+DATA ansEvenOdd0<>+40(SB)/8, $0x000000000000000a
+DATA ansEvenOdd0<>+48(SB)/8, $0x000000000000000c
+DATA ansEvenOdd0<>+56(SB)/8, $0x000000000000000e
+GLOBL ansEvenOdd0<>(SB), RODATA|NOPTR, $64
 
-DATA ansSpread1<>+0(SB)/4, $0x00000008
-DATA ansSpread1<>+4(SB)/4, $0x00000008
-DATA ansSpread1<>+8(SB)/4, $0x00000009
-DATA ansSpread1<>+12(SB)/4, $0x00000009
-DATA ansSpread1<>+16(SB)/4, $0x0000000a
-DATA ansSpread1<>+20(SB)/4, $0x0000000a
-DATA ansSpread1<>+24(SB)/4, $0x0000000b
-DATA ansSpread1<>+28(SB)/4, $0x0000000b
-DATA ansSpread1<>+32(SB)/4, $0x0000000c
-DATA ansSpread1<>+36(SB)/4, $0x0000000c
-DATA ansSpread1<>+40(SB)/4, $0x0000000d
-DATA ansSpread1<>+44(SB)/4, $0x0000000d
-DATA ansSpread1<>+48(SB)/4, $0x0000000e
-DATA ansSpread1<>+52(SB)/4, $0x0000000e
-DATA ansSpread1<>+56(SB)/4, $0x0000000f
-DATA ansSpread1<>+60(SB)/4, $0x0000000f
-GLOBL ansSpread1<>(SB), RODATA|NOPTR, $64
+DATA ansEvenOdd1<>+0(SB)/8, $0x0000000000000001
+DATA ansEvenOdd1<>+8(SB)/8, $0x0000000000000003
+DATA ansEvenOdd1<>+16(SB)/8, $0x0000000000000005
+DATA ansEvenOdd1<>+24(SB)/8, $0x0000000000000007
+DATA ansEvenOdd1<>+32(SB)/8, $0x0000000000000009
+DATA ansEvenOdd1<>+40(SB)/8, $0x000000000000000b
+DATA ansEvenOdd1<>+48(SB)/8, $0x000000000000000d
+DATA ansEvenOdd1<>+56(SB)/8, $0x000000000000000f
+GLOBL ansEvenOdd1<>(SB), RODATA|NOPTR, $64
 
 DATA ansLo32<>+0(SB)/8, $0x00000000ffffffff
 DATA ansLo32<>+8(SB)/8, $0x00000000ffffffff
@@ -71039,7 +70976,7 @@ DATA ansLo32<>+56(SB)/8, $0x00000000ffffffff
 GLOBL ansLo32<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
@@ -71050,7 +70987,6 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -71063,7 +70999,16 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z8
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1Avx512_badstate
+	VMOVDQU64     64(CX), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -71072,7 +71017,7 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     64(CX), Z9
+	VMOVDQU64     128(CX), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -71081,7 +71026,7 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     128(CX), Z10
+	VMOVDQU64     192(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -71090,22 +71035,23 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1Avx512_badstate
-	VMOVDQU64     192(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotStripesX1Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotStripesX1Avx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z14
-	VMOVDQU32     ansSpread0<>+0(SB), Z15
-	VMOVDQU32     ansSpread1<>+0(SB), Z16
+	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -71114,136 +71060,154 @@ AnsDotStripesX1Avx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z17
-	VPMULTISHIFTQB Z8, Z6, Z18
-	VPMULTISHIFTQB Z9, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPBROADCASTD   (R9), Z12
+	VPMULTISHIFTQB Z11, Z6, Z13
+	VPMULTISHIFTQB Z7, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R10, BX
-	VPDPBUSD       Z17, Z19, Z12
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z18, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z18, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z18, Z18
+	VPDPBUSD       Z12, Z16, Z14
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPADDD         Z18, Z23, Z23
-	VPSRLD         $0x18, Z19, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z20, Z8, Z8
-	VPADDQ         Z21, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z18, Z9, Z9
-	VPADDQ         Z19, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R10
+	VPMULLD        Z17, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z13, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSRLD         $0x08, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z17, Z19, Z17
+	VPSRLD         $0x10, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPSRLD         $0x18, Z13, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPSRLD         $0x10, Z13, Z13
+	VPANDD         ansCff<>+0(SB), Z13, Z13
+	VPADDD         Z13, Z20, Z20
+	VPSRLD         $0x18, Z16, Z13
+	VPMULLD        Z19, Z13, Z13
+	VPMULLD        Z17, Z13, Z13
+	VPMULLD        Z17, Z20, Z16
+	VPADDD         Z18, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z13, Z17
+	VPANDQ         ansLo32<>+0(SB), Z16, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z17, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z13, Z7, Z7
+	VPADDQ         Z16, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
-	VPBROADCASTD   (R9), Z17
-	VPMULTISHIFTQB Z10, Z6, Z18
-	VPMULTISHIFTQB Z11, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
+	VPBROADCASTD   (R9), Z12
+	VPMULTISHIFTQB Z8, Z6, Z13
+	VPMULTISHIFTQB Z9, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R9, BX
-	VPDPBUSD       Z17, Z19, Z13
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPANDD         ansCff<>+0(SB), Z19, Z20
-	VPSRLD         $0x08, Z18, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPMULLD        Z20, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z18, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSRLD         $0x08, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPMULLD        Z20, Z22, Z20
-	VPSRLD         $0x10, Z19, Z22
-	VPANDD         ansCff<>+0(SB), Z22, Z22
-	VPSRLD         $0x18, Z18, Z23
-	VPMULLD        Z22, Z23, Z23
-	VPSRLD         $0x10, Z18, Z18
+	VPDPBUSD       Z12, Z16, Z15
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPADDD         Z18, Z23, Z23
-	VPSRLD         $0x18, Z19, Z18
-	VPMULLD        Z22, Z18, Z18
-	VPMULLD        Z20, Z18, Z18
-	VPMULLD        Z20, Z23, Z19
-	VPADDD         Z21, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z18, Z20
-	VPANDQ         ansLo32<>+0(SB), Z19, Z21
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z20, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z18, Z11, Z11
-	VPADDQ         Z19, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R9
+	VPMULLD        Z17, Z18, Z18
+	VPANDD         ansCff<>+0(SB), Z13, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSRLD         $0x08, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z17, Z19, Z17
+	VPSRLD         $0x10, Z16, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPSRLD         $0x18, Z13, Z20
+	VPMULLD        Z19, Z20, Z20
+	VPSRLD         $0x10, Z13, Z13
+	VPANDD         ansCff<>+0(SB), Z13, Z13
+	VPADDD         Z13, Z20, Z20
+	VPSRLD         $0x18, Z16, Z13
+	VPMULLD        Z19, Z13, Z13
+	VPMULLD        Z17, Z13, Z13
+	VPMULLD        Z17, Z20, Z16
+	VPADDD         Z18, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z13, Z17
+	VPANDQ         ansLo32<>+0(SB), Z16, Z18
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z17, Z8, Z8
+	VPADDQ         Z18, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z13, Z9, Z9
+	VPADDQ         Z16, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -71252,18 +71216,10 @@ AnsDotStripesX1Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX1Avx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -71288,8 +71244,8 @@ AnsDotStripesX1Avx512_badstate:
 	RET
 
 // func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
+TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $8-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -71299,7 +71255,6 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -71312,7 +71267,16 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z8
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2Avx512_badstate
+	VMOVDQU64     64(DI), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -71321,7 +71285,7 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     64(DI), Z9
+	VMOVDQU64     128(DI), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -71330,7 +71294,7 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     128(DI), Z10
+	VMOVDQU64     192(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -71339,67 +71303,80 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     192(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotRowsX2Avx512_badstate
 	ADDQ          $0x00000100, DI
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z14
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     64(CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     128(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VMOVDQU64     192(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	VMOVDQU64     192(CX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2Avx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z18, Z18, Z18
-	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z10, Z19
+	VPERMT2Q      Z12, Z20, Z19
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z21, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z18, Z20, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z18, Z21, Z13
+	VPXORD        Z16, Z16, Z16
+	VPXORD        Z17, Z17, Z17
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z20
-	VMOVDQU32     ansSpread0<>+0(SB), Z21
-	VMOVDQU32     ansSpread1<>+0(SB), Z22
+	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -71411,260 +71388,288 @@ AnsDotRowsX2Avx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z23
-	VPMULTISHIFTQB Z8, Z6, Z24
-	VPMULTISHIFTQB Z9, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VMOVDQU8       (R13), Z20
+	VPMULTISHIFTQB Z11, Z6, Z21
+	VPMULTISHIFTQB Z7, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, R9
-	VPDPBUSD       Z23, Z25, Z12
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z26, Z27
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z24, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z24, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z30, Z30
-	VPSRLD         $0x18, Z26, Z24
-	VPMULLD        Z29, Z24, Z24
-	VPMULLD        Z27, Z24, Z24
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z27, Z8, Z8
-	VPADDQ         Z28, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z24, Z9, Z9
-	VPADDQ         Z26, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z14
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z23, Z24
+	VPSRLD         $0x08, Z21, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z21, Z26
+	VPADDD         Z26, Z25, Z25
+	VPSRLD         $0x08, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z24, Z26, Z24
+	VPSRLD         $0x10, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPSRLD         $0x18, Z21, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z27, Z27
+	VPSRLD         $0x18, Z23, Z21
+	VPMULLD        Z26, Z21, Z21
+	VPMULLD        Z24, Z21, Z21
+	VPMULLD        Z24, Z27, Z23
+	VPADDD         Z25, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z24, Z11, Z11
+	VPADDQ         Z25, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z21, Z7, Z7
+	VPADDQ         Z23, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
-	VPMULTISHIFTQB Z14, Z6, Z24
-	VPMULTISHIFTQB Z15, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z21
+	VPMULTISHIFTQB Z10, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, BX
-	VPDPBUSD       Z23, Z25, Z18
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z24, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z24, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z24, Z24
+	VPDPBUSD       Z20, Z22, Z16
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z29, Z29
-	VPSRLD         $0x18, Z25, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z26, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z24, Z15, Z15
-	VPADDQ         Z25, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z21, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z21, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z26, Z26
+	VPSRLD         $0x18, Z22, Z21
+	VPMULLD        Z25, Z21, Z21
+	VPMULLD        Z23, Z21, Z21
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z21, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z23, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
-	VMOVDQU8       64(R13), Z23
-	VPMULTISHIFTQB Z10, Z6, Z24
-	VPMULTISHIFTQB Z11, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPSLLQ         $0x20, Z19, K2, Z19
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
+	VMOVDQU8       64(R13), Z20
+	VPMULTISHIFTQB Z8, Z6, Z21
+	VPMULTISHIFTQB Z9, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, R9
-	VPDPBUSD       Z23, Z25, Z13
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z26, Z27
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z24, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z24, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z30, Z30
-	VPSRLD         $0x18, Z26, Z24
-	VPMULLD        Z29, Z24, Z24
-	VPMULLD        Z27, Z24, Z24
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z27, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z24, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z15
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z23, Z24
+	VPSRLD         $0x08, Z21, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z21, Z26
+	VPADDD         Z26, Z25, Z25
+	VPSRLD         $0x08, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z24, Z26, Z24
+	VPSRLD         $0x10, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPSRLD         $0x18, Z21, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z27, Z27
+	VPSRLD         $0x18, Z23, Z21
+	VPMULLD        Z26, Z21, Z21
+	VPMULLD        Z24, Z21, Z21
+	VPMULLD        Z24, Z27, Z23
+	VPADDD         Z25, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z24, Z8, Z8
+	VPADDQ         Z25, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z21, Z9, Z9
+	VPADDQ         Z23, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
-	VPMULTISHIFTQB Z16, Z6, Z24
-	VPMULTISHIFTQB Z17, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z21
+	VPMULTISHIFTQB Z13, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, BX
-	VPDPBUSD       Z23, Z25, Z19
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z24, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z24, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z24, Z24
+	VPDPBUSD       Z20, Z22, Z17
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z29, Z29
-	VPSRLD         $0x18, Z25, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z26, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z24, Z17, Z17
-	VPADDQ         Z25, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z21, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z21, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z26, Z26
+	VPSRLD         $0x18, Z22, Z21
+	VPMULLD        Z25, Z21, Z21
+	VPMULLD        Z23, Z21, Z21
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z21, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z23, Z12, Z12
+	VPADDQ         Z24, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z21, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -71673,38 +71678,30 @@ AnsDotRowsX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2Avx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX2Avx512_toomany
-	VMOVDQU32      Z18, 128(AX)
-	VMOVDQU32      Z19, 192(AX)
+	VMOVDQU32      Z16, 128(AX)
+	VMOVDQU32      Z17, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -71729,8 +71726,8 @@ AnsDotRowsX2Avx512_badstate:
 	RET
 
 // func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
+TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $8-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -71740,7 +71737,6 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -71753,7 +71749,16 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z8
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2Avx512_badstate
+	VMOVDQU64     64(DI), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -71762,7 +71767,7 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     64(DI), Z9
+	VMOVDQU64     128(DI), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -71771,7 +71776,7 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     128(DI), Z10
+	VMOVDQU64     192(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -71780,67 +71785,80 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     192(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotStripesX2Avx512_badstate
 	ADDQ          $0x00000100, DI
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z14
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     64(CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     128(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VMOVDQU64     192(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	VMOVDQU64     192(CX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2Avx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z18, Z18, Z18
-	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z10, Z19
+	VPERMT2Q      Z12, Z20, Z19
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z21, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z18, Z20, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z18, Z21, Z13
+	VPXORD        Z16, Z16, Z16
+	VPXORD        Z17, Z17, Z17
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z20
-	VMOVDQU32     ansSpread0<>+0(SB), Z21
-	VMOVDQU32     ansSpread1<>+0(SB), Z22
+	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -71851,260 +71869,288 @@ AnsDotStripesX2Avx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z23
-	VPMULTISHIFTQB Z8, Z6, Z24
-	VPMULTISHIFTQB Z9, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPBROADCASTD   (R13), Z20
+	VPMULTISHIFTQB Z11, Z6, Z21
+	VPMULTISHIFTQB Z7, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, R9
-	VPDPBUSD       Z23, Z25, Z12
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z26, Z27
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z24, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z24, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z30, Z30
-	VPSRLD         $0x18, Z26, Z24
-	VPMULLD        Z29, Z24, Z24
-	VPMULLD        Z27, Z24, Z24
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z27, Z8, Z8
-	VPADDQ         Z28, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z24, Z9, Z9
-	VPADDQ         Z26, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z14
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z23, Z24
+	VPSRLD         $0x08, Z21, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z21, Z26
+	VPADDD         Z26, Z25, Z25
+	VPSRLD         $0x08, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z24, Z26, Z24
+	VPSRLD         $0x10, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPSRLD         $0x18, Z21, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z27, Z27
+	VPSRLD         $0x18, Z23, Z21
+	VPMULLD        Z26, Z21, Z21
+	VPMULLD        Z24, Z21, Z21
+	VPMULLD        Z24, Z27, Z23
+	VPADDD         Z25, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z24, Z11, Z11
+	VPADDQ         Z25, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z21, Z7, Z7
+	VPADDQ         Z23, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
-	VPMULTISHIFTQB Z14, Z6, Z24
-	VPMULTISHIFTQB Z15, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z21
+	VPMULTISHIFTQB Z10, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, BX
-	VPDPBUSD       Z23, Z25, Z18
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z24, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z24, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z24, Z24
+	VPDPBUSD       Z20, Z22, Z16
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z29, Z29
-	VPSRLD         $0x18, Z25, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z26, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z24, Z15, Z15
-	VPADDQ         Z25, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z21, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z21, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z26, Z26
+	VPSRLD         $0x18, Z22, Z21
+	VPMULLD        Z25, Z21, Z21
+	VPMULLD        Z23, Z21, Z21
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z21, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z23, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
-	VPBROADCASTD   (R13), Z23
-	VPMULTISHIFTQB Z10, Z6, Z24
-	VPMULTISHIFTQB Z11, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPSLLQ         $0x20, Z19, K2, Z19
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
+	VPBROADCASTD   (R13), Z20
+	VPMULTISHIFTQB Z8, Z6, Z21
+	VPMULTISHIFTQB Z9, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, R9
-	VPDPBUSD       Z23, Z25, Z13
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z26, Z27
-	VPSRLD         $0x08, Z24, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z27, Z28, Z28
-	VPANDD         ansCff<>+0(SB), Z24, Z29
-	VPADDD         Z29, Z28, Z28
-	VPSRLD         $0x08, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPMULLD        Z27, Z29, Z27
-	VPSRLD         $0x10, Z26, Z29
-	VPANDD         ansCff<>+0(SB), Z29, Z29
-	VPSRLD         $0x18, Z24, Z30
-	VPMULLD        Z29, Z30, Z30
-	VPSRLD         $0x10, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z30, Z30
-	VPSRLD         $0x18, Z26, Z24
-	VPMULLD        Z29, Z24, Z24
-	VPMULLD        Z27, Z24, Z24
-	VPMULLD        Z27, Z30, Z26
-	VPADDD         Z28, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPANDQ         ansLo32<>+0(SB), Z26, Z28
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z27, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z24, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z15
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z23, Z24
+	VPSRLD         $0x08, Z21, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPANDD         ansCff<>+0(SB), Z21, Z26
+	VPADDD         Z26, Z25, Z25
+	VPSRLD         $0x08, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPMULLD        Z24, Z26, Z24
+	VPSRLD         $0x10, Z23, Z26
+	VPANDD         ansCff<>+0(SB), Z26, Z26
+	VPSRLD         $0x18, Z21, Z27
+	VPMULLD        Z26, Z27, Z27
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z27, Z27
+	VPSRLD         $0x18, Z23, Z21
+	VPMULLD        Z26, Z21, Z21
+	VPMULLD        Z24, Z21, Z21
+	VPMULLD        Z24, Z27, Z23
+	VPADDD         Z25, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z24, Z8, Z8
+	VPADDQ         Z25, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z21, Z9, Z9
+	VPADDQ         Z23, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
-	VPMULTISHIFTQB Z16, Z6, Z24
-	VPMULTISHIFTQB Z17, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z21
+	VPMULTISHIFTQB Z13, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, BX
-	VPDPBUSD       Z23, Z25, Z19
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPANDD         ansCff<>+0(SB), Z25, Z26
-	VPSRLD         $0x08, Z24, Z27
-	VPANDD         ansCff<>+0(SB), Z27, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPANDD         ansCff<>+0(SB), Z24, Z28
-	VPADDD         Z28, Z27, Z27
-	VPSRLD         $0x08, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPMULLD        Z26, Z28, Z26
-	VPSRLD         $0x10, Z25, Z28
-	VPANDD         ansCff<>+0(SB), Z28, Z28
-	VPSRLD         $0x18, Z24, Z29
-	VPMULLD        Z28, Z29, Z29
-	VPSRLD         $0x10, Z24, Z24
+	VPDPBUSD       Z20, Z22, Z17
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPADDD         Z24, Z29, Z29
-	VPSRLD         $0x18, Z25, Z24
-	VPMULLD        Z28, Z24, Z24
-	VPMULLD        Z26, Z24, Z24
-	VPMULLD        Z26, Z29, Z25
-	VPADDD         Z27, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z24, Z26
-	VPANDQ         ansLo32<>+0(SB), Z25, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z26, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z24, Z17, Z17
-	VPADDQ         Z25, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z21, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z21, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z21, Z21
+	VPANDD         ansCff<>+0(SB), Z21, Z21
+	VPADDD         Z21, Z26, Z26
+	VPSRLD         $0x18, Z22, Z21
+	VPMULLD        Z25, Z21, Z21
+	VPMULLD        Z23, Z21, Z21
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z21, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z23, Z12, Z12
+	VPADDQ         Z24, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z21, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72113,38 +72159,30 @@ AnsDotStripesX2Avx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2Avx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2Avx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2Avx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2Avx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX2Avx512_toomany
-	VMOVDQU32      Z18, 128(AX)
-	VMOVDQU32      Z19, 192(AX)
+	VMOVDQU32      Z16, 128(AX)
+	VMOVDQU32      Z17, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -72169,7 +72207,7 @@ AnsDotStripesX2Avx512_badstate:
 	RET
 
 // func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
@@ -72180,7 +72218,6 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -72193,7 +72230,16 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z8
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -72202,7 +72248,7 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z9
+	VMOVDQU64     128(CX), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -72211,7 +72257,7 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z10
+	VMOVDQU64     192(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -72220,22 +72266,23 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotRowsX1MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z14
-	VMOVDQU32     ansSpread0<>+0(SB), Z15
-	VMOVDQU32     ansSpread1<>+0(SB), Z16
+	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -72245,126 +72292,144 @@ AnsDotRowsX1MaddAvx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z17
-	VPMULTISHIFTQB Z8, Z6, Z18
-	VPMULTISHIFTQB Z9, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VMOVDQU8       (R9), Z12
+	VPMULTISHIFTQB Z11, Z6, Z13
+	VPMULTISHIFTQB Z7, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R10, BX
-	VPDPBUSD       Z17, Z19, Z12
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z8, Z8
-	VPADDQ         Z22, Z8, Z8
-	VPADDQ         Z21, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z20
-	VPMULUDQ       Z19, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z19, Z9, Z9
-	VPADDQ         Z20, Z9, Z9
-	VPADDQ         Z18, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R10
+	VPDPBUSD       Z12, Z16, Z14
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z19
+	VPMULUDQ       Z17, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z17, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z17
+	VPMULUDQ       Z16, Z17, Z17
+	VPSLLQ         $0x20, Z17, Z17
+	VPMULUDQ       Z16, Z7, Z7
+	VPADDQ         Z17, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
-	VMOVDQU8       64(R9), Z17
-	VPMULTISHIFTQB Z10, Z6, Z18
-	VPMULTISHIFTQB Z11, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
+	VMOVDQU8       64(R9), Z12
+	VPMULTISHIFTQB Z8, Z6, Z13
+	VPMULTISHIFTQB Z9, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R9, BX
-	VPDPBUSD       Z17, Z19, Z13
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z20
-	VPMULUDQ       Z19, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z19, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R9
+	VPDPBUSD       Z12, Z16, Z15
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z19
+	VPMULUDQ       Z17, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z17, Z8, Z8
+	VPADDQ         Z19, Z8, Z8
+	VPADDQ         Z18, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z17
+	VPMULUDQ       Z16, Z17, Z17
+	VPSLLQ         $0x20, Z17, Z17
+	VPMULUDQ       Z16, Z9, Z9
+	VPADDQ         Z17, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72373,18 +72438,10 @@ AnsDotRowsX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX1MaddAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -72429,7 +72486,7 @@ DATA ansOneHi32<>+56(SB)/8, $0x0001000000010000
 GLOBL ansOneHi32<>(SB), RODATA|NOPTR, $64
 
 // func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
@@ -72440,7 +72497,6 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -72453,7 +72509,16 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z8
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -72462,7 +72527,7 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z9
+	VMOVDQU64     128(CX), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -72471,7 +72536,7 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z10
+	VMOVDQU64     192(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -72480,22 +72545,23 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotStripesX1MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z14
-	VMOVDQU32     ansSpread0<>+0(SB), Z15
-	VMOVDQU32     ansSpread1<>+0(SB), Z16
+	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -72504,126 +72570,144 @@ AnsDotStripesX1MaddAvx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z17
-	VPMULTISHIFTQB Z8, Z6, Z18
-	VPMULTISHIFTQB Z9, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPBROADCASTD   (R9), Z12
+	VPMULTISHIFTQB Z11, Z6, Z13
+	VPMULTISHIFTQB Z7, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R10, BX
-	VPDPBUSD       Z17, Z19, Z12
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z8, Z8
-	VPADDQ         Z22, Z8, Z8
-	VPADDQ         Z21, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z20
-	VPMULUDQ       Z19, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z19, Z9, Z9
-	VPADDQ         Z20, Z9, Z9
-	VPADDQ         Z18, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R10
+	VPDPBUSD       Z12, Z16, Z14
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z19
+	VPMULUDQ       Z17, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z17, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z17
+	VPMULUDQ       Z16, Z17, Z17
+	VPSLLQ         $0x20, Z17, Z17
+	VPMULUDQ       Z16, Z7, Z7
+	VPADDQ         Z17, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
-	VPBROADCASTD   (R9), Z17
-	VPMULTISHIFTQB Z10, Z6, Z18
-	VPMULTISHIFTQB Z11, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
+	VPBROADCASTD   (R9), Z12
+	VPMULTISHIFTQB Z8, Z6, Z13
+	VPMULTISHIFTQB Z9, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R9, BX
-	VPDPBUSD       Z17, Z19, Z13
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z22
-	VPMULUDQ       Z20, Z22, Z22
-	VPSLLQ         $0x20, Z22, Z22
-	VPMULUDQ       Z20, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z20
-	VPMULUDQ       Z19, Z20, Z20
-	VPSLLQ         $0x20, Z20, Z20
-	VPMULUDQ       Z19, Z11, Z11
-	VPADDQ         Z20, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R9
+	VPDPBUSD       Z12, Z16, Z15
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z19
+	VPMULUDQ       Z17, Z19, Z19
+	VPSLLQ         $0x20, Z19, Z19
+	VPMULUDQ       Z17, Z8, Z8
+	VPADDQ         Z19, Z8, Z8
+	VPADDQ         Z18, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z17
+	VPMULUDQ       Z16, Z17, Z17
+	VPSLLQ         $0x20, Z17, Z17
+	VPMULUDQ       Z16, Z9, Z9
+	VPADDQ         Z17, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -72632,18 +72716,10 @@ AnsDotStripesX1MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX1MaddAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -72668,8 +72744,8 @@ AnsDotStripesX1MaddAvx512_badstate:
 	RET
 
 // func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
+TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $8-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -72679,7 +72755,6 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -72692,7 +72767,16 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z8
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(DI), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -72701,7 +72785,7 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     64(DI), Z9
+	VMOVDQU64     128(DI), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -72710,7 +72794,7 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     128(DI), Z10
+	VMOVDQU64     192(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -72719,67 +72803,80 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     192(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	ADDQ          $0x00000100, DI
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z14
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	VMOVDQU64     192(CX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z18, Z18, Z18
-	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z10, Z19
+	VPERMT2Q      Z12, Z20, Z19
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z21, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z18, Z20, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z18, Z21, Z13
+	VPXORD        Z16, Z16, Z16
+	VPXORD        Z17, Z17, Z17
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z20
-	VMOVDQU32     ansSpread0<>+0(SB), Z21
-	VMOVDQU32     ansSpread1<>+0(SB), Z22
+	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -72791,240 +72888,268 @@ AnsDotRowsX2MaddAvx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z23
-	VPMULTISHIFTQB Z8, Z6, Z24
-	VPMULTISHIFTQB Z9, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VMOVDQU8       (R13), Z20
+	VPMULTISHIFTQB Z11, Z6, Z21
+	VPMULTISHIFTQB Z7, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, R9
-	VPDPBUSD       Z23, Z25, Z12
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z8, Z8
-	VPADDQ         Z29, Z8, Z8
-	VPADDQ         Z28, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z27
-	VPMULUDQ       Z26, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z9, Z9
-	VPADDQ         Z27, Z9, Z9
-	VPADDQ         Z24, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z14
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPADDQ         Z25, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z24
+	VPMULUDQ       Z23, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z23, Z7, Z7
+	VPADDQ         Z24, Z7, Z7
+	VPADDQ         Z21, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
-	VPMULTISHIFTQB Z14, Z6, Z24
-	VPMULTISHIFTQB Z15, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z21
+	VPMULTISHIFTQB Z10, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, BX
-	VPDPBUSD       Z23, Z25, Z18
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z14, Z14
-	VPADDQ         Z28, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z15, Z15
-	VPADDQ         Z26, Z15, Z15
-	VPADDQ         Z24, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z16
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z19, Z19
+	VPADDQ         Z25, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z10, Z10
+	VPADDQ         Z23, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
-	VMOVDQU8       64(R13), Z23
-	VPMULTISHIFTQB Z10, Z6, Z24
-	VPMULTISHIFTQB Z11, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPSLLQ         $0x20, Z19, K2, Z19
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
+	VMOVDQU8       64(R13), Z20
+	VPMULTISHIFTQB Z8, Z6, Z21
+	VPMULTISHIFTQB Z9, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, R9
-	VPDPBUSD       Z23, Z25, Z13
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z27
-	VPMULUDQ       Z26, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPADDQ         Z24, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z15
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z8, Z8
+	VPADDQ         Z26, Z8, Z8
+	VPADDQ         Z25, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z24
+	VPMULUDQ       Z23, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z23, Z9, Z9
+	VPADDQ         Z24, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
-	VPMULTISHIFTQB Z16, Z6, Z24
-	VPMULTISHIFTQB Z17, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z21
+	VPMULTISHIFTQB Z13, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, BX
-	VPDPBUSD       Z23, Z25, Z19
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z17
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z12, Z12
+	VPADDQ         Z25, Z12, Z12
+	VPADDQ         Z24, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z13, Z13
+	VPADDQ         Z23, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73033,38 +73158,30 @@ AnsDotRowsX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2MaddAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX2MaddAvx512_toomany
-	VMOVDQU32      Z18, 128(AX)
-	VMOVDQU32      Z19, 192(AX)
+	VMOVDQU32      Z16, 128(AX)
+	VMOVDQU32      Z17, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73089,8 +73206,8 @@ AnsDotRowsX2MaddAvx512_badstate:
 	RET
 
 // func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
+TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $8-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -73100,7 +73217,6 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -73113,7 +73229,16 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z8
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddAvx512_badstate
+	VMOVDQU64     64(DI), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -73122,7 +73247,7 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     64(DI), Z9
+	VMOVDQU64     128(DI), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -73131,7 +73256,7 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     128(DI), Z10
+	VMOVDQU64     192(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -73140,67 +73265,80 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     192(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	ADDQ          $0x00000100, DI
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z14
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     64(CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     128(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VMOVDQU64     192(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	VMOVDQU64     192(CX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z18, Z18, Z18
-	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z10, Z19
+	VPERMT2Q      Z12, Z20, Z19
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z21, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z18, Z20, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z18, Z21, Z13
+	VPXORD        Z16, Z16, Z16
+	VPXORD        Z17, Z17, Z17
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z20
-	VMOVDQU32     ansSpread0<>+0(SB), Z21
-	VMOVDQU32     ansSpread1<>+0(SB), Z22
+	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -73211,240 +73349,268 @@ AnsDotStripesX2MaddAvx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z23
-	VPMULTISHIFTQB Z8, Z6, Z24
-	VPMULTISHIFTQB Z9, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPBROADCASTD   (R13), Z20
+	VPMULTISHIFTQB Z11, Z6, Z21
+	VPMULTISHIFTQB Z7, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, R9
-	VPDPBUSD       Z23, Z25, Z12
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z8, Z8
-	VPADDQ         Z29, Z8, Z8
-	VPADDQ         Z28, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z27
-	VPMULUDQ       Z26, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z9, Z9
-	VPADDQ         Z27, Z9, Z9
-	VPADDQ         Z24, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z14
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z11, Z11
+	VPADDQ         Z26, Z11, Z11
+	VPADDQ         Z25, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z24
+	VPMULUDQ       Z23, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z23, Z7, Z7
+	VPADDQ         Z24, Z7, Z7
+	VPADDQ         Z21, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
-	VPMULTISHIFTQB Z14, Z6, Z24
-	VPMULTISHIFTQB Z15, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z21
+	VPMULTISHIFTQB Z10, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, BX
-	VPDPBUSD       Z23, Z25, Z18
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z14, Z14
-	VPSRLQ         $0x20, Z14, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z14, Z14
-	VPADDQ         Z28, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z15, Z15
-	VPSRLQ         $0x20, Z15, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z15, Z15
-	VPADDQ         Z26, Z15, Z15
-	VPADDQ         Z24, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z16
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z19, Z19
+	VPADDQ         Z25, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z10, Z10
+	VPADDQ         Z23, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
-	VPBROADCASTD   (R13), Z23
-	VPMULTISHIFTQB Z10, Z6, Z24
-	VPMULTISHIFTQB Z11, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPSLLQ         $0x20, Z19, K2, Z19
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
+	VPBROADCASTD   (R13), Z20
+	VPMULTISHIFTQB Z8, Z6, Z21
+	VPMULTISHIFTQB Z9, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, R9
-	VPDPBUSD       Z23, Z25, Z13
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z29
-	VPMULUDQ       Z27, Z29, Z29
-	VPSLLQ         $0x20, Z29, Z29
-	VPMULUDQ       Z27, Z10, Z10
-	VPADDQ         Z29, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z27
-	VPMULUDQ       Z26, Z27, Z27
-	VPSLLQ         $0x20, Z27, Z27
-	VPMULUDQ       Z26, Z11, Z11
-	VPADDQ         Z27, Z11, Z11
-	VPADDQ         Z24, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z15
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z26
+	VPMULUDQ       Z24, Z26, Z26
+	VPSLLQ         $0x20, Z26, Z26
+	VPMULUDQ       Z24, Z8, Z8
+	VPADDQ         Z26, Z8, Z8
+	VPADDQ         Z25, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z24
+	VPMULUDQ       Z23, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z23, Z9, Z9
+	VPADDQ         Z24, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
-	VPMULTISHIFTQB Z16, Z6, Z24
-	VPMULTISHIFTQB Z17, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z21
+	VPMULTISHIFTQB Z13, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, BX
-	VPDPBUSD       Z23, Z25, Z19
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPSRLQ         $0x20, Z16, Z28
-	VPMULUDQ       Z26, Z28, Z28
-	VPSLLQ         $0x20, Z28, Z28
-	VPMULUDQ       Z26, Z16, Z16
-	VPADDQ         Z28, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z17, Z17
-	VPSRLQ         $0x20, Z17, Z26
-	VPMULUDQ       Z25, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z25, Z17, Z17
-	VPADDQ         Z26, Z17, Z17
-	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z17
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z12, Z12
+	VPADDQ         Z25, Z12, Z12
+	VPADDQ         Z24, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z13, Z13
+	VPADDQ         Z23, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73453,38 +73619,30 @@ AnsDotStripesX2MaddAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2MaddAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX2MaddAvx512_toomany
-	VMOVDQU32      Z18, 128(AX)
-	VMOVDQU32      Z19, 192(AX)
+	VMOVDQU32      Z16, 128(AX)
+	VMOVDQU32      Z17, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73509,7 +73667,7 @@ AnsDotStripesX2MaddAvx512_badstate:
 	RET
 
 // func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
@@ -73520,7 +73678,6 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -73533,7 +73690,16 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z8
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotRowsX1MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -73542,7 +73708,7 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z9
+	VMOVDQU64     128(CX), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -73551,7 +73717,7 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z10
+	VMOVDQU64     192(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -73560,22 +73726,23 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotRowsX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotRowsX1MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z14
-	VMOVDQU32     ansSpread0<>+0(SB), Z15
-	VMOVDQU32     ansSpread1<>+0(SB), Z16
+	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -73585,110 +73752,128 @@ AnsDotRowsX1MaddQAvx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z17
-	VPMULTISHIFTQB Z8, Z6, Z18
-	VPMULTISHIFTQB Z9, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VMOVDQU8       (R9), Z12
+	VPMULTISHIFTQB Z11, Z6, Z13
+	VPMULTISHIFTQB Z7, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R10, BX
-	VPDPBUSD       Z17, Z19, Z12
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z20, Z8, Z8
-	VPADDQ         Z21, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z19, Z9, Z9
-	VPADDQ         Z18, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R10
+	VPDPBUSD       Z12, Z16, Z14
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z17, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z16, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
-	VMOVDQU8       64(R9), Z17
-	VPMULTISHIFTQB Z10, Z6, Z18
-	VPMULTISHIFTQB Z11, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
+	VMOVDQU8       64(R9), Z12
+	VPMULTISHIFTQB Z8, Z6, Z13
+	VPMULTISHIFTQB Z9, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R9, BX
-	VPDPBUSD       Z17, Z19, Z13
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z20, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z19, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R9
+	VPDPBUSD       Z12, Z16, Z15
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z17, Z8, Z8
+	VPADDQ         Z18, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z16, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX1MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73697,18 +73882,10 @@ AnsDotRowsX1MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX1MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX1MaddQAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73733,7 +73910,7 @@ AnsDotRowsX1MaddQAvx512_badstate:
 	RET
 
 // func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
 TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
@@ -73744,7 +73921,6 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -73757,7 +73933,16 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), BX
 	MOVQ          (SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z8
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDotStripesX1MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -73766,7 +73951,7 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z9
+	VMOVDQU64     128(CX), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -73775,7 +73960,7 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z10
+	VMOVDQU64     192(CX), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, DI
 	TESTL         DI, DI
@@ -73784,22 +73969,23 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, DI
 	TESTL         DI, DI
 	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotStripesX1MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, DI
-	TESTL         DI, DI
-	JNZ           AnsDotStripesX1MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z14
-	VMOVDQU32     ansSpread0<>+0(SB), Z15
-	VMOVDQU32     ansSpread1<>+0(SB), Z16
+	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -73808,110 +73994,128 @@ AnsDotStripesX1MaddQAvx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z17
-	VPMULTISHIFTQB Z8, Z6, Z18
-	VPMULTISHIFTQB Z9, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPBROADCASTD   (R9), Z12
+	VPMULTISHIFTQB Z11, Z6, Z13
+	VPMULTISHIFTQB Z7, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R10, BX
-	VPDPBUSD       Z17, Z19, Z12
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z20, Z8, Z8
-	VPADDQ         Z21, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z19, Z9, Z9
-	VPADDQ         Z18, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R10
+	VPDPBUSD       Z12, Z16, Z14
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z17, Z11, Z11
+	VPADDQ         Z18, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z16, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
 	POPCNTL        R10, R10
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z8, K2, Z8
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z9, K3, Z9
-	VPBROADCASTD   (R9), Z17
-	VPMULTISHIFTQB Z10, Z6, Z18
-	VPMULTISHIFTQB Z11, Z6, K1, Z18
-	VPERMB         Z18, Z7, Z19
-	VPERMI2B       Z5, Z4, Z19
-	VPCMPEQB       384(AX), Z19, K2
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
+	VPBROADCASTD   (R9), Z12
+	VPMULTISHIFTQB Z8, Z6, Z13
+	VPMULTISHIFTQB Z9, Z6, K1, Z13
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z19
-	VPADDB         Z14, Z19, K2, Z19
+	VPEXPANDB      (BX), K2, Z16
+	VPADDB         Z10, Z16, K2, Z16
 	MOVQ           R9, BX
-	VPDPBUSD       Z17, Z19, Z13
-	VMOVDQU32      (CX), Z17
-	VMOVDQA32      Z18, Z19
-	VPERMI2B       Z1, Z0, Z19
-	VPERMI2B       Z3, Z2, Z18
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z19, Z20
-	VPMADDUBSW     Z20, Z18, Z18
-	VPSRLW         $0x08, Z19, Z20
-	VPMADDUBSW     Z20, Z19, Z19
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z19, Z20
-	VPMADDWD       Z20, Z18, Z18
-	VPSRLD         $0x10, Z19, Z20
-	VPMADDWD       Z20, Z19, Z19
-	VPANDQ         ansLo32<>+0(SB), Z19, Z20
-	VPANDQ         ansLo32<>+0(SB), Z18, Z21
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z20, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z19, Z19
-	VPSRLQ         $0x20, Z18, Z18
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z19, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R9
+	VPDPBUSD       Z12, Z16, Z15
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z13, Z16
+	VPERMI2B       Z1, Z0, Z16
+	VPERMI2B       Z3, Z2, Z13
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
+	VPMADDUBSW     Z17, Z13, Z13
+	VPSRLW         $0x08, Z16, Z17
+	VPMADDUBSW     Z17, Z16, Z16
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
+	VPMADDWD       Z17, Z13, Z13
+	VPSRLD         $0x10, Z16, Z17
+	VPMADDWD       Z17, Z16, Z16
+	VPANDQ         ansLo32<>+0(SB), Z16, Z17
+	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z17, Z8, Z8
+	VPADDQ         Z18, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z16, Z16
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z16, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
 	POPCNTL        R9, R9
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z17, K4, Z17
-	VPERMD         Z17, Z15, Z18
-	VPSHLDQ        $0x20, Z18, Z10, K2, Z10
-	VPERMD         Z17, Z16, Z17
-	VPSHLDQ        $0x20, Z17, Z11, K3, Z11
+	VPEXPANDD.Z    Z12, K4, Z12
+	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX1MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -73920,18 +74124,10 @@ AnsDotStripesX1MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX1MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX1MaddQAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -73956,8 +74152,8 @@ AnsDotStripesX1MaddQAvx512_badstate:
 	RET
 
 // func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
+TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $8-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -73967,7 +74163,6 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -73980,7 +74175,16 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z8
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(DI), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -73989,7 +74193,7 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     64(DI), Z9
+	VMOVDQU64     128(DI), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -73998,7 +74202,7 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     128(DI), Z10
+	VMOVDQU64     192(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -74007,67 +74211,80 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     192(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, DI
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z14
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	VMOVDQU64     192(CX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotRowsX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z18, Z18, Z18
-	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z10, Z19
+	VPERMT2Q      Z12, Z20, Z19
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z21, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z18, Z20, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z18, Z21, Z13
+	VPXORD        Z16, Z16, Z16
+	VPXORD        Z17, Z17, Z17
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z20
-	VMOVDQU32     ansSpread0<>+0(SB), Z21
-	VMOVDQU32     ansSpread1<>+0(SB), Z22
+	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -74079,208 +74296,236 @@ AnsDotRowsX2MaddQAvx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z23
-	VPMULTISHIFTQB Z8, Z6, Z24
-	VPMULTISHIFTQB Z9, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VMOVDQU8       (R13), Z20
+	VPMULTISHIFTQB Z11, Z6, Z21
+	VPMULTISHIFTQB Z7, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, R9
-	VPDPBUSD       Z23, Z25, Z12
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z27, Z8, Z8
-	VPADDQ         Z28, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z26, Z9, Z9
-	VPADDQ         Z24, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z14
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z24, Z11, Z11
+	VPADDQ         Z25, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z23, Z7, Z7
+	VPADDQ         Z21, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
-	VPMULTISHIFTQB Z14, Z6, Z24
-	VPMULTISHIFTQB Z15, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z21
+	VPMULTISHIFTQB Z10, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, BX
-	VPDPBUSD       Z23, Z25, Z18
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z26, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z25, Z15, Z15
-	VPADDQ         Z24, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z16
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z23, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z22, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
-	VMOVDQU8       64(R13), Z23
-	VPMULTISHIFTQB Z10, Z6, Z24
-	VPMULTISHIFTQB Z11, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPSLLQ         $0x20, Z19, K2, Z19
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
+	VMOVDQU8       64(R13), Z20
+	VPMULTISHIFTQB Z8, Z6, Z21
+	VPMULTISHIFTQB Z9, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, R9
-	VPDPBUSD       Z23, Z25, Z13
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z27, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z26, Z11, Z11
-	VPADDQ         Z24, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z15
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z24, Z8, Z8
+	VPADDQ         Z25, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z23, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
-	VPMULTISHIFTQB Z16, Z6, Z24
-	VPMULTISHIFTQB Z17, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z21
+	VPMULTISHIFTQB Z13, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, BX
-	VPDPBUSD       Z23, Z25, Z19
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z26, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z25, Z17, Z17
-	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z17
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z23, Z12, Z12
+	VPADDQ         Z24, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z22, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74289,38 +74534,30 @@ AnsDotRowsX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDotRowsX2MaddQAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotRowsX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotRowsX2MaddQAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotRowsX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotRowsX2MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotRowsX2MaddQAvx512_toomany
-	VMOVDQU32      Z18, 128(AX)
-	VMOVDQU32      Z19, 192(AX)
+	VMOVDQU32      Z16, 128(AX)
+	VMOVDQU32      Z17, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER
@@ -74345,8 +74582,8 @@ AnsDotRowsX2MaddQAvx512_badstate:
 	RET
 
 // func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, MMX+, POPCNT
-TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, AVX512VNNI, BMI2, MMX+, POPCNT
+TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $8-80
 	MOVQ          tabs+24(FP), AX
 	VMOVDQU8      (AX), Z0
 	VMOVDQU8      64(AX), Z1
@@ -74356,7 +74593,6 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	VMOVDQU8      320(AX), Z5
 	MOVQ          $0x150e0700150e0700, CX
 	VPBROADCASTQ  CX, Z6
-	VMOVDQU8      ansLaneFromInterleaved<>+0(SB), Z7
 	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
 	KMOVQ         CX, K1
 	MOVQ          words+0(FP), CX
@@ -74369,7 +74605,16 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	MOVQ          (BX), R9
 	MOVQ          (SI), R10
 	ADDQ          R9, R10
-	VMOVDQU64     (DI), Z8
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDotStripesX2MaddQAvx512_badstate
+	VMOVDQU64     64(DI), Z8
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -74378,7 +74623,7 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     64(DI), Z9
+	VMOVDQU64     128(DI), Z9
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -74387,7 +74632,7 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     128(DI), Z10
+	VMOVDQU64     192(DI), Z10
 	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
@@ -74396,67 +74641,80 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $0-80
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     192(DI), Z11
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z11, K2
-	KMOVB         K2, R11
-	TESTL         R11, R11
-	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, DI
-	VPXORD        Z12, Z12, Z12
-	VPXORD        Z13, Z13, Z13
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	VPXORD        Z14, Z14, Z14
+	VPXORD        Z15, Z15, Z15
 	MOVQ          8(CX), CX
 	MOVQ          8(DX), DX
 	LEAQ          (CX)(DX*4), DX
 	MOVQ          8(BX), BX
 	MOVQ          8(SI), SI
 	ADDQ          BX, SI
-	VMOVDQU64     (CX), Z14
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     64(CX), Z15
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z15, K2
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z15, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     128(CX), Z16
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z16, K2
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z16, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VMOVDQU64     192(CX), Z17
-	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z17, K2
+	VMOVDQU64     192(CX), Z18
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
-	VPTESTMQ.BCST ansSign<>+0(SB), Z17, K2
+	VPTESTMQ.BCST ansSign<>+0(SB), Z18, K2
 	KMOVB         K2, R11
 	TESTL         R11, R11
 	JNZ           AnsDotStripesX2MaddQAvx512_badstate
 	ADDQ          $0x00000100, CX
-	VPXORD        Z18, Z18, Z18
-	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z10, Z19
+	VPERMT2Q      Z12, Z20, Z19
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z21, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z20
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z21
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z18, Z20, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z18, Z21, Z13
+	VPXORD        Z16, Z16, Z16
+	VPXORD        Z17, Z17, Z17
 	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z20
-	VMOVDQU32     ansSpread0<>+0(SB), Z21
-	VMOVDQU32     ansSpread1<>+0(SB), Z22
+	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -74467,208 +74725,236 @@ AnsDotStripesX2MaddQAvx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z23
-	VPMULTISHIFTQB Z8, Z6, Z24
-	VPMULTISHIFTQB Z9, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPBROADCASTD   (R13), Z20
+	VPMULTISHIFTQB Z11, Z6, Z21
+	VPMULTISHIFTQB Z7, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, R9
-	VPDPBUSD       Z23, Z25, Z12
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z27, Z8, Z8
-	VPADDQ         Z28, Z8, Z8
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z26, Z9, Z9
-	VPADDQ         Z24, Z9, Z9
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z14
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z24, Z11, Z11
+	VPADDQ         Z25, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z23, Z7, Z7
+	VPADDQ         Z21, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z8, K2, Z8
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z9, K3, Z9
-	VPMULTISHIFTQB Z14, Z6, Z24
-	VPMULTISHIFTQB Z15, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z21
+	VPMULTISHIFTQB Z10, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R14, BX
-	VPDPBUSD       Z23, Z25, Z18
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z14, Z14
-	VPMULLQ        Z26, Z14, Z14
-	VPADDQ         Z27, Z14, Z14
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z14, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z15, Z15
-	VPMULLQ        Z25, Z15, Z15
-	VPADDQ         Z24, Z15, Z15
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R14
+	VPDPBUSD       Z20, Z22, Z16
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z19, Z19
+	VPMULLQ        Z23, Z19, Z19
+	VPADDQ         Z24, Z19, Z19
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z22, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
 	POPCNTL        R14, R14
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z14, K2, Z14
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z15, K3, Z15
-	VPBROADCASTD   (R13), Z23
-	VPMULTISHIFTQB Z10, Z6, Z24
-	VPMULTISHIFTQB Z11, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPSLLQ         $0x20, Z19, K2, Z19
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
+	VPBROADCASTD   (R13), Z20
+	VPMULTISHIFTQB Z8, Z6, Z21
+	VPMULTISHIFTQB Z9, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (R9), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, R9
-	VPDPBUSD       Z23, Z25, Z13
-	VMOVDQU32      (DI), Z25
-	VMOVDQA32      Z24, Z26
-	VPERMI2B       Z1, Z0, Z26
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z26, Z27
-	VPMADDUBSW     Z27, Z24, Z24
-	VPSRLW         $0x08, Z26, Z27
-	VPMADDUBSW     Z27, Z26, Z26
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z26, Z27
-	VPMADDWD       Z27, Z24, Z24
-	VPSRLD         $0x10, Z26, Z27
-	VPMADDWD       Z27, Z26, Z26
-	VPANDQ         ansLo32<>+0(SB), Z26, Z27
-	VPANDQ         ansLo32<>+0(SB), Z24, Z28
-	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z27, Z10, Z10
-	VPADDQ         Z28, Z10, Z10
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K2
-	VPSRLQ         $0x20, Z26, Z26
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z26, Z11, Z11
-	VPADDQ         Z24, Z11, Z11
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z15
+	VMOVDQU32      (DI), Z22
+	VMOVDQA32      Z21, Z23
+	VPERMI2B       Z1, Z0, Z23
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
+	VPMADDUBSW     Z24, Z21, Z21
+	VPSRLW         $0x08, Z23, Z24
+	VPMADDUBSW     Z24, Z23, Z23
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
+	VPMADDWD       Z24, Z21, Z21
+	VPSRLD         $0x10, Z23, Z24
+	VPMADDWD       Z24, Z23, Z23
+	VPANDQ         ansLo32<>+0(SB), Z23, Z24
+	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z24, Z8, Z8
+	VPADDQ         Z25, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z23, Z9, Z9
+	VPADDQ         Z21, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z25, K4, Z24
-	VPERMD         Z24, Z21, Z25
-	VPSHLDQ        $0x20, Z25, Z10, K2, Z10
-	VPERMD         Z24, Z22, Z24
-	VPSHLDQ        $0x20, Z24, Z11, K3, Z11
-	VPMULTISHIFTQB Z16, Z6, Z24
-	VPMULTISHIFTQB Z17, Z6, K1, Z24
-	VPERMB         Z24, Z7, Z25
-	VPERMI2B       Z5, Z4, Z25
-	VPCMPEQB       384(AX), Z25, K2
+	VPEXPANDD.Z    Z22, K4, Z21
+	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z21
+	VPMULTISHIFTQB Z13, Z6, K1, Z21
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z5, Z4, Z22
+	VPCMPEQB       384(AX), Z22, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z25
-	VPADDB         Z20, Z25, K2, Z25
+	VPEXPANDB      (BX), K2, Z22
+	VPADDB         Z18, Z22, K2, Z22
 	MOVQ           R13, BX
-	VPDPBUSD       Z23, Z25, Z19
-	VMOVDQU32      (CX), Z23
-	VMOVDQA32      Z24, Z25
-	VPERMI2B       Z1, Z0, Z25
-	VPERMI2B       Z3, Z2, Z24
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z25, Z26
-	VPMADDUBSW     Z26, Z24, Z24
-	VPSRLW         $0x08, Z25, Z26
-	VPMADDUBSW     Z26, Z25, Z25
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z25, Z26
-	VPMADDWD       Z26, Z24, Z24
-	VPSRLD         $0x10, Z25, Z26
-	VPMADDWD       Z26, Z25, Z25
-	VPANDQ         ansLo32<>+0(SB), Z25, Z26
-	VPANDQ         ansLo32<>+0(SB), Z24, Z27
-	VPSRLQ         $0x1c, Z16, Z16
-	VPMULLQ        Z26, Z16, Z16
-	VPADDQ         Z27, Z16, Z16
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z16, K2
-	VPSRLQ         $0x20, Z25, Z25
-	VPSRLQ         $0x20, Z24, Z24
-	VPSRLQ         $0x1c, Z17, Z17
-	VPMULLQ        Z25, Z17, Z17
-	VPADDQ         Z24, Z17, Z17
-	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z17, K3
-	KUNPCKBW       K2, K3, K4
-	KMOVW          K4, R13
+	VPDPBUSD       Z20, Z22, Z17
+	VMOVDQU32      (CX), Z20
+	VMOVDQA32      Z21, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z21
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z21, Z21
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z21, Z21
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z23, Z12, Z12
+	VPADDQ         Z24, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z22, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
 	POPCNTL        R13, R13
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z23, K4, Z23
-	VPERMD         Z23, Z21, Z24
-	VPSHLDQ        $0x20, Z24, Z16, K2, Z16
-	VPERMD         Z23, Z22, Z23
-	VPSHLDQ        $0x20, Z23, Z17, K3, Z17
+	VPEXPANDD.Z    Z20, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddQAvx512_step
 	MOVQ           acc+40(FP), AX
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
@@ -74677,38 +74963,30 @@ AnsDotStripesX2MaddQAvx512_step:
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDotStripesX2MaddQAvx512_toomany
+	VMOVDQU32      Z14, (AX)
+	VMOVDQU32      Z15, 64(AX)
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z19, K1
+	KMOVB          K1, CX
+	TESTL          CX, CX
+	JNZ            AnsDotStripesX2MaddQAvx512_badstate
 	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	CMPQ           R9, R10
-	JNE            AnsDotStripesX2MaddQAvx512_toomany
-	VMOVDQU32      Z12, (AX)
-	VMOVDQU32      Z13, 64(AX)
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z14, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z16, K1
-	KMOVB          K1, CX
-	TESTL          CX, CX
-	JNZ            AnsDotStripesX2MaddQAvx512_badstate
-	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z17, K1
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
 	KMOVB          K1, CX
 	TESTL          CX, CX
 	JNZ            AnsDotStripesX2MaddQAvx512_badstate
 	CMPQ           BX, SI
 	JNE            AnsDotStripesX2MaddQAvx512_toomany
-	VMOVDQU32      Z18, 128(AX)
-	VMOVDQU32      Z19, 192(AX)
+	VMOVDQU32      Z16, 128(AX)
+	VMOVDQU32      Z17, 192(AX)
 	XORQ           AX, AX
 	MOVQ           AX, ret+72(FP)
 	VZEROUPPER

@@ -14,7 +14,7 @@ import (
 )
 
 // ansRequires is what the AnsDot kernels need.
-var ansRequires = []string{"AVX", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VBMI", "AVX512VBMI2", "AVX512VNNI", "POPCNT"}
+var ansRequires = []string{"AVX", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VBMI", "AVX512VBMI2", "AVX512VNNI", "BMI2", "POPCNT"}
 
 // ansKernelOK reports whether MulANS has a SIMD decoder: AVX-512 for the
 // avx512vnni kernel set, AVX2 for the avx2 and avxvnni sets.

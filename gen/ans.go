@@ -16,7 +16,7 @@ const ansPrefetch = 512
 
 // ansDot emits AnsDot{Rows,Stripes}X<units>Avx512: the fused rANS decode
 // and int8 dot product of units (1 or 2) layout/ans units of 32 coders,
-// with AVX-512 F, BW, DQ, VBMI, VBMI2, VNNI and POPCNT. Two units interleave two
+// with AVX-512 F, BW, DQ, VBMI, VBMI2, VNNI, BMI2 and POPCNT. Two units interleave two
 // independent state chains (the update is a serial chain per coder).
 //
 // The mode says how F, the rank and the state product are computed (see
@@ -75,8 +75,6 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		MOVQ(U64(0x15_0e_07_00_15_0e_07_00), t)
 		VPBROADCASTQ(t, digCtrl)
 	}
-	pack := ZMM()
-	VMOVDQU8(ansLaneFromInterleaved(), pack)
 	khi := K() // bytes 4..7 of each qword
 	{
 		t := GP64()
@@ -121,6 +119,20 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			JNZ(LabelRef(name + "_badstate"))
 		}
 		ADDQ(U32(256), wp[u])
+		// Each half's 16 coders as even coders (qword i: coder 16h+2i)
+		// and odd ones (coder 16h+2i+1), so that one VPMULTISHIFTQB of
+		// each gives the digits in coder order (see the step).
+		for h := 0; h < 2; h++ {
+			a, b := x[u][2*h], x[u][2*h+1]
+			e, o, ie, io := ZMM(), ZMM(), ZMM(), ZMM()
+			VMOVDQU64(ansEvenOdd(0), ie)
+			VMOVDQU64(ansEvenOdd(1), io)
+			VMOVDQA64(a, e)
+			VPERMT2Q(b, ie, e)
+			VMOVDQA64(a, o)
+			VPERMT2Q(b, io, o)
+			x[u][2*h], x[u][2*h+1] = e, o
+		}
 		for h := range acc[u] {
 			acc[u][h] = ZMM()
 			VPXORD(acc[u][h], acc[u][h], acc[u][h])
@@ -131,13 +143,6 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		t := GP32()
 		MOVL(U32(0x80), t)
 		VPBROADCASTB(t, c80)
-	}
-	// Dword i of a 16-lane vector to both dwords of qword i (spread[0])
-	// or of qword i-8 (spread[1]): the refill words.
-	var spread [2]VecVirtual
-	for q := range spread {
-		spread[q] = ZMM()
-		VMOVDQU32(ansSpread(q), spread[q])
 	}
 	ahead := Load(Param("ahead"), GP64())
 	step := GP64()
@@ -162,21 +167,17 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			VMOVDQU8(Mem{Base: vp, Disp: 64 * h}, vin)
 		}
 		for u := 0; u < units; u++ {
-			xa, xb := x[u][2*h], x[u][2*h+1]
-			// Two packings of the 64 digits (bit 7 of each byte is ignored
-			// below): interleaved for F and the rank (dword 2i is lane
-			// 16h+i, dword 2i+1 lane 16h+8+i: one VPMULTISHIFTQB of xa, one
-			// of xb merged into bytes 4..7), so that the qword lanes of xa
-			// and xb take the low and high dwords of F and the rank with a
-			// VPANDQ and a VPSRLQ; and lane order for the values and
-			// escapes (byte 4t+i is digit i of lane 16h+t, the order of the
-			// escape list and of the accumulators), one VPERMB of those.
-			dil := ZMM()
-			VPMULTISHIFTQB(xa, digCtrl, dil)
-			VPMULTISHIFTQB(xb, digCtrl, khi, dil)
-			da := ZMM()
-			VPERMB(dil, pack, da)
-			dig := da
+			xa, xb := x[u][2*h], x[u][2*h+1] // even and odd coders
+			// The 64 digits in coder order (byte 4j+i is digit i of coder
+			// 16h+j; bit 7 of each byte is ignored below): one
+			// VPMULTISHIFTQB of the even coders, one of the odd ones
+			// merged into bytes 4..7. That is the order of the escape list
+			// and of the accumulators, and dword 2i of F and of the rank
+			// belongs to xa's qword i, dword 2i+1 to xb's: a VPANDQ and a
+			// VPSRLQ take them.
+			dig := ZMM()
+			VPMULTISHIFTQB(xa, digCtrl, dig)
+			VPMULTISHIFTQB(xb, digCtrl, khi, dig)
 			// look returns table t at the digits of dig, copied first
 			// unless this is dig's last use (VPERMI2B overwrites its index).
 			look := func(t [2]VecVirtual, last bool) VecVirtual {
@@ -188,7 +189,7 @@ func ansDot(stripes bool, units int, mode ansMode) {
 				VPERMI2B(t[1], t[0], r)
 				return r
 			}
-			vb := look(tV, true)
+			vb := look(tV, false)
 			ke := K() // the escape symbol's value byte is the marker no other symbol has
 			VPCMPEQB(Mem{Base: tab, Disp: 384}, vb, ke)
 			// Escapes are rare but irregular (at sigma 4, a quarter of the
@@ -228,7 +229,6 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			wpre := ZMM()
 			VMOVDQU32(Mem{Base: wp[u]}, wpre)
 			var F, rank VecVirtual
-			dig = dil
 			if madd {
 				F, rank = ansMaddFR(look(tF, false), look(tO, true))
 			} else {
@@ -283,15 +283,22 @@ func ansDot(stripes bool, units int, mode ansMode) {
 				kr[q] = K()
 				VPCMPUQ_BCST(U8(1), low, xs, kr[q]) // lanes below 2^31
 			}
-			// One refill for the half's 16 coders: bit i of the mask is coder
-			// 16h+i, so one expand-load hands them consecutive words in
-			// coder order.
+			// One refill for the half's 16 coders: bit j of the mask is
+			// coder 16h+j (the even coders' bits deposited at even
+			// positions, the odd ones' at odd), so one expand hands them
+			// consecutive words in coder order.
+			me, mo, msk := GP32(), GP32(), GP32()
+			KMOVB(kr[0], me)
+			KMOVB(kr[1], mo)
+			MOVL(U32(0x5555), msk)
+			PDEPL(msk, me, me)
+			MOVL(U32(0xaaaa), msk)
+			PDEPL(msk, mo, mo)
+			ORL(mo, me)
 			k16 := K()
-			KUNPCKBW(kr[0], kr[1], k16)
-			m := GP32()
-			KMOVW(k16, m)
+			KMOVW(me, k16)
 			wcnt := GP32()
-			POPCNTL(m, wcnt)
+			POPCNTL(me, wcnt)
 			nxt := GP64()
 			LEAQ(Mem{Base: wp[u], Index: wcnt.As64(), Scale: 4}, nxt)
 			CMPQ(nxt, end[u])
@@ -299,11 +306,13 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			w := ZMM()
 			VPEXPANDD_Z(wpre, k16, w)
 			MOVQ(nxt, wp[u])
-			for q, xs := range []VecVirtual{xa, xb} {
-				wq := ZMM()
-				VPERMD(w, spread[q], wq)           // the coder's word in the high dword
-				VPSHLDQ(U8(32), wq, xs, kr[q], xs) // x<<32 | word, refilled lanes only
-			}
+			// Odd coder 16h+2i+1's word is dword 2i+1 of w, the high
+			// dword of qword i: x<<32 | word in one VPSHLDQ. Even coder
+			// 16h+2i's is dword 2i, the low one: x<<32, then OR the
+			// word's dword in (VPTERNLOGQ: A | B&C).
+			VPSHLDQ(U8(32), w, xb, kr[1], xb)
+			VPSLLQ(U8(32), xa, kr[0], xa)
+			VPTERNLOGQ(U8(0xf8), ansConst("ansLo32", 0xffffffff), w, kr[0], xa)
 		}
 	}
 	INCQ(step)
@@ -375,17 +384,10 @@ func ansEpilogue(name string, ret Register) {
 	}
 }
 
-// ansLaneFromInterleaved returns the VPERMB index taking the interleaved
-// digits (bytes 0..3 of qword i: lane i, bytes 4..7: lane 8+i) to lane
-// order (bytes 4t..4t+3: lane t).
-func ansLaneFromInterleaved() Mem {
-	return rodata("ansLaneFromInterleaved", 64, 1, func(j int) uint64 {
-		t, i := j/4, j%4
-		if t < 8 {
-			return uint64(8*t + i) // lane t: qword t, byte i
-		}
-		return uint64(8*(t-8) + 4 + i) // lane t: qword t-8, byte 4+i
-	})
+// ansEvenOdd returns the VPERMT2Q index taking the even (odd = 0) or
+// odd (odd = 1) qwords of the pair A:B: qword i is qword 2i+odd.
+func ansEvenOdd(odd int) Mem {
+	return rodata(fmt.Sprintf("ansEvenOdd%d", odd), 8, 8, func(i int) uint64 { return uint64(2*i + odd) })
 }
 
 // ansMaddFR computes, per dword lane, F = f0 f1 f2 f3 and rank = (o0 + o1 f0)
@@ -411,12 +413,6 @@ func ansMaddFR(fb, ob VecVirtual) (F, rank VecVirtual) {
 	F = ZMM()
 	VPMADDWD(f23, fw, F)
 	return F, rank
-}
-
-// ansSpread returns the VPERMD index taking dword 8q+i to both dwords of
-// qword i.
-func ansSpread(q int) Mem {
-	return rodata(fmt.Sprintf("ansSpread%d", q), 16, 4, func(i int) uint64 { return uint64(8*q + i/2) })
 }
 
 // ansConst returns a 64-byte read-only vector of the qword q repeated.
