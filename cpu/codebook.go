@@ -124,7 +124,8 @@ func (mx *CBMatrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.check(len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, mx.c.PCols)
+	xp, put := cbVec(mx.c.PCols)
+	defer put()
 	for v := 0; v < batch; v++ {
 		copy(xp, x[v*mx.c.Cols:(v+1)*mx.c.Cols])
 		mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], xp)
@@ -139,7 +140,8 @@ func (mx *CBMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.check(len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, mx.c.PCols)
+	xp, put := cbVec(mx.c.PCols)
+	defer put()
 	for v := 0; v < batch; v++ {
 		widenF16(xp, x[v*mx.c.Cols:(v+1)*mx.c.Cols])
 		mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], xp)
@@ -152,6 +154,19 @@ func (mx *CBMatrix) MulA8([]float32, []float32, int) error { return ErrCodebookA
 
 // MulI8 returns ErrCodebookA8.
 func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }
+
+// cbVecPool recycles the padded activations and the row sums of codebook
+// multiplies.
+var cbVecPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// cbVec returns n zeroed float32 from cbVecPool and the func that puts
+// them back.
+func cbVec(n int) ([]float32, func()) {
+	b := cbVecPool.Get().(*[]float32)
+	*b = grow(*b, n)
+	clear(*b)
+	return *b, func() { cbVecPool.Put(b) }
+}
 
 // f32Pool recycles the float32 Psumbooks between multiplies (every entry
 // is rewritten by tables).
@@ -194,7 +209,8 @@ func (mx *CBMatrix) tables(buf *[]float32, xp []float32) [][]float32 {
 // mulVec computes one vector's product into dst (Rows values).
 func (mx *CBMatrix) mulVec(dst, xp []float32) {
 	c := mx.c
-	acc := make([]float32, c.PRows)
+	acc, put := cbVec(c.PRows)
+	defer put()
 	var tab [][]float32
 	if !mx.dequant && !mx.f16() && !mx.scalar() {
 		buf := f32Pool.Get().(*[]float32)
