@@ -127,10 +127,21 @@ func (mx *CBMatrix) mulF16(acc, xp []float32) {
 // bound below MaxFloat32, so that the float32 sums behind the tables
 // cannot overflow.
 func (mx *CBMatrix) tableScale(xp []float32, limit float64) (float32, bool) {
-	var xmax float32
-	for _, v := range xp {
-		xmax = max(xmax, float32(math.Abs(float64(v))))
+	// max |x| on the bit patterns (sign cleared): they order as the
+	// magnitudes do, with NaNs above +Inf, as the float max would keep
+	// them. Four running maxima: about 20 us less per call at 14336
+	// inputs than a float max and math.Abs per element.
+	var m [4]uint32
+	i := 0
+	for ; i+4 <= len(xp); i += 4 {
+		for k := range m {
+			m[k] = max(m[k], math.Float32bits(xp[i+k])&0x7fffffff)
+		}
 	}
+	for ; i < len(xp); i++ {
+		m[0] = max(m[0], math.Float32bits(xp[i])&0x7fffffff)
+	}
+	xmax := math.Float32frombits(max(m[0], m[1], m[2], m[3]))
 	inv := float32(1)
 	bound := float64(mx.cAbs) * float64(xmax)
 	if bound > 0 {
@@ -315,13 +326,18 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 		clear(scr)
 		run(scr, t0, t1)
 	})
-	_ = mx.b.parallelFor(rb, 512, func(p0, p1 int) error {
-		for P := p0; P < p1; P++ {
-			var sum float32
-			for ch := 0; ch < nch; ch++ {
-				sum += part[ch*rb+P]
+	// Chunk 0's partial sums take the others' in chunk order, position by
+	// position, a sequential pass per chunk (not a 16 KiB stride per
+	// addition: the Xeon's 16-thread multiply spent 140 us here).
+	_ = mx.b.parallelFor(rb, 128, func(p0, p1 int) error {
+		sum := part[p0:p1]
+		for ch := 1; ch < nch; ch++ {
+			for i, v := range part[ch*rb+p0 : ch*rb+p1] {
+				sum[i] += v
 			}
-			store(P, sum)
+		}
+		for i, v := range sum {
+			store(p0+i, v)
 		}
 		return nil
 	})
