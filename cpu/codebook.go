@@ -124,6 +124,12 @@ func (mx *CBMatrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.check(len(dst), len(x), batch); err != nil {
 		return err
 	}
+	if mx.c.PCols == mx.c.Cols { // no padding: the kernels read x in place
+		for v := 0; v < batch; v++ {
+			mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], x[v*mx.c.Cols:(v+1)*mx.c.Cols])
+		}
+		return nil
+	}
 	xp, put := cbVec(mx.c.PCols)
 	defer put()
 	for v := 0; v < batch; v++ {

@@ -4,7 +4,9 @@ package cpu
 
 import (
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
@@ -313,6 +315,12 @@ func (mx *CBMatrix) mulScalar(acc, xp []float32) {
 // (rb positions); the partial sums are then added in chunk order
 // (deterministic for a given thread count) and store(P, sum) receives the
 // total of position P.
+//
+// The same goroutines add the partial sums: once no chunk is left to
+// claim, each waits for the running ones and then claims ranges of
+// cbSumGrain positions. One fork and join instead of two (with 16 threads
+// on the Xeon of the device host the second cost about 20-40 us: its
+// workers had parked, as the next call's did).
 func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), store func(P int, sum float32)) {
 	workers := min(max(1, mx.b.threads), nt)
 	per := max(1, nt/(workers*cbChunksPerThread))
@@ -321,27 +329,51 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 	defer f32Pool.Put(pbuf)
 	*pbuf = grow(*pbuf, nch*rb)
 	part := *pbuf
-	claimChunks(workers, nt, per, func(ch, t0, t1 int) {
-		scr := part[ch*rb : (ch+1)*rb]
-		clear(scr)
-		run(scr, t0, t1)
-	})
-	// Chunk 0's partial sums take the others' in chunk order, position by
-	// position, a sequential pass per chunk (not a 16 KiB stride per
-	// addition: the Xeon's 16-thread multiply spent 140 us here).
-	_ = mx.b.parallelFor(rb, 128, func(p0, p1 int) error {
-		sum := part[p0:p1]
-		for ch := 1; ch < nch; ch++ {
-			for i, v := range part[ch*rb+p0 : ch*rb+p1] {
-				sum[i] += v
+	var next, done, nextSum atomic.Int64
+	work := func() {
+		for {
+			ch := int(next.Add(1) - 1)
+			if ch >= nch {
+				break
+			}
+			scr := part[ch*rb : (ch+1)*rb]
+			clear(scr)
+			run(scr, ch*per, min(ch*per+per, nt))
+			done.Add(1)
+		}
+		for spins := 0; done.Load() < int64(nch); spins++ {
+			if spins&1023 == 1023 {
+				runtime.Gosched() // a chunk's goroutine may need this P
 			}
 		}
-		for i, v := range sum {
-			store(p0+i, v)
+		// Chunk 0's partial sums take the others' in chunk order,
+		// position by position: a sequential pass per chunk.
+		for {
+			p0 := int(nextSum.Add(1)-1) * cbSumGrain
+			if p0 >= rb {
+				return
+			}
+			p1 := min(p0+cbSumGrain, rb)
+			sum := part[p0:p1]
+			for ch := 1; ch < nch; ch++ {
+				for i, v := range part[ch*rb+p0 : ch*rb+p1] {
+					sum[i] += v
+				}
+			}
+			for i, v := range sum {
+				store(p0+i, v)
+			}
 		}
-		return nil
-	})
+	}
+	fns := make([]func(), min(workers, nch))
+	for i := range fns {
+		fns[i] = work
+	}
+	theTeam.run(fns)
 }
+
+// cbSumGrain is how many positions tileChunks' goroutines add up at a time.
+const cbSumGrain = 128
 
 // flatTables returns the first table and the byte stride between
 // codebooks' tables (the tables are one allocation, see tables).
