@@ -69,7 +69,7 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			VMOVDQU8(Mem{Base: tab, Disp: 128*i + 64*h}, tt[h])
 		}
 	}
-	digCtrl := ZMM() // VPMULTISHIFTQB: bytes 0..3 of each qword = bits 0, 7, 14, 21
+	digCtrl := ZMM() // VPMULTISHIFTQB: bytes 0..3 and 4..7 of each qword = bits 0, 7, 14, 21
 	{
 		t := GP64()
 		MOVQ(U64(0x15_0e_07_00_15_0e_07_00), t)
