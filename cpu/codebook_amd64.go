@@ -4,7 +4,6 @@ package cpu
 
 import (
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -329,7 +328,8 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 	defer f32Pool.Put(pbuf)
 	*pbuf = grow(*pbuf, nch*rb)
 	part := *pbuf
-	var next, done, nextSum atomic.Int64
+	var next, left, nextSum atomic.Int64
+	left.Store(int64(nch))
 	work := func() {
 		for {
 			ch := int(next.Add(1) - 1)
@@ -339,13 +339,9 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 			scr := part[ch*rb : (ch+1)*rb]
 			clear(scr)
 			run(scr, ch*per, min(ch*per+per, nt))
-			done.Add(1)
+			left.Add(-1)
 		}
-		for spins := 0; done.Load() < int64(nch); spins++ {
-			if spins&1023 == 1023 {
-				runtime.Gosched() // a chunk's goroutine may need this P
-			}
-		}
+		spinUntilZero(&left) // the chunks still running
 		// Chunk 0's partial sums take the others' in chunk order,
 		// position by position: a sequential pass per chunk.
 		for {

@@ -63,8 +63,14 @@ func (t *team) run(fns []func()) {
 	}
 	fns[0]()
 	// Wait by polling (the workers finish within one chunk of each
-	// other); yield now and then in case a worker needs this P.
-	for spins := 0; pending.Load() > 0; spins++ {
+	// other).
+	spinUntilZero(&pending)
+}
+
+// spinUntilZero polls n until it is zero, yielding now and then in case
+// the goroutine that will decrement it needs this P.
+func spinUntilZero(n *atomic.Int64) {
+	for spins := 0; n.Load() > 0; spins++ {
 		if spins&1023 == 1023 {
 			runtime.Gosched()
 		}
