@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -28,6 +29,9 @@ type CBMatrix struct {
 	cAbs     float32     // max over codebooks and centroids of sum_e |C[e]|
 	i16st    *cbI16      // the int16 64-row kernels' state (see cbI16), built by the first multiply
 	i16Once  sync.Once
+	tm       []uint32       // the scalar kernel's tile-major code copy (see tileMajor), or nil
+	tmBlock  *hugemem.Block // tm's huge-page memory
+	prepOnce sync.Once      // builds tm
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.
