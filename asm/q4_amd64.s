@@ -68656,7 +68656,7 @@ CbPsumI16PB8M2Avx512_done:
 	RET
 
 // func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
-// Requires: AVX, FMA3, MMX+
+// Requires: AVX, MMX+
 TEXT ·CbPsumScalarB8M1Avx2(SB), NOSPLIT, $0-88
 CbPsumScalarB8M1Avx2_tile:
 	MOVQ   tstride+8(FP), AX
@@ -68671,9 +68671,9 @@ CbPsumScalarB8M1Avx2_pf0:
 	ADDQ       $0x00000080, AX
 	DECQ       CX
 	JNZ        CbPsumScalarB8M1Avx2_pf0
-	MOVQ       words+0(FP), AX
-	MOVQ       tab+40(FP), CX
-	MOVQ       scales+64(FP), DX
+	MOVQ       words+0(FP), CX
+	MOVQ       tab+40(FP), DX
+	MOVQ       scales+64(FP), BX
 	VXORPS     X0, X0, X0
 	VXORPS     X1, X1, X1
 	VXORPS     X2, X2, X2
@@ -68682,163 +68682,259 @@ CbPsumScalarB8M1Avx2_pf0:
 	VXORPS     X5, X5, X5
 	VXORPS     X6, X6, X6
 	VXORPS     X7, X7, X7
-	MOVQ       wpg+56(FP), BX
-	MOVQ       nw+32(FP), SI
+	VXORPS     X8, X8, X8
+	VXORPS     X9, X9, X9
+	VXORPS     X10, X10, X10
+	VXORPS     X11, X11, X11
+	VXORPS     X12, X12, X12
+	VXORPS     X13, X13, X13
+	VXORPS     X14, X14, X14
+	VXORPS     X15, X15, X15
+	MOVQ       wpg+56(FP), R8
+	MOVQ       nw+32(FP), R9
 
 CbPsumScalarB8M1Avx2_h0_word:
-	MOVL        (AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X0, X0
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X0, X0
-	MOVL        4(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X1, X1
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
-	MOVL        8(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X2, X2
-	MOVL        12(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X3, X3
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X4, X4
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X5, X5
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X6, X6
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X7, X7
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	DECQ        BX
-	JNZ         CbPsumScalarB8M1Avx2_h0_nogroup
-	MOVQ        acc+80(FP), BX
-	VMOVSS      (BX), X8
-	VFMADD231SS (DX), X0, X8
-	VMOVSS      X8, (BX)
-	VXORPS      X0, X0, X0
-	VMOVSS      4(BX), X8
-	VFMADD231SS 4(DX), X1, X8
-	VMOVSS      X8, 4(BX)
-	VXORPS      X1, X1, X1
-	VMOVSS      8(BX), X8
-	VFMADD231SS 8(DX), X2, X8
-	VMOVSS      X8, 8(BX)
-	VXORPS      X2, X2, X2
-	VMOVSS      12(BX), X8
-	VFMADD231SS 12(DX), X3, X8
-	VMOVSS      X8, 12(BX)
-	VXORPS      X3, X3, X3
-	VMOVSS      16(BX), X8
-	VFMADD231SS 16(DX), X4, X8
-	VMOVSS      X8, 16(BX)
-	VXORPS      X4, X4, X4
-	VMOVSS      20(BX), X8
-	VFMADD231SS 20(DX), X5, X8
-	VMOVSS      X8, 20(BX)
-	VXORPS      X5, X5, X5
-	VMOVSS      24(BX), X8
-	VFMADD231SS 24(DX), X6, X8
-	VMOVSS      X8, 24(BX)
-	VXORPS      X6, X6, X6
-	VMOVSS      28(BX), X8
-	VFMADD231SS 28(DX), X7, X8
-	VMOVSS      X8, 28(BX)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), BX
-	ADDQ        BX, DX
-	MOVQ        wpg+56(FP), BX
+	MOVL    (CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X0, X0
+	VADDSS  1024(DX)(SI*4), X0, X0
+	VADDSS  2048(DX)(R11*4), X0, X0
+	VADDSS  3072(DX)(DI*4), X0, X0
+	MOVL    4(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X1, X1
+	VADDSS  1024(DX)(SI*4), X1, X1
+	VADDSS  2048(DX)(R11*4), X1, X1
+	VADDSS  3072(DX)(DI*4), X1, X1
+	MOVL    8(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X2, X2
+	VADDSS  1024(DX)(SI*4), X2, X2
+	VADDSS  2048(DX)(R11*4), X2, X2
+	VADDSS  3072(DX)(DI*4), X2, X2
+	MOVL    12(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X3, X3
+	VADDSS  1024(DX)(SI*4), X3, X3
+	VADDSS  2048(DX)(R11*4), X3, X3
+	VADDSS  3072(DX)(DI*4), X3, X3
+	MOVL    16(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X4, X4
+	VADDSS  1024(DX)(SI*4), X4, X4
+	VADDSS  2048(DX)(R11*4), X4, X4
+	VADDSS  3072(DX)(DI*4), X4, X4
+	MOVL    20(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X5, X5
+	VADDSS  1024(DX)(SI*4), X5, X5
+	VADDSS  2048(DX)(R11*4), X5, X5
+	VADDSS  3072(DX)(DI*4), X5, X5
+	MOVL    24(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X6, X6
+	VADDSS  1024(DX)(SI*4), X6, X6
+	VADDSS  2048(DX)(R11*4), X6, X6
+	VADDSS  3072(DX)(DI*4), X6, X6
+	MOVL    28(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X7, X7
+	VADDSS  1024(DX)(SI*4), X7, X7
+	VADDSS  2048(DX)(R11*4), X7, X7
+	VADDSS  3072(DX)(DI*4), X7, X7
+	MOVL    32(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X8, X8
+	VADDSS  1024(DX)(SI*4), X8, X8
+	VADDSS  2048(DX)(R11*4), X8, X8
+	VADDSS  3072(DX)(DI*4), X8, X8
+	MOVL    36(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X9, X9
+	VADDSS  1024(DX)(SI*4), X9, X9
+	VADDSS  2048(DX)(R11*4), X9, X9
+	VADDSS  3072(DX)(DI*4), X9, X9
+	MOVL    40(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X10, X10
+	VADDSS  1024(DX)(SI*4), X10, X10
+	VADDSS  2048(DX)(R11*4), X10, X10
+	VADDSS  3072(DX)(DI*4), X10, X10
+	MOVL    44(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X11, X11
+	VADDSS  1024(DX)(SI*4), X11, X11
+	VADDSS  2048(DX)(R11*4), X11, X11
+	VADDSS  3072(DX)(DI*4), X11, X11
+	MOVL    48(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X12, X12
+	VADDSS  1024(DX)(SI*4), X12, X12
+	VADDSS  2048(DX)(R11*4), X12, X12
+	VADDSS  3072(DX)(DI*4), X12, X12
+	MOVL    52(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X13, X13
+	VADDSS  1024(DX)(SI*4), X13, X13
+	VADDSS  2048(DX)(R11*4), X13, X13
+	VADDSS  3072(DX)(DI*4), X13, X13
+	MOVL    56(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X14, X14
+	VADDSS  1024(DX)(SI*4), X14, X14
+	VADDSS  2048(DX)(R11*4), X14, X14
+	VADDSS  3072(DX)(DI*4), X14, X14
+	MOVL    60(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X15, X15
+	VADDSS  1024(DX)(SI*4), X15, X15
+	VADDSS  2048(DX)(R11*4), X15, X15
+	VADDSS  3072(DX)(DI*4), X15, X15
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00001000, DX
+	DECQ    R8
+	JNZ     CbPsumScalarB8M1Avx2_h0_nogroup
+	MOVQ    acc+80(FP), AX
+	VMULSS  (BX), X0, X0
+	VADDSS  (AX), X0, X0
+	VMOVSS  X0, (AX)
+	VXORPS  X0, X0, X0
+	VMULSS  4(BX), X1, X1
+	VADDSS  4(AX), X1, X1
+	VMOVSS  X1, 4(AX)
+	VXORPS  X1, X1, X1
+	VMULSS  8(BX), X2, X2
+	VADDSS  8(AX), X2, X2
+	VMOVSS  X2, 8(AX)
+	VXORPS  X2, X2, X2
+	VMULSS  12(BX), X3, X3
+	VADDSS  12(AX), X3, X3
+	VMOVSS  X3, 12(AX)
+	VXORPS  X3, X3, X3
+	VMULSS  16(BX), X4, X4
+	VADDSS  16(AX), X4, X4
+	VMOVSS  X4, 16(AX)
+	VXORPS  X4, X4, X4
+	VMULSS  20(BX), X5, X5
+	VADDSS  20(AX), X5, X5
+	VMOVSS  X5, 20(AX)
+	VXORPS  X5, X5, X5
+	VMULSS  24(BX), X6, X6
+	VADDSS  24(AX), X6, X6
+	VMOVSS  X6, 24(AX)
+	VXORPS  X6, X6, X6
+	VMULSS  28(BX), X7, X7
+	VADDSS  28(AX), X7, X7
+	VMOVSS  X7, 28(AX)
+	VXORPS  X7, X7, X7
+	VMULSS  32(BX), X8, X8
+	VADDSS  32(AX), X8, X8
+	VMOVSS  X8, 32(AX)
+	VXORPS  X8, X8, X8
+	VMULSS  36(BX), X9, X9
+	VADDSS  36(AX), X9, X9
+	VMOVSS  X9, 36(AX)
+	VXORPS  X9, X9, X9
+	VMULSS  40(BX), X10, X10
+	VADDSS  40(AX), X10, X10
+	VMOVSS  X10, 40(AX)
+	VXORPS  X10, X10, X10
+	VMULSS  44(BX), X11, X11
+	VADDSS  44(AX), X11, X11
+	VMOVSS  X11, 44(AX)
+	VXORPS  X11, X11, X11
+	VMULSS  48(BX), X12, X12
+	VADDSS  48(AX), X12, X12
+	VMOVSS  X12, 48(AX)
+	VXORPS  X12, X12, X12
+	VMULSS  52(BX), X13, X13
+	VADDSS  52(AX), X13, X13
+	VMOVSS  X13, 52(AX)
+	VXORPS  X13, X13, X13
+	VMULSS  56(BX), X14, X14
+	VADDSS  56(AX), X14, X14
+	VMOVSS  X14, 56(AX)
+	VXORPS  X14, X14, X14
+	VMULSS  60(BX), X15, X15
+	VADDSS  60(AX), X15, X15
+	VMOVSS  X15, 60(AX)
+	VXORPS  X15, X15, X15
+	MOVQ    sstride+72(FP), AX
+	ADDQ    AX, BX
+	MOVQ    wpg+56(FP), R8
 
 CbPsumScalarB8M1Avx2_h0_nogroup:
-	DECQ   SI
+	DECQ   R9
 	JNZ    CbPsumScalarB8M1Avx2_h0_word
-	MOVQ   words+0(FP), AX
-	MOVQ   tab+40(FP), CX
-	ADDQ   $0x00000020, AX
-	MOVQ   scales+64(FP), DX
-	ADDQ   $0x00000020, DX
+	MOVQ   words+0(FP), CX
+	MOVQ   tab+40(FP), DX
+	ADDQ   $0x00000040, CX
+	MOVQ   scales+64(FP), BX
+	ADDQ   $0x00000040, BX
 	VXORPS X0, X0, X0
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
@@ -68847,488 +68943,254 @@ CbPsumScalarB8M1Avx2_h0_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	MOVQ   wpg+56(FP), BX
-	MOVQ   nw+32(FP), SI
-
-CbPsumScalarB8M1Avx2_h8_word:
-	MOVL        (AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X0, X0
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X0, X0
-	MOVL        4(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X1, X1
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
-	MOVL        8(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X2, X2
-	MOVL        12(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X3, X3
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X4, X4
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X5, X5
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X6, X6
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X7, X7
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	DECQ        BX
-	JNZ         CbPsumScalarB8M1Avx2_h8_nogroup
-	MOVQ        acc+80(FP), BX
-	VMOVSS      32(BX), X8
-	VFMADD231SS (DX), X0, X8
-	VMOVSS      X8, 32(BX)
-	VXORPS      X0, X0, X0
-	VMOVSS      36(BX), X8
-	VFMADD231SS 4(DX), X1, X8
-	VMOVSS      X8, 36(BX)
-	VXORPS      X1, X1, X1
-	VMOVSS      40(BX), X8
-	VFMADD231SS 8(DX), X2, X8
-	VMOVSS      X8, 40(BX)
-	VXORPS      X2, X2, X2
-	VMOVSS      44(BX), X8
-	VFMADD231SS 12(DX), X3, X8
-	VMOVSS      X8, 44(BX)
-	VXORPS      X3, X3, X3
-	VMOVSS      48(BX), X8
-	VFMADD231SS 16(DX), X4, X8
-	VMOVSS      X8, 48(BX)
-	VXORPS      X4, X4, X4
-	VMOVSS      52(BX), X8
-	VFMADD231SS 20(DX), X5, X8
-	VMOVSS      X8, 52(BX)
-	VXORPS      X5, X5, X5
-	VMOVSS      56(BX), X8
-	VFMADD231SS 24(DX), X6, X8
-	VMOVSS      X8, 56(BX)
-	VXORPS      X6, X6, X6
-	VMOVSS      60(BX), X8
-	VFMADD231SS 28(DX), X7, X8
-	VMOVSS      X8, 60(BX)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), BX
-	ADDQ        BX, DX
-	MOVQ        wpg+56(FP), BX
-
-CbPsumScalarB8M1Avx2_h8_nogroup:
-	DECQ   SI
-	JNZ    CbPsumScalarB8M1Avx2_h8_word
-	MOVQ   words+0(FP), AX
-	MOVQ   tab+40(FP), CX
-	ADDQ   $0x00000040, AX
-	MOVQ   scales+64(FP), DX
-	ADDQ   $0x00000040, DX
-	VXORPS X0, X0, X0
-	VXORPS X1, X1, X1
-	VXORPS X2, X2, X2
-	VXORPS X3, X3, X3
-	VXORPS X4, X4, X4
-	VXORPS X5, X5, X5
-	VXORPS X6, X6, X6
-	VXORPS X7, X7, X7
-	MOVQ   wpg+56(FP), BX
-	MOVQ   nw+32(FP), SI
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), R8
+	MOVQ   nw+32(FP), R9
 
 CbPsumScalarB8M1Avx2_h16_word:
-	MOVL        (AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X0, X0
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X0, X0
-	MOVL        4(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X1, X1
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
-	MOVL        8(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X2, X2
-	MOVL        12(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X3, X3
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X4, X4
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X5, X5
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X6, X6
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X7, X7
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	DECQ        BX
-	JNZ         CbPsumScalarB8M1Avx2_h16_nogroup
-	MOVQ        acc+80(FP), BX
-	VMOVSS      64(BX), X8
-	VFMADD231SS (DX), X0, X8
-	VMOVSS      X8, 64(BX)
-	VXORPS      X0, X0, X0
-	VMOVSS      68(BX), X8
-	VFMADD231SS 4(DX), X1, X8
-	VMOVSS      X8, 68(BX)
-	VXORPS      X1, X1, X1
-	VMOVSS      72(BX), X8
-	VFMADD231SS 8(DX), X2, X8
-	VMOVSS      X8, 72(BX)
-	VXORPS      X2, X2, X2
-	VMOVSS      76(BX), X8
-	VFMADD231SS 12(DX), X3, X8
-	VMOVSS      X8, 76(BX)
-	VXORPS      X3, X3, X3
-	VMOVSS      80(BX), X8
-	VFMADD231SS 16(DX), X4, X8
-	VMOVSS      X8, 80(BX)
-	VXORPS      X4, X4, X4
-	VMOVSS      84(BX), X8
-	VFMADD231SS 20(DX), X5, X8
-	VMOVSS      X8, 84(BX)
-	VXORPS      X5, X5, X5
-	VMOVSS      88(BX), X8
-	VFMADD231SS 24(DX), X6, X8
-	VMOVSS      X8, 88(BX)
-	VXORPS      X6, X6, X6
-	VMOVSS      92(BX), X8
-	VFMADD231SS 28(DX), X7, X8
-	VMOVSS      X8, 92(BX)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), BX
-	ADDQ        BX, DX
-	MOVQ        wpg+56(FP), BX
+	MOVL    (CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X0, X0
+	VADDSS  1024(DX)(SI*4), X0, X0
+	VADDSS  2048(DX)(R11*4), X0, X0
+	VADDSS  3072(DX)(DI*4), X0, X0
+	MOVL    4(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X1, X1
+	VADDSS  1024(DX)(SI*4), X1, X1
+	VADDSS  2048(DX)(R11*4), X1, X1
+	VADDSS  3072(DX)(DI*4), X1, X1
+	MOVL    8(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X2, X2
+	VADDSS  1024(DX)(SI*4), X2, X2
+	VADDSS  2048(DX)(R11*4), X2, X2
+	VADDSS  3072(DX)(DI*4), X2, X2
+	MOVL    12(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X3, X3
+	VADDSS  1024(DX)(SI*4), X3, X3
+	VADDSS  2048(DX)(R11*4), X3, X3
+	VADDSS  3072(DX)(DI*4), X3, X3
+	MOVL    16(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X4, X4
+	VADDSS  1024(DX)(SI*4), X4, X4
+	VADDSS  2048(DX)(R11*4), X4, X4
+	VADDSS  3072(DX)(DI*4), X4, X4
+	MOVL    20(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X5, X5
+	VADDSS  1024(DX)(SI*4), X5, X5
+	VADDSS  2048(DX)(R11*4), X5, X5
+	VADDSS  3072(DX)(DI*4), X5, X5
+	MOVL    24(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X6, X6
+	VADDSS  1024(DX)(SI*4), X6, X6
+	VADDSS  2048(DX)(R11*4), X6, X6
+	VADDSS  3072(DX)(DI*4), X6, X6
+	MOVL    28(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X7, X7
+	VADDSS  1024(DX)(SI*4), X7, X7
+	VADDSS  2048(DX)(R11*4), X7, X7
+	VADDSS  3072(DX)(DI*4), X7, X7
+	MOVL    32(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X8, X8
+	VADDSS  1024(DX)(SI*4), X8, X8
+	VADDSS  2048(DX)(R11*4), X8, X8
+	VADDSS  3072(DX)(DI*4), X8, X8
+	MOVL    36(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X9, X9
+	VADDSS  1024(DX)(SI*4), X9, X9
+	VADDSS  2048(DX)(R11*4), X9, X9
+	VADDSS  3072(DX)(DI*4), X9, X9
+	MOVL    40(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X10, X10
+	VADDSS  1024(DX)(SI*4), X10, X10
+	VADDSS  2048(DX)(R11*4), X10, X10
+	VADDSS  3072(DX)(DI*4), X10, X10
+	MOVL    44(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X11, X11
+	VADDSS  1024(DX)(SI*4), X11, X11
+	VADDSS  2048(DX)(R11*4), X11, X11
+	VADDSS  3072(DX)(DI*4), X11, X11
+	MOVL    48(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X12, X12
+	VADDSS  1024(DX)(SI*4), X12, X12
+	VADDSS  2048(DX)(R11*4), X12, X12
+	VADDSS  3072(DX)(DI*4), X12, X12
+	MOVL    52(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X13, X13
+	VADDSS  1024(DX)(SI*4), X13, X13
+	VADDSS  2048(DX)(R11*4), X13, X13
+	VADDSS  3072(DX)(DI*4), X13, X13
+	MOVL    56(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X14, X14
+	VADDSS  1024(DX)(SI*4), X14, X14
+	VADDSS  2048(DX)(R11*4), X14, X14
+	VADDSS  3072(DX)(DI*4), X14, X14
+	MOVL    60(CX), AX
+	MOVBLZX AL, R10
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R11
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R10*4), X15, X15
+	VADDSS  1024(DX)(SI*4), X15, X15
+	VADDSS  2048(DX)(R11*4), X15, X15
+	VADDSS  3072(DX)(DI*4), X15, X15
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00001000, DX
+	DECQ    R8
+	JNZ     CbPsumScalarB8M1Avx2_h16_nogroup
+	MOVQ    acc+80(FP), AX
+	VMULSS  (BX), X0, X0
+	VADDSS  64(AX), X0, X0
+	VMOVSS  X0, 64(AX)
+	VXORPS  X0, X0, X0
+	VMULSS  4(BX), X1, X1
+	VADDSS  68(AX), X1, X1
+	VMOVSS  X1, 68(AX)
+	VXORPS  X1, X1, X1
+	VMULSS  8(BX), X2, X2
+	VADDSS  72(AX), X2, X2
+	VMOVSS  X2, 72(AX)
+	VXORPS  X2, X2, X2
+	VMULSS  12(BX), X3, X3
+	VADDSS  76(AX), X3, X3
+	VMOVSS  X3, 76(AX)
+	VXORPS  X3, X3, X3
+	VMULSS  16(BX), X4, X4
+	VADDSS  80(AX), X4, X4
+	VMOVSS  X4, 80(AX)
+	VXORPS  X4, X4, X4
+	VMULSS  20(BX), X5, X5
+	VADDSS  84(AX), X5, X5
+	VMOVSS  X5, 84(AX)
+	VXORPS  X5, X5, X5
+	VMULSS  24(BX), X6, X6
+	VADDSS  88(AX), X6, X6
+	VMOVSS  X6, 88(AX)
+	VXORPS  X6, X6, X6
+	VMULSS  28(BX), X7, X7
+	VADDSS  92(AX), X7, X7
+	VMOVSS  X7, 92(AX)
+	VXORPS  X7, X7, X7
+	VMULSS  32(BX), X8, X8
+	VADDSS  96(AX), X8, X8
+	VMOVSS  X8, 96(AX)
+	VXORPS  X8, X8, X8
+	VMULSS  36(BX), X9, X9
+	VADDSS  100(AX), X9, X9
+	VMOVSS  X9, 100(AX)
+	VXORPS  X9, X9, X9
+	VMULSS  40(BX), X10, X10
+	VADDSS  104(AX), X10, X10
+	VMOVSS  X10, 104(AX)
+	VXORPS  X10, X10, X10
+	VMULSS  44(BX), X11, X11
+	VADDSS  108(AX), X11, X11
+	VMOVSS  X11, 108(AX)
+	VXORPS  X11, X11, X11
+	VMULSS  48(BX), X12, X12
+	VADDSS  112(AX), X12, X12
+	VMOVSS  X12, 112(AX)
+	VXORPS  X12, X12, X12
+	VMULSS  52(BX), X13, X13
+	VADDSS  116(AX), X13, X13
+	VMOVSS  X13, 116(AX)
+	VXORPS  X13, X13, X13
+	VMULSS  56(BX), X14, X14
+	VADDSS  120(AX), X14, X14
+	VMOVSS  X14, 120(AX)
+	VXORPS  X14, X14, X14
+	VMULSS  60(BX), X15, X15
+	VADDSS  124(AX), X15, X15
+	VMOVSS  X15, 124(AX)
+	VXORPS  X15, X15, X15
+	MOVQ    sstride+72(FP), AX
+	ADDQ    AX, BX
+	MOVQ    wpg+56(FP), R8
 
 CbPsumScalarB8M1Avx2_h16_nogroup:
-	DECQ   SI
-	JNZ    CbPsumScalarB8M1Avx2_h16_word
-	MOVQ   words+0(FP), AX
-	MOVQ   tab+40(FP), CX
-	ADDQ   $0x00000060, AX
-	MOVQ   scales+64(FP), DX
-	ADDQ   $0x00000060, DX
-	VXORPS X0, X0, X0
-	VXORPS X1, X1, X1
-	VXORPS X2, X2, X2
-	VXORPS X3, X3, X3
-	VXORPS X4, X4, X4
-	VXORPS X5, X5, X5
-	VXORPS X6, X6, X6
-	VXORPS X7, X7, X7
-	MOVQ   wpg+56(FP), BX
-	MOVQ   nw+32(FP), SI
-
-CbPsumScalarB8M1Avx2_h24_word:
-	MOVL        (AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X0, X0
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X0, X0
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X0, X0
-	MOVL        4(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X1, X1
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X1, X1
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X1, X1
-	MOVL        8(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X2, X2
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X2, X2
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X2, X2
-	MOVL        12(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X3, X3
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X3, X3
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X3, X3
-	MOVL        16(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X4, X4
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X4, X4
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X4, X4
-	MOVL        20(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X5, X5
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X5, X5
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X5, X5
-	MOVL        24(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X6, X6
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X6, X6
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X6, X6
-	MOVL        28(AX), DI
-	MOVBLZX     DI, R8
-	VADDSS      (CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x08, R8
-	MOVBLZX     R8, R8
-	VADDSS      1024(CX)(R8*4), X7, X7
-	MOVL        DI, R8
-	SHRL        $0x10, R8
-	MOVBLZX     R8, R8
-	VADDSS      2048(CX)(R8*4), X7, X7
-	SHRL        $0x18, DI
-	VADDSS      3072(CX)(DI*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	DECQ        BX
-	JNZ         CbPsumScalarB8M1Avx2_h24_nogroup
-	MOVQ        acc+80(FP), BX
-	VMOVSS      96(BX), X8
-	VFMADD231SS (DX), X0, X8
-	VMOVSS      X8, 96(BX)
-	VXORPS      X0, X0, X0
-	VMOVSS      100(BX), X8
-	VFMADD231SS 4(DX), X1, X8
-	VMOVSS      X8, 100(BX)
-	VXORPS      X1, X1, X1
-	VMOVSS      104(BX), X8
-	VFMADD231SS 8(DX), X2, X8
-	VMOVSS      X8, 104(BX)
-	VXORPS      X2, X2, X2
-	VMOVSS      108(BX), X8
-	VFMADD231SS 12(DX), X3, X8
-	VMOVSS      X8, 108(BX)
-	VXORPS      X3, X3, X3
-	VMOVSS      112(BX), X8
-	VFMADD231SS 16(DX), X4, X8
-	VMOVSS      X8, 112(BX)
-	VXORPS      X4, X4, X4
-	VMOVSS      116(BX), X8
-	VFMADD231SS 20(DX), X5, X8
-	VMOVSS      X8, 116(BX)
-	VXORPS      X5, X5, X5
-	VMOVSS      120(BX), X8
-	VFMADD231SS 24(DX), X6, X8
-	VMOVSS      X8, 120(BX)
-	VXORPS      X6, X6, X6
-	VMOVSS      124(BX), X8
-	VFMADD231SS 28(DX), X7, X8
-	VMOVSS      X8, 124(BX)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), BX
-	ADDQ        BX, DX
-	MOVQ        wpg+56(FP), BX
-
-CbPsumScalarB8M1Avx2_h24_nogroup:
-	DECQ  SI
-	JNZ   CbPsumScalarB8M1Avx2_h24_word
+	DECQ  R9
+	JNZ   CbPsumScalarB8M1Avx2_h16_word
 	MOVQ  tstride+8(FP), AX
 	MOVQ  words+0(FP), CX
 	ADDQ  AX, CX
@@ -69348,7 +69210,7 @@ CbPsumScalarB8M1Avx2_h24_nogroup:
 	RET
 
 // func CbPsumScalarB8M2Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
-// Requires: AVX, FMA3, MMX+
+// Requires: AVX, MMX+
 TEXT ·CbPsumScalarB8M2Avx2(SB), NOSPLIT, $0-88
 CbPsumScalarB8M2Avx2_tile:
 	MOVQ   tstride+8(FP), AX
@@ -69376,13 +69238,13 @@ CbPsumScalarB8M2Avx2_pf1:
 	ADDQ       $0x00000080, AX
 	DECQ       CX
 	JNZ        CbPsumScalarB8M2Avx2_pf1
-	MOVQ       words+0(FP), AX
-	MOVQ       tab+40(FP), CX
-	MOVQ       cbstride+16(FP), DX
-	MOVQ       tabstride+48(FP), BX
-	ADDQ       AX, DX
+	MOVQ       words+0(FP), CX
+	MOVQ       tab+40(FP), DX
+	MOVQ       cbstride+16(FP), BX
+	MOVQ       tabstride+48(FP), R8
 	ADDQ       CX, BX
-	MOVQ       scales+64(FP), SI
+	ADDQ       DX, R8
+	MOVQ       scales+64(FP), R9
 	VXORPS     X0, X0, X0
 	VXORPS     X1, X1, X1
 	VXORPS     X2, X2, X2
@@ -69391,274 +69253,426 @@ CbPsumScalarB8M2Avx2_pf1:
 	VXORPS     X5, X5, X5
 	VXORPS     X6, X6, X6
 	VXORPS     X7, X7, X7
-	MOVQ       wpg+56(FP), DI
-	MOVQ       nw+32(FP), R8
+	VXORPS     X8, X8, X8
+	VXORPS     X9, X9, X9
+	VXORPS     X10, X10, X10
+	VXORPS     X11, X11, X11
+	VXORPS     X12, X12, X12
+	VXORPS     X13, X13, X13
+	VXORPS     X14, X14, X14
+	VXORPS     X15, X15, X15
+	MOVQ       wpg+56(FP), R10
+	MOVQ       nw+32(FP), R11
 
 CbPsumScalarB8M2Avx2_h0_word:
-	MOVL        (AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X0, X0
-	MOVL        4(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
-	MOVL        8(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X2, X2
-	MOVL        12(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X4, X4
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X6, X6
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        (DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X0, X0
-	MOVL        4(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        8(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X2, X2
-	MOVL        12(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X4, X4
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X6, X6
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	ADDQ        $0x00000080, DX
-	ADDQ        $0x00001000, BX
-	DECQ        DI
-	JNZ         CbPsumScalarB8M2Avx2_h0_nogroup
-	MOVQ        acc+80(FP), DI
-	VMOVSS      (DI), X8
-	VFMADD231SS (SI), X0, X8
-	VMOVSS      X8, (DI)
-	VXORPS      X0, X0, X0
-	VMOVSS      4(DI), X8
-	VFMADD231SS 4(SI), X1, X8
-	VMOVSS      X8, 4(DI)
-	VXORPS      X1, X1, X1
-	VMOVSS      8(DI), X8
-	VFMADD231SS 8(SI), X2, X8
-	VMOVSS      X8, 8(DI)
-	VXORPS      X2, X2, X2
-	VMOVSS      12(DI), X8
-	VFMADD231SS 12(SI), X3, X8
-	VMOVSS      X8, 12(DI)
-	VXORPS      X3, X3, X3
-	VMOVSS      16(DI), X8
-	VFMADD231SS 16(SI), X4, X8
-	VMOVSS      X8, 16(DI)
-	VXORPS      X4, X4, X4
-	VMOVSS      20(DI), X8
-	VFMADD231SS 20(SI), X5, X8
-	VMOVSS      X8, 20(DI)
-	VXORPS      X5, X5, X5
-	VMOVSS      24(DI), X8
-	VFMADD231SS 24(SI), X6, X8
-	VMOVSS      X8, 24(DI)
-	VXORPS      X6, X6, X6
-	VMOVSS      28(DI), X8
-	VFMADD231SS 28(SI), X7, X8
-	VMOVSS      X8, 28(DI)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), DI
-	ADDQ        DI, SI
-	MOVQ        wpg+56(FP), DI
+	MOVL    (CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X0, X0
+	VADDSS  1024(DX)(SI*4), X0, X0
+	VADDSS  2048(DX)(R13*4), X0, X0
+	VADDSS  3072(DX)(DI*4), X0, X0
+	MOVL    4(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X1, X1
+	VADDSS  1024(DX)(SI*4), X1, X1
+	VADDSS  2048(DX)(R13*4), X1, X1
+	VADDSS  3072(DX)(DI*4), X1, X1
+	MOVL    8(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X2, X2
+	VADDSS  1024(DX)(SI*4), X2, X2
+	VADDSS  2048(DX)(R13*4), X2, X2
+	VADDSS  3072(DX)(DI*4), X2, X2
+	MOVL    12(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X3, X3
+	VADDSS  1024(DX)(SI*4), X3, X3
+	VADDSS  2048(DX)(R13*4), X3, X3
+	VADDSS  3072(DX)(DI*4), X3, X3
+	MOVL    16(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X4, X4
+	VADDSS  1024(DX)(SI*4), X4, X4
+	VADDSS  2048(DX)(R13*4), X4, X4
+	VADDSS  3072(DX)(DI*4), X4, X4
+	MOVL    20(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X5, X5
+	VADDSS  1024(DX)(SI*4), X5, X5
+	VADDSS  2048(DX)(R13*4), X5, X5
+	VADDSS  3072(DX)(DI*4), X5, X5
+	MOVL    24(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X6, X6
+	VADDSS  1024(DX)(SI*4), X6, X6
+	VADDSS  2048(DX)(R13*4), X6, X6
+	VADDSS  3072(DX)(DI*4), X6, X6
+	MOVL    28(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X7, X7
+	VADDSS  1024(DX)(SI*4), X7, X7
+	VADDSS  2048(DX)(R13*4), X7, X7
+	VADDSS  3072(DX)(DI*4), X7, X7
+	MOVL    32(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X8, X8
+	VADDSS  1024(DX)(SI*4), X8, X8
+	VADDSS  2048(DX)(R13*4), X8, X8
+	VADDSS  3072(DX)(DI*4), X8, X8
+	MOVL    36(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X9, X9
+	VADDSS  1024(DX)(SI*4), X9, X9
+	VADDSS  2048(DX)(R13*4), X9, X9
+	VADDSS  3072(DX)(DI*4), X9, X9
+	MOVL    40(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X10, X10
+	VADDSS  1024(DX)(SI*4), X10, X10
+	VADDSS  2048(DX)(R13*4), X10, X10
+	VADDSS  3072(DX)(DI*4), X10, X10
+	MOVL    44(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X11, X11
+	VADDSS  1024(DX)(SI*4), X11, X11
+	VADDSS  2048(DX)(R13*4), X11, X11
+	VADDSS  3072(DX)(DI*4), X11, X11
+	MOVL    48(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X12, X12
+	VADDSS  1024(DX)(SI*4), X12, X12
+	VADDSS  2048(DX)(R13*4), X12, X12
+	VADDSS  3072(DX)(DI*4), X12, X12
+	MOVL    52(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X13, X13
+	VADDSS  1024(DX)(SI*4), X13, X13
+	VADDSS  2048(DX)(R13*4), X13, X13
+	VADDSS  3072(DX)(DI*4), X13, X13
+	MOVL    56(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X14, X14
+	VADDSS  1024(DX)(SI*4), X14, X14
+	VADDSS  2048(DX)(R13*4), X14, X14
+	VADDSS  3072(DX)(DI*4), X14, X14
+	MOVL    60(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X15, X15
+	VADDSS  1024(DX)(SI*4), X15, X15
+	VADDSS  2048(DX)(R13*4), X15, X15
+	VADDSS  3072(DX)(DI*4), X15, X15
+	MOVL    (BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X0, X0
+	VADDSS  1024(R8)(SI*4), X0, X0
+	VADDSS  2048(R8)(R13*4), X0, X0
+	VADDSS  3072(R8)(DI*4), X0, X0
+	MOVL    4(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X1, X1
+	VADDSS  1024(R8)(SI*4), X1, X1
+	VADDSS  2048(R8)(R13*4), X1, X1
+	VADDSS  3072(R8)(DI*4), X1, X1
+	MOVL    8(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X2, X2
+	VADDSS  1024(R8)(SI*4), X2, X2
+	VADDSS  2048(R8)(R13*4), X2, X2
+	VADDSS  3072(R8)(DI*4), X2, X2
+	MOVL    12(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X3, X3
+	VADDSS  1024(R8)(SI*4), X3, X3
+	VADDSS  2048(R8)(R13*4), X3, X3
+	VADDSS  3072(R8)(DI*4), X3, X3
+	MOVL    16(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X4, X4
+	VADDSS  1024(R8)(SI*4), X4, X4
+	VADDSS  2048(R8)(R13*4), X4, X4
+	VADDSS  3072(R8)(DI*4), X4, X4
+	MOVL    20(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X5, X5
+	VADDSS  1024(R8)(SI*4), X5, X5
+	VADDSS  2048(R8)(R13*4), X5, X5
+	VADDSS  3072(R8)(DI*4), X5, X5
+	MOVL    24(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X6, X6
+	VADDSS  1024(R8)(SI*4), X6, X6
+	VADDSS  2048(R8)(R13*4), X6, X6
+	VADDSS  3072(R8)(DI*4), X6, X6
+	MOVL    28(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X7, X7
+	VADDSS  1024(R8)(SI*4), X7, X7
+	VADDSS  2048(R8)(R13*4), X7, X7
+	VADDSS  3072(R8)(DI*4), X7, X7
+	MOVL    32(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X8, X8
+	VADDSS  1024(R8)(SI*4), X8, X8
+	VADDSS  2048(R8)(R13*4), X8, X8
+	VADDSS  3072(R8)(DI*4), X8, X8
+	MOVL    36(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X9, X9
+	VADDSS  1024(R8)(SI*4), X9, X9
+	VADDSS  2048(R8)(R13*4), X9, X9
+	VADDSS  3072(R8)(DI*4), X9, X9
+	MOVL    40(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X10, X10
+	VADDSS  1024(R8)(SI*4), X10, X10
+	VADDSS  2048(R8)(R13*4), X10, X10
+	VADDSS  3072(R8)(DI*4), X10, X10
+	MOVL    44(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X11, X11
+	VADDSS  1024(R8)(SI*4), X11, X11
+	VADDSS  2048(R8)(R13*4), X11, X11
+	VADDSS  3072(R8)(DI*4), X11, X11
+	MOVL    48(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X12, X12
+	VADDSS  1024(R8)(SI*4), X12, X12
+	VADDSS  2048(R8)(R13*4), X12, X12
+	VADDSS  3072(R8)(DI*4), X12, X12
+	MOVL    52(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X13, X13
+	VADDSS  1024(R8)(SI*4), X13, X13
+	VADDSS  2048(R8)(R13*4), X13, X13
+	VADDSS  3072(R8)(DI*4), X13, X13
+	MOVL    56(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X14, X14
+	VADDSS  1024(R8)(SI*4), X14, X14
+	VADDSS  2048(R8)(R13*4), X14, X14
+	VADDSS  3072(R8)(DI*4), X14, X14
+	MOVL    60(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X15, X15
+	VADDSS  1024(R8)(SI*4), X15, X15
+	VADDSS  2048(R8)(R13*4), X15, X15
+	VADDSS  3072(R8)(DI*4), X15, X15
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00001000, DX
+	ADDQ    $0x00000080, BX
+	ADDQ    $0x00001000, R8
+	DECQ    R10
+	JNZ     CbPsumScalarB8M2Avx2_h0_nogroup
+	MOVQ    acc+80(FP), AX
+	VMULSS  (R9), X0, X0
+	VADDSS  (AX), X0, X0
+	VMOVSS  X0, (AX)
+	VXORPS  X0, X0, X0
+	VMULSS  4(R9), X1, X1
+	VADDSS  4(AX), X1, X1
+	VMOVSS  X1, 4(AX)
+	VXORPS  X1, X1, X1
+	VMULSS  8(R9), X2, X2
+	VADDSS  8(AX), X2, X2
+	VMOVSS  X2, 8(AX)
+	VXORPS  X2, X2, X2
+	VMULSS  12(R9), X3, X3
+	VADDSS  12(AX), X3, X3
+	VMOVSS  X3, 12(AX)
+	VXORPS  X3, X3, X3
+	VMULSS  16(R9), X4, X4
+	VADDSS  16(AX), X4, X4
+	VMOVSS  X4, 16(AX)
+	VXORPS  X4, X4, X4
+	VMULSS  20(R9), X5, X5
+	VADDSS  20(AX), X5, X5
+	VMOVSS  X5, 20(AX)
+	VXORPS  X5, X5, X5
+	VMULSS  24(R9), X6, X6
+	VADDSS  24(AX), X6, X6
+	VMOVSS  X6, 24(AX)
+	VXORPS  X6, X6, X6
+	VMULSS  28(R9), X7, X7
+	VADDSS  28(AX), X7, X7
+	VMOVSS  X7, 28(AX)
+	VXORPS  X7, X7, X7
+	VMULSS  32(R9), X8, X8
+	VADDSS  32(AX), X8, X8
+	VMOVSS  X8, 32(AX)
+	VXORPS  X8, X8, X8
+	VMULSS  36(R9), X9, X9
+	VADDSS  36(AX), X9, X9
+	VMOVSS  X9, 36(AX)
+	VXORPS  X9, X9, X9
+	VMULSS  40(R9), X10, X10
+	VADDSS  40(AX), X10, X10
+	VMOVSS  X10, 40(AX)
+	VXORPS  X10, X10, X10
+	VMULSS  44(R9), X11, X11
+	VADDSS  44(AX), X11, X11
+	VMOVSS  X11, 44(AX)
+	VXORPS  X11, X11, X11
+	VMULSS  48(R9), X12, X12
+	VADDSS  48(AX), X12, X12
+	VMOVSS  X12, 48(AX)
+	VXORPS  X12, X12, X12
+	VMULSS  52(R9), X13, X13
+	VADDSS  52(AX), X13, X13
+	VMOVSS  X13, 52(AX)
+	VXORPS  X13, X13, X13
+	VMULSS  56(R9), X14, X14
+	VADDSS  56(AX), X14, X14
+	VMOVSS  X14, 56(AX)
+	VXORPS  X14, X14, X14
+	VMULSS  60(R9), X15, X15
+	VADDSS  60(AX), X15, X15
+	VMOVSS  X15, 60(AX)
+	VXORPS  X15, X15, X15
+	MOVQ    sstride+72(FP), AX
+	ADDQ    AX, R9
+	MOVQ    wpg+56(FP), R10
 
 CbPsumScalarB8M2Avx2_h0_nogroup:
-	DECQ   R8
+	DECQ   R11
 	JNZ    CbPsumScalarB8M2Avx2_h0_word
-	MOVQ   words+0(FP), AX
-	MOVQ   tab+40(FP), CX
-	MOVQ   cbstride+16(FP), DX
-	MOVQ   tabstride+48(FP), BX
-	ADDQ   AX, DX
+	MOVQ   words+0(FP), CX
+	MOVQ   tab+40(FP), DX
+	MOVQ   cbstride+16(FP), BX
+	MOVQ   tabstride+48(FP), R8
 	ADDQ   CX, BX
-	ADDQ   $0x00000020, AX
-	ADDQ   $0x00000020, DX
-	MOVQ   scales+64(FP), SI
-	ADDQ   $0x00000020, SI
+	ADDQ   DX, R8
+	ADDQ   $0x00000040, CX
+	ADDQ   $0x00000040, BX
+	MOVQ   scales+64(FP), R9
+	ADDQ   $0x00000040, R9
 	VXORPS X0, X0, X0
 	VXORPS X1, X1, X1
 	VXORPS X2, X2, X2
@@ -69667,816 +69681,416 @@ CbPsumScalarB8M2Avx2_h0_nogroup:
 	VXORPS X5, X5, X5
 	VXORPS X6, X6, X6
 	VXORPS X7, X7, X7
-	MOVQ   wpg+56(FP), DI
-	MOVQ   nw+32(FP), R8
-
-CbPsumScalarB8M2Avx2_h8_word:
-	MOVL        (AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X0, X0
-	MOVL        4(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
-	MOVL        8(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X2, X2
-	MOVL        12(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X4, X4
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X6, X6
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        (DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X0, X0
-	MOVL        4(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        8(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X2, X2
-	MOVL        12(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X4, X4
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X6, X6
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	ADDQ        $0x00000080, DX
-	ADDQ        $0x00001000, BX
-	DECQ        DI
-	JNZ         CbPsumScalarB8M2Avx2_h8_nogroup
-	MOVQ        acc+80(FP), DI
-	VMOVSS      32(DI), X8
-	VFMADD231SS (SI), X0, X8
-	VMOVSS      X8, 32(DI)
-	VXORPS      X0, X0, X0
-	VMOVSS      36(DI), X8
-	VFMADD231SS 4(SI), X1, X8
-	VMOVSS      X8, 36(DI)
-	VXORPS      X1, X1, X1
-	VMOVSS      40(DI), X8
-	VFMADD231SS 8(SI), X2, X8
-	VMOVSS      X8, 40(DI)
-	VXORPS      X2, X2, X2
-	VMOVSS      44(DI), X8
-	VFMADD231SS 12(SI), X3, X8
-	VMOVSS      X8, 44(DI)
-	VXORPS      X3, X3, X3
-	VMOVSS      48(DI), X8
-	VFMADD231SS 16(SI), X4, X8
-	VMOVSS      X8, 48(DI)
-	VXORPS      X4, X4, X4
-	VMOVSS      52(DI), X8
-	VFMADD231SS 20(SI), X5, X8
-	VMOVSS      X8, 52(DI)
-	VXORPS      X5, X5, X5
-	VMOVSS      56(DI), X8
-	VFMADD231SS 24(SI), X6, X8
-	VMOVSS      X8, 56(DI)
-	VXORPS      X6, X6, X6
-	VMOVSS      60(DI), X8
-	VFMADD231SS 28(SI), X7, X8
-	VMOVSS      X8, 60(DI)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), DI
-	ADDQ        DI, SI
-	MOVQ        wpg+56(FP), DI
-
-CbPsumScalarB8M2Avx2_h8_nogroup:
-	DECQ   R8
-	JNZ    CbPsumScalarB8M2Avx2_h8_word
-	MOVQ   words+0(FP), AX
-	MOVQ   tab+40(FP), CX
-	MOVQ   cbstride+16(FP), DX
-	MOVQ   tabstride+48(FP), BX
-	ADDQ   AX, DX
-	ADDQ   CX, BX
-	ADDQ   $0x00000040, AX
-	ADDQ   $0x00000040, DX
-	MOVQ   scales+64(FP), SI
-	ADDQ   $0x00000040, SI
-	VXORPS X0, X0, X0
-	VXORPS X1, X1, X1
-	VXORPS X2, X2, X2
-	VXORPS X3, X3, X3
-	VXORPS X4, X4, X4
-	VXORPS X5, X5, X5
-	VXORPS X6, X6, X6
-	VXORPS X7, X7, X7
-	MOVQ   wpg+56(FP), DI
-	MOVQ   nw+32(FP), R8
+	VXORPS X8, X8, X8
+	VXORPS X9, X9, X9
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+	MOVQ   wpg+56(FP), R10
+	MOVQ   nw+32(FP), R11
 
 CbPsumScalarB8M2Avx2_h16_word:
-	MOVL        (AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X0, X0
-	MOVL        4(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
-	MOVL        8(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X2, X2
-	MOVL        12(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X4, X4
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X6, X6
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        (DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X0, X0
-	MOVL        4(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        8(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X2, X2
-	MOVL        12(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X4, X4
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X6, X6
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	ADDQ        $0x00000080, DX
-	ADDQ        $0x00001000, BX
-	DECQ        DI
-	JNZ         CbPsumScalarB8M2Avx2_h16_nogroup
-	MOVQ        acc+80(FP), DI
-	VMOVSS      64(DI), X8
-	VFMADD231SS (SI), X0, X8
-	VMOVSS      X8, 64(DI)
-	VXORPS      X0, X0, X0
-	VMOVSS      68(DI), X8
-	VFMADD231SS 4(SI), X1, X8
-	VMOVSS      X8, 68(DI)
-	VXORPS      X1, X1, X1
-	VMOVSS      72(DI), X8
-	VFMADD231SS 8(SI), X2, X8
-	VMOVSS      X8, 72(DI)
-	VXORPS      X2, X2, X2
-	VMOVSS      76(DI), X8
-	VFMADD231SS 12(SI), X3, X8
-	VMOVSS      X8, 76(DI)
-	VXORPS      X3, X3, X3
-	VMOVSS      80(DI), X8
-	VFMADD231SS 16(SI), X4, X8
-	VMOVSS      X8, 80(DI)
-	VXORPS      X4, X4, X4
-	VMOVSS      84(DI), X8
-	VFMADD231SS 20(SI), X5, X8
-	VMOVSS      X8, 84(DI)
-	VXORPS      X5, X5, X5
-	VMOVSS      88(DI), X8
-	VFMADD231SS 24(SI), X6, X8
-	VMOVSS      X8, 88(DI)
-	VXORPS      X6, X6, X6
-	VMOVSS      92(DI), X8
-	VFMADD231SS 28(SI), X7, X8
-	VMOVSS      X8, 92(DI)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), DI
-	ADDQ        DI, SI
-	MOVQ        wpg+56(FP), DI
+	MOVL    (CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X0, X0
+	VADDSS  1024(DX)(SI*4), X0, X0
+	VADDSS  2048(DX)(R13*4), X0, X0
+	VADDSS  3072(DX)(DI*4), X0, X0
+	MOVL    4(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X1, X1
+	VADDSS  1024(DX)(SI*4), X1, X1
+	VADDSS  2048(DX)(R13*4), X1, X1
+	VADDSS  3072(DX)(DI*4), X1, X1
+	MOVL    8(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X2, X2
+	VADDSS  1024(DX)(SI*4), X2, X2
+	VADDSS  2048(DX)(R13*4), X2, X2
+	VADDSS  3072(DX)(DI*4), X2, X2
+	MOVL    12(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X3, X3
+	VADDSS  1024(DX)(SI*4), X3, X3
+	VADDSS  2048(DX)(R13*4), X3, X3
+	VADDSS  3072(DX)(DI*4), X3, X3
+	MOVL    16(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X4, X4
+	VADDSS  1024(DX)(SI*4), X4, X4
+	VADDSS  2048(DX)(R13*4), X4, X4
+	VADDSS  3072(DX)(DI*4), X4, X4
+	MOVL    20(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X5, X5
+	VADDSS  1024(DX)(SI*4), X5, X5
+	VADDSS  2048(DX)(R13*4), X5, X5
+	VADDSS  3072(DX)(DI*4), X5, X5
+	MOVL    24(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X6, X6
+	VADDSS  1024(DX)(SI*4), X6, X6
+	VADDSS  2048(DX)(R13*4), X6, X6
+	VADDSS  3072(DX)(DI*4), X6, X6
+	MOVL    28(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X7, X7
+	VADDSS  1024(DX)(SI*4), X7, X7
+	VADDSS  2048(DX)(R13*4), X7, X7
+	VADDSS  3072(DX)(DI*4), X7, X7
+	MOVL    32(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X8, X8
+	VADDSS  1024(DX)(SI*4), X8, X8
+	VADDSS  2048(DX)(R13*4), X8, X8
+	VADDSS  3072(DX)(DI*4), X8, X8
+	MOVL    36(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X9, X9
+	VADDSS  1024(DX)(SI*4), X9, X9
+	VADDSS  2048(DX)(R13*4), X9, X9
+	VADDSS  3072(DX)(DI*4), X9, X9
+	MOVL    40(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X10, X10
+	VADDSS  1024(DX)(SI*4), X10, X10
+	VADDSS  2048(DX)(R13*4), X10, X10
+	VADDSS  3072(DX)(DI*4), X10, X10
+	MOVL    44(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X11, X11
+	VADDSS  1024(DX)(SI*4), X11, X11
+	VADDSS  2048(DX)(R13*4), X11, X11
+	VADDSS  3072(DX)(DI*4), X11, X11
+	MOVL    48(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X12, X12
+	VADDSS  1024(DX)(SI*4), X12, X12
+	VADDSS  2048(DX)(R13*4), X12, X12
+	VADDSS  3072(DX)(DI*4), X12, X12
+	MOVL    52(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X13, X13
+	VADDSS  1024(DX)(SI*4), X13, X13
+	VADDSS  2048(DX)(R13*4), X13, X13
+	VADDSS  3072(DX)(DI*4), X13, X13
+	MOVL    56(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X14, X14
+	VADDSS  1024(DX)(SI*4), X14, X14
+	VADDSS  2048(DX)(R13*4), X14, X14
+	VADDSS  3072(DX)(DI*4), X14, X14
+	MOVL    60(CX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (DX)(R12*4), X15, X15
+	VADDSS  1024(DX)(SI*4), X15, X15
+	VADDSS  2048(DX)(R13*4), X15, X15
+	VADDSS  3072(DX)(DI*4), X15, X15
+	MOVL    (BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X0, X0
+	VADDSS  1024(R8)(SI*4), X0, X0
+	VADDSS  2048(R8)(R13*4), X0, X0
+	VADDSS  3072(R8)(DI*4), X0, X0
+	MOVL    4(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X1, X1
+	VADDSS  1024(R8)(SI*4), X1, X1
+	VADDSS  2048(R8)(R13*4), X1, X1
+	VADDSS  3072(R8)(DI*4), X1, X1
+	MOVL    8(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X2, X2
+	VADDSS  1024(R8)(SI*4), X2, X2
+	VADDSS  2048(R8)(R13*4), X2, X2
+	VADDSS  3072(R8)(DI*4), X2, X2
+	MOVL    12(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X3, X3
+	VADDSS  1024(R8)(SI*4), X3, X3
+	VADDSS  2048(R8)(R13*4), X3, X3
+	VADDSS  3072(R8)(DI*4), X3, X3
+	MOVL    16(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X4, X4
+	VADDSS  1024(R8)(SI*4), X4, X4
+	VADDSS  2048(R8)(R13*4), X4, X4
+	VADDSS  3072(R8)(DI*4), X4, X4
+	MOVL    20(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X5, X5
+	VADDSS  1024(R8)(SI*4), X5, X5
+	VADDSS  2048(R8)(R13*4), X5, X5
+	VADDSS  3072(R8)(DI*4), X5, X5
+	MOVL    24(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X6, X6
+	VADDSS  1024(R8)(SI*4), X6, X6
+	VADDSS  2048(R8)(R13*4), X6, X6
+	VADDSS  3072(R8)(DI*4), X6, X6
+	MOVL    28(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X7, X7
+	VADDSS  1024(R8)(SI*4), X7, X7
+	VADDSS  2048(R8)(R13*4), X7, X7
+	VADDSS  3072(R8)(DI*4), X7, X7
+	MOVL    32(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X8, X8
+	VADDSS  1024(R8)(SI*4), X8, X8
+	VADDSS  2048(R8)(R13*4), X8, X8
+	VADDSS  3072(R8)(DI*4), X8, X8
+	MOVL    36(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X9, X9
+	VADDSS  1024(R8)(SI*4), X9, X9
+	VADDSS  2048(R8)(R13*4), X9, X9
+	VADDSS  3072(R8)(DI*4), X9, X9
+	MOVL    40(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X10, X10
+	VADDSS  1024(R8)(SI*4), X10, X10
+	VADDSS  2048(R8)(R13*4), X10, X10
+	VADDSS  3072(R8)(DI*4), X10, X10
+	MOVL    44(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X11, X11
+	VADDSS  1024(R8)(SI*4), X11, X11
+	VADDSS  2048(R8)(R13*4), X11, X11
+	VADDSS  3072(R8)(DI*4), X11, X11
+	MOVL    48(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X12, X12
+	VADDSS  1024(R8)(SI*4), X12, X12
+	VADDSS  2048(R8)(R13*4), X12, X12
+	VADDSS  3072(R8)(DI*4), X12, X12
+	MOVL    52(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X13, X13
+	VADDSS  1024(R8)(SI*4), X13, X13
+	VADDSS  2048(R8)(R13*4), X13, X13
+	VADDSS  3072(R8)(DI*4), X13, X13
+	MOVL    56(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X14, X14
+	VADDSS  1024(R8)(SI*4), X14, X14
+	VADDSS  2048(R8)(R13*4), X14, X14
+	VADDSS  3072(R8)(DI*4), X14, X14
+	MOVL    60(BX), AX
+	MOVBLZX AL, R12
+	MOVBLZX AH, SI
+	SHRL    $0x10, AX
+	MOVBLZX AL, R13
+	MOVBLZX AH, DI
+	VADDSS  (R8)(R12*4), X15, X15
+	VADDSS  1024(R8)(SI*4), X15, X15
+	VADDSS  2048(R8)(R13*4), X15, X15
+	VADDSS  3072(R8)(DI*4), X15, X15
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00001000, DX
+	ADDQ    $0x00000080, BX
+	ADDQ    $0x00001000, R8
+	DECQ    R10
+	JNZ     CbPsumScalarB8M2Avx2_h16_nogroup
+	MOVQ    acc+80(FP), AX
+	VMULSS  (R9), X0, X0
+	VADDSS  64(AX), X0, X0
+	VMOVSS  X0, 64(AX)
+	VXORPS  X0, X0, X0
+	VMULSS  4(R9), X1, X1
+	VADDSS  68(AX), X1, X1
+	VMOVSS  X1, 68(AX)
+	VXORPS  X1, X1, X1
+	VMULSS  8(R9), X2, X2
+	VADDSS  72(AX), X2, X2
+	VMOVSS  X2, 72(AX)
+	VXORPS  X2, X2, X2
+	VMULSS  12(R9), X3, X3
+	VADDSS  76(AX), X3, X3
+	VMOVSS  X3, 76(AX)
+	VXORPS  X3, X3, X3
+	VMULSS  16(R9), X4, X4
+	VADDSS  80(AX), X4, X4
+	VMOVSS  X4, 80(AX)
+	VXORPS  X4, X4, X4
+	VMULSS  20(R9), X5, X5
+	VADDSS  84(AX), X5, X5
+	VMOVSS  X5, 84(AX)
+	VXORPS  X5, X5, X5
+	VMULSS  24(R9), X6, X6
+	VADDSS  88(AX), X6, X6
+	VMOVSS  X6, 88(AX)
+	VXORPS  X6, X6, X6
+	VMULSS  28(R9), X7, X7
+	VADDSS  92(AX), X7, X7
+	VMOVSS  X7, 92(AX)
+	VXORPS  X7, X7, X7
+	VMULSS  32(R9), X8, X8
+	VADDSS  96(AX), X8, X8
+	VMOVSS  X8, 96(AX)
+	VXORPS  X8, X8, X8
+	VMULSS  36(R9), X9, X9
+	VADDSS  100(AX), X9, X9
+	VMOVSS  X9, 100(AX)
+	VXORPS  X9, X9, X9
+	VMULSS  40(R9), X10, X10
+	VADDSS  104(AX), X10, X10
+	VMOVSS  X10, 104(AX)
+	VXORPS  X10, X10, X10
+	VMULSS  44(R9), X11, X11
+	VADDSS  108(AX), X11, X11
+	VMOVSS  X11, 108(AX)
+	VXORPS  X11, X11, X11
+	VMULSS  48(R9), X12, X12
+	VADDSS  112(AX), X12, X12
+	VMOVSS  X12, 112(AX)
+	VXORPS  X12, X12, X12
+	VMULSS  52(R9), X13, X13
+	VADDSS  116(AX), X13, X13
+	VMOVSS  X13, 116(AX)
+	VXORPS  X13, X13, X13
+	VMULSS  56(R9), X14, X14
+	VADDSS  120(AX), X14, X14
+	VMOVSS  X14, 120(AX)
+	VXORPS  X14, X14, X14
+	VMULSS  60(R9), X15, X15
+	VADDSS  124(AX), X15, X15
+	VMOVSS  X15, 124(AX)
+	VXORPS  X15, X15, X15
+	MOVQ    sstride+72(FP), AX
+	ADDQ    AX, R9
+	MOVQ    wpg+56(FP), R10
 
 CbPsumScalarB8M2Avx2_h16_nogroup:
-	DECQ   R8
-	JNZ    CbPsumScalarB8M2Avx2_h16_word
-	MOVQ   words+0(FP), AX
-	MOVQ   tab+40(FP), CX
-	MOVQ   cbstride+16(FP), DX
-	MOVQ   tabstride+48(FP), BX
-	ADDQ   AX, DX
-	ADDQ   CX, BX
-	ADDQ   $0x00000060, AX
-	ADDQ   $0x00000060, DX
-	MOVQ   scales+64(FP), SI
-	ADDQ   $0x00000060, SI
-	VXORPS X0, X0, X0
-	VXORPS X1, X1, X1
-	VXORPS X2, X2, X2
-	VXORPS X3, X3, X3
-	VXORPS X4, X4, X4
-	VXORPS X5, X5, X5
-	VXORPS X6, X6, X6
-	VXORPS X7, X7, X7
-	MOVQ   wpg+56(FP), DI
-	MOVQ   nw+32(FP), R8
-
-CbPsumScalarB8M2Avx2_h24_word:
-	MOVL        (AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X0, X0
-	MOVL        4(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X1, X1
-	MOVL        8(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X2, X2
-	MOVL        12(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X3, X3
-	MOVL        16(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X4, X4
-	MOVL        20(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X5, X5
-	MOVL        24(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X6, X6
-	MOVL        28(AX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(CX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(CX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(CX)(R9*4), X7, X7
-	MOVL        (DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X0, X0
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X0, X0
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X0, X0
-	MOVL        4(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X1, X1
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X1, X1
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X1, X1
-	MOVL        8(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X2, X2
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X2, X2
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X2, X2
-	MOVL        12(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X3, X3
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X3, X3
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X3, X3
-	MOVL        16(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X4, X4
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X4, X4
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X4, X4
-	MOVL        20(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X5, X5
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X5, X5
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X5, X5
-	MOVL        24(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X6, X6
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X6, X6
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X6, X6
-	MOVL        28(DX), R9
-	MOVBLZX     R9, R10
-	VADDSS      (BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x08, R10
-	MOVBLZX     R10, R10
-	VADDSS      1024(BX)(R10*4), X7, X7
-	MOVL        R9, R10
-	SHRL        $0x10, R10
-	MOVBLZX     R10, R10
-	VADDSS      2048(BX)(R10*4), X7, X7
-	SHRL        $0x18, R9
-	VADDSS      3072(BX)(R9*4), X7, X7
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00001000, CX
-	ADDQ        $0x00000080, DX
-	ADDQ        $0x00001000, BX
-	DECQ        DI
-	JNZ         CbPsumScalarB8M2Avx2_h24_nogroup
-	MOVQ        acc+80(FP), DI
-	VMOVSS      96(DI), X8
-	VFMADD231SS (SI), X0, X8
-	VMOVSS      X8, 96(DI)
-	VXORPS      X0, X0, X0
-	VMOVSS      100(DI), X8
-	VFMADD231SS 4(SI), X1, X8
-	VMOVSS      X8, 100(DI)
-	VXORPS      X1, X1, X1
-	VMOVSS      104(DI), X8
-	VFMADD231SS 8(SI), X2, X8
-	VMOVSS      X8, 104(DI)
-	VXORPS      X2, X2, X2
-	VMOVSS      108(DI), X8
-	VFMADD231SS 12(SI), X3, X8
-	VMOVSS      X8, 108(DI)
-	VXORPS      X3, X3, X3
-	VMOVSS      112(DI), X8
-	VFMADD231SS 16(SI), X4, X8
-	VMOVSS      X8, 112(DI)
-	VXORPS      X4, X4, X4
-	VMOVSS      116(DI), X8
-	VFMADD231SS 20(SI), X5, X8
-	VMOVSS      X8, 116(DI)
-	VXORPS      X5, X5, X5
-	VMOVSS      120(DI), X8
-	VFMADD231SS 24(SI), X6, X8
-	VMOVSS      X8, 120(DI)
-	VXORPS      X6, X6, X6
-	VMOVSS      124(DI), X8
-	VFMADD231SS 28(SI), X7, X8
-	VMOVSS      X8, 124(DI)
-	VXORPS      X7, X7, X7
-	MOVQ        sstride+72(FP), DI
-	ADDQ        DI, SI
-	MOVQ        wpg+56(FP), DI
-
-CbPsumScalarB8M2Avx2_h24_nogroup:
-	DECQ  R8
-	JNZ   CbPsumScalarB8M2Avx2_h24_word
+	DECQ  R11
+	JNZ   CbPsumScalarB8M2Avx2_h16_word
 	MOVQ  tstride+8(FP), AX
 	MOVQ  words+0(FP), CX
 	ADDQ  AX, CX
