@@ -730,7 +730,10 @@ func cbPsumScalar(m int) {
 	gs := make([]VecVirtual, rows)
 	for l := range gs {
 		gs[l] = XMM()
+		VXORPS(gs[l], gs[l], gs[l])
 	}
+	// The sums are zero here and after every group end, and a row
+	// block's last word ends a group (wpg divides nw).
 	Label(name + "_tile")
 	{
 		// Prefetch the codes of the tile cbPrefetchTiles ahead (the
@@ -770,9 +773,6 @@ func cbPsumScalar(m int) {
 		if h > 0 {
 			ADDQ(U32(4*h), sp)
 		}
-		for _, g := range gs {
-			VXORPS(g, g, g)
-		}
 		cnt := param("wpg")
 		q := param("nw")
 		loop := fmt.Sprintf("%s_h%d_word", name, h)
@@ -801,15 +801,26 @@ func cbPsumScalar(m int) {
 			ADDQ(U32(4096), tps[i])
 		}
 		// Group end: acc[r] += scale[r] * sum (a product and a sum,
-		// each rounded), the sums cleared.
+		// each rounded), eight rows at a time: the sums (lane 0 of
+		// each register, the other lanes zero) are gathered into one
+		// vector with unpacks. Then the sums are cleared.
 		skip := fmt.Sprintf("%s_h%d_nogroup", name, h)
 		DECQ(cnt)
 		JNZ(LabelRef(skip))
 		ap := param("acc")
-		for l, g := range gs {
-			VMULSS(Mem{Base: sp, Disp: 4 * l}, g, g)
-			VADDSS(Mem{Base: ap, Disp: 4 * (h + l)}, g, g)
-			VMOVSS(g, Mem{Base: ap, Disp: 4 * (h + l)})
+		for l := 0; l < rows; l += 8 {
+			g := gs[l : l+8]
+			for j := 0; j < 8; j += 2 {
+				VUNPCKLPS(g[j+1], g[j], g[j])
+			}
+			VMOVLHPS(g[2], g[0], g[0])
+			VMOVLHPS(g[6], g[4], g[4])
+			VINSERTF128(U8(1), g[4], g[0].AsY(), g[0].AsY())
+			VMULPS(Mem{Base: sp, Disp: 4 * l}, g[0].AsY(), g[0].AsY())
+			VADDPS(Mem{Base: ap, Disp: 4 * (h + l)}, g[0].AsY(), g[0].AsY())
+			VMOVUPS(g[0].AsY(), Mem{Base: ap, Disp: 4 * (h + l)})
+		}
+		for _, g := range gs {
 			VXORPS(g, g, g)
 		}
 		ADDQ(param("sstride"), sp)
@@ -820,6 +831,7 @@ func cbPsumScalar(m int) {
 	}
 	// Next tile: words, scales and acc move on.
 	cbNextTile("words", param("tstride"), 128, "ntiles", name+"_tile")
+	VZEROUPPER()
 	RET()
 }
 
