@@ -4070,7 +4070,7 @@ func CbPsumI16PB8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nse
 func CbPsumI16PB8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
 // CbPsumScalarB8M1Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
-// (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX and FMA3:
+// (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX:
 //
 //	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
 //		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
@@ -4079,8 +4079,8 @@ func CbPsumI16PB8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nse
 // where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
 // and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
 // (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups
-// are summed in word, then codebook, then segment order; scales advance 128
-// bytes per tile.
+// are summed in word, then codebook, then segment order, and the product with
+// the scale is rounded before the add; scales advance 128 bytes per tile.
 //
 // Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
 // 2 tiles ahead are prefetched (prefetches never fault).
@@ -4089,7 +4089,7 @@ func CbPsumI16PB8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nse
 func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
 
 // CbPsumScalarB8M2Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
-// (8-bit codes, M = 2 codebooks) of nw words (4 segments each) per row, with AVX and FMA3:
+// (8-bit codes, M = 2 codebooks) of nw words (4 segments each) per row, with AVX:
 //
 //	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
 //		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
@@ -4098,8 +4098,8 @@ func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, 
 // where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
 // and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
 // (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups
-// are summed in word, then codebook, then segment order; scales advance 128
-// bytes per tile.
+// are summed in word, then codebook, then segment order, and the product with
+// the scale is rounded before the add; scales advance 128 bytes per tile.
 //
 // Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
 // 2 tiles ahead are prefetched (prefetches never fault).

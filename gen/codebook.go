@@ -708,7 +708,7 @@ func cbPsumScalar(m int) {
 	Pragma("noescape")
 	Doc(
 		fmt.Sprintf("%s accumulates, for ntiles 32-row tiles of a codebook column tile", name),
-		fmt.Sprintf("(8-bit codes, M = %d codebooks) of nw words (4 segments each) per row, with AVX and FMA3:", m),
+		fmt.Sprintf("(8-bit codes, M = %d codebooks) of nw words (4 segments each) per row, with AVX:", m),
 		"",
 		"\tfor each tile t, row r < 32 and group g of wpg words (4*wpg segments):",
 		"\t\tacc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's",
@@ -717,8 +717,8 @@ func cbPsumScalar(m int) {
 		"where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)",
 		"and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride",
 		"(bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups",
-		"are summed in word, then codebook, then segment order; scales advance 128",
-		"bytes per tile.",
+		"are summed in word, then codebook, then segment order, and the product with",
+		"the scale is rounded before the add; scales advance 128 bytes per tile.",
 		"",
 		"Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words",
 		fmt.Sprintf("%d tiles ahead are prefetched (prefetches never fault).", cbPrefetchTiles),
