@@ -31,7 +31,7 @@ type CBMatrix struct {
 	i16Once  sync.Once
 	tm       []uint32       // the scalar kernel's tile-major code copy (see tileMajor), or nil
 	tmBlock  *hugemem.Block // tm's huge-page memory
-	prepOnce sync.Once      // builds tm
+	tmOnce   sync.Once      // builds tm
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.
@@ -103,7 +103,7 @@ func (mx *CBMatrix) Close() error {
 		return ErrClosed
 	}
 	mx.closed = true
-	mx.freeI16()
+	mx.freeCodeCopies()
 	return nil
 }
 

@@ -294,7 +294,7 @@ func (mx *CBMatrix) mulScalar(acc, xp []float32) {
 	fn := k.scalar[c.M]
 	var tm []uint32
 	if mx.b.huge {
-		mx.prepOnce.Do(func() { mx.tileMajor(T) })
+		mx.tmOnce.Do(func() { mx.tileMajor(T) })
 		tm = mx.tm
 	}
 	nrt := c.PRows / 32
@@ -469,9 +469,9 @@ type cbI16 struct {
 	block  *hugemem.Block // codes' huge-page memory, or nil
 }
 
-// freeI16 releases the huge-page code copies of the int16 and the scalar
+// freeCodeCopies releases the huge-page code copies of the int16 and the scalar
 // kernels.
-func (mx *CBMatrix) freeI16() {
+func (mx *CBMatrix) freeCodeCopies() {
 	if mx.i16st != nil && mx.i16st.block != nil {
 		mx.i16st.block.Free()
 	}

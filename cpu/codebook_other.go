@@ -20,4 +20,5 @@ type cbI16 struct{}
 
 func (mx *CBMatrix) i16() bool { return false }
 
-func (mx *CBMatrix) freeI16() {}
+// freeCodeCopies has nothing to free without assembly.
+func (mx *CBMatrix) freeCodeCopies() {}
