@@ -101,6 +101,26 @@ func TestAPIBadInput(t *testing.T) {
 	if err := eng.QuantizeA8(make([]int8, 128), make([]float32, 2), x); err == nil {
 		t.Error("QuantizeA8 accepted mismatched lengths")
 	}
+	// Outputs sharing memory with inputs: the last element of one on the
+	// first of the other, in both orders.
+	buf := make([]float32, 4+130-1)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"Mul dst ends on x", mat.Mul(buf[:4], buf[3:], 1, qgemv.A32)},
+		{"Mul x ends on dst", mat.Mul(buf[129:], buf[:130], 1, qgemv.A8)},
+		{"MulInt8 dst on xs", mat.MulInt8(buf[:4], make([]int8, 256), buf[3:5], 1)},
+		{"QuantizeA8 xs on x", eng.QuantizeA8(make([]int8, 256), buf[129:131], buf[:130])},
+	} {
+		if !errors.Is(c.err, qgemv.ErrOverlap) {
+			t.Errorf("%s: %v, want ErrOverlap", c.name, c.err)
+		}
+	}
+	adj := make([]float32, 4+130)
+	if err := mat.Mul(adj[:4], adj[4:], 1, qgemv.A32); err != nil {
+		t.Errorf("adjacent dst and x: %v", err)
+	}
 	if _, err := qgemv.Open(qgemv.WithBackend("nope")); err == nil {
 		t.Error("unknown backend opened")
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/layout"
@@ -62,6 +63,21 @@ func Quantize(w []float32, rows, cols int, method layout.QuantMethod) (*layout.Q
 
 // ErrClosed is returned by any operation on a closed engine or matrix.
 var ErrClosed = errors.New("qgemv: engine or matrix is closed")
+
+// ErrOverlap is returned by a multiply whose output shares memory with an
+// input it reads (dst with x, or with MulInt8's scales; QuantizeA8's
+// scales with x): the kernels read the inputs while they write the
+// output, so an in-place multiply would silently compute garbage.
+var ErrOverlap = errors.New("output overlaps an input")
+
+// overlap reports whether a and b share memory.
+func overlap(a, b []float32) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b))*4 && b0 < a0+uintptr(len(a))*4
+}
 
 // Option configures Open.
 type Option func(*dispatch.Options)
@@ -118,12 +134,15 @@ func (e *Engine) Report() dispatch.Report { return e.report }
 // exactly as layout.QuantizeA8 specifies, in parallel: xq needs len(x)
 // rounded up to a multiple of 128 values and xs one scale per 128. Use it
 // with MulInt8 when several matrices share one input (an FFN's gate and
-// up projections).
+// up projections). xs must not share memory with x (ErrOverlap).
 func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
 		return ErrClosed
+	}
+	if overlap(xs, x) {
+		return fmt.Errorf("qgemv: quantize activations: xs and x: %w", ErrOverlap)
 	}
 	if err := e.be.QuantizeA8(xq, xs, x); err != nil {
 		return fmt.Errorf("qgemv: quantize activations: %w", err)
@@ -221,13 +240,17 @@ func (m *Matrix) lock() (func(), error) {
 }
 
 // Mul computes dst[b*Rows+r] = sum_c W[r,c] * x[b*Cols+c] for each of the
-// batch vectors (1..16), with the activation type act.
+// batch vectors (1..16), with the activation type act. dst must not share
+// memory with x (ErrOverlap).
 func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
 	unlock, err := m.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if overlap(dst, x) {
+		return fmt.Errorf("qgemv: mul: dst and x: %w", ErrOverlap)
+	}
 	switch act {
 	case A32:
 		err = m.m.MulF32(dst, x, batch)
@@ -260,13 +283,17 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 // layout.QuantizeA8: xq has batch*PCols values (Cols padded to a multiple
 // of 128), xs batch*PCols/128 scales. For an act-order matrix (imported
 // GPTQ, layout.Bits.Perm) quantize the activations in stored column order
-// (layout.Bits.Gather first); Mul does that itself.
+// (layout.Bits.Gather first); Mul does that itself. dst must not share
+// memory with xs (ErrOverlap).
 func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
 	unlock, err := m.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if overlap(dst, xs) {
+		return fmt.Errorf("qgemv: mul int8: dst and xs: %w", ErrOverlap)
+	}
 	if err := m.m.MulI8(dst, xq, xs, batch); err != nil {
 		return fmt.Errorf("qgemv: mul int8: %w", err)
 	}
