@@ -4631,7 +4631,9 @@ func CbPsumF16B8M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 // CbTableAvx512 builds the Psumbook of one codebook with AVX-512F: for s < nseg,
 // q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
 // transposed, v rows of k float32), the products accumulated in e order
-// with fused multiply-adds.
+// with fused multiply-adds (the first a multiply: the same value). For
+// v = 2, 4 and 8 the segment's activations are broadcast once and the
+// multiply-adds unrolled.
 //
 // Preconditions: nseg >= 1, k a multiple of 16, 1 <= v <= 8.
 //
@@ -5021,7 +5023,9 @@ func CbDequantB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, t
 // CbTableAvx2 builds the Psumbook of one codebook with AVX2 and FMA: for s < nseg,
 // q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
 // transposed, v rows of k float32), the products accumulated in e order
-// with fused multiply-adds.
+// with fused multiply-adds (the first a multiply: the same value). For
+// v = 2, 4 and 8 the segment's activations are broadcast once and the
+// multiply-adds unrolled.
 //
 // Preconditions: nseg >= 1, k a multiple of 8, 1 <= v <= 8.
 //

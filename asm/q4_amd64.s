@@ -78673,6 +78673,12 @@ CbPsumF16B8M2Avx512_nogroup3:
 // func CbTableAvx512(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 // Requires: AVX512F
 TEXT ·CbTableAvx512(SB), NOSPLIT, $0-48
+	CMPQ v+40(FP), $0x00000008
+	JE   CbTableAvx512_v8
+	CMPQ v+40(FP), $0x00000004
+	JE   CbTableAvx512_v4
+	CMPQ v+40(FP), $0x00000002
+	JE   CbTableAvx512_v2
 	MOVQ ct+0(FP), AX
 	MOVQ x+8(FP), CX
 	MOVQ out+16(FP), DX
@@ -78705,6 +78711,111 @@ CbTableAvx512_e:
 	LEAQ         (CX)(DI*4), CX
 	DECQ         BX
 	JNZ          CbTableAvx512_seg
+	RET
+
+CbTableAvx512_v8:
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	LEAQ (DX)(AX*1), BX
+	LEAQ (BX)(AX*1), SI
+	LEAQ (SI)(AX*1), DI
+	LEAQ (DI)(AX*1), R8
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	MOVQ x+8(FP), R11
+	MOVQ out+16(FP), R12
+	MOVQ nseg+24(FP), R13
+
+CbTableAvx512_v8_seg:
+	VBROADCASTSS (R11), Z0
+	VBROADCASTSS 4(R11), Z1
+	VBROADCASTSS 8(R11), Z2
+	VBROADCASTSS 12(R11), Z3
+	VBROADCASTSS 16(R11), Z4
+	VBROADCASTSS 20(R11), Z5
+	VBROADCASTSS 24(R11), Z6
+	VBROADCASTSS 28(R11), Z7
+	XORQ         R14, R14
+
+CbTableAvx512_v8_q:
+	VMULPS      (CX)(R14*1), Z0, Z8
+	VFMADD231PS (DX)(R14*1), Z1, Z8
+	VFMADD231PS (BX)(R14*1), Z2, Z8
+	VFMADD231PS (SI)(R14*1), Z3, Z8
+	VFMADD231PS (DI)(R14*1), Z4, Z8
+	VFMADD231PS (R8)(R14*1), Z5, Z8
+	VFMADD231PS (R9)(R14*1), Z6, Z8
+	VFMADD231PS (R10)(R14*1), Z7, Z8
+	VMOVUPS     Z8, (R12)(R14*1)
+	ADDQ        $0x00000040, R14
+	CMPQ        R14, AX
+	JB          CbTableAvx512_v8_q
+	ADDQ        AX, R12
+	ADDQ        $0x00000020, R11
+	DECQ        R13
+	JNZ         CbTableAvx512_v8_seg
+	RET
+
+CbTableAvx512_v4:
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	LEAQ (DX)(AX*1), BX
+	LEAQ (BX)(AX*1), SI
+	MOVQ x+8(FP), DI
+	MOVQ out+16(FP), R8
+	MOVQ nseg+24(FP), R9
+
+CbTableAvx512_v4_seg:
+	VBROADCASTSS (DI), Z0
+	VBROADCASTSS 4(DI), Z1
+	VBROADCASTSS 8(DI), Z2
+	VBROADCASTSS 12(DI), Z3
+	XORQ         R10, R10
+
+CbTableAvx512_v4_q:
+	VMULPS      (CX)(R10*1), Z0, Z4
+	VFMADD231PS (DX)(R10*1), Z1, Z4
+	VFMADD231PS (BX)(R10*1), Z2, Z4
+	VFMADD231PS (SI)(R10*1), Z3, Z4
+	VMOVUPS     Z4, (R8)(R10*1)
+	ADDQ        $0x00000040, R10
+	CMPQ        R10, AX
+	JB          CbTableAvx512_v4_q
+	ADDQ        AX, R8
+	ADDQ        $0x00000010, DI
+	DECQ        R9
+	JNZ         CbTableAvx512_v4_seg
+	RET
+
+CbTableAvx512_v2:
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	MOVQ x+8(FP), BX
+	MOVQ out+16(FP), SI
+	MOVQ nseg+24(FP), DI
+
+CbTableAvx512_v2_seg:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 4(BX), Z1
+	XORQ         R8, R8
+
+CbTableAvx512_v2_q:
+	VMULPS      (CX)(R8*1), Z0, Z2
+	VFMADD231PS (DX)(R8*1), Z1, Z2
+	VMOVUPS     Z2, (SI)(R8*1)
+	ADDQ        $0x00000040, R8
+	CMPQ        R8, AX
+	JB          CbTableAvx512_v2_q
+	ADDQ        AX, SI
+	ADDQ        $0x00000008, BX
+	DECQ        DI
+	JNZ         CbTableAvx512_v2_seg
 	RET
 
 // func CbPsumB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
@@ -86102,6 +86213,12 @@ CbDequantB12M2Avx512_nogroup7:
 // func CbTableAvx2(ct *float32, x *float32, out *float32, nseg int, k int, v int)
 // Requires: AVX, FMA3
 TEXT ·CbTableAvx2(SB), NOSPLIT, $0-48
+	CMPQ v+40(FP), $0x00000008
+	JE   CbTableAvx2_v8
+	CMPQ v+40(FP), $0x00000004
+	JE   CbTableAvx2_v4
+	CMPQ v+40(FP), $0x00000002
+	JE   CbTableAvx2_v2
 	MOVQ ct+0(FP), AX
 	MOVQ x+8(FP), CX
 	MOVQ out+16(FP), DX
@@ -86134,6 +86251,114 @@ CbTableAvx2_e:
 	LEAQ         (CX)(DI*4), CX
 	DECQ         BX
 	JNZ          CbTableAvx2_seg
+	VZEROUPPER
+	RET
+
+CbTableAvx2_v8:
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	LEAQ (DX)(AX*1), BX
+	LEAQ (BX)(AX*1), SI
+	LEAQ (SI)(AX*1), DI
+	LEAQ (DI)(AX*1), R8
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	MOVQ x+8(FP), R11
+	MOVQ out+16(FP), R12
+	MOVQ nseg+24(FP), R13
+
+CbTableAvx2_v8_seg:
+	VBROADCASTSS (R11), Y0
+	VBROADCASTSS 4(R11), Y1
+	VBROADCASTSS 8(R11), Y2
+	VBROADCASTSS 12(R11), Y3
+	VBROADCASTSS 16(R11), Y4
+	VBROADCASTSS 20(R11), Y5
+	VBROADCASTSS 24(R11), Y6
+	VBROADCASTSS 28(R11), Y7
+	XORQ         R14, R14
+
+CbTableAvx2_v8_q:
+	VMULPS      (CX)(R14*1), Y0, Y8
+	VFMADD231PS (DX)(R14*1), Y1, Y8
+	VFMADD231PS (BX)(R14*1), Y2, Y8
+	VFMADD231PS (SI)(R14*1), Y3, Y8
+	VFMADD231PS (DI)(R14*1), Y4, Y8
+	VFMADD231PS (R8)(R14*1), Y5, Y8
+	VFMADD231PS (R9)(R14*1), Y6, Y8
+	VFMADD231PS (R10)(R14*1), Y7, Y8
+	VMOVUPS     Y8, (R12)(R14*1)
+	ADDQ        $0x00000020, R14
+	CMPQ        R14, AX
+	JB          CbTableAvx2_v8_q
+	ADDQ        AX, R12
+	ADDQ        $0x00000020, R11
+	DECQ        R13
+	JNZ         CbTableAvx2_v8_seg
+	VZEROUPPER
+	RET
+
+CbTableAvx2_v4:
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	LEAQ (DX)(AX*1), BX
+	LEAQ (BX)(AX*1), SI
+	MOVQ x+8(FP), DI
+	MOVQ out+16(FP), R8
+	MOVQ nseg+24(FP), R9
+
+CbTableAvx2_v4_seg:
+	VBROADCASTSS (DI), Y0
+	VBROADCASTSS 4(DI), Y1
+	VBROADCASTSS 8(DI), Y2
+	VBROADCASTSS 12(DI), Y3
+	XORQ         R10, R10
+
+CbTableAvx2_v4_q:
+	VMULPS      (CX)(R10*1), Y0, Y4
+	VFMADD231PS (DX)(R10*1), Y1, Y4
+	VFMADD231PS (BX)(R10*1), Y2, Y4
+	VFMADD231PS (SI)(R10*1), Y3, Y4
+	VMOVUPS     Y4, (R8)(R10*1)
+	ADDQ        $0x00000020, R10
+	CMPQ        R10, AX
+	JB          CbTableAvx2_v4_q
+	ADDQ        AX, R8
+	ADDQ        $0x00000010, DI
+	DECQ        R9
+	JNZ         CbTableAvx2_v4_seg
+	VZEROUPPER
+	RET
+
+CbTableAvx2_v2:
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	MOVQ x+8(FP), BX
+	MOVQ out+16(FP), SI
+	MOVQ nseg+24(FP), DI
+
+CbTableAvx2_v2_seg:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 4(BX), Y1
+	XORQ         R8, R8
+
+CbTableAvx2_v2_q:
+	VMULPS      (CX)(R8*1), Y0, Y2
+	VFMADD231PS (DX)(R8*1), Y1, Y2
+	VMOVUPS     Y2, (SI)(R8*1)
+	ADDQ        $0x00000020, R8
+	CMPQ        R8, AX
+	JB          CbTableAvx2_v2_q
+	ADDQ        AX, SI
+	ADDQ        $0x00000008, BX
+	DECQ        DI
+	JNZ         CbTableAvx2_v2_seg
 	VZEROUPPER
 	RET
 

@@ -48,10 +48,19 @@ func cbTable(f cbVec) {
 		name+" builds the Psumbook of one codebook with "+f.requires()+": for s < nseg,",
 		"q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids",
 		"transposed, v rows of k float32), the products accumulated in e order",
-		"with fused multiply-adds.",
+		"with fused multiply-adds (the first a multiply: the same value). For",
+		"v = 2, 4 and 8 the segment's activations are broadcast once and the",
+		"multiply-adds unrolled.",
 		"",
 		fmt.Sprintf("Preconditions: nseg >= 1, k a multiple of %d, 1 <= v <= 8.", f.lanes()),
 	)
+	// V = 2, 4, 8 (layout/codebook's vector lengths) take loops with the
+	// segment's V activations broadcast once and the V multiply-adds of
+	// each vector of entries unrolled; other V the general loop.
+	for _, vv := range []int{8, 4, 2} {
+		CMPQ(NewParamAddr("v", 40), U32(uint32(vv)))
+		JE(LabelRef(fmt.Sprintf("%s_v%d", name, vv)))
+	}
 	ct, x, out := param("ct"), param("x"), param("out")
 	nseg := param("nseg")
 	k, v := param("k"), param("v")
@@ -87,10 +96,60 @@ func cbTable(f cbVec) {
 		DECQ(nseg)
 		JNZ(LabelRef(name + "_seg"))
 	}
+	cbTableRet(f)
+	for _, vv := range []int{8, 4, 2} {
+		cbTableV(f, name, vv)
+	}
+}
+
+// cbTableRet returns from a table builder.
+func cbTableRet(f cbVec) {
 	if !f.avx512 {
 		VZEROUPPER()
 	}
 	RET()
+}
+
+// cbTableV emits the table builder's loop for vector length v (label
+// <name>_v<v>): per segment the v activations broadcast once, then per
+// vector of entries one multiply (e = 0, the same value as a multiply-add
+// into zero) and v-1 multiply-adds in e order from the v rows of ct.
+// Consecutive vectors of entries are independent, so out-of-order
+// execution overlaps their chains.
+func cbTableV(f cbVec, name string, v int) {
+	Label(fmt.Sprintf("%s_v%d", name, v))
+	kb := param("k") // row stride of ct in bytes
+	SHLQ(U8(2), kb)
+	rows := make([]GPVirtual, v) // ct row e
+	rows[0] = param("ct")
+	for e := 1; e < v; e++ {
+		rows[e] = GP64()
+		LEAQ(Mem{Base: rows[e-1], Index: kb, Scale: 1}, rows[e])
+	}
+	x, out, nseg := param("x"), param("out"), param("nseg")
+	Label(fmt.Sprintf("%s_v%d_seg", name, v))
+	bx := make([]VecVirtual, v)
+	for e := range bx {
+		bx[e] = f.vec()
+		VBROADCASTSS(Mem{Base: x, Disp: 4 * e}, bx[e])
+	}
+	q := GP64()
+	XORQ(q, q)
+	Label(fmt.Sprintf("%s_v%d_q", name, v))
+	acc := f.vec()
+	VMULPS(Mem{Base: rows[0], Index: q, Scale: 1}, bx[0], acc)
+	for e := 1; e < v; e++ {
+		VFMADD231PS(Mem{Base: rows[e], Index: q, Scale: 1}, bx[e], acc)
+	}
+	VMOVUPS(acc, Mem{Base: out, Index: q, Scale: 1})
+	ADDQ(U32(4*f.lanes()), q)
+	CMPQ(q, kb)
+	JB(LabelRef(fmt.Sprintf("%s_v%d_q", name, v)))
+	ADDQ(kb, out)
+	ADDQ(U32(4*v), x)
+	DECQ(nseg)
+	JNZ(LabelRef(fmt.Sprintf("%s_v%d_seg", name, v)))
+	cbTableRet(f)
 }
 
 // cbLookup emits CbPsumB<b>M<m><isa> (table lookups) or
