@@ -4628,17 +4628,35 @@ func CbPsumF16B8M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 //go:noescape
 func CbPsumF16B8M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbTableAvx512 builds the Psumbook of one codebook with AVX-512F: for s < nseg,
-// q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
-// transposed, v rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value). For
-// v = 2, 4 and 8 the segment's activations are broadcast once and the
-// multiply-adds unrolled.
+// CbTableV2Avx512 builds the Psumbook of one codebook of 2-vectors with AVX-512F: for
+// s < nseg, q < k, out[s*k+q] = sum_{e<2} ct[e*k+q] * x[s*2+e] (ct: the centroids
+// transposed, 2 rows of k float32), the products accumulated in e order
+// with fused multiply-adds (the first a multiply: the same value).
 //
-// Preconditions: nseg >= 1, k a multiple of 16, 1 <= v <= 8.
+// Preconditions: nseg >= 1, k a multiple of 16.
 //
 //go:noescape
-func CbTableAvx512(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+func CbTableV2Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
+
+// CbTableV4Avx512 builds the Psumbook of one codebook of 4-vectors with AVX-512F: for
+// s < nseg, q < k, out[s*k+q] = sum_{e<4} ct[e*k+q] * x[s*4+e] (ct: the centroids
+// transposed, 4 rows of k float32), the products accumulated in e order
+// with fused multiply-adds (the first a multiply: the same value).
+//
+// Preconditions: nseg >= 1, k a multiple of 16.
+//
+//go:noescape
+func CbTableV4Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
+
+// CbTableV8Avx512 builds the Psumbook of one codebook of 8-vectors with AVX-512F: for
+// s < nseg, q < k, out[s*k+q] = sum_{e<8} ct[e*k+q] * x[s*8+e] (ct: the centroids
+// transposed, 8 rows of k float32), the products accumulated in e order
+// with fused multiply-adds (the first a multiply: the same value).
+//
+// Preconditions: nseg >= 1, k a multiple of 16.
+//
+//go:noescape
+func CbTableV8Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
 
 // CbPsumB4M1Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 1
 // codebooks) and nper periods of 8 segments, with AVX-512F:
@@ -5020,17 +5038,35 @@ func CbPsumB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabs
 //go:noescape
 func CbDequantB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbTableAvx2 builds the Psumbook of one codebook with AVX2 and FMA: for s < nseg,
-// q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids
-// transposed, v rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value). For
-// v = 2, 4 and 8 the segment's activations are broadcast once and the
-// multiply-adds unrolled.
+// CbTableV2Avx2 builds the Psumbook of one codebook of 2-vectors with AVX2 and FMA: for
+// s < nseg, q < k, out[s*k+q] = sum_{e<2} ct[e*k+q] * x[s*2+e] (ct: the centroids
+// transposed, 2 rows of k float32), the products accumulated in e order
+// with fused multiply-adds (the first a multiply: the same value).
 //
-// Preconditions: nseg >= 1, k a multiple of 8, 1 <= v <= 8.
+// Preconditions: nseg >= 1, k a multiple of 8.
 //
 //go:noescape
-func CbTableAvx2(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+func CbTableV2Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
+
+// CbTableV4Avx2 builds the Psumbook of one codebook of 4-vectors with AVX2 and FMA: for
+// s < nseg, q < k, out[s*k+q] = sum_{e<4} ct[e*k+q] * x[s*4+e] (ct: the centroids
+// transposed, 4 rows of k float32), the products accumulated in e order
+// with fused multiply-adds (the first a multiply: the same value).
+//
+// Preconditions: nseg >= 1, k a multiple of 8.
+//
+//go:noescape
+func CbTableV4Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
+
+// CbTableV8Avx2 builds the Psumbook of one codebook of 8-vectors with AVX2 and FMA: for
+// s < nseg, q < k, out[s*k+q] = sum_{e<8} ct[e*k+q] * x[s*8+e] (ct: the centroids
+// transposed, 8 rows of k float32), the products accumulated in e order
+// with fused multiply-adds (the first a multiply: the same value).
+//
+// Preconditions: nseg >= 1, k a multiple of 8.
+//
+//go:noescape
+func CbTableV8Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
 
 // CbPsumB4M1Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 1
 // codebooks) and nper periods of 8 segments, with AVX2 and FMA:

@@ -78670,50 +78670,73 @@ CbPsumF16B8M2Avx512_nogroup3:
 	VMOVUPS Z6, 64(AX)
 	RET
 
-// func CbTableAvx512(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+// func CbTableV2Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
 // Requires: AVX512F
-TEXT ·CbTableAvx512(SB), NOSPLIT, $0-48
-	CMPQ v+40(FP), $0x00000008
-	JE   CbTableAvx512_v8
-	CMPQ v+40(FP), $0x00000004
-	JE   CbTableAvx512_v4
-	CMPQ v+40(FP), $0x00000002
-	JE   CbTableAvx512_v2
-	MOVQ ct+0(FP), AX
-	MOVQ x+8(FP), CX
-	MOVQ out+16(FP), DX
-	MOVQ nseg+24(FP), BX
-	MOVQ k+32(FP), SI
-	MOVQ v+40(FP), DI
-	SHLQ $0x02, SI
+TEXT ·CbTableV2Avx512(SB), NOSPLIT, $0-40
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	MOVQ x+8(FP), BX
+	MOVQ out+16(FP), SI
+	MOVQ nseg+24(FP), DI
 
-CbTableAvx512_seg:
-	XORQ R8, R8
+CbTableV2Avx512_seg:
+	VBROADCASTSS (BX), Z0
+	VBROADCASTSS 4(BX), Z1
+	XORQ         R8, R8
 
-CbTableAvx512_q:
-	VPXORD Z0, Z0, Z0
-	MOVQ   AX, R9
-	ADDQ   R8, R9
-	XORQ   R10, R10
-
-CbTableAvx512_e:
-	VBROADCASTSS (CX)(R10*4), Z1
-	VFMADD231PS  (R9), Z1, Z0
-	ADDQ         SI, R9
-	INCQ         R10
-	CMPQ         R10, DI
-	JB           CbTableAvx512_e
-	VMOVUPS      Z0, (DX)(R8*1)
-	ADDQ         $0x00000040, R8
-	CMPQ         R8, SI
-	JB           CbTableAvx512_q
-	ADDQ         SI, DX
-	LEAQ         (CX)(DI*4), CX
-	DECQ         BX
-	JNZ          CbTableAvx512_seg
+CbTableV2Avx512_q:
+	VMULPS      (CX)(R8*1), Z0, Z2
+	VFMADD231PS (DX)(R8*1), Z1, Z2
+	VMOVUPS     Z2, (SI)(R8*1)
+	ADDQ        $0x00000040, R8
+	CMPQ        R8, AX
+	JB          CbTableV2Avx512_q
+	ADDQ        AX, SI
+	ADDQ        $0x00000008, BX
+	DECQ        DI
+	JNZ         CbTableV2Avx512_seg
 	RET
 
-CbTableAvx512_v8:
+// func CbTableV4Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
+// Requires: AVX512F
+TEXT ·CbTableV4Avx512(SB), NOSPLIT, $0-40
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	LEAQ (DX)(AX*1), BX
+	LEAQ (BX)(AX*1), SI
+	MOVQ x+8(FP), DI
+	MOVQ out+16(FP), R8
+	MOVQ nseg+24(FP), R9
+
+CbTableV4Avx512_seg:
+	VBROADCASTSS (DI), Z0
+	VBROADCASTSS 4(DI), Z1
+	VBROADCASTSS 8(DI), Z2
+	VBROADCASTSS 12(DI), Z3
+	XORQ         R10, R10
+
+CbTableV4Avx512_q:
+	VMULPS      (CX)(R10*1), Z0, Z4
+	VFMADD231PS (DX)(R10*1), Z1, Z4
+	VFMADD231PS (BX)(R10*1), Z2, Z4
+	VFMADD231PS (SI)(R10*1), Z3, Z4
+	VMOVUPS     Z4, (R8)(R10*1)
+	ADDQ        $0x00000040, R10
+	CMPQ        R10, AX
+	JB          CbTableV4Avx512_q
+	ADDQ        AX, R8
+	ADDQ        $0x00000010, DI
+	DECQ        R9
+	JNZ         CbTableV4Avx512_seg
+	RET
+
+// func CbTableV8Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
+// Requires: AVX512F
+TEXT ·CbTableV8Avx512(SB), NOSPLIT, $0-40
 	MOVQ k+32(FP), AX
 	SHLQ $0x02, AX
 	MOVQ ct+0(FP), CX
@@ -78728,7 +78751,7 @@ CbTableAvx512_v8:
 	MOVQ out+16(FP), R12
 	MOVQ nseg+24(FP), R13
 
-CbTableAvx512_v8_seg:
+CbTableV8Avx512_seg:
 	VBROADCASTSS (R11), Z0
 	VBROADCASTSS 4(R11), Z1
 	VBROADCASTSS 8(R11), Z2
@@ -78739,7 +78762,7 @@ CbTableAvx512_v8_seg:
 	VBROADCASTSS 28(R11), Z7
 	XORQ         R14, R14
 
-CbTableAvx512_v8_q:
+CbTableV8Avx512_q:
 	VMULPS      (CX)(R14*1), Z0, Z8
 	VFMADD231PS (DX)(R14*1), Z1, Z8
 	VFMADD231PS (BX)(R14*1), Z2, Z8
@@ -78751,71 +78774,11 @@ CbTableAvx512_v8_q:
 	VMOVUPS     Z8, (R12)(R14*1)
 	ADDQ        $0x00000040, R14
 	CMPQ        R14, AX
-	JB          CbTableAvx512_v8_q
+	JB          CbTableV8Avx512_q
 	ADDQ        AX, R12
 	ADDQ        $0x00000020, R11
 	DECQ        R13
-	JNZ         CbTableAvx512_v8_seg
-	RET
-
-CbTableAvx512_v4:
-	MOVQ k+32(FP), AX
-	SHLQ $0x02, AX
-	MOVQ ct+0(FP), CX
-	LEAQ (CX)(AX*1), DX
-	LEAQ (DX)(AX*1), BX
-	LEAQ (BX)(AX*1), SI
-	MOVQ x+8(FP), DI
-	MOVQ out+16(FP), R8
-	MOVQ nseg+24(FP), R9
-
-CbTableAvx512_v4_seg:
-	VBROADCASTSS (DI), Z0
-	VBROADCASTSS 4(DI), Z1
-	VBROADCASTSS 8(DI), Z2
-	VBROADCASTSS 12(DI), Z3
-	XORQ         R10, R10
-
-CbTableAvx512_v4_q:
-	VMULPS      (CX)(R10*1), Z0, Z4
-	VFMADD231PS (DX)(R10*1), Z1, Z4
-	VFMADD231PS (BX)(R10*1), Z2, Z4
-	VFMADD231PS (SI)(R10*1), Z3, Z4
-	VMOVUPS     Z4, (R8)(R10*1)
-	ADDQ        $0x00000040, R10
-	CMPQ        R10, AX
-	JB          CbTableAvx512_v4_q
-	ADDQ        AX, R8
-	ADDQ        $0x00000010, DI
-	DECQ        R9
-	JNZ         CbTableAvx512_v4_seg
-	RET
-
-CbTableAvx512_v2:
-	MOVQ k+32(FP), AX
-	SHLQ $0x02, AX
-	MOVQ ct+0(FP), CX
-	LEAQ (CX)(AX*1), DX
-	MOVQ x+8(FP), BX
-	MOVQ out+16(FP), SI
-	MOVQ nseg+24(FP), DI
-
-CbTableAvx512_v2_seg:
-	VBROADCASTSS (BX), Z0
-	VBROADCASTSS 4(BX), Z1
-	XORQ         R8, R8
-
-CbTableAvx512_v2_q:
-	VMULPS      (CX)(R8*1), Z0, Z2
-	VFMADD231PS (DX)(R8*1), Z1, Z2
-	VMOVUPS     Z2, (SI)(R8*1)
-	ADDQ        $0x00000040, R8
-	CMPQ        R8, AX
-	JB          CbTableAvx512_v2_q
-	ADDQ        AX, SI
-	ADDQ        $0x00000008, BX
-	DECQ        DI
-	JNZ         CbTableAvx512_v2_seg
+	JNZ         CbTableV8Avx512_seg
 	RET
 
 // func CbPsumB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
@@ -86210,51 +86173,75 @@ CbDequantB12M2Avx512_nogroup7:
 	VMOVUPS Z1, (AX)
 	RET
 
-// func CbTableAvx2(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+// func CbTableV2Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
 // Requires: AVX, FMA3
-TEXT ·CbTableAvx2(SB), NOSPLIT, $0-48
-	CMPQ v+40(FP), $0x00000008
-	JE   CbTableAvx2_v8
-	CMPQ v+40(FP), $0x00000004
-	JE   CbTableAvx2_v4
-	CMPQ v+40(FP), $0x00000002
-	JE   CbTableAvx2_v2
-	MOVQ ct+0(FP), AX
-	MOVQ x+8(FP), CX
-	MOVQ out+16(FP), DX
-	MOVQ nseg+24(FP), BX
-	MOVQ k+32(FP), SI
-	MOVQ v+40(FP), DI
-	SHLQ $0x02, SI
+TEXT ·CbTableV2Avx2(SB), NOSPLIT, $0-40
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	MOVQ x+8(FP), BX
+	MOVQ out+16(FP), SI
+	MOVQ nseg+24(FP), DI
 
-CbTableAvx2_seg:
-	XORQ R8, R8
+CbTableV2Avx2_seg:
+	VBROADCASTSS (BX), Y0
+	VBROADCASTSS 4(BX), Y1
+	XORQ         R8, R8
 
-CbTableAvx2_q:
-	VXORPS Y0, Y0, Y0
-	MOVQ   AX, R9
-	ADDQ   R8, R9
-	XORQ   R10, R10
-
-CbTableAvx2_e:
-	VBROADCASTSS (CX)(R10*4), Y1
-	VFMADD231PS  (R9), Y1, Y0
-	ADDQ         SI, R9
-	INCQ         R10
-	CMPQ         R10, DI
-	JB           CbTableAvx2_e
-	VMOVUPS      Y0, (DX)(R8*1)
-	ADDQ         $0x00000020, R8
-	CMPQ         R8, SI
-	JB           CbTableAvx2_q
-	ADDQ         SI, DX
-	LEAQ         (CX)(DI*4), CX
-	DECQ         BX
-	JNZ          CbTableAvx2_seg
+CbTableV2Avx2_q:
+	VMULPS      (CX)(R8*1), Y0, Y2
+	VFMADD231PS (DX)(R8*1), Y1, Y2
+	VMOVUPS     Y2, (SI)(R8*1)
+	ADDQ        $0x00000020, R8
+	CMPQ        R8, AX
+	JB          CbTableV2Avx2_q
+	ADDQ        AX, SI
+	ADDQ        $0x00000008, BX
+	DECQ        DI
+	JNZ         CbTableV2Avx2_seg
 	VZEROUPPER
 	RET
 
-CbTableAvx2_v8:
+// func CbTableV4Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
+// Requires: AVX, FMA3
+TEXT ·CbTableV4Avx2(SB), NOSPLIT, $0-40
+	MOVQ k+32(FP), AX
+	SHLQ $0x02, AX
+	MOVQ ct+0(FP), CX
+	LEAQ (CX)(AX*1), DX
+	LEAQ (DX)(AX*1), BX
+	LEAQ (BX)(AX*1), SI
+	MOVQ x+8(FP), DI
+	MOVQ out+16(FP), R8
+	MOVQ nseg+24(FP), R9
+
+CbTableV4Avx2_seg:
+	VBROADCASTSS (DI), Y0
+	VBROADCASTSS 4(DI), Y1
+	VBROADCASTSS 8(DI), Y2
+	VBROADCASTSS 12(DI), Y3
+	XORQ         R10, R10
+
+CbTableV4Avx2_q:
+	VMULPS      (CX)(R10*1), Y0, Y4
+	VFMADD231PS (DX)(R10*1), Y1, Y4
+	VFMADD231PS (BX)(R10*1), Y2, Y4
+	VFMADD231PS (SI)(R10*1), Y3, Y4
+	VMOVUPS     Y4, (R8)(R10*1)
+	ADDQ        $0x00000020, R10
+	CMPQ        R10, AX
+	JB          CbTableV4Avx2_q
+	ADDQ        AX, R8
+	ADDQ        $0x00000010, DI
+	DECQ        R9
+	JNZ         CbTableV4Avx2_seg
+	VZEROUPPER
+	RET
+
+// func CbTableV8Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
+// Requires: AVX, FMA3
+TEXT ·CbTableV8Avx2(SB), NOSPLIT, $0-40
 	MOVQ k+32(FP), AX
 	SHLQ $0x02, AX
 	MOVQ ct+0(FP), CX
@@ -86269,7 +86256,7 @@ CbTableAvx2_v8:
 	MOVQ out+16(FP), R12
 	MOVQ nseg+24(FP), R13
 
-CbTableAvx2_v8_seg:
+CbTableV8Avx2_seg:
 	VBROADCASTSS (R11), Y0
 	VBROADCASTSS 4(R11), Y1
 	VBROADCASTSS 8(R11), Y2
@@ -86280,7 +86267,7 @@ CbTableAvx2_v8_seg:
 	VBROADCASTSS 28(R11), Y7
 	XORQ         R14, R14
 
-CbTableAvx2_v8_q:
+CbTableV8Avx2_q:
 	VMULPS      (CX)(R14*1), Y0, Y8
 	VFMADD231PS (DX)(R14*1), Y1, Y8
 	VFMADD231PS (BX)(R14*1), Y2, Y8
@@ -86292,73 +86279,11 @@ CbTableAvx2_v8_q:
 	VMOVUPS     Y8, (R12)(R14*1)
 	ADDQ        $0x00000020, R14
 	CMPQ        R14, AX
-	JB          CbTableAvx2_v8_q
+	JB          CbTableV8Avx2_q
 	ADDQ        AX, R12
 	ADDQ        $0x00000020, R11
 	DECQ        R13
-	JNZ         CbTableAvx2_v8_seg
-	VZEROUPPER
-	RET
-
-CbTableAvx2_v4:
-	MOVQ k+32(FP), AX
-	SHLQ $0x02, AX
-	MOVQ ct+0(FP), CX
-	LEAQ (CX)(AX*1), DX
-	LEAQ (DX)(AX*1), BX
-	LEAQ (BX)(AX*1), SI
-	MOVQ x+8(FP), DI
-	MOVQ out+16(FP), R8
-	MOVQ nseg+24(FP), R9
-
-CbTableAvx2_v4_seg:
-	VBROADCASTSS (DI), Y0
-	VBROADCASTSS 4(DI), Y1
-	VBROADCASTSS 8(DI), Y2
-	VBROADCASTSS 12(DI), Y3
-	XORQ         R10, R10
-
-CbTableAvx2_v4_q:
-	VMULPS      (CX)(R10*1), Y0, Y4
-	VFMADD231PS (DX)(R10*1), Y1, Y4
-	VFMADD231PS (BX)(R10*1), Y2, Y4
-	VFMADD231PS (SI)(R10*1), Y3, Y4
-	VMOVUPS     Y4, (R8)(R10*1)
-	ADDQ        $0x00000020, R10
-	CMPQ        R10, AX
-	JB          CbTableAvx2_v4_q
-	ADDQ        AX, R8
-	ADDQ        $0x00000010, DI
-	DECQ        R9
-	JNZ         CbTableAvx2_v4_seg
-	VZEROUPPER
-	RET
-
-CbTableAvx2_v2:
-	MOVQ k+32(FP), AX
-	SHLQ $0x02, AX
-	MOVQ ct+0(FP), CX
-	LEAQ (CX)(AX*1), DX
-	MOVQ x+8(FP), BX
-	MOVQ out+16(FP), SI
-	MOVQ nseg+24(FP), DI
-
-CbTableAvx2_v2_seg:
-	VBROADCASTSS (BX), Y0
-	VBROADCASTSS 4(BX), Y1
-	XORQ         R8, R8
-
-CbTableAvx2_v2_q:
-	VMULPS      (CX)(R8*1), Y0, Y2
-	VFMADD231PS (DX)(R8*1), Y1, Y2
-	VMOVUPS     Y2, (SI)(R8*1)
-	ADDQ        $0x00000020, R8
-	CMPQ        R8, AX
-	JB          CbTableAvx2_v2_q
-	ADDQ        AX, SI
-	ADDQ        $0x00000008, BX
-	DECQ        DI
-	JNZ         CbTableAvx2_v2_seg
+	JNZ         CbTableV8Avx2_seg
 	VZEROUPPER
 	RET
 

@@ -134,7 +134,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 		check("ans avx2", funcName(f), ansAVX2Requires)
 	}
 	for isa, ck := range cbSets {
-		check(string(isa)+" codebook", funcName(ck.tableFn), ck.requires)
+		for _, k := range ck.tableFn {
+			check(string(isa)+" codebook", funcName(k), ck.requires)
+		}
 		for _, k := range ck.table16 {
 			check(string(isa)+" codebook", funcName(k), append(ck.requires, ck.req16...))
 		}

@@ -26,7 +26,7 @@ type cbKernels struct {
 	psum16  map[[2]int]func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int) // binary16 tables, 32 rows
 	table16 map[int]func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)                                                                // by v
 	req16   []string                                                                                                                                        // what the binary16-table kernels need beyond requires
-	tableFn func(ct *float32, x *float32, out *float32, nseg int, k int, v int)
+	tableFn map[int]func(ct *float32, x *float32, out *float32, nseg int, k int)                                                                            // by v
 	// 8-bit codes, 64 rows per lookup, int16 tables summed in int32, over
 	// the transposed code copy (CBMatrix.i16st): by codebooks.
 	psumI16  [3]func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -43,7 +43,7 @@ type cbKernels struct {
 // cbSets maps a backend's kernel set to its codebook kernels (checked
 // against their Requires lines by TestRequiresCoverKernels).
 var cbSets = map[ISA]*cbKernels{
-	AVX512VNNI: {lanes: 16, tableFn: asm.CbTableAvx512,
+	AVX512VNNI: {lanes: 16, tableFn: map[int]func(ct *float32, x *float32, out *float32, nseg int, k int){2: asm.CbTableV2Avx512, 4: asm.CbTableV4Avx512, 8: asm.CbTableV8Avx512},
 		psum:     map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx512, {6, 1}: asm.CbPsumB6M1Avx512, {8, 1}: asm.CbPsumB8M1Avx512, {10, 1}: asm.CbPsumB10M1Avx512, {12, 1}: asm.CbPsumB12M1Avx512, {4, 2}: asm.CbPsumB4M2Avx512, {6, 2}: asm.CbPsumB6M2Avx512, {8, 2}: asm.CbPsumB8M2Avx512, {10, 2}: asm.CbPsumB10M2Avx512, {12, 2}: asm.CbPsumB12M2Avx512},
 		dequant:  map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx512, {6, 1}: asm.CbDequantB6M1Avx512, {8, 1}: asm.CbDequantB8M1Avx512, {10, 1}: asm.CbDequantB10M1Avx512, {12, 1}: asm.CbDequantB12M1Avx512, {4, 2}: asm.CbDequantB4M2Avx512, {6, 2}: asm.CbDequantB6M2Avx512, {8, 2}: asm.CbDequantB8M2Avx512, {10, 2}: asm.CbDequantB10M2Avx512, {12, 2}: asm.CbDequantB12M2Avx512},
 		requires: []string{"AVX", "AVX512F", "FMA3"},
@@ -62,7 +62,7 @@ var cbSets = map[ISA]*cbKernels{
 }
 
 func init() {
-	avx2 := &cbKernels{lanes: 8, tableFn: asm.CbTableAvx2,
+	avx2 := &cbKernels{lanes: 8, tableFn: map[int]func(ct *float32, x *float32, out *float32, nseg int, k int){2: asm.CbTableV2Avx2, 4: asm.CbTableV4Avx2, 8: asm.CbTableV8Avx2},
 		psum:    map[[2]int]cbLookupFunc{{4, 1}: asm.CbPsumB4M1Avx2, {6, 1}: asm.CbPsumB6M1Avx2, {8, 1}: asm.CbPsumB8M1Avx2, {10, 1}: asm.CbPsumB10M1Avx2, {12, 1}: asm.CbPsumB12M1Avx2, {4, 2}: asm.CbPsumB4M2Avx2, {6, 2}: asm.CbPsumB6M2Avx2, {8, 2}: asm.CbPsumB8M2Avx2, {10, 2}: asm.CbPsumB10M2Avx2, {12, 2}: asm.CbPsumB12M2Avx2},
 		dequant: map[[2]int]cbLookupFunc{{4, 1}: asm.CbDequantB4M1Avx2, {6, 1}: asm.CbDequantB6M1Avx2, {8, 1}: asm.CbDequantB8M1Avx2, {10, 1}: asm.CbDequantB10M1Avx2, {12, 1}: asm.CbDequantB12M1Avx2, {4, 2}: asm.CbDequantB4M2Avx2, {6, 2}: asm.CbDequantB6M2Avx2, {8, 2}: asm.CbDequantB8M2Avx2, {10, 2}: asm.CbDequantB10M2Avx2, {12, 2}: asm.CbDequantB12M2Avx2},
 		scalar: [3]cbScalarFunc{
@@ -163,11 +163,13 @@ func cbKernelsFor(be *Backend) *cbKernels {
 	return k
 }
 
-// table builds nseg segments of one codebook's Psumbook.
+// table builds nseg segments of one codebook's Psumbook (v is one of
+// layout.CodebookVs, which Validate checks).
 func (k *cbKernels) table(ct, x, out []float32, nseg, K, v int) {
+	_ = ct[v*K-1]
 	_ = x[nseg*v-1]
 	_ = out[nseg*K-1]
-	k.tableFn(&ct[0], &x[0], &out[0], nseg, K, v)
+	k.tableFn[v](&ct[0], &x[0], &out[0], nseg, K)
 }
 
 // cbTile returns the segments per column tile for n segments when at

@@ -38,86 +38,27 @@ func (v cbVec) requires() string {
 	return "AVX2 and FMA"
 }
 
-// cbTable emits CbTable<isa>: the Psumbook of one codebook for nseg
-// segments, out[s*k + q] = sum_e ct[e*k + q] * x[s*v + e].
-func cbTable(f cbVec) {
-	name := "CbTable" + f.suffix()
-	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *float32, nseg int, k int, v int)")
-	Pragma("noescape")
-	Doc(
-		name+" builds the Psumbook of one codebook with "+f.requires()+": for s < nseg,",
-		"q < k, out[s*k+q] = sum_{e<v} ct[e*k+q] * x[s*v+e] (ct: the centroids",
-		"transposed, v rows of k float32), the products accumulated in e order",
-		"with fused multiply-adds (the first a multiply: the same value). For",
-		"v = 2, 4 and 8 the segment's activations are broadcast once and the",
-		"multiply-adds unrolled.",
-		"",
-		fmt.Sprintf("Preconditions: nseg >= 1, k a multiple of %d, 1 <= v <= 8.", f.lanes()),
-	)
-	// V = 2, 4, 8 (layout/codebook's vector lengths) take loops with the
-	// segment's V activations broadcast once and the V multiply-adds of
-	// each vector of entries unrolled; other V the general loop.
-	for _, vv := range []int{8, 4, 2} {
-		CMPQ(NewParamAddr("v", 40), U32(uint32(vv)))
-		JE(LabelRef(fmt.Sprintf("%s_v%d", name, vv)))
-	}
-	ct, x, out := param("ct"), param("x"), param("out")
-	nseg := param("nseg")
-	k, v := param("k"), param("v")
-	kb := GP64() // row stride of ct in bytes
-	MOVQ(k, kb)
-	SHLQ(U8(2), kb)
-	Label(name + "_seg")
-	{
-		q := GP64()
-		XORQ(q, q)
-		Label(name + "_q")
-		acc := f.vec()
-		cbZero(f, acc)
-		cp := GP64()
-		MOVQ(ct, cp)
-		ADDQ(q, cp)
-		e := GP64()
-		XORQ(e, e)
-		Label(name + "_e")
-		bx := f.vec()
-		VBROADCASTSS(Mem{Base: x, Index: e, Scale: 4}, bx)
-		VFMADD231PS(Mem{Base: cp}, bx, acc)
-		ADDQ(kb, cp)
-		INCQ(e)
-		CMPQ(e, v)
-		JB(LabelRef(name + "_e"))
-		VMOVUPS(acc, Mem{Base: out, Index: q, Scale: 1})
-		ADDQ(U32(4*f.lanes()), q)
-		CMPQ(q, kb)
-		JB(LabelRef(name + "_q"))
-		ADDQ(kb, out)
-		LEAQ(Mem{Base: x, Index: v, Scale: 4}, x)
-		DECQ(nseg)
-		JNZ(LabelRef(name + "_seg"))
-	}
-	cbTableRet(f)
-	for _, vv := range []int{8, 4, 2} {
-		cbTableV(f, name, vv)
-	}
-}
-
-// cbTableRet returns from a table builder.
-func cbTableRet(f cbVec) {
-	if !f.avx512 {
-		VZEROUPPER()
-	}
-	RET()
-}
-
-// cbTableV emits the table builder's loop for vector length v (label
-// <name>_v<v>): per segment the v activations broadcast once, then per
-// vector of entries one multiply (e = 0, the same value as a multiply-add
+// cbTable emits CbTableV<v><isa>: the Psumbook of one codebook for nseg
+// segments of vector length v, out[s*k + q] = sum_e ct[e*k + q] * x[s*v + e].
+// Per segment the v activations are broadcast once, then each vector of
+// entries takes one multiply (e = 0, the same value as a multiply-add
 // into zero) and v-1 multiply-adds in e order from the v rows of ct.
 // Consecutive vectors of entries are independent, so out-of-order
-// execution overlaps their chains.
-func cbTableV(f cbVec, name string, v int) {
-	Label(fmt.Sprintf("%s_v%d", name, v))
+// execution overlaps their chains. (One loop for every v, which
+// broadcast each activation again for every vector of entries behind a
+// loop per element, took about 4x as long.)
+func cbTable(f cbVec, v int) {
+	name := fmt.Sprintf("CbTableV%d%s", v, f.suffix())
+	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *float32, nseg int, k int)")
+	Pragma("noescape")
+	Doc(
+		name+" builds the Psumbook of one codebook of "+fmt.Sprint(v)+"-vectors with "+f.requires()+": for",
+		"s < nseg, q < k, out[s*k+q] = sum_{e<"+fmt.Sprint(v)+"} ct[e*k+q] * x[s*"+fmt.Sprint(v)+"+e] (ct: the centroids",
+		"transposed, "+fmt.Sprint(v)+" rows of k float32), the products accumulated in e order",
+		"with fused multiply-adds (the first a multiply: the same value).",
+		"",
+		fmt.Sprintf("Preconditions: nseg >= 1, k a multiple of %d.", f.lanes()),
+	)
 	kb := param("k") // row stride of ct in bytes
 	SHLQ(U8(2), kb)
 	rows := make([]GPVirtual, v) // ct row e
@@ -127,7 +68,7 @@ func cbTableV(f cbVec, name string, v int) {
 		LEAQ(Mem{Base: rows[e-1], Index: kb, Scale: 1}, rows[e])
 	}
 	x, out, nseg := param("x"), param("out"), param("nseg")
-	Label(fmt.Sprintf("%s_v%d_seg", name, v))
+	Label(name + "_seg")
 	bx := make([]VecVirtual, v)
 	for e := range bx {
 		bx[e] = f.vec()
@@ -135,7 +76,7 @@ func cbTableV(f cbVec, name string, v int) {
 	}
 	q := GP64()
 	XORQ(q, q)
-	Label(fmt.Sprintf("%s_v%d_q", name, v))
+	Label(name + "_q")
 	acc := f.vec()
 	VMULPS(Mem{Base: rows[0], Index: q, Scale: 1}, bx[0], acc)
 	for e := 1; e < v; e++ {
@@ -144,12 +85,15 @@ func cbTableV(f cbVec, name string, v int) {
 	VMOVUPS(acc, Mem{Base: out, Index: q, Scale: 1})
 	ADDQ(U32(4*f.lanes()), q)
 	CMPQ(q, kb)
-	JB(LabelRef(fmt.Sprintf("%s_v%d_q", name, v)))
+	JB(LabelRef(name + "_q"))
 	ADDQ(kb, out)
 	ADDQ(U32(4*v), x)
 	DECQ(nseg)
-	JNZ(LabelRef(fmt.Sprintf("%s_v%d_seg", name, v)))
-	cbTableRet(f)
+	JNZ(LabelRef(name + "_seg"))
+	if !f.avx512 {
+		VZEROUPPER()
+	}
+	RET()
 }
 
 // cbLookup emits CbPsumB<b>M<m><isa> (table lookups) or

@@ -157,7 +157,9 @@ func main() {
 		}
 	}
 	for _, f := range []cbVec{{true}, {false}} {
-		cbTable(f)
+		for _, v := range []int{2, 4, 8} {
+			cbTable(f, v)
+		}
 		for _, b := range []int{4, 6, 8, 10, 12} {
 			for _, m := range []int{1, 2} {
 				cbLookup(f, b, m, false)
