@@ -65,7 +65,8 @@ func TestCodebookKernels(t *testing.T) {
 			c := randomCodebook(t, rng, rows, cols, cf.m, cf.v, cf.b, cf.g, rng.IntN(2) == 0)
 			for _, isa := range supportedSets() {
 				// HugePages: the int16 kernel on its transposed code copy
-				// (else on the packed words in place).
+				// and the AVX2 scalar kernel on its tile-major one (else
+				// both on the packed words in place).
 				huge := runs%2 == 1
 				runs++
 				be, err := New(Config{ISA: isa, Threads: 3, HugePages: huge})
