@@ -61,6 +61,19 @@ var matCache = map[matKey][]layout.Matrix{}
 
 var q4 = layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}
 
+// workingSet is synth.WorkingSet, taken once.
+var workingSet = sync.OnceValues(synth.WorkingSet)
+
+// benchWorkingSet returns the bytes a benchmark rotates over, failing b
+// on a bad synth.WorkingSetEnv.
+func benchWorkingSet(b *testing.B) int64 {
+	ws, err := workingSet()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ws
+}
+
 // benchMatrices returns the distinct matrices a benchmark rotates over.
 func benchMatrices(b *testing.B, spec layout.FormatSpec, s benchShape) []layout.Matrix {
 	key := matKey{spec.String(), s}
@@ -74,7 +87,7 @@ func benchMatrices(b *testing.B, spec layout.FormatSpec, s benchShape) []layout.
 	}
 	n := 1
 	if !s.cached {
-		n = synth.Rotation(first.StreamBytes(), synth.BeyondLLC)
+		n = synth.Rotation(first.StreamBytes(), benchWorkingSet(b))
 	}
 	ms := []layout.Matrix{first}
 	for i := 1; i < n; i++ {
@@ -162,7 +175,7 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 }
 
 // readGBs appends three read-bandwidth measurements (GB/s of
-// cpu.StreamRead over a synth.BeyondLLC huge-page buffer, with threads
+// cpu.StreamRead over a synth.WorkingSet huge-page buffer, with threads
 // threads, 0 meaning GOMAXPROCS) to r. benchGEMV takes them just before
 // and just after its timed loop and reports the multiply's GB/s as a
 // percentage of their median (%read): on a shared host whose bandwidth
@@ -184,8 +197,12 @@ func readGBs(r []float64, threads int) []float64 {
 // roofBuf is the read-bandwidth buffer, huge-page memory as the matrices
 // (WithHugePages), allocated and paged in once.
 var roofBuf = sync.OnceValue(func() []uint64 {
-	blk := hugemem.Alloc(synth.BeyondLLC)
-	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
+	ws, err := workingSet() // its callers have checked err (benchWorkingSet)
+	if err != nil {
+		ws = synth.BeyondLLC
+	}
+	blk := hugemem.Alloc(int(ws))
+	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), ws/8)
 	for i := range buf {
 		buf[i] = uint64(i)
 	}
@@ -306,6 +323,7 @@ func BenchmarkGEMVBatch(b *testing.B) {
 // BenchmarkReadBandwidth streams a buffer far larger than the last-level
 // cache with 1 and with all threads: the roofline for BenchmarkGEMV.
 func BenchmarkReadBandwidth(b *testing.B) {
+	benchWorkingSet(b)
 	buf := roofBuf()
 	for _, t := range []int{1, runtime.GOMAXPROCS(0)} {
 		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {

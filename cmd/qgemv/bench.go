@@ -45,6 +45,10 @@ type benchResult struct {
 type ffnLayer struct{ gate, up, down *qgemv.Matrix }
 
 func cmdBench(args []string) error {
+	ws, err := synth.WorkingSet()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	iters := fs.Int("iters", 200, "iterations (FFN blocks) in the burst")
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
@@ -53,7 +57,7 @@ func cmdBench(args []string) error {
 	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
 	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
 	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
-	minWS := fs.Int("working-set-mib", synth.BeyondLLC>>20, "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small)")
+	minWS := fs.Int("working-set-mib", int(ws>>20), "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small); the default is 256 or twice the last-level cache, or $"+synth.WorkingSetEnv)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
@@ -294,16 +298,21 @@ func swiglu(h, gate, up []float32) {
 }
 
 // measureReadBW returns the median of five timed streaming reads of a
-// buffer beyond the last-level cache, in bytes per second; huge puts the
-// buffer in huge-page memory, as the matrices are.
+// buffer beyond the last-level cache (synth.WorkingSet bytes, which
+// cmdBench has checked), in bytes per second; huge puts the buffer in
+// huge-page memory, as the matrices are.
 func measureReadBW(threads int, huge bool) float64 {
+	ws, err := synth.WorkingSet()
+	if err != nil {
+		ws = synth.BeyondLLC
+	}
 	var buf []uint64
 	if huge {
-		blk := hugemem.Alloc(synth.BeyondLLC)
+		blk := hugemem.Alloc(int(ws))
 		defer blk.Free()
-		buf = unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), synth.BeyondLLC/8)
+		buf = unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), ws/8)
 	} else {
-		buf = make([]uint64, synth.BeyondLLC/8)
+		buf = make([]uint64, ws/8)
 	}
 	for i := range buf {
 		buf[i] = uint64(i)

@@ -8,7 +8,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 
+	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -58,10 +62,34 @@ func Rotation(bytesEach int64, minBytes int64) int {
 	return int(max(1, (minBytes+bytesEach-1)/bytesEach))
 }
 
-// BeyondLLC is the working-set size benchmarks rotate over so that weights
-// stream from DRAM: four times the largest last-level cache a laptop or
-// this project's VMs effectively give one process.
+// BeyondLLC is the least working-set size benchmarks rotate over so that
+// weights stream from DRAM: four times the largest last-level cache a
+// laptop or this project's VMs effectively give one process. WorkingSet
+// raises it on hosts whose last-level cache is larger.
 const BeyondLLC = 256 << 20
+
+// WorkingSetEnv names the variable that sets WorkingSet in MiB.
+const WorkingSetEnv = "QGEMV_WORKING_SET_MIB"
+
+// maxWorkingSetMiB bounds WorkingSetEnv (1 TiB).
+const maxWorkingSetMiB = 1 << 20
+
+// WorkingSet returns the bytes benchmarks rotate over (and their
+// read-bandwidth buffer holds) so that weights stream from DRAM: $QGEMV_WORKING_SET_MIB MiB
+// when it is set, else the larger of BeyondLLC and twice the last-level
+// cache cpuid reports. The device host's Xeon reports a 300 MiB L3, in
+// which a 256 MiB rotation was partly cache-resident. A value that is not
+// a whole number of MiB from 1 to 1 TiB is an error.
+func WorkingSet() (int64, error) {
+	if v, ok := os.LookupEnv(WorkingSetEnv); ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 1 || n > maxWorkingSetMiB {
+			return 0, fmt.Errorf("synth: %s=%q: want a whole number of MiB from 1 to %d", WorkingSetEnv, v, maxWorkingSetMiB)
+		}
+		return n << 20, nil
+	}
+	return max(BeyondLLC, 2*int64(cpuid.CPU.Cache.L3)), nil
+}
 
 // Matrix returns a synthetic matrix of the given format: random codes,
 // scales in [0.001, 0.02) and integer zero points (so every activation
