@@ -4143,8 +4143,9 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4156,7 +4157,9 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4172,8 +4175,9 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4185,7 +4189,9 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4201,8 +4207,9 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4214,7 +4221,9 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4230,8 +4239,9 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4243,7 +4253,9 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4259,8 +4271,9 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4272,7 +4285,9 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4288,8 +4303,9 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4301,7 +4317,9 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4317,8 +4335,9 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4330,7 +4349,9 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4346,8 +4367,9 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4359,7 +4381,9 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4375,8 +4399,9 @@ func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4388,7 +4413,9 @@ func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4404,8 +4431,9 @@ func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4417,7 +4445,9 @@ func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4433,8 +4463,9 @@ func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, ta
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4446,7 +4477,9 @@ func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, ta
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4462,8 +4495,9 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // plus 128, for the escape symbol a marker byte that no other symbol's value
 // plus 128 equals), then 64 copies of the marker (one compare finds the
 // escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// int8 at esc[U], in decoding order (step, lane, element); each half step
-// expand-loads the next ones into the escaped positions, without a branch.
+// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
+// order (step, lane, element); each half step expand-loads the next ones
+// into the escaped positions, without a branch.
 // The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
 // the caller subtracts 128 * (sum of each lane's inputs).
 //
@@ -4475,7 +4509,9 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
 // outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable.
+// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
+// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
+// esc[U][nesc[U]+63] must be readable).
 //
 //go:noescape
 func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int

@@ -70195,8 +70195,6 @@ TEXT ·AnsDotRowsX1Avx512(SB), NOSPLIT, $0-80
 	VPERMT2Q      Z10, Z13, Z9
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -70206,57 +70204,56 @@ AnsDotRowsX1Avx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z12
-	VPMULTISHIFTQB Z11, Z6, Z13
-	VPMULTISHIFTQB Z7, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VMOVDQU8       (R9), Z10
+	VPMULTISHIFTQB Z11, Z6, Z12
+	VPMULTISHIFTQB Z7, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R10, BX
-	VPDPBUSD       Z12, Z16, Z14
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPDPBUSD       Z10, Z13, Z14
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPANDD         ansCff<>+0(SB), Z13, Z16
+	VPSRLD         $0x08, Z12, Z17
+	VPANDD         ansCff<>+0(SB), Z17, Z17
+	VPMULLD        Z16, Z17, Z17
+	VPANDD         ansCff<>+0(SB), Z12, Z18
+	VPADDD         Z18, Z17, Z17
 	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPMULLD        Z17, Z18, Z18
-	VPANDD         ansCff<>+0(SB), Z13, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSRLD         $0x08, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPMULLD        Z17, Z19, Z17
-	VPSRLD         $0x10, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPSRLD         $0x18, Z13, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPSRLD         $0x10, Z13, Z13
-	VPANDD         ansCff<>+0(SB), Z13, Z13
-	VPADDD         Z13, Z20, Z20
-	VPSRLD         $0x18, Z16, Z13
-	VPMULLD        Z19, Z13, Z13
-	VPMULLD        Z17, Z13, Z13
-	VPMULLD        Z17, Z20, Z16
-	VPADDD         Z18, Z16, Z16
+	VPMULLD        Z16, Z18, Z16
+	VPSRLD         $0x10, Z13, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPSRLD         $0x18, Z12, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPSRLD         $0x10, Z12, Z12
+	VPANDD         ansCff<>+0(SB), Z12, Z12
+	VPADDD         Z12, Z19, Z19
+	VPSRLD         $0x18, Z13, Z12
+	VPMULLD        Z18, Z12, Z12
+	VPMULLD        Z16, Z12, Z12
+	VPMULLD        Z16, Z19, Z13
+	VPADDD         Z17, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z12, Z16
 	VPANDQ         ansLo32<>+0(SB), Z13, Z17
-	VPANDQ         ansLo32<>+0(SB), Z16, Z18
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z17, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
+	VPMULLQ        Z16, Z11, Z11
+	VPADDQ         Z17, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x20, Z13, Z13
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z13, Z7, Z7
-	VPADDQ         Z16, Z7, Z7
+	VPMULLQ        Z12, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R10
 	KMOVB          K3, R11
@@ -70270,61 +70267,60 @@ AnsDotRowsX1Avx512_step:
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
-	VMOVDQU8       64(R9), Z12
-	VPMULTISHIFTQB Z8, Z6, Z13
-	VPMULTISHIFTQB Z9, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VMOVDQU8       64(R9), Z10
+	VPMULTISHIFTQB Z8, Z6, Z12
+	VPMULTISHIFTQB Z9, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R9, BX
-	VPDPBUSD       Z12, Z16, Z15
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPDPBUSD       Z10, Z13, Z15
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPANDD         ansCff<>+0(SB), Z13, Z16
+	VPSRLD         $0x08, Z12, Z17
+	VPANDD         ansCff<>+0(SB), Z17, Z17
+	VPMULLD        Z16, Z17, Z17
+	VPANDD         ansCff<>+0(SB), Z12, Z18
+	VPADDD         Z18, Z17, Z17
 	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPMULLD        Z17, Z18, Z18
-	VPANDD         ansCff<>+0(SB), Z13, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSRLD         $0x08, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPMULLD        Z17, Z19, Z17
-	VPSRLD         $0x10, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPSRLD         $0x18, Z13, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPSRLD         $0x10, Z13, Z13
-	VPANDD         ansCff<>+0(SB), Z13, Z13
-	VPADDD         Z13, Z20, Z20
-	VPSRLD         $0x18, Z16, Z13
-	VPMULLD        Z19, Z13, Z13
-	VPMULLD        Z17, Z13, Z13
-	VPMULLD        Z17, Z20, Z16
-	VPADDD         Z18, Z16, Z16
+	VPMULLD        Z16, Z18, Z16
+	VPSRLD         $0x10, Z13, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPSRLD         $0x18, Z12, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPSRLD         $0x10, Z12, Z12
+	VPANDD         ansCff<>+0(SB), Z12, Z12
+	VPADDD         Z12, Z19, Z19
+	VPSRLD         $0x18, Z13, Z12
+	VPMULLD        Z18, Z12, Z12
+	VPMULLD        Z16, Z12, Z12
+	VPMULLD        Z16, Z19, Z13
+	VPADDD         Z17, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z12, Z16
 	VPANDQ         ansLo32<>+0(SB), Z13, Z17
-	VPANDQ         ansLo32<>+0(SB), Z16, Z18
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z17, Z8, Z8
-	VPADDQ         Z18, Z8, Z8
+	VPMULLQ        Z16, Z8, Z8
+	VPADDQ         Z17, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x20, Z13, Z13
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z13, Z9, Z9
-	VPADDQ         Z16, Z9, Z9
+	VPMULLQ        Z12, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R9
 	KMOVB          K3, R10
@@ -70338,10 +70334,10 @@ AnsDotRowsX1Avx512_step:
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1Avx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1Avx512_step
@@ -70524,8 +70520,6 @@ TEXT ·AnsDotStripesX1Avx512(SB), NOSPLIT, $0-80
 	VPERMT2Q      Z10, Z13, Z9
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -70534,57 +70528,56 @@ AnsDotStripesX1Avx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z11, Z6, Z13
-	VPMULTISHIFTQB Z7, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPBROADCASTD   (R9), Z10
+	VPMULTISHIFTQB Z11, Z6, Z12
+	VPMULTISHIFTQB Z7, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R10, BX
-	VPDPBUSD       Z12, Z16, Z14
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPDPBUSD       Z10, Z13, Z14
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPANDD         ansCff<>+0(SB), Z13, Z16
+	VPSRLD         $0x08, Z12, Z17
+	VPANDD         ansCff<>+0(SB), Z17, Z17
+	VPMULLD        Z16, Z17, Z17
+	VPANDD         ansCff<>+0(SB), Z12, Z18
+	VPADDD         Z18, Z17, Z17
 	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPMULLD        Z17, Z18, Z18
-	VPANDD         ansCff<>+0(SB), Z13, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSRLD         $0x08, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPMULLD        Z17, Z19, Z17
-	VPSRLD         $0x10, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPSRLD         $0x18, Z13, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPSRLD         $0x10, Z13, Z13
-	VPANDD         ansCff<>+0(SB), Z13, Z13
-	VPADDD         Z13, Z20, Z20
-	VPSRLD         $0x18, Z16, Z13
-	VPMULLD        Z19, Z13, Z13
-	VPMULLD        Z17, Z13, Z13
-	VPMULLD        Z17, Z20, Z16
-	VPADDD         Z18, Z16, Z16
+	VPMULLD        Z16, Z18, Z16
+	VPSRLD         $0x10, Z13, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPSRLD         $0x18, Z12, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPSRLD         $0x10, Z12, Z12
+	VPANDD         ansCff<>+0(SB), Z12, Z12
+	VPADDD         Z12, Z19, Z19
+	VPSRLD         $0x18, Z13, Z12
+	VPMULLD        Z18, Z12, Z12
+	VPMULLD        Z16, Z12, Z12
+	VPMULLD        Z16, Z19, Z13
+	VPADDD         Z17, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z12, Z16
 	VPANDQ         ansLo32<>+0(SB), Z13, Z17
-	VPANDQ         ansLo32<>+0(SB), Z16, Z18
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z17, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
+	VPMULLQ        Z16, Z11, Z11
+	VPADDQ         Z17, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x20, Z13, Z13
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z13, Z7, Z7
-	VPADDQ         Z16, Z7, Z7
+	VPMULLQ        Z12, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R10
 	KMOVB          K3, R11
@@ -70598,61 +70591,60 @@ AnsDotStripesX1Avx512_step:
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z8, Z6, Z13
-	VPMULTISHIFTQB Z9, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VPBROADCASTD   (R9), Z10
+	VPMULTISHIFTQB Z8, Z6, Z12
+	VPMULTISHIFTQB Z9, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1Avx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R9, BX
-	VPDPBUSD       Z12, Z16, Z15
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPANDD         ansCff<>+0(SB), Z16, Z17
+	VPDPBUSD       Z10, Z13, Z15
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPANDD         ansCff<>+0(SB), Z13, Z16
+	VPSRLD         $0x08, Z12, Z17
+	VPANDD         ansCff<>+0(SB), Z17, Z17
+	VPMULLD        Z16, Z17, Z17
+	VPANDD         ansCff<>+0(SB), Z12, Z18
+	VPADDD         Z18, Z17, Z17
 	VPSRLD         $0x08, Z13, Z18
 	VPANDD         ansCff<>+0(SB), Z18, Z18
-	VPMULLD        Z17, Z18, Z18
-	VPANDD         ansCff<>+0(SB), Z13, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSRLD         $0x08, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPMULLD        Z17, Z19, Z17
-	VPSRLD         $0x10, Z16, Z19
-	VPANDD         ansCff<>+0(SB), Z19, Z19
-	VPSRLD         $0x18, Z13, Z20
-	VPMULLD        Z19, Z20, Z20
-	VPSRLD         $0x10, Z13, Z13
-	VPANDD         ansCff<>+0(SB), Z13, Z13
-	VPADDD         Z13, Z20, Z20
-	VPSRLD         $0x18, Z16, Z13
-	VPMULLD        Z19, Z13, Z13
-	VPMULLD        Z17, Z13, Z13
-	VPMULLD        Z17, Z20, Z16
-	VPADDD         Z18, Z16, Z16
+	VPMULLD        Z16, Z18, Z16
+	VPSRLD         $0x10, Z13, Z18
+	VPANDD         ansCff<>+0(SB), Z18, Z18
+	VPSRLD         $0x18, Z12, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPSRLD         $0x10, Z12, Z12
+	VPANDD         ansCff<>+0(SB), Z12, Z12
+	VPADDD         Z12, Z19, Z19
+	VPSRLD         $0x18, Z13, Z12
+	VPMULLD        Z18, Z12, Z12
+	VPMULLD        Z16, Z12, Z12
+	VPMULLD        Z16, Z19, Z13
+	VPADDD         Z17, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z12, Z16
 	VPANDQ         ansLo32<>+0(SB), Z13, Z17
-	VPANDQ         ansLo32<>+0(SB), Z16, Z18
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z17, Z8, Z8
-	VPADDQ         Z18, Z8, Z8
+	VPMULLQ        Z16, Z8, Z8
+	VPADDQ         Z17, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x20, Z13, Z13
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z13, Z9, Z9
-	VPADDQ         Z16, Z9, Z9
+	VPMULLQ        Z12, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R9
 	KMOVB          K3, R10
@@ -70666,10 +70658,10 @@ AnsDotStripesX1Avx512_step:
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1Avx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1Avx512_step
@@ -70849,8 +70841,6 @@ TEXT ·AnsDotRowsX2Avx512(SB), NOSPLIT, $8-80
 	VPERMT2Q      Z18, Z21, Z13
 	VPXORD        Z16, Z16, Z16
 	VPXORD        Z17, Z17, Z17
-	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -70862,57 +70852,56 @@ AnsDotRowsX2Avx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z20
-	VPMULTISHIFTQB Z11, Z6, Z21
-	VPMULTISHIFTQB Z7, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VMOVDQU8       (R13), Z18
+	VPMULTISHIFTQB Z11, Z6, Z20
+	VPMULTISHIFTQB Z7, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R14, R9
-	VPDPBUSD       Z20, Z22, Z14
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z23, Z24
-	VPSRLD         $0x08, Z21, Z25
+	VPDPBUSD       Z18, Z21, Z14
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z20, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z20, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
 	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z24, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z21, Z26
-	VPADDD         Z26, Z25, Z25
-	VPSRLD         $0x08, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z24, Z26, Z24
-	VPSRLD         $0x10, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPSRLD         $0x18, Z21, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z27, Z27
-	VPSRLD         $0x18, Z23, Z21
-	VPMULLD        Z26, Z21, Z21
-	VPMULLD        Z24, Z21, Z21
-	VPMULLD        Z24, Z27, Z23
-	VPADDD         Z25, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
-	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z20, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z26, Z26
+	VPSRLD         $0x18, Z22, Z20
+	VPMULLD        Z25, Z20, Z20
+	VPMULLD        Z23, Z20, Z20
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z24, Z11, Z11
-	VPADDQ         Z25, Z11, Z11
+	VPMULLQ        Z23, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z20, Z20
+	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z21, Z7, Z7
-	VPADDQ         Z23, Z7, Z7
+	VPMULLQ        Z20, Z7, Z7
+	VPADDQ         Z22, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -70926,60 +70915,59 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
-	VPMULTISHIFTQB Z19, Z6, Z21
-	VPMULTISHIFTQB Z10, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z20
+	VPMULTISHIFTQB Z10, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R14, BX
-	VPDPBUSD       Z20, Z22, Z16
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPDPBUSD       Z18, Z21, Z16
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPSRLD         $0x08, Z20, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z20, Z24
+	VPADDD         Z24, Z23, Z23
 	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z21, Z25
-	VPADDD         Z25, Z24, Z24
-	VPSRLD         $0x08, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z23, Z25, Z23
-	VPSRLD         $0x10, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPSRLD         $0x18, Z21, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z26, Z26
-	VPSRLD         $0x18, Z22, Z21
-	VPMULLD        Z25, Z21, Z21
-	VPMULLD        Z23, Z21, Z21
-	VPMULLD        Z23, Z26, Z22
-	VPADDD         Z24, Z22, Z22
+	VPMULLD        Z22, Z24, Z22
+	VPSRLD         $0x10, Z21, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPSRLD         $0x18, Z20, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z25, Z25
+	VPSRLD         $0x18, Z21, Z20
+	VPMULLD        Z24, Z20, Z20
+	VPMULLD        Z22, Z20, Z20
+	VPMULLD        Z22, Z25, Z21
+	VPADDD         Z23, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPANDQ         ansLo32<>+0(SB), Z21, Z23
-	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z23, Z19, Z19
-	VPADDQ         Z24, Z19, Z19
+	VPMULLQ        Z22, Z19, Z19
+	VPADDQ         Z23, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z21, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
+	VPMULLQ        Z20, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -70993,61 +70981,60 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K3, Z10
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
-	VMOVDQU8       64(R13), Z20
-	VPMULTISHIFTQB Z8, Z6, Z21
-	VPMULTISHIFTQB Z9, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z19
+	VMOVDQU8       64(R13), Z18
+	VPMULTISHIFTQB Z8, Z6, Z20
+	VPMULTISHIFTQB Z9, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R13, R9
-	VPDPBUSD       Z20, Z22, Z15
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z23, Z24
-	VPSRLD         $0x08, Z21, Z25
+	VPDPBUSD       Z18, Z21, Z15
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z20, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z20, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
 	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z24, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z21, Z26
-	VPADDD         Z26, Z25, Z25
-	VPSRLD         $0x08, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z24, Z26, Z24
-	VPSRLD         $0x10, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPSRLD         $0x18, Z21, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z27, Z27
-	VPSRLD         $0x18, Z23, Z21
-	VPMULLD        Z26, Z21, Z21
-	VPMULLD        Z24, Z21, Z21
-	VPMULLD        Z24, Z27, Z23
-	VPADDD         Z25, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
-	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z20, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z26, Z26
+	VPSRLD         $0x18, Z22, Z20
+	VPMULLD        Z25, Z20, Z20
+	VPMULLD        Z23, Z20, Z20
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z24, Z8, Z8
-	VPADDQ         Z25, Z8, Z8
+	VPMULLQ        Z23, Z8, Z8
+	VPADDQ         Z24, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z20, Z20
+	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z21, Z9, Z9
-	VPADDQ         Z23, Z9, Z9
+	VPMULLQ        Z20, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -71061,60 +71048,59 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
-	VPMULTISHIFTQB Z12, Z6, Z21
-	VPMULTISHIFTQB Z13, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VPMULTISHIFTQB Z13, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R13, BX
-	VPDPBUSD       Z20, Z22, Z17
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPDPBUSD       Z18, Z21, Z17
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPSRLD         $0x08, Z20, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z20, Z24
+	VPADDD         Z24, Z23, Z23
 	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z21, Z25
-	VPADDD         Z25, Z24, Z24
-	VPSRLD         $0x08, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z23, Z25, Z23
-	VPSRLD         $0x10, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPSRLD         $0x18, Z21, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z26, Z26
-	VPSRLD         $0x18, Z22, Z21
-	VPMULLD        Z25, Z21, Z21
-	VPMULLD        Z23, Z21, Z21
-	VPMULLD        Z23, Z26, Z22
-	VPADDD         Z24, Z22, Z22
+	VPMULLD        Z22, Z24, Z22
+	VPSRLD         $0x10, Z21, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPSRLD         $0x18, Z20, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z25, Z25
+	VPSRLD         $0x18, Z21, Z20
+	VPMULLD        Z24, Z20, Z20
+	VPMULLD        Z22, Z20, Z20
+	VPMULLD        Z22, Z25, Z21
+	VPADDD         Z23, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPANDQ         ansLo32<>+0(SB), Z21, Z23
-	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z23, Z12, Z12
-	VPADDQ         Z24, Z12, Z12
+	VPMULLQ        Z22, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z21, Z13, Z13
-	VPADDQ         Z22, Z13, Z13
+	VPMULLQ        Z20, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -71128,10 +71114,10 @@ AnsDotRowsX2Avx512_step:
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2Avx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z13, K3, Z13
 	VPSLLQ         $0x20, Z12, K2, Z12
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2Avx512_step
@@ -71331,8 +71317,6 @@ TEXT ·AnsDotStripesX2Avx512(SB), NOSPLIT, $8-80
 	VPERMT2Q      Z18, Z21, Z13
 	VPXORD        Z16, Z16, Z16
 	VPXORD        Z17, Z17, Z17
-	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -71343,57 +71327,56 @@ AnsDotStripesX2Avx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z20
-	VPMULTISHIFTQB Z11, Z6, Z21
-	VPMULTISHIFTQB Z7, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPBROADCASTD   (R13), Z18
+	VPMULTISHIFTQB Z11, Z6, Z20
+	VPMULTISHIFTQB Z7, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R14, R9
-	VPDPBUSD       Z20, Z22, Z14
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z23, Z24
-	VPSRLD         $0x08, Z21, Z25
+	VPDPBUSD       Z18, Z21, Z14
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z20, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z20, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
 	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z24, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z21, Z26
-	VPADDD         Z26, Z25, Z25
-	VPSRLD         $0x08, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z24, Z26, Z24
-	VPSRLD         $0x10, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPSRLD         $0x18, Z21, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z27, Z27
-	VPSRLD         $0x18, Z23, Z21
-	VPMULLD        Z26, Z21, Z21
-	VPMULLD        Z24, Z21, Z21
-	VPMULLD        Z24, Z27, Z23
-	VPADDD         Z25, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
-	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z20, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z26, Z26
+	VPSRLD         $0x18, Z22, Z20
+	VPMULLD        Z25, Z20, Z20
+	VPMULLD        Z23, Z20, Z20
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z24, Z11, Z11
-	VPADDQ         Z25, Z11, Z11
+	VPMULLQ        Z23, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z20, Z20
+	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z21, Z7, Z7
-	VPADDQ         Z23, Z7, Z7
+	VPMULLQ        Z20, Z7, Z7
+	VPADDQ         Z22, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -71407,60 +71390,59 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
-	VPMULTISHIFTQB Z19, Z6, Z21
-	VPMULTISHIFTQB Z10, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z20
+	VPMULTISHIFTQB Z10, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R14, BX
-	VPDPBUSD       Z20, Z22, Z16
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPDPBUSD       Z18, Z21, Z16
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPSRLD         $0x08, Z20, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z20, Z24
+	VPADDD         Z24, Z23, Z23
 	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z21, Z25
-	VPADDD         Z25, Z24, Z24
-	VPSRLD         $0x08, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z23, Z25, Z23
-	VPSRLD         $0x10, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPSRLD         $0x18, Z21, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z26, Z26
-	VPSRLD         $0x18, Z22, Z21
-	VPMULLD        Z25, Z21, Z21
-	VPMULLD        Z23, Z21, Z21
-	VPMULLD        Z23, Z26, Z22
-	VPADDD         Z24, Z22, Z22
+	VPMULLD        Z22, Z24, Z22
+	VPSRLD         $0x10, Z21, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPSRLD         $0x18, Z20, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z25, Z25
+	VPSRLD         $0x18, Z21, Z20
+	VPMULLD        Z24, Z20, Z20
+	VPMULLD        Z22, Z20, Z20
+	VPMULLD        Z22, Z25, Z21
+	VPADDD         Z23, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPANDQ         ansLo32<>+0(SB), Z21, Z23
-	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z23, Z19, Z19
-	VPADDQ         Z24, Z19, Z19
+	VPMULLQ        Z22, Z19, Z19
+	VPADDQ         Z23, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z21, Z10, Z10
-	VPADDQ         Z22, Z10, Z10
+	VPMULLQ        Z20, Z10, Z10
+	VPADDQ         Z21, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -71474,61 +71456,60 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K3, Z10
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
-	VPBROADCASTD   (R13), Z20
-	VPMULTISHIFTQB Z8, Z6, Z21
-	VPMULTISHIFTQB Z9, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z19
+	VPBROADCASTD   (R13), Z18
+	VPMULTISHIFTQB Z8, Z6, Z20
+	VPMULTISHIFTQB Z9, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R13, R9
-	VPDPBUSD       Z20, Z22, Z15
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z23, Z24
-	VPSRLD         $0x08, Z21, Z25
+	VPDPBUSD       Z18, Z21, Z15
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPSRLD         $0x08, Z20, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPMULLD        Z23, Z24, Z24
+	VPANDD         ansCff<>+0(SB), Z20, Z25
+	VPADDD         Z25, Z24, Z24
+	VPSRLD         $0x08, Z22, Z25
 	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z24, Z25, Z25
-	VPANDD         ansCff<>+0(SB), Z21, Z26
-	VPADDD         Z26, Z25, Z25
-	VPSRLD         $0x08, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPMULLD        Z24, Z26, Z24
-	VPSRLD         $0x10, Z23, Z26
-	VPANDD         ansCff<>+0(SB), Z26, Z26
-	VPSRLD         $0x18, Z21, Z27
-	VPMULLD        Z26, Z27, Z27
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z27, Z27
-	VPSRLD         $0x18, Z23, Z21
-	VPMULLD        Z26, Z21, Z21
-	VPMULLD        Z24, Z21, Z21
-	VPMULLD        Z24, Z27, Z23
-	VPADDD         Z25, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
-	VPANDQ         ansLo32<>+0(SB), Z23, Z25
+	VPMULLD        Z23, Z25, Z23
+	VPSRLD         $0x10, Z22, Z25
+	VPANDD         ansCff<>+0(SB), Z25, Z25
+	VPSRLD         $0x18, Z20, Z26
+	VPMULLD        Z25, Z26, Z26
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z26, Z26
+	VPSRLD         $0x18, Z22, Z20
+	VPMULLD        Z25, Z20, Z20
+	VPMULLD        Z23, Z20, Z20
+	VPMULLD        Z23, Z26, Z22
+	VPADDD         Z24, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
+	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z24, Z8, Z8
-	VPADDQ         Z25, Z8, Z8
+	VPMULLQ        Z23, Z8, Z8
+	VPADDQ         Z24, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z23, Z23
+	VPSRLQ         $0x20, Z20, Z20
+	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z21, Z9, Z9
-	VPADDQ         Z23, Z9, Z9
+	VPMULLQ        Z20, Z9, Z9
+	VPADDQ         Z22, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -71542,60 +71523,59 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
-	VPMULTISHIFTQB Z12, Z6, Z21
-	VPMULTISHIFTQB Z13, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VPMULTISHIFTQB Z13, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2Avx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R13, BX
-	VPDPBUSD       Z20, Z22, Z17
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPANDD         ansCff<>+0(SB), Z22, Z23
+	VPDPBUSD       Z18, Z21, Z17
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPANDD         ansCff<>+0(SB), Z21, Z22
+	VPSRLD         $0x08, Z20, Z23
+	VPANDD         ansCff<>+0(SB), Z23, Z23
+	VPMULLD        Z22, Z23, Z23
+	VPANDD         ansCff<>+0(SB), Z20, Z24
+	VPADDD         Z24, Z23, Z23
 	VPSRLD         $0x08, Z21, Z24
 	VPANDD         ansCff<>+0(SB), Z24, Z24
-	VPMULLD        Z23, Z24, Z24
-	VPANDD         ansCff<>+0(SB), Z21, Z25
-	VPADDD         Z25, Z24, Z24
-	VPSRLD         $0x08, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPMULLD        Z23, Z25, Z23
-	VPSRLD         $0x10, Z22, Z25
-	VPANDD         ansCff<>+0(SB), Z25, Z25
-	VPSRLD         $0x18, Z21, Z26
-	VPMULLD        Z25, Z26, Z26
-	VPSRLD         $0x10, Z21, Z21
-	VPANDD         ansCff<>+0(SB), Z21, Z21
-	VPADDD         Z21, Z26, Z26
-	VPSRLD         $0x18, Z22, Z21
-	VPMULLD        Z25, Z21, Z21
-	VPMULLD        Z23, Z21, Z21
-	VPMULLD        Z23, Z26, Z22
-	VPADDD         Z24, Z22, Z22
+	VPMULLD        Z22, Z24, Z22
+	VPSRLD         $0x10, Z21, Z24
+	VPANDD         ansCff<>+0(SB), Z24, Z24
+	VPSRLD         $0x18, Z20, Z25
+	VPMULLD        Z24, Z25, Z25
+	VPSRLD         $0x10, Z20, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPADDD         Z20, Z25, Z25
+	VPSRLD         $0x18, Z21, Z20
+	VPMULLD        Z24, Z20, Z20
+	VPMULLD        Z22, Z20, Z20
+	VPMULLD        Z22, Z25, Z21
+	VPADDD         Z23, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z20, Z22
 	VPANDQ         ansLo32<>+0(SB), Z21, Z23
-	VPANDQ         ansLo32<>+0(SB), Z22, Z24
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z23, Z12, Z12
-	VPADDQ         Z24, Z12, Z12
+	VPMULLQ        Z22, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x20, Z21, Z21
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z21, Z13, Z13
-	VPADDQ         Z22, Z13, Z13
+	VPMULLQ        Z20, Z13, Z13
+	VPADDQ         Z21, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -71609,10 +71589,10 @@ AnsDotStripesX2Avx512_step:
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2Avx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z13, K3, Z13
 	VPSLLQ         $0x20, Z12, K2, Z12
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2Avx512_step
@@ -71755,8 +71735,6 @@ TEXT ·AnsDotRowsX1MaddAvx512(SB), NOSPLIT, $0-80
 	VPERMT2Q      Z10, Z13, Z9
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -71766,52 +71744,51 @@ AnsDotRowsX1MaddAvx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z12
-	VPMULTISHIFTQB Z11, Z6, Z13
-	VPMULTISHIFTQB Z7, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VMOVDQU8       (R9), Z10
+	VPMULTISHIFTQB Z11, Z6, Z12
+	VPMULTISHIFTQB Z7, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R10, BX
-	VPDPBUSD       Z12, Z16, Z14
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z14
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z19
-	VPMULUDQ       Z17, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z17, Z11, Z11
-	VPADDQ         Z19, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z18
+	VPMULUDQ       Z16, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z16, Z11, Z11
 	VPADDQ         Z18, Z11, Z11
+	VPADDQ         Z17, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z7, Z7
-	VPSRLQ         $0x20, Z7, Z17
-	VPMULUDQ       Z16, Z17, Z17
-	VPSLLQ         $0x20, Z17, Z17
-	VPMULUDQ       Z16, Z7, Z7
-	VPADDQ         Z17, Z7, Z7
-	VPADDQ         Z13, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z16
+	VPMULUDQ       Z13, Z16, Z16
+	VPSLLQ         $0x20, Z16, Z16
+	VPMULUDQ       Z13, Z7, Z7
+	VPADDQ         Z16, Z7, Z7
+	VPADDQ         Z12, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R10
 	KMOVB          K3, R11
@@ -71825,56 +71802,55 @@ AnsDotRowsX1MaddAvx512_step:
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
-	VMOVDQU8       64(R9), Z12
-	VPMULTISHIFTQB Z8, Z6, Z13
-	VPMULTISHIFTQB Z9, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VMOVDQU8       64(R9), Z10
+	VPMULTISHIFTQB Z8, Z6, Z12
+	VPMULTISHIFTQB Z9, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R9, BX
-	VPDPBUSD       Z12, Z16, Z15
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z15
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z19
-	VPMULUDQ       Z17, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z17, Z8, Z8
-	VPADDQ         Z19, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z18
+	VPMULUDQ       Z16, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z16, Z8, Z8
 	VPADDQ         Z18, Z8, Z8
+	VPADDQ         Z17, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z17
-	VPMULUDQ       Z16, Z17, Z17
-	VPSLLQ         $0x20, Z17, Z17
-	VPMULUDQ       Z16, Z9, Z9
-	VPADDQ         Z17, Z9, Z9
-	VPADDQ         Z13, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z16
+	VPMULUDQ       Z13, Z16, Z16
+	VPSLLQ         $0x20, Z16, Z16
+	VPMULUDQ       Z13, Z9, Z9
+	VPADDQ         Z16, Z9, Z9
+	VPADDQ         Z12, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R9
 	KMOVB          K3, R10
@@ -71888,10 +71864,10 @@ AnsDotRowsX1MaddAvx512_step:
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddAvx512_step
@@ -72034,8 +72010,6 @@ TEXT ·AnsDotStripesX1MaddAvx512(SB), NOSPLIT, $0-80
 	VPERMT2Q      Z10, Z13, Z9
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -72044,52 +72018,51 @@ AnsDotStripesX1MaddAvx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z11, Z6, Z13
-	VPMULTISHIFTQB Z7, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPBROADCASTD   (R9), Z10
+	VPMULTISHIFTQB Z11, Z6, Z12
+	VPMULTISHIFTQB Z7, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R10, BX
-	VPDPBUSD       Z12, Z16, Z14
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z14
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z19
-	VPMULUDQ       Z17, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z17, Z11, Z11
-	VPADDQ         Z19, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z18
+	VPMULUDQ       Z16, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z16, Z11, Z11
 	VPADDQ         Z18, Z11, Z11
+	VPADDQ         Z17, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z7, Z7
-	VPSRLQ         $0x20, Z7, Z17
-	VPMULUDQ       Z16, Z17, Z17
-	VPSLLQ         $0x20, Z17, Z17
-	VPMULUDQ       Z16, Z7, Z7
-	VPADDQ         Z17, Z7, Z7
-	VPADDQ         Z13, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z16
+	VPMULUDQ       Z13, Z16, Z16
+	VPSLLQ         $0x20, Z16, Z16
+	VPMULUDQ       Z13, Z7, Z7
+	VPADDQ         Z16, Z7, Z7
+	VPADDQ         Z12, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R10
 	KMOVB          K3, R11
@@ -72103,56 +72076,55 @@ AnsDotStripesX1MaddAvx512_step:
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z8, Z6, Z13
-	VPMULTISHIFTQB Z9, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VPBROADCASTD   (R9), Z10
+	VPMULTISHIFTQB Z8, Z6, Z12
+	VPMULTISHIFTQB Z9, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R9, BX
-	VPDPBUSD       Z12, Z16, Z15
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z15
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z19
-	VPMULUDQ       Z17, Z19, Z19
-	VPSLLQ         $0x20, Z19, Z19
-	VPMULUDQ       Z17, Z8, Z8
-	VPADDQ         Z19, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z18
+	VPMULUDQ       Z16, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z16, Z8, Z8
 	VPADDQ         Z18, Z8, Z8
+	VPADDQ         Z17, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z17
-	VPMULUDQ       Z16, Z17, Z17
-	VPSLLQ         $0x20, Z17, Z17
-	VPMULUDQ       Z16, Z9, Z9
-	VPADDQ         Z17, Z9, Z9
-	VPADDQ         Z13, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z16
+	VPMULUDQ       Z13, Z16, Z16
+	VPSLLQ         $0x20, Z16, Z16
+	VPMULUDQ       Z13, Z9, Z9
+	VPADDQ         Z16, Z9, Z9
+	VPADDQ         Z12, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R9
 	KMOVB          K3, R10
@@ -72166,10 +72138,10 @@ AnsDotStripesX1MaddAvx512_step:
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddAvx512_step
@@ -72349,8 +72321,6 @@ TEXT ·AnsDotRowsX2MaddAvx512(SB), NOSPLIT, $8-80
 	VPERMT2Q      Z18, Z21, Z13
 	VPXORD        Z16, Z16, Z16
 	VPXORD        Z17, Z17, Z17
-	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -72362,52 +72332,51 @@ AnsDotRowsX2MaddAvx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z20
-	VPMULTISHIFTQB Z11, Z6, Z21
-	VPMULTISHIFTQB Z7, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VMOVDQU8       (R13), Z18
+	VPMULTISHIFTQB Z11, Z6, Z20
+	VPMULTISHIFTQB Z7, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R14, R9
-	VPDPBUSD       Z20, Z22, Z14
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z14
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z11, Z11
 	VPADDQ         Z25, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z7, Z7
-	VPSRLQ         $0x20, Z7, Z24
-	VPMULUDQ       Z23, Z24, Z24
-	VPSLLQ         $0x20, Z24, Z24
-	VPMULUDQ       Z23, Z7, Z7
-	VPADDQ         Z24, Z7, Z7
-	VPADDQ         Z21, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z7, Z7
+	VPADDQ         Z23, Z7, Z7
+	VPADDQ         Z20, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -72421,55 +72390,54 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
-	VPMULTISHIFTQB Z19, Z6, Z21
-	VPMULTISHIFTQB Z10, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z20
+	VPMULTISHIFTQB Z10, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R14, BX
-	VPDPBUSD       Z20, Z22, Z16
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z16
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z19, Z19
-	VPSRLQ         $0x20, Z19, Z25
-	VPMULUDQ       Z23, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z23, Z19, Z19
-	VPADDQ         Z25, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z24
+	VPMULUDQ       Z22, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z22, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
+	VPADDQ         Z23, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z23
-	VPMULUDQ       Z22, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z22, Z10, Z10
-	VPADDQ         Z23, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z22
+	VPMULUDQ       Z21, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -72483,56 +72451,55 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K3, Z10
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
-	VMOVDQU8       64(R13), Z20
-	VPMULTISHIFTQB Z8, Z6, Z21
-	VPMULTISHIFTQB Z9, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z19
+	VMOVDQU8       64(R13), Z18
+	VPMULTISHIFTQB Z8, Z6, Z20
+	VPMULTISHIFTQB Z9, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R13, R9
-	VPDPBUSD       Z20, Z22, Z15
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z15
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z8, Z8
-	VPADDQ         Z26, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z8, Z8
 	VPADDQ         Z25, Z8, Z8
+	VPADDQ         Z24, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z24
-	VPMULUDQ       Z23, Z24, Z24
-	VPSLLQ         $0x20, Z24, Z24
-	VPMULUDQ       Z23, Z9, Z9
-	VPADDQ         Z24, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z9, Z9
+	VPADDQ         Z23, Z9, Z9
+	VPADDQ         Z20, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -72546,55 +72513,54 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
-	VPMULTISHIFTQB Z12, Z6, Z21
-	VPMULTISHIFTQB Z13, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VPMULTISHIFTQB Z13, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R13, BX
-	VPDPBUSD       Z20, Z22, Z17
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z17
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z25
-	VPMULUDQ       Z23, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z23, Z12, Z12
-	VPADDQ         Z25, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z24
+	VPMULUDQ       Z22, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z22, Z12, Z12
 	VPADDQ         Z24, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
-	VPSRLQ         $0x20, Z13, Z23
-	VPMULUDQ       Z22, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z22, Z13, Z13
-	VPADDQ         Z23, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z22
+	VPMULUDQ       Z21, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z21, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -72608,10 +72574,10 @@ AnsDotRowsX2MaddAvx512_step:
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z13, K3, Z13
 	VPSLLQ         $0x20, Z12, K2, Z12
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddAvx512_step
@@ -72811,8 +72777,6 @@ TEXT ·AnsDotStripesX2MaddAvx512(SB), NOSPLIT, $8-80
 	VPERMT2Q      Z18, Z21, Z13
 	VPXORD        Z16, Z16, Z16
 	VPXORD        Z17, Z17, Z17
-	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -72823,52 +72787,51 @@ AnsDotStripesX2MaddAvx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z20
-	VPMULTISHIFTQB Z11, Z6, Z21
-	VPMULTISHIFTQB Z7, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPBROADCASTD   (R13), Z18
+	VPMULTISHIFTQB Z11, Z6, Z20
+	VPMULTISHIFTQB Z7, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R14, R9
-	VPDPBUSD       Z20, Z22, Z14
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z14
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z11, Z11
-	VPSRLQ         $0x20, Z11, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z11, Z11
-	VPADDQ         Z26, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z11, Z11
 	VPADDQ         Z25, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z7, Z7
-	VPSRLQ         $0x20, Z7, Z24
-	VPMULUDQ       Z23, Z24, Z24
-	VPSLLQ         $0x20, Z24, Z24
-	VPMULUDQ       Z23, Z7, Z7
-	VPADDQ         Z24, Z7, Z7
-	VPADDQ         Z21, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z7, Z7
+	VPADDQ         Z23, Z7, Z7
+	VPADDQ         Z20, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -72882,55 +72845,54 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
-	VPMULTISHIFTQB Z19, Z6, Z21
-	VPMULTISHIFTQB Z10, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z20
+	VPMULTISHIFTQB Z10, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R14, BX
-	VPDPBUSD       Z20, Z22, Z16
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z16
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z19, Z19
-	VPSRLQ         $0x20, Z19, Z25
-	VPMULUDQ       Z23, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z23, Z19, Z19
-	VPADDQ         Z25, Z19, Z19
+	VPSRLQ         $0x20, Z19, Z24
+	VPMULUDQ       Z22, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z22, Z19, Z19
 	VPADDQ         Z24, Z19, Z19
+	VPADDQ         Z23, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPSRLQ         $0x20, Z10, Z23
-	VPMULUDQ       Z22, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z22, Z10, Z10
-	VPADDQ         Z23, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z22
+	VPMULUDQ       Z21, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z21, Z10, Z10
+	VPADDQ         Z22, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -72944,56 +72906,55 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K3, Z10
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
-	VPBROADCASTD   (R13), Z20
-	VPMULTISHIFTQB Z8, Z6, Z21
-	VPMULTISHIFTQB Z9, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z19
+	VPBROADCASTD   (R13), Z18
+	VPMULTISHIFTQB Z8, Z6, Z20
+	VPMULTISHIFTQB Z9, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R13, R9
-	VPDPBUSD       Z20, Z22, Z15
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z15
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z8, Z8
-	VPSRLQ         $0x20, Z8, Z26
-	VPMULUDQ       Z24, Z26, Z26
-	VPSLLQ         $0x20, Z26, Z26
-	VPMULUDQ       Z24, Z8, Z8
-	VPADDQ         Z26, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z25
+	VPMULUDQ       Z23, Z25, Z25
+	VPSLLQ         $0x20, Z25, Z25
+	VPMULUDQ       Z23, Z8, Z8
 	VPADDQ         Z25, Z8, Z8
+	VPADDQ         Z24, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z9, Z9
-	VPSRLQ         $0x20, Z9, Z24
-	VPMULUDQ       Z23, Z24, Z24
-	VPSLLQ         $0x20, Z24, Z24
-	VPMULUDQ       Z23, Z9, Z9
-	VPADDQ         Z24, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z23
+	VPMULUDQ       Z22, Z23, Z23
+	VPSLLQ         $0x20, Z23, Z23
+	VPMULUDQ       Z22, Z9, Z9
+	VPADDQ         Z23, Z9, Z9
+	VPADDQ         Z20, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -73007,55 +72968,54 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
-	VPMULTISHIFTQB Z12, Z6, Z21
-	VPMULTISHIFTQB Z13, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VPMULTISHIFTQB Z13, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R13, BX
-	VPDPBUSD       Z20, Z22, Z17
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z17
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z12, Z12
-	VPSRLQ         $0x20, Z12, Z25
-	VPMULUDQ       Z23, Z25, Z25
-	VPSLLQ         $0x20, Z25, Z25
-	VPMULUDQ       Z23, Z12, Z12
-	VPADDQ         Z25, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z24
+	VPMULUDQ       Z22, Z24, Z24
+	VPSLLQ         $0x20, Z24, Z24
+	VPMULUDQ       Z22, Z12, Z12
 	VPADDQ         Z24, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
-	VPSRLQ         $0x20, Z13, Z23
-	VPMULUDQ       Z22, Z23, Z23
-	VPSLLQ         $0x20, Z23, Z23
-	VPMULUDQ       Z22, Z13, Z13
-	VPADDQ         Z23, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z22
+	VPMULUDQ       Z21, Z22, Z22
+	VPSLLQ         $0x20, Z22, Z22
+	VPMULUDQ       Z21, Z13, Z13
+	VPADDQ         Z22, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -73069,10 +73029,10 @@ AnsDotStripesX2MaddAvx512_step:
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z13, K3, Z13
 	VPSLLQ         $0x20, Z12, K2, Z12
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddAvx512_step
@@ -73215,8 +73175,6 @@ TEXT ·AnsDotRowsX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VPERMT2Q      Z10, Z13, Z9
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -73226,44 +73184,43 @@ AnsDotRowsX1MaddQAvx512_step:
 	MOVQ           v+32(FP), R9
 	IMUL3Q         $0x00000080, R8, R9
 	ADDQ           v+32(FP), R9
-	VMOVDQU8       (R9), Z12
-	VPMULTISHIFTQB Z11, Z6, Z13
-	VPMULTISHIFTQB Z7, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VMOVDQU8       (R9), Z10
+	VPMULTISHIFTQB Z11, Z6, Z12
+	VPMULTISHIFTQB Z7, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R10, BX
-	VPDPBUSD       Z12, Z16, Z14
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z14
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z17, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
+	VPMULLQ        Z16, Z11, Z11
+	VPADDQ         Z17, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z16, Z7, Z7
-	VPADDQ         Z13, Z7, Z7
+	VPMULLQ        Z13, Z7, Z7
+	VPADDQ         Z12, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R10
 	KMOVB          K3, R11
@@ -73277,48 +73234,47 @@ AnsDotRowsX1MaddQAvx512_step:
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
-	VMOVDQU8       64(R9), Z12
-	VPMULTISHIFTQB Z8, Z6, Z13
-	VPMULTISHIFTQB Z9, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VMOVDQU8       64(R9), Z10
+	VPMULTISHIFTQB Z8, Z6, Z12
+	VPMULTISHIFTQB Z9, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotRowsX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R9, BX
-	VPDPBUSD       Z12, Z16, Z15
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z15
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z17, Z8, Z8
-	VPADDQ         Z18, Z8, Z8
+	VPMULLQ        Z16, Z8, Z8
+	VPADDQ         Z17, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z16, Z9, Z9
-	VPADDQ         Z13, Z9, Z9
+	VPMULLQ        Z13, Z9, Z9
+	VPADDQ         Z12, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R9
 	KMOVB          K3, R10
@@ -73332,10 +73288,10 @@ AnsDotRowsX1MaddQAvx512_step:
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotRowsX1MaddQAvx512_step
@@ -73458,8 +73414,6 @@ TEXT ·AnsDotStripesX1MaddQAvx512(SB), NOSPLIT, $0-80
 	VPERMT2Q      Z10, Z13, Z9
 	VPXORD        Z14, Z14, Z14
 	VPXORD        Z15, Z15, Z15
-	MOVL          $0x00000080, DI
-	VPBROADCASTB  DI, Z10
 	MOVQ          ahead+64(FP), DI
 	XORQ          R8, R8
 
@@ -73468,44 +73422,43 @@ AnsDotStripesX1MaddQAvx512_step:
 	PREFETCHT0     (CX)(DI*1)
 	MOVQ           v+32(FP), R9
 	LEAQ           (R9)(R8*4), R9
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z11, Z6, Z13
-	VPMULTISHIFTQB Z7, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPBROADCASTD   (R9), Z10
+	VPMULTISHIFTQB Z11, Z6, Z12
+	VPMULTISHIFTQB Z7, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R10
 	POPCNTQ        R10, R10
 	LEAQ           (BX)(R10*1), R10
 	CMPQ           R10, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R10, BX
-	VPDPBUSD       Z12, Z16, Z14
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z14
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z17, Z11, Z11
-	VPADDQ         Z18, Z11, Z11
+	VPMULLQ        Z16, Z11, Z11
+	VPADDQ         Z17, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z16, Z7, Z7
-	VPADDQ         Z13, Z7, Z7
+	VPMULLQ        Z13, Z7, Z7
+	VPADDQ         Z12, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R10
 	KMOVB          K3, R11
@@ -73519,48 +73472,47 @@ AnsDotStripesX1MaddQAvx512_step:
 	LEAQ           (CX)(R10*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z7, K3, Z7
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z11
-	VPBROADCASTD   (R9), Z12
-	VPMULTISHIFTQB Z8, Z6, Z13
-	VPMULTISHIFTQB Z9, Z6, K1, Z13
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z5, Z4, Z16
-	VPCMPEQB       384(AX), Z16, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VPBROADCASTD   (R9), Z10
+	VPMULTISHIFTQB Z8, Z6, Z12
+	VPMULTISHIFTQB Z9, Z6, K1, Z12
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z5, Z4, Z13
+	VPCMPEQB       384(AX), Z13, K2
 	KMOVQ          K2, R9
 	POPCNTQ        R9, R9
 	LEAQ           (BX)(R9*1), R9
 	CMPQ           R9, SI
 	JA             AnsDotStripesX1MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z16
-	VPADDB         Z10, Z16, K2, Z16
+	VPEXPANDB      (BX), K2, Z13
 	MOVQ           R9, BX
-	VPDPBUSD       Z12, Z16, Z15
-	VMOVDQU32      (CX), Z12
-	VMOVDQA32      Z13, Z16
-	VPERMI2B       Z1, Z0, Z16
-	VPERMI2B       Z3, Z2, Z13
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z16, Z17
-	VPMADDUBSW     Z17, Z13, Z13
-	VPSRLW         $0x08, Z16, Z17
-	VPMADDUBSW     Z17, Z16, Z16
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z16, Z17
-	VPMADDWD       Z17, Z13, Z13
-	VPSRLD         $0x10, Z16, Z17
-	VPMADDWD       Z17, Z16, Z16
-	VPANDQ         ansLo32<>+0(SB), Z16, Z17
-	VPANDQ         ansLo32<>+0(SB), Z13, Z18
+	VPDPBUSD       Z10, Z13, Z15
+	VMOVDQU32      (CX), Z10
+	VMOVDQA32      Z12, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z12
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z16
+	VPMADDUBSW     Z16, Z12, Z12
+	VPSRLW         $0x08, Z13, Z16
+	VPMADDUBSW     Z16, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z16
+	VPMADDWD       Z16, Z12, Z12
+	VPSRLD         $0x10, Z13, Z16
+	VPMADDWD       Z16, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z16
+	VPANDQ         ansLo32<>+0(SB), Z12, Z17
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z17, Z8, Z8
-	VPADDQ         Z18, Z8, Z8
+	VPMULLQ        Z16, Z8, Z8
+	VPADDQ         Z17, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z16, Z16
 	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z12, Z12
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z16, Z9, Z9
-	VPADDQ         Z13, Z9, Z9
+	VPMULLQ        Z13, Z9, Z9
+	VPADDQ         Z12, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R9
 	KMOVB          K3, R10
@@ -73574,10 +73526,10 @@ AnsDotStripesX1MaddQAvx512_step:
 	LEAQ           (CX)(R9*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX1MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z12, K4, Z12
-	VPSHLDQ        $0x20, Z12, Z9, K3, Z9
+	VPEXPANDD.Z    Z10, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z12, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
 	INCQ           R8
 	CMPQ           R8, steps+16(FP)
 	JB             AnsDotStripesX1MaddQAvx512_step
@@ -73757,8 +73709,6 @@ TEXT ·AnsDotRowsX2MaddQAvx512(SB), NOSPLIT, $8-80
 	VPERMT2Q      Z18, Z21, Z13
 	VPXORD        Z16, Z16, Z16
 	VPXORD        Z17, Z17, Z17
-	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -73770,44 +73720,43 @@ AnsDotRowsX2MaddQAvx512_step:
 	MOVQ           v+32(FP), R13
 	IMUL3Q         $0x00000080, R12, R13
 	ADDQ           v+32(FP), R13
-	VMOVDQU8       (R13), Z20
-	VPMULTISHIFTQB Z11, Z6, Z21
-	VPMULTISHIFTQB Z7, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VMOVDQU8       (R13), Z18
+	VPMULTISHIFTQB Z11, Z6, Z20
+	VPMULTISHIFTQB Z7, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R14, R9
-	VPDPBUSD       Z20, Z22, Z14
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z14
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z24, Z11, Z11
-	VPADDQ         Z25, Z11, Z11
+	VPMULLQ        Z23, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z23, Z7, Z7
-	VPADDQ         Z21, Z7, Z7
+	VPMULLQ        Z22, Z7, Z7
+	VPADDQ         Z20, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -73821,47 +73770,46 @@ AnsDotRowsX2MaddQAvx512_step:
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
-	VPMULTISHIFTQB Z19, Z6, Z21
-	VPMULTISHIFTQB Z10, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z20
+	VPMULTISHIFTQB Z10, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R14, BX
-	VPDPBUSD       Z20, Z22, Z16
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z16
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z23, Z19, Z19
-	VPADDQ         Z24, Z19, Z19
+	VPMULLQ        Z22, Z19, Z19
+	VPADDQ         Z23, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z22, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -73875,48 +73823,47 @@ AnsDotRowsX2MaddQAvx512_step:
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K3, Z10
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
-	VMOVDQU8       64(R13), Z20
-	VPMULTISHIFTQB Z8, Z6, Z21
-	VPMULTISHIFTQB Z9, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z19
+	VMOVDQU8       64(R13), Z18
+	VPMULTISHIFTQB Z8, Z6, Z20
+	VPMULTISHIFTQB Z9, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R13, R9
-	VPDPBUSD       Z20, Z22, Z15
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z15
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z24, Z8, Z8
-	VPADDQ         Z25, Z8, Z8
+	VPMULLQ        Z23, Z8, Z8
+	VPADDQ         Z24, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z23, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPMULLQ        Z22, Z9, Z9
+	VPADDQ         Z20, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -73930,47 +73877,46 @@ AnsDotRowsX2MaddQAvx512_step:
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
-	VPMULTISHIFTQB Z12, Z6, Z21
-	VPMULTISHIFTQB Z13, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VPMULTISHIFTQB Z13, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotRowsX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R13, BX
-	VPDPBUSD       Z20, Z22, Z17
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z17
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z23, Z12, Z12
-	VPADDQ         Z24, Z12, Z12
+	VPMULLQ        Z22, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z22, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
+	VPMULLQ        Z21, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -73984,10 +73930,10 @@ AnsDotRowsX2MaddQAvx512_step:
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotRowsX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z13, K3, Z13
 	VPSLLQ         $0x20, Z12, K2, Z12
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotRowsX2MaddQAvx512_step
@@ -74187,8 +74133,6 @@ TEXT ·AnsDotStripesX2MaddQAvx512(SB), NOSPLIT, $8-80
 	VPERMT2Q      Z18, Z21, Z13
 	VPXORD        Z16, Z16, Z16
 	VPXORD        Z17, Z17, Z17
-	MOVL          $0x00000080, R11
-	VPBROADCASTB  R11, Z18
 	MOVQ          ahead+64(FP), R11
 	XORQ          R12, R12
 
@@ -74199,44 +74143,43 @@ AnsDotStripesX2MaddQAvx512_step:
 	PREFETCHT0     (CX)(R11*1)
 	MOVQ           v+32(FP), R13
 	LEAQ           (R13)(R12*4), R13
-	VPBROADCASTD   (R13), Z20
-	VPMULTISHIFTQB Z11, Z6, Z21
-	VPMULTISHIFTQB Z7, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPBROADCASTD   (R13), Z18
+	VPMULTISHIFTQB Z11, Z6, Z20
+	VPMULTISHIFTQB Z7, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (R9)(R14*1), R14
 	CMPQ           R14, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R14, R9
-	VPDPBUSD       Z20, Z22, Z14
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z14
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z11, Z11
-	VPMULLQ        Z24, Z11, Z11
-	VPADDQ         Z25, Z11, Z11
+	VPMULLQ        Z23, Z11, Z11
+	VPADDQ         Z24, Z11, Z11
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z7, Z7
-	VPMULLQ        Z23, Z7, Z7
-	VPADDQ         Z21, Z7, Z7
+	VPMULLQ        Z22, Z7, Z7
+	VPADDQ         Z20, Z7, Z7
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -74250,47 +74193,46 @@ AnsDotStripesX2MaddQAvx512_step:
 	LEAQ           (DI)(R14*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z7, K3, Z7
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z7, K3, Z7
 	VPSLLQ         $0x20, Z11, K2, Z11
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z11
-	VPMULTISHIFTQB Z19, Z6, Z21
-	VPMULTISHIFTQB Z10, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z11
+	VPMULTISHIFTQB Z19, Z6, Z20
+	VPMULTISHIFTQB Z10, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R14
 	POPCNTQ        R14, R14
 	LEAQ           (BX)(R14*1), R14
 	CMPQ           R14, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R14, BX
-	VPDPBUSD       Z20, Z22, Z16
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z16
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z19, Z19
-	VPMULLQ        Z23, Z19, Z19
-	VPADDQ         Z24, Z19, Z19
+	VPMULLQ        Z22, Z19, Z19
+	VPADDQ         Z23, Z19, Z19
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z19, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z10, Z10
-	VPMULLQ        Z22, Z10, Z10
-	VPADDQ         Z21, Z10, Z10
+	VPMULLQ        Z21, Z10, Z10
+	VPADDQ         Z20, Z10, Z10
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
 	KMOVB          K2, R14
 	KMOVB          K3, R15
@@ -74304,48 +74246,47 @@ AnsDotStripesX2MaddQAvx512_step:
 	LEAQ           (CX)(R14*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z10, K3, Z10
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z10, K3, Z10
 	VPSLLQ         $0x20, Z19, K2, Z19
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z19
-	VPBROADCASTD   (R13), Z20
-	VPMULTISHIFTQB Z8, Z6, Z21
-	VPMULTISHIFTQB Z9, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z19
+	VPBROADCASTD   (R13), Z18
+	VPMULTISHIFTQB Z8, Z6, Z20
+	VPMULTISHIFTQB Z9, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (R9)(R13*1), R13
 	CMPQ           R13, R10
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (R9), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (R9), K2, Z21
 	MOVQ           R13, R9
-	VPDPBUSD       Z20, Z22, Z15
-	VMOVDQU32      (DI), Z22
-	VMOVDQA32      Z21, Z23
-	VPERMI2B       Z1, Z0, Z23
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z23, Z24
-	VPMADDUBSW     Z24, Z21, Z21
-	VPSRLW         $0x08, Z23, Z24
-	VPMADDUBSW     Z24, Z23, Z23
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z23, Z24
-	VPMADDWD       Z24, Z21, Z21
-	VPSRLD         $0x10, Z23, Z24
-	VPMADDWD       Z24, Z23, Z23
-	VPANDQ         ansLo32<>+0(SB), Z23, Z24
-	VPANDQ         ansLo32<>+0(SB), Z21, Z25
+	VPDPBUSD       Z18, Z21, Z15
+	VMOVDQU32      (DI), Z21
+	VMOVDQA32      Z20, Z22
+	VPERMI2B       Z1, Z0, Z22
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
+	VPMADDUBSW     Z23, Z20, Z20
+	VPSRLW         $0x08, Z22, Z23
+	VPMADDUBSW     Z23, Z22, Z22
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
+	VPMADDWD       Z23, Z20, Z20
+	VPSRLD         $0x10, Z22, Z23
+	VPMADDWD       Z23, Z22, Z22
+	VPANDQ         ansLo32<>+0(SB), Z22, Z23
+	VPANDQ         ansLo32<>+0(SB), Z20, Z24
 	VPSRLQ         $0x1c, Z8, Z8
-	VPMULLQ        Z24, Z8, Z8
-	VPADDQ         Z25, Z8, Z8
+	VPMULLQ        Z23, Z8, Z8
+	VPADDQ         Z24, Z8, Z8
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
-	VPSRLQ         $0x20, Z23, Z23
-	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z22, Z22
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z9, Z9
-	VPMULLQ        Z23, Z9, Z9
-	VPADDQ         Z21, Z9, Z9
+	VPMULLQ        Z22, Z9, Z9
+	VPADDQ         Z20, Z9, Z9
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -74359,47 +74300,46 @@ AnsDotStripesX2MaddQAvx512_step:
 	LEAQ           (DI)(R13*4), DI
 	CMPQ           DI, R8
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z22, K4, Z21
-	VPSHLDQ        $0x20, Z21, Z9, K3, Z9
+	VPEXPANDD.Z    Z21, K4, Z20
+	VPSHLDQ        $0x20, Z20, Z9, K3, Z9
 	VPSLLQ         $0x20, Z8, K2, Z8
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z21, K2, Z8
-	VPMULTISHIFTQB Z12, Z6, Z21
-	VPMULTISHIFTQB Z13, Z6, K1, Z21
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z5, Z4, Z22
-	VPCMPEQB       384(AX), Z22, K2
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z20
+	VPMULTISHIFTQB Z13, Z6, K1, Z20
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z5, Z4, Z21
+	VPCMPEQB       384(AX), Z21, K2
 	KMOVQ          K2, R13
 	POPCNTQ        R13, R13
 	LEAQ           (BX)(R13*1), R13
 	CMPQ           R13, SI
 	JA             AnsDotStripesX2MaddQAvx512_toomany
-	VPEXPANDB      (BX), K2, Z22
-	VPADDB         Z18, Z22, K2, Z22
+	VPEXPANDB      (BX), K2, Z21
 	MOVQ           R13, BX
-	VPDPBUSD       Z20, Z22, Z17
-	VMOVDQU32      (CX), Z20
-	VMOVDQA32      Z21, Z22
-	VPERMI2B       Z1, Z0, Z22
-	VPERMI2B       Z3, Z2, Z21
-	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z22, Z23
-	VPMADDUBSW     Z23, Z21, Z21
-	VPSRLW         $0x08, Z22, Z23
-	VPMADDUBSW     Z23, Z22, Z22
-	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z22, Z23
-	VPMADDWD       Z23, Z21, Z21
-	VPSRLD         $0x10, Z22, Z23
-	VPMADDWD       Z23, Z22, Z22
-	VPANDQ         ansLo32<>+0(SB), Z22, Z23
-	VPANDQ         ansLo32<>+0(SB), Z21, Z24
+	VPDPBUSD       Z18, Z21, Z17
+	VMOVDQU32      (CX), Z18
+	VMOVDQA32      Z20, Z21
+	VPERMI2B       Z1, Z0, Z21
+	VPERMI2B       Z3, Z2, Z20
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z21, Z22
+	VPMADDUBSW     Z22, Z20, Z20
+	VPSRLW         $0x08, Z21, Z22
+	VPMADDUBSW     Z22, Z21, Z21
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z21, Z22
+	VPMADDWD       Z22, Z20, Z20
+	VPSRLD         $0x10, Z21, Z22
+	VPMADDWD       Z22, Z21, Z21
+	VPANDQ         ansLo32<>+0(SB), Z21, Z22
+	VPANDQ         ansLo32<>+0(SB), Z20, Z23
 	VPSRLQ         $0x1c, Z12, Z12
-	VPMULLQ        Z23, Z12, Z12
-	VPADDQ         Z24, Z12, Z12
+	VPMULLQ        Z22, Z12, Z12
+	VPADDQ         Z23, Z12, Z12
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
-	VPSRLQ         $0x20, Z22, Z22
 	VPSRLQ         $0x20, Z21, Z21
+	VPSRLQ         $0x20, Z20, Z20
 	VPSRLQ         $0x1c, Z13, Z13
-	VPMULLQ        Z22, Z13, Z13
-	VPADDQ         Z21, Z13, Z13
+	VPMULLQ        Z21, Z13, Z13
+	VPADDQ         Z20, Z13, Z13
 	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
 	KMOVB          K2, R13
 	KMOVB          K3, R14
@@ -74413,10 +74353,10 @@ AnsDotStripesX2MaddQAvx512_step:
 	LEAQ           (CX)(R13*4), CX
 	CMPQ           CX, DX
 	JA             AnsDotStripesX2MaddQAvx512_exhausted
-	VPEXPANDD.Z    Z20, K4, Z20
-	VPSHLDQ        $0x20, Z20, Z13, K3, Z13
+	VPEXPANDD.Z    Z18, K4, Z18
+	VPSHLDQ        $0x20, Z18, Z13, K3, Z13
 	VPSLLQ         $0x20, Z12, K2, Z12
-	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z20, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z18, K2, Z12
 	INCQ           R12
 	CMPQ           R12, steps+16(FP)
 	JB             AnsDotStripesX2MaddQAvx512_step

@@ -46,8 +46,9 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"plus 128, for the escape symbol a marker byte that no other symbol's value",
 		"plus 128 equals), then 64 copies of the marker (one compare finds the",
 		"escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]",
-		"int8 at esc[U], in decoding order (step, lane, element); each half step",
-		"expand-loads the next ones into the escaped positions, without a branch.",
+		"bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding",
+		"order (step, lane, element); each half step expand-loads the next ones",
+		"into the escaped positions, without a branch.",
 		"The products use unsigned (value+128) times signed inputs (VPDPBUSD), so",
 		"the caller subtracts 128 * (sum of each lane's inputs).",
 		"",
@@ -59,7 +60,9 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"[2^31, 2^63) or its final state is not 2^31. Decodes nothing from",
 		"outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],",
 		"but loads up to 16 words past the stream position: words[U][nwords[U]]",
-		"to words[U][nwords[U]+15] must be readable.",
+		"to words[U][nwords[U]+15] must be readable, and the escape expand-loads",
+		"cover up to 64 bytes from the list position (esc[U][nesc[U]] to",
+		"esc[U][nesc[U]+63] must be readable).",
 	)
 	tab := param("tabs")
 	var tF, tO, tV [2]VecVirtual
@@ -138,12 +141,6 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			VPXORD(acc[u][h], acc[u][h], acc[u][h])
 		}
 	}
-	c80 := ZMM()
-	{
-		t := GP32()
-		MOVL(U32(0x80), t)
-		VPBROADCASTB(t, c80)
-	}
 	ahead := Load(Param("ahead"), GP64())
 	step := GP64()
 	XORQ(step, step)
@@ -195,8 +192,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			// Escapes are rare but irregular (at sigma 4, a quarter of the
 			// halves have one): a branch on them mispredicts often enough
 			// to cost a third of the decode time. Instead the half's escaped
-			// values are expand-loaded over the escape symbol's marker in vb
-			// and offset by 128 like the others.
+			// values, stored plus 128 like the table's, are expand-loaded
+			// over the escape symbol's marker in vb.
 			kx, cnt, nx := GP64(), GP64(), GP64()
 			KMOVQ(ke, kx)
 			POPCNTQ(kx, cnt)
@@ -204,7 +201,6 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			CMPQ(nx, eend[u])
 			JA(LabelRef(name + "_toomany"))
 			VPEXPANDB(Mem{Base: ep[u]}, ke, vb)
-			VPADDB(c80, vb, ke, vb)
 			MOVQ(nx, ep[u])
 			VPDPBUSD(vin, vb, acc[u][h])
 			part := func(bytes VecVirtual, i int) VecVirtual {
