@@ -57,7 +57,7 @@ func cmdBench(args []string) error {
 	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
 	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
 	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
-	minWS := fs.Int("working-set-mib", int(ws>>20), "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small); the default is 256 or twice the last-level cache, or $"+synth.WorkingSetEnv)
+	minWS := fs.Int("working-set-mib", int(ws>>20), "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small); the default is 256 or twice the last-level cache, at most 1024, or $"+synth.WorkingSetEnv)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")

@@ -74,12 +74,16 @@ const WorkingSetEnv = "QGEMV_WORKING_SET_MIB"
 // maxWorkingSetMiB bounds WorkingSetEnv (1 TiB).
 const maxWorkingSetMiB = 1 << 20
 
+// maxAutoWorkingSet caps the size WorkingSet derives from the reported
+// cache (the CLI's tests measure a read bandwidth over it).
+const maxAutoWorkingSet = 1 << 30
+
 // WorkingSet returns the bytes benchmarks rotate over (and their
 // read-bandwidth buffer holds) so that weights stream from DRAM: $QGEMV_WORKING_SET_MIB MiB
 // when it is set, else the larger of BeyondLLC and twice the last-level
-// cache cpuid reports. The device host's Xeon reports a 300 MiB L3, in
-// which a 256 MiB rotation was partly cache-resident. A value that is not
-// a whole number of MiB from 1 to 1 TiB is an error.
+// cache cpuid reports, at most 1 GiB. The device host's Xeon reports a
+// 300 MiB L3, in which a 256 MiB rotation was partly cache-resident. A
+// value that is not a whole number of MiB from 1 to 1 TiB is an error.
 func WorkingSet() (int64, error) {
 	if v, ok := os.LookupEnv(WorkingSetEnv); ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -88,7 +92,7 @@ func WorkingSet() (int64, error) {
 		}
 		return n << 20, nil
 	}
-	return max(BeyondLLC, 2*int64(cpuid.CPU.Cache.L3)), nil
+	return max(BeyondLLC, min(maxAutoWorkingSet, 2*int64(cpuid.CPU.Cache.L3))), nil
 }
 
 // Matrix returns a synthetic matrix of the given format: random codes,

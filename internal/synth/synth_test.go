@@ -7,8 +7,8 @@ import (
 
 func TestWorkingSet(t *testing.T) {
 	ws, err := WorkingSet()
-	if err != nil || ws < BeyondLLC {
-		t.Fatalf("default: %d, %v; want at least %d", ws, err, BeyondLLC)
+	if err != nil || ws < BeyondLLC || ws > max(BeyondLLC, maxAutoWorkingSet) {
+		t.Fatalf("default: %d, %v; want %d to %d", ws, err, BeyondLLC, maxAutoWorkingSet)
 	}
 	t.Setenv(WorkingSetEnv, " 512 ")
 	if ws, err := WorkingSet(); err != nil || ws != 512<<20 {
