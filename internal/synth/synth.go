@@ -71,8 +71,9 @@ const BeyondLLC = 256 << 20
 // WorkingSetEnv names the variable that sets WorkingSet in MiB.
 const WorkingSetEnv = "QGEMV_WORKING_SET_MIB"
 
-// maxWorkingSetMiB bounds WorkingSetEnv (1 TiB).
-const maxWorkingSetMiB = 1 << 20
+// maxWorkingSetMiB bounds WorkingSetEnv (64 GiB: a benchmark holds the
+// working set about twice, rotation and read-bandwidth buffer).
+const maxWorkingSetMiB = 64 << 10
 
 // maxAutoWorkingSet caps the size WorkingSet derives from the reported
 // cache (the CLI's tests measure a read bandwidth over it).
@@ -83,7 +84,7 @@ const maxAutoWorkingSet = 1 << 30
 // when it is set, else the larger of BeyondLLC and twice the last-level
 // cache cpuid reports, at most 1 GiB. The device host's Xeon reports a
 // 300 MiB L3, in which a 256 MiB rotation was partly cache-resident. A
-// value that is not a whole number of MiB from 1 to 1 TiB is an error.
+// value that is not a whole number of MiB from 1 to 65536 is an error.
 func WorkingSet() (int64, error) {
 	if v, ok := os.LookupEnv(WorkingSetEnv); ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
