@@ -1,0 +1,65 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTransposeI16 checks the int16 kernels' transposed copy byte for
+// byte against its definition (cbI16): code c of row r, codebook i and
+// segment j is byte j%4 of packed word ((r/32*M + i)*WL + j/4)*32 + r%32,
+// and lands at i*per + j0*NB*64 + b*64*n + s*64 + p for block b = r/64,
+// column tile [j0, j0+n) holding j = j0+s, and cbI16Row(p) = r%64; rows
+// past Rows stay zero. Tiles of 1 to all segments, rows not a multiple
+// of 64 or 32.
+func TestTransposeI16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	be, err := New(Config{ISA: AVX512VNNI, HugePages: true})
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, cfg := range [][4]int{{1, 4, 128, 2048}, {2, 8, 128, 2100}, {1, 2, 32, 2111}, {2, 4, 16, 2048}, {1, 8, 0, 2200}} {
+		m, v, g, rows := cfg[0], cfg[1], cfg[2], cfg[3]
+		for _, cols := range []int{136, 1024} {
+			if cols%v != 0 || (g != 0 && cols%g != 0) {
+				continue
+			}
+			c := randomCodebook(t, rng, rows, cols, m, v, 8, g, false)
+			mx, err := be.LoadCodebook(c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nv, wl := c.NV(), c.WL()
+			nb := (c.PRows + 63) / 64
+			var pos [64]int
+			for p := range pos {
+				pos[cbI16Row(p)] = p
+			}
+			for _, T := range []int{1, 3, 8, 32, nv} {
+				st := &cbI16{nb: nb, t: T}
+				got, blk := mx.transposeI16(st)
+				per := nb * 64 * nv
+				want := make([]uint8, m*per)
+				for i := 0; i < m; i++ {
+					for j0 := 0; j0 < nv; j0 += T {
+						n := min(T, nv-j0)
+						for r := 0; r < rows; r++ {
+							for s := 0; s < n; s++ {
+								j := j0 + s
+								w := c.Words[((r/32*m+i)*wl+j/4)*32+r%32]
+								want[i*per+j0*nb*64+r/64*64*n+s*64+pos[r%64]] = uint8(w >> (8 * (j % 4)))
+							}
+						}
+					}
+				}
+				if string(got) != string(want) {
+					t.Errorf("m%dv%dg%d %dx%d, tiles of %d: transposed copy differs", m, v, g, rows, cols, T) // g 0: whole row
+				}
+				blk.Free()
+			}
+			mx.Close()
+		}
+	}
+}
