@@ -94,9 +94,9 @@ func WithThreads(n int) Option { return func(o *dispatch.Options) { o.Threads = 
 // Streaming weights through 2 MiB pages measured about 10% faster on one
 // core; the cost is the copy at load time and its memory while the
 // caller still holds the original. Codebook matrices with 8-bit codes
-// get, on their first multiply, a copy of the codes laid out for the
-// kernel instead (transposed on AVX-512, tile-major on AVX2; see the
-// README's Codebooks section).
+// get instead, at load, a copy of the codes laid out for the kernel
+// (transposed on AVX-512, tile-major on AVX2; see the README's Codebooks
+// section).
 func WithHugePages(on bool) Option { return func(o *dispatch.Options) { o.HugePages = on } }
 
 // Engine is an opened backend. It is safe for concurrent use.

@@ -27,7 +27,7 @@ type CBMatrix struct {
 	scales   []float32   // Groups x PRows float32, group-major
 	kern     *cbKernels  // nil: generic Go
 	cAbs     float32     // max over codebooks and centroids of sum_e |C[e]|
-	i16st    *cbI16      // the int16 64-row kernels' state (see cbI16), built by the first multiply
+	i16st    *cbI16      // the int16 64-row kernels' state (see cbI16), built at load (prepareCodes)
 	i16Once  sync.Once
 	tm       []uint32       // the scalar kernel's tile-major code copy (see tileMajor), or nil
 	tmBlock  *hugemem.Block // tm's huge-page memory
@@ -71,6 +71,7 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 		}
 	}
 	mx.kern = cbKernelsFor(b)
+	mx.prepareCodes()
 	return mx, nil
 }
 

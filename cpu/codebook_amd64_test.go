@@ -7,6 +7,44 @@ import (
 	"testing"
 )
 
+// TestCodebookCopiesAtLoad: on HugePages backends the code copies the
+// 8-bit kernels read (the int16 kernels' transposed copy on AVX-512, the
+// scalar kernel's tile-major copy on AVX2) exist once LoadCodebook
+// returns, so the first multiply costs what the others do; without
+// HugePages neither is made.
+func TestCodebookCopiesAtLoad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	c := randomCodebook(t, rng, 2048, 512, 1, 4, 8, 128, false)
+	for _, isa := range []ISA{AVX512VNNI, AVX2} {
+		for _, huge := range []bool{true, false} {
+			be, err := New(Config{ISA: isa, HugePages: huge})
+			if err != nil {
+				t.Logf("%s: %v", isa, err)
+				continue
+			}
+			mx, err := be.LoadCodebook(c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var made bool
+			switch {
+			case mx.i16():
+				made = mx.i16st != nil && mx.i16st.codes != nil
+			case mx.scalar():
+				made = mx.tm != nil
+			default:
+				t.Fatalf("%s: kernel %s, want the int16 or the scalar one", isa, mx.Kernel())
+			}
+			if made != huge {
+				t.Errorf("%s huge=%v: code copy made at load: %v", isa, huge, made)
+			}
+			if err := mx.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestTransposeI16 checks the int16 kernels' transposed copy byte for
 // byte against its definition (cbI16): code c of row r, codebook i and
 // segment j is byte j%4 of packed word ((r/32*M + i)*WL + j/4)*32 + r%32,

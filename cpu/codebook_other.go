@@ -20,5 +20,8 @@ type cbI16 struct{}
 
 func (mx *CBMatrix) i16() bool { return false }
 
+// prepareCodes has no kernel state to build without assembly.
+func (mx *CBMatrix) prepareCodes() {}
+
 // freeCodeCopies has nothing to free without assembly.
 func (mx *CBMatrix) freeCodeCopies() {}
