@@ -64,11 +64,15 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 		}
 		mx.cent, mx.centT = append(mx.cent, ce), append(mx.centT, ct)
 	}
+	// The scales keep the layout's group-major order (Scale(r, g) is
+	// element g*PRows + r); binary16 ones are widened with F16C where the
+	// CPU has it (Validate has checked their count and that they are
+	// finite).
 	mx.scales = make([]float32, c.Groups()*c.PRows)
-	for g := 0; g < c.Groups(); g++ {
-		for r := 0; r < c.PRows; r++ {
-			mx.scales[g*c.PRows+r] = c.Scale(r, g)
-		}
+	if c.FP32 {
+		copy(mx.scales, c.Scales32)
+	} else {
+		widenF16(mx.scales, c.Scales16[:len(mx.scales)])
 	}
 	mx.kern = cbKernelsFor(b)
 	mx.prepareCodes()
