@@ -279,10 +279,27 @@ func (c *Codebook) Validate() error {
 			return fmt.Errorf("codebook: %s: codebook %d centroid %d element %d is %v", c.Name(), i, q, e, v)
 		}
 	}
-	for k := 0; k < ns; k++ {
-		if s := c.Scale(k%c.PRows, k/c.PRows); !finite(s) {
-			return fmt.Errorf("codebook: %s: row %d group %d scale is %v", c.Name(), k%c.PRows, k/c.PRows, s)
+	// The scales in storage order (element k: row k%PRows, group
+	// k/PRows), binary16 ones by their exponent bits (all ones: Inf or
+	// NaN), without converting each.
+	bad := -1
+	if c.FP32 {
+		for k, s := range c.Scales32 {
+			if !finite(s) {
+				bad = k
+				break
+			}
 		}
+	} else {
+		for k, h := range c.Scales16 {
+			if h&0x7c00 == 0x7c00 {
+				bad = k
+				break
+			}
+		}
+	}
+	if bad >= 0 {
+		return fmt.Errorf("codebook: %s: row %d group %d scale is %v", c.Name(), bad%c.PRows, bad/c.PRows, c.Scale(bad%c.PRows, bad/c.PRows))
 	}
 	return nil
 }

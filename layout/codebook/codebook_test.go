@@ -3,6 +3,7 @@ package codebook
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -174,8 +175,23 @@ func TestBadInput(t *testing.T) {
 	}
 	c.Words[len(c.Words)-1] = 0
 	c.Scales16[0] = 0x7c00 // +Inf
-	if err := c.Validate(); err == nil {
-		t.Error("infinite scale accepted")
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "row 0 group 0 scale is +Inf") {
+		t.Errorf("infinite scale: %v", err)
+	}
+	c.Scales16[0] = 0
+	last := len(c.Scales16) - 1
+	c.Scales16[last] = 0xfe00 // NaN
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("row %d group %d scale is NaN", last%c.PRows, last/c.PRows)) {
+		t.Errorf("NaN scale: %v", err)
+	}
+	c.Scales16[last] = 0x7bff // the largest finite binary16
+	if err := c.Validate(); err != nil {
+		t.Errorf("finite scale 65504: %v", err)
+	}
+	c32, _ := New(4, 128, 1, 4, 8, 128, true)
+	c32.Scales32[1] = float32(math.Inf(-1))
+	if err := c32.Validate(); err == nil || !strings.Contains(err.Error(), "row 1 group 0 scale is -Inf") {
+		t.Errorf("float32 infinite scale: %v", err)
 	}
 }
 
