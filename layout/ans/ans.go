@@ -62,11 +62,12 @@
 package ans
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
+	"runtime"
+	"sync"
+	"sync/atomic"
 )
 
 // Layout selects how rows are split among coders.
@@ -152,7 +153,8 @@ func (m *Matrix) element(u, lane, step, e int) (int, int) {
 }
 
 // Encode entropy-codes the rows x cols row-major int8 matrix w with a
-// fitted model.
+// fitted model. Units are coded in parallel (up to GOMAXPROCS
+// goroutines); the bytes are the same whatever their number.
 func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
 	if err := CheckShape(l, rows, cols); err != nil {
 		return nil, err
@@ -165,72 +167,121 @@ func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
 		return nil, err
 	}
 	m := &Matrix{Rows: rows, Cols: cols, Layout: l, Model: *model}
-	steps := m.steps()
-	md := &m.Model
-	type word struct {
-		step, lane int
-		w          uint32
+	units := m.Units()
+	coded := make([]unitCode, units)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), units) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var e unitEncoder
+			for {
+				u := int(next.Add(1) - 1)
+				if u >= units {
+					return
+				}
+				coded[u] = e.encode(m, w, u)
+			}
+		}()
 	}
-	var ws []word
-	var finals [Lanes]uint64
-	for u := 0; u < m.Units(); u++ {
+	wg.Wait()
+	var nw, ne int
+	for _, c := range coded {
+		nw, ne = nw+len(c.words), ne+len(c.esc)
+	}
+	m.Words, m.Esc = make([]uint32, 0, nw), make([]int8, 0, ne)
+	m.Offsets, m.EscOffsets = make([]uint64, 0, units+1), make([]uint64, 0, units+1)
+	for _, c := range coded {
 		m.Offsets = append(m.Offsets, uint64(len(m.Words)))
 		m.EscOffsets = append(m.EscOffsets, uint64(len(m.Esc)))
-		ws = ws[:0]
-		for lane := 0; lane < Lanes; lane++ {
-			x := uint64(StateLow)
-			for step := steps - 1; step >= 0; step-- {
-				var sym [4]int
-				F := uint64(1)
-				for e := 0; e < 4; e++ {
-					r, c := m.element(u, lane, step, e)
-					sym[e] = md.symbolOf(w[r*cols+c])
-					F *= uint64(md.Freq[sym[e]])
-				}
-				if x >= F<<35 {
-					ws = append(ws, word{step, lane, uint32(x)})
-					x >>= 32
-				}
-				q, rank := x/F, x%F
-				var s uint64
-				for e := 0; e < 4; e++ {
-					f := uint64(md.Freq[sym[e]])
-					s |= (uint64(md.Cum[sym[e]]) + rank%f) << (7 * e)
-					rank /= f
-				}
-				x = q<<QuadBits | s
+		m.Words = append(m.Words, c.words...)
+		m.Esc = append(m.Esc, c.esc...)
+	}
+	m.Offsets = append(m.Offsets, uint64(len(m.Words)))
+	m.EscOffsets = append(m.EscOffsets, uint64(len(m.Esc)))
+	return m, nil
+}
+
+// unitCode is one unit's coded words (states, stream, padding) and
+// escapes, in decoding order.
+type unitCode struct {
+	words []uint32
+	esc   []int8
+}
+
+// unitEncoder holds one goroutine's scratch: the stream words by
+// decoding position (step*Lanes + lane; a coder emits at most one word
+// per step) and which positions hold one.
+type unitEncoder struct {
+	slot []uint32
+	has  []bool
+}
+
+// encode codes unit u of m (whose model is fitted) from w.
+func (e *unitEncoder) encode(m *Matrix, w []int8, u int) unitCode {
+	steps, md, cols := m.steps(), &m.Model, m.Cols
+	if len(e.slot) < steps*Lanes {
+		e.slot, e.has = make([]uint32, steps*Lanes), make([]bool, steps*Lanes)
+	}
+	slot, has := e.slot[:steps*Lanes], e.has[:steps*Lanes]
+	clear(has)
+	n := 0
+	var finals [Lanes]uint64
+	for lane := 0; lane < Lanes; lane++ {
+		x := uint64(StateLow)
+		for step := steps - 1; step >= 0; step-- {
+			var sym [4]int
+			F := uint64(1)
+			for e := 0; e < 4; e++ {
+				r, c := m.element(u, lane, step, e)
+				sym[e] = md.symbolOf(w[r*cols+c])
+				F *= uint64(md.Freq[sym[e]])
 			}
-			finals[lane] = x
+			if x >= F<<35 {
+				slot[step*Lanes+lane], has[step*Lanes+lane] = uint32(x), true
+				n++
+				x >>= 32
+			}
+			q, rank := x/F, x%F
+			var s uint64
+			for e := 0; e < 4; e++ {
+				f := uint64(md.Freq[sym[e]])
+				s |= (uint64(md.Cum[sym[e]]) + rank%f) << (7 * e)
+				rank /= f
+			}
+			x = q<<QuadBits | s
 		}
-		for lane := 0; lane < Lanes; lane++ {
-			m.Words = append(m.Words, uint32(finals[lane]), uint32(finals[lane]>>32))
+		finals[lane] = x
+	}
+	var c unitCode
+	c.words = make([]uint32, 0, (2*Lanes+n+127)/128*128)
+	for lane := 0; lane < Lanes; lane++ {
+		c.words = append(c.words, uint32(finals[lane]), uint32(finals[lane]>>32))
+	}
+	// Decoder order: step ascending, lane ascending.
+	for k, ok := range has {
+		if ok {
+			c.words = append(c.words, slot[k])
 		}
-		// Decoder order: step ascending, lane ascending (a coder emits at
-		// most one word per step, so the keys are distinct).
-		slices.SortFunc(ws, func(a, b word) int {
-			return cmp.Compare(a.step*Lanes+a.lane, b.step*Lanes+b.lane)
-		})
-		for _, x := range ws {
-			m.Words = append(m.Words, x.w)
-		}
-		for len(m.Words)%128 != 0 {
-			m.Words = append(m.Words, 0)
-		}
-		// Escapes in decoding order.
+	}
+	for len(c.words)%128 != 0 {
+		c.words = append(c.words, 0)
+	}
+	// Escapes in decoding order.
+	if md.Escape >= 0 {
 		for step := 0; step < steps; step++ {
 			for lane := 0; lane < Lanes; lane++ {
 				for e := 0; e < 4; e++ {
-					r, c := m.element(u, lane, step, e)
-					if md.symbolOf(w[r*cols+c]) == md.Escape && md.Escape >= 0 {
-						m.Esc = append(m.Esc, w[r*cols+c])
+					r, col := m.element(u, lane, step, e)
+					if v := w[r*cols+col]; md.symbolOf(v) == md.Escape {
+						c.esc = append(c.esc, v)
 					}
 				}
 			}
 		}
 	}
-	m.Offsets = append(m.Offsets, uint64(len(m.Words)))
-	m.EscOffsets = append(m.EscOffsets, uint64(len(m.Esc)))
-	return m, nil
+	return c
 }
 
 // Report is the compression of a matrix, in bits per element.
