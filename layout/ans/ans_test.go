@@ -3,12 +3,14 @@ package ans
 import (
 	"bytes"
 	"errors"
-	"path/filepath"
-
-	"github.com/qgemv/qgemv/layout"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"runtime"
 	"testing"
+
+	"github.com/qgemv/qgemv/layout"
 )
 
 func gaussInt8(rng *rand.Rand, n int, sigma float64) []int8 {
@@ -263,4 +265,27 @@ func FuzzStreams(f *testing.F) {
 			m.DotUnit(u, make([]int8, m.Cols), out)
 		}
 	})
+}
+
+// TestEncodeDeterministic: Encode's parallel unit coding gives the same
+// matrix with one goroutine as with several.
+func TestEncodeDeterministic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	w := gaussInt8(rng, 256*512, 12)
+	for _, l := range []Layout{WarpStripes, WarpRows} {
+		prev := runtime.GOMAXPROCS(1)
+		one, err := Encode(w, 256, 512, l)
+		runtime.GOMAXPROCS(4)
+		four, err4 := Encode(w, 256, 512, l)
+		runtime.GOMAXPROCS(prev)
+		if err != nil || err4 != nil {
+			t.Fatal(err, err4)
+		}
+		if !reflect.DeepEqual(one, four) {
+			t.Errorf("%v: GOMAXPROCS 1 and 4 encode differently", l)
+		}
+		if len(one.Esc) == 0 {
+			t.Errorf("%v: no escapes at sigma 12: the test covers less than it should", l)
+		}
+	}
 }
