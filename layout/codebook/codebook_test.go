@@ -319,3 +319,57 @@ func TestErrorTable(t *testing.T) {
 		}
 	}
 }
+
+// TestNearest compares nearest with the plain loop it unrolls (dot
+// products from 0, the first of equal distances) for V = 2, 4, 8 and a
+// V it does not unroll, with repeated centroids (ties), zero vectors,
+// infinite and NaN points and centroids.
+func TestNearest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	ref := func(x, cent, norm []float32) int {
+		v := len(x)
+		best, bestD := 0, float32(math.Inf(1))
+		for q := range norm {
+			var dot float32
+			for e := 0; e < v; e++ {
+				dot += x[e] * cent[q*v+e]
+			}
+			if d := norm[q] - 2*dot; d < bestD {
+				best, bestD = q, d
+			}
+		}
+		return best
+	}
+	for _, v := range []int{2, 3, 4, 8} {
+		const k = 64
+		cent := make([]float32, k*v)
+		for i := range cent {
+			cent[i] = float32(rng.IntN(5) - 2) // few values: many equal distances
+		}
+		copy(cent[5*v:6*v], cent[40*v:41*v])
+		cent[7*v] = float32(math.NaN())
+		norm := make([]float32, k)
+		for q := range norm {
+			for e := 0; e < v; e++ {
+				norm[q] += cent[q*v+e] * cent[q*v+e]
+			}
+		}
+		for i := 0; i < 2000; i++ {
+			x := make([]float32, v)
+			for e := range x {
+				x[e] = float32(rng.IntN(7) - 3)
+			}
+			switch i % 50 {
+			case 1:
+				x[0] = float32(math.Inf(1))
+			case 2:
+				x[v-1] = float32(math.NaN())
+			case 3:
+				clear(x)
+			}
+			if got, want := nearest(x, cent, norm), ref(x, cent, norm); got != want {
+				t.Fatalf("v %d, x %v: nearest %d, want %d", v, x, got, want)
+			}
+		}
+	}
+}

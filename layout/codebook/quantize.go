@@ -234,6 +234,73 @@ func kmeans(pts []float32, v, k, iters int, rng *rand.Rand, deadline time.Time, 
 	return cent
 }
 
+// nearest returns the centroid q minimizing norm[q] - 2 x.c_q, the first
+// of equal ones (the squared distance less |x|^2; NaN never wins, and with
+// no finite candidate it is 0). The dot products are summed element by
+// element from the first, the same operations for every V; V = 2, 4 and
+// 8 are unrolled. Assigning a 4096x14336 matrix's vectors to 256
+// centroids on 2 Zen 4 threads took 3.5-4.5 s that way against 9.8 s
+// for the loop over elements; the codes are the same.
+func nearest(x, cent, norm []float32) int {
+	best, bestD := 0, float32(math.Inf(1))
+	switch len(x) {
+	case 2:
+		x0, x1 := x[0], x[1]
+		cent = cent[:2*len(norm)]
+		for q, nq := range norm {
+			c := cent[2*q : 2*q+2 : 2*q+2]
+			dot := x0 * c[0]
+			dot += x1 * c[1]
+			if d := nq - 2*dot; d < bestD {
+				best, bestD = q, d
+			}
+		}
+	case 4:
+		x0, x1, x2, x3 := x[0], x[1], x[2], x[3]
+		cent = cent[:4*len(norm)]
+		for q, nq := range norm {
+			c := cent[4*q : 4*q+4 : 4*q+4]
+			dot := x0 * c[0]
+			dot += x1 * c[1]
+			dot += x2 * c[2]
+			dot += x3 * c[3]
+			if d := nq - 2*dot; d < bestD {
+				best, bestD = q, d
+			}
+		}
+	case 8:
+		x0, x1, x2, x3, x4, x5, x6, x7 := x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+		cent = cent[:8*len(norm)]
+		for q, nq := range norm {
+			c := cent[8*q : 8*q+8 : 8*q+8]
+			dot := x0 * c[0]
+			dot += x1 * c[1]
+			dot += x2 * c[2]
+			dot += x3 * c[3]
+			dot += x4 * c[4]
+			dot += x5 * c[5]
+			dot += x6 * c[6]
+			dot += x7 * c[7]
+			if d := nq - 2*dot; d < bestD {
+				best, bestD = q, d
+			}
+		}
+	default:
+		v := len(x)
+		for q, nq := range norm {
+			c := cent[q*v : (q+1)*v]
+			dot := x[0] * c[0]
+			for e := 1; e < v; e++ {
+				dot += x[e] * c[e]
+			}
+			if d := nq - 2*dot; d < bestD {
+				best, bestD = q, d
+			}
+		}
+	}
+	return best
+}
+
 // assign returns the nearest centroid of every point (ties: the lower
 // code), in parallel.
 func assign(pts []float32, v int, cent []float32, progress func(done, total int)) []uint32 {
@@ -260,19 +327,7 @@ func assign(pts []float32, v int, cent []float32, progress func(done, total int)
 			defer wg.Done()
 			for p0 := range next {
 				for p := p0; p < min(p0+chunk, n); p++ {
-					x := pts[p*v : (p+1)*v]
-					best, bestD := 0, float32(math.Inf(1))
-					for q := 0; q < k; q++ {
-						c := cent[q*v : (q+1)*v]
-						var dot float32
-						for e, xe := range x {
-							dot += xe * c[e]
-						}
-						if d := norm[q] - 2*dot; d < bestD {
-							best, bestD = q, d
-						}
-					}
-					out[p] = uint32(best)
+					out[p] = uint32(nearest(pts[p*v:(p+1)*v], cent, norm))
 				}
 				if progress != nil {
 					mu.Lock()
