@@ -4107,6 +4107,78 @@ func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, 
 //go:noescape
 func CbPsumScalarB8M2Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
 
+// NearestV2Avx512 sets, with AVX-512F, for p < n, out[p] to the q < k minimizing
+// norm[q] - 2*(x[p*2]*ct[q] + x[p*2+1]*ct[k+q] + ...), the 2 products
+// (ct: the centroids transposed, 2 rows of k float32) rounded and added in
+// element order, the sum doubled and subtracted from norm[q] in float32;
+// the least q of equal values; NaN never least, and 0 when no value is
+// below +Inf.
+//
+// Preconditions: n >= 1, k a multiple of 16.
+//
+//go:noescape
+func NearestV2Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+
+// NearestV4Avx512 sets, with AVX-512F, for p < n, out[p] to the q < k minimizing
+// norm[q] - 2*(x[p*4]*ct[q] + x[p*4+1]*ct[k+q] + ...), the 4 products
+// (ct: the centroids transposed, 4 rows of k float32) rounded and added in
+// element order, the sum doubled and subtracted from norm[q] in float32;
+// the least q of equal values; NaN never least, and 0 when no value is
+// below +Inf.
+//
+// Preconditions: n >= 1, k a multiple of 16.
+//
+//go:noescape
+func NearestV4Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+
+// NearestV8Avx512 sets, with AVX-512F, for p < n, out[p] to the q < k minimizing
+// norm[q] - 2*(x[p*8]*ct[q] + x[p*8+1]*ct[k+q] + ...), the 8 products
+// (ct: the centroids transposed, 8 rows of k float32) rounded and added in
+// element order, the sum doubled and subtracted from norm[q] in float32;
+// the least q of equal values; NaN never least, and 0 when no value is
+// below +Inf.
+//
+// Preconditions: n >= 1, k a multiple of 16.
+//
+//go:noescape
+func NearestV8Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+
+// NearestV2Avx2 sets, with AVX2 and FMA, for p < n, out[p] to the q < k minimizing
+// norm[q] - 2*(x[p*2]*ct[q] + x[p*2+1]*ct[k+q] + ...), the 2 products
+// (ct: the centroids transposed, 2 rows of k float32) rounded and added in
+// element order, the sum doubled and subtracted from norm[q] in float32;
+// the least q of equal values; NaN never least, and 0 when no value is
+// below +Inf.
+//
+// Preconditions: n >= 1, k a multiple of 8.
+//
+//go:noescape
+func NearestV2Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+
+// NearestV4Avx2 sets, with AVX2 and FMA, for p < n, out[p] to the q < k minimizing
+// norm[q] - 2*(x[p*4]*ct[q] + x[p*4+1]*ct[k+q] + ...), the 4 products
+// (ct: the centroids transposed, 4 rows of k float32) rounded and added in
+// element order, the sum doubled and subtracted from norm[q] in float32;
+// the least q of equal values; NaN never least, and 0 when no value is
+// below +Inf.
+//
+// Preconditions: n >= 1, k a multiple of 8.
+//
+//go:noescape
+func NearestV4Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+
+// NearestV8Avx2 sets, with AVX2 and FMA, for p < n, out[p] to the q < k minimizing
+// norm[q] - 2*(x[p*8]*ct[q] + x[p*8+1]*ct[k+q] + ...), the 8 products
+// (ct: the centroids transposed, 8 rows of k float32) rounded and added in
+// element order, the sum doubled and subtracted from norm[q] in float32;
+// the least q of equal values; NaN never least, and 0 when no value is
+// below +Inf.
+//
+// Preconditions: n >= 1, k a multiple of 8.
+//
+//go:noescape
+func NearestV8Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+
 // Int8GemvAvx512 computes, with AVX-512 VNNI, for quads groups of 4 rows (row r at
 // w + r*stride), out[r] = sum_{c < 64*n64} int32(x[c]) * int32(w[r][c]) with x
 // unsigned bytes and w signed (VPDPBUSD); callers pass x = v + 128 and

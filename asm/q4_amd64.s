@@ -69969,6 +69969,506 @@ CbPsumScalarB8M2Avx2_h16_nogroup:
 	VZEROUPPER
 	RET
 
+// func NearestV2Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+// Requires: AVX, AVX512F
+TEXT ·NearestV2Avx512(SB), NOSPLIT, $0-48
+	MOVQ         k+24(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         ct+16(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	MOVQ         x+0(FP), BX
+	MOVQ         out+40(FP), SI
+	MOVQ         n+8(FP), DI
+	MOVQ         norm+32(FP), R8
+	MOVL         $0x7f800000, R9
+	VMOVD        R9, X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00000010, R9
+	VMOVD        R9, X2
+	VPBROADCASTD X2, Z2
+	VMOVDQU32    nearestIota16<>+0(SB), Z1
+
+NearestV2Avx512_point:
+	VBROADCASTSS (BX), Z3
+	VBROADCASTSS 4(BX), Z4
+	VMOVAPS      Z0, Z5
+	VPXORD       Z6, Z6, Z6
+	VMOVDQA32    Z1, Z7
+	XORQ         R9, R9
+
+NearestV2Avx512_q:
+	VMULPS     (CX)(R9*1), Z3, Z8
+	VMULPS     (DX)(R9*1), Z4, Z9
+	VADDPS     Z9, Z8, Z8
+	VADDPS     Z8, Z8, Z8
+	VMOVUPS    (R8)(R9*1), Z9
+	VSUBPS     Z8, Z9, Z9
+	VCMPPS     $0x11, Z5, Z9, K1
+	VMOVDQA32  Z7, K1, Z6
+	VMINPS     Z5, Z9, Z5
+	VPADDD     Z2, Z7, Z7
+	ADDQ       $0x00000040, R9
+	CMPQ       R9, AX
+	JB         NearestV2Avx512_q
+	VMOVAPS    Z5, Z3
+	VSHUFF32X4 $0x4e, Z3, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VSHUFF32X4 $0xb1, Z3, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPERMILPS  $0x4e, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPERMILPS  $0xb1, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPTERNLOGD $0xff, Z10, Z10, Z10
+	VCMPPS     $0x00, Z3, Z5, K1
+	VMOVDQA32  Z6, K1, Z10
+	VSHUFF32X4 $0x4e, Z10, Z10, Z3
+	VPMINUD    Z3, Z10, Z10
+	VSHUFF32X4 $0xb1, Z10, Z10, Z3
+	VPMINUD    Z3, Z10, Z10
+	VPERMILPS  $0x4e, Z10, Z3
+	VPMINUD    Z3, Z10, Z10
+	VPERMILPS  $0xb1, Z10, Z3
+	VPMINUD    Z3, Z10, Z10
+	VMOVD      X10, R9
+	MOVL       R9, (SI)
+	ADDQ       $0x00000004, SI
+	ADDQ       $0x00000008, BX
+	DECQ       DI
+	JNZ        NearestV2Avx512_point
+	VZEROUPPER
+	RET
+
+DATA nearestIota16<>+0(SB)/4, $0x00000000
+DATA nearestIota16<>+4(SB)/4, $0x00000001
+DATA nearestIota16<>+8(SB)/4, $0x00000002
+DATA nearestIota16<>+12(SB)/4, $0x00000003
+DATA nearestIota16<>+16(SB)/4, $0x00000004
+DATA nearestIota16<>+20(SB)/4, $0x00000005
+DATA nearestIota16<>+24(SB)/4, $0x00000006
+DATA nearestIota16<>+28(SB)/4, $0x00000007
+DATA nearestIota16<>+32(SB)/4, $0x00000008
+DATA nearestIota16<>+36(SB)/4, $0x00000009
+DATA nearestIota16<>+40(SB)/4, $0x0000000a
+DATA nearestIota16<>+44(SB)/4, $0x0000000b
+DATA nearestIota16<>+48(SB)/4, $0x0000000c
+DATA nearestIota16<>+52(SB)/4, $0x0000000d
+DATA nearestIota16<>+56(SB)/4, $0x0000000e
+DATA nearestIota16<>+60(SB)/4, $0x0000000f
+GLOBL nearestIota16<>(SB), RODATA|NOPTR, $64
+
+// func NearestV4Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+// Requires: AVX, AVX512F
+TEXT ·NearestV4Avx512(SB), NOSPLIT, $0-48
+	MOVQ         k+24(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         ct+16(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	LEAQ         (DX)(AX*1), BX
+	LEAQ         (BX)(AX*1), SI
+	MOVQ         x+0(FP), DI
+	MOVQ         out+40(FP), R8
+	MOVQ         n+8(FP), R9
+	MOVQ         norm+32(FP), R10
+	MOVL         $0x7f800000, R11
+	VMOVD        R11, X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00000010, R11
+	VMOVD        R11, X2
+	VPBROADCASTD X2, Z2
+	VMOVDQU32    nearestIota16<>+0(SB), Z1
+
+NearestV4Avx512_point:
+	VBROADCASTSS (DI), Z3
+	VBROADCASTSS 4(DI), Z4
+	VBROADCASTSS 8(DI), Z5
+	VBROADCASTSS 12(DI), Z6
+	VMOVAPS      Z0, Z7
+	VPXORD       Z8, Z8, Z8
+	VMOVDQA32    Z1, Z9
+	XORQ         R11, R11
+
+NearestV4Avx512_q:
+	VMULPS     (CX)(R11*1), Z3, Z10
+	VMULPS     (DX)(R11*1), Z4, Z11
+	VADDPS     Z11, Z10, Z10
+	VMULPS     (BX)(R11*1), Z5, Z11
+	VADDPS     Z11, Z10, Z10
+	VMULPS     (SI)(R11*1), Z6, Z11
+	VADDPS     Z11, Z10, Z10
+	VADDPS     Z10, Z10, Z10
+	VMOVUPS    (R10)(R11*1), Z11
+	VSUBPS     Z10, Z11, Z11
+	VCMPPS     $0x11, Z7, Z11, K1
+	VMOVDQA32  Z9, K1, Z8
+	VMINPS     Z7, Z11, Z7
+	VPADDD     Z2, Z9, Z9
+	ADDQ       $0x00000040, R11
+	CMPQ       R11, AX
+	JB         NearestV4Avx512_q
+	VMOVAPS    Z7, Z3
+	VSHUFF32X4 $0x4e, Z3, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VSHUFF32X4 $0xb1, Z3, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPERMILPS  $0x4e, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPERMILPS  $0xb1, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPTERNLOGD $0xff, Z12, Z12, Z12
+	VCMPPS     $0x00, Z3, Z7, K1
+	VMOVDQA32  Z8, K1, Z12
+	VSHUFF32X4 $0x4e, Z12, Z12, Z3
+	VPMINUD    Z3, Z12, Z12
+	VSHUFF32X4 $0xb1, Z12, Z12, Z3
+	VPMINUD    Z3, Z12, Z12
+	VPERMILPS  $0x4e, Z12, Z3
+	VPMINUD    Z3, Z12, Z12
+	VPERMILPS  $0xb1, Z12, Z3
+	VPMINUD    Z3, Z12, Z12
+	VMOVD      X12, R11
+	MOVL       R11, (R8)
+	ADDQ       $0x00000004, R8
+	ADDQ       $0x00000010, DI
+	DECQ       R9
+	JNZ        NearestV4Avx512_point
+	VZEROUPPER
+	RET
+
+// func NearestV8Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+// Requires: AVX, AVX512F
+TEXT ·NearestV8Avx512(SB), NOSPLIT, $0-48
+	MOVQ         k+24(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         ct+16(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	LEAQ         (DX)(AX*1), BX
+	LEAQ         (BX)(AX*1), SI
+	LEAQ         (SI)(AX*1), DI
+	LEAQ         (DI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+0(FP), R11
+	MOVQ         out+40(FP), R12
+	MOVQ         n+8(FP), R13
+	MOVQ         norm+32(FP), R14
+	MOVL         $0x7f800000, R15
+	VMOVD        R15, X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00000010, R15
+	VMOVD        R15, X2
+	VPBROADCASTD X2, Z2
+	VMOVDQU32    nearestIota16<>+0(SB), Z1
+
+NearestV8Avx512_point:
+	VBROADCASTSS (R11), Z3
+	VBROADCASTSS 4(R11), Z4
+	VBROADCASTSS 8(R11), Z5
+	VBROADCASTSS 12(R11), Z6
+	VBROADCASTSS 16(R11), Z7
+	VBROADCASTSS 20(R11), Z8
+	VBROADCASTSS 24(R11), Z9
+	VBROADCASTSS 28(R11), Z10
+	VMOVAPS      Z0, Z11
+	VPXORD       Z12, Z12, Z12
+	VMOVDQA32    Z1, Z13
+	XORQ         R15, R15
+
+NearestV8Avx512_q:
+	VMULPS     (CX)(R15*1), Z3, Z14
+	VMULPS     (DX)(R15*1), Z4, Z15
+	VADDPS     Z15, Z14, Z14
+	VMULPS     (BX)(R15*1), Z5, Z15
+	VADDPS     Z15, Z14, Z14
+	VMULPS     (SI)(R15*1), Z6, Z15
+	VADDPS     Z15, Z14, Z14
+	VMULPS     (DI)(R15*1), Z7, Z15
+	VADDPS     Z15, Z14, Z14
+	VMULPS     (R8)(R15*1), Z8, Z15
+	VADDPS     Z15, Z14, Z14
+	VMULPS     (R9)(R15*1), Z9, Z15
+	VADDPS     Z15, Z14, Z14
+	VMULPS     (R10)(R15*1), Z10, Z15
+	VADDPS     Z15, Z14, Z14
+	VADDPS     Z14, Z14, Z14
+	VMOVUPS    (R14)(R15*1), Z15
+	VSUBPS     Z14, Z15, Z15
+	VCMPPS     $0x11, Z11, Z15, K1
+	VMOVDQA32  Z13, K1, Z12
+	VMINPS     Z11, Z15, Z11
+	VPADDD     Z2, Z13, Z13
+	ADDQ       $0x00000040, R15
+	CMPQ       R15, AX
+	JB         NearestV8Avx512_q
+	VMOVAPS    Z11, Z3
+	VSHUFF32X4 $0x4e, Z3, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VSHUFF32X4 $0xb1, Z3, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPERMILPS  $0x4e, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPERMILPS  $0xb1, Z3, Z4
+	VMINPS     Z4, Z3, Z3
+	VPTERNLOGD $0xff, Z16, Z16, Z16
+	VCMPPS     $0x00, Z3, Z11, K1
+	VMOVDQA32  Z12, K1, Z16
+	VSHUFF32X4 $0x4e, Z16, Z16, Z3
+	VPMINUD    Z3, Z16, Z16
+	VSHUFF32X4 $0xb1, Z16, Z16, Z3
+	VPMINUD    Z3, Z16, Z16
+	VPERMILPS  $0x4e, Z16, Z3
+	VPMINUD    Z3, Z16, Z16
+	VPERMILPS  $0xb1, Z16, Z3
+	VPMINUD    Z3, Z16, Z16
+	VMOVD      X16, R15
+	MOVL       R15, (R12)
+	ADDQ       $0x00000004, R12
+	ADDQ       $0x00000020, R11
+	DECQ       R13
+	JNZ        NearestV8Avx512_point
+	VZEROUPPER
+	RET
+
+// func NearestV2Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+// Requires: AVX, AVX2
+TEXT ·NearestV2Avx2(SB), NOSPLIT, $0-48
+	MOVQ         k+24(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         ct+16(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	MOVQ         x+0(FP), BX
+	MOVQ         out+40(FP), SI
+	MOVQ         n+8(FP), DI
+	MOVQ         norm+32(FP), R8
+	MOVL         $0x7f800000, R9
+	VMOVD        R9, X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00000008, R9
+	VMOVD        R9, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      nearestIota8<>+0(SB), Y1
+
+NearestV2Avx2_point:
+	VBROADCASTSS (BX), Y3
+	VBROADCASTSS 4(BX), Y4
+	VMOVAPS      Y0, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQA      Y1, Y7
+	XORQ         R9, R9
+
+NearestV2Avx2_q:
+	VMULPS     (CX)(R9*1), Y3, Y8
+	VMULPS     (DX)(R9*1), Y4, Y9
+	VADDPS     Y9, Y8, Y8
+	VADDPS     Y8, Y8, Y8
+	VMOVUPS    (R8)(R9*1), Y9
+	VSUBPS     Y8, Y9, Y9
+	VCMPPS     $0x11, Y5, Y9, Y8
+	VBLENDVPS  Y8, Y7, Y6, Y6
+	VMINPS     Y5, Y9, Y5
+	VPADDD     Y2, Y7, Y7
+	ADDQ       $0x00000020, R9
+	CMPQ       R9, AX
+	JB         NearestV2Avx2_q
+	VMOVAPS    Y5, Y3
+	VPERM2F128 $0x01, Y3, Y3, Y4
+	VMINPS     Y4, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y4
+	VMINPS     Y4, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y4
+	VMINPS     Y4, Y3, Y3
+	VPCMPEQD   Y4, Y4, Y4
+	VCMPPS     $0x00, Y3, Y5, Y3
+	VBLENDVPS  Y3, Y6, Y4, Y4
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPMINUD    Y3, Y4, Y4
+	VPERMILPS  $0x4e, Y4, Y3
+	VPMINUD    Y3, Y4, Y4
+	VPERMILPS  $0xb1, Y4, Y3
+	VPMINUD    Y3, Y4, Y4
+	VMOVD      X4, R9
+	MOVL       R9, (SI)
+	ADDQ       $0x00000004, SI
+	ADDQ       $0x00000008, BX
+	DECQ       DI
+	JNZ        NearestV2Avx2_point
+	VZEROUPPER
+	RET
+
+DATA nearestIota8<>+0(SB)/4, $0x00000000
+DATA nearestIota8<>+4(SB)/4, $0x00000001
+DATA nearestIota8<>+8(SB)/4, $0x00000002
+DATA nearestIota8<>+12(SB)/4, $0x00000003
+DATA nearestIota8<>+16(SB)/4, $0x00000004
+DATA nearestIota8<>+20(SB)/4, $0x00000005
+DATA nearestIota8<>+24(SB)/4, $0x00000006
+DATA nearestIota8<>+28(SB)/4, $0x00000007
+GLOBL nearestIota8<>(SB), RODATA|NOPTR, $32
+
+// func NearestV4Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+// Requires: AVX, AVX2
+TEXT ·NearestV4Avx2(SB), NOSPLIT, $0-48
+	MOVQ         k+24(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         ct+16(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	LEAQ         (DX)(AX*1), BX
+	LEAQ         (BX)(AX*1), SI
+	MOVQ         x+0(FP), DI
+	MOVQ         out+40(FP), R8
+	MOVQ         n+8(FP), R9
+	MOVQ         norm+32(FP), R10
+	MOVL         $0x7f800000, R11
+	VMOVD        R11, X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00000008, R11
+	VMOVD        R11, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      nearestIota8<>+0(SB), Y1
+
+NearestV4Avx2_point:
+	VBROADCASTSS (DI), Y3
+	VBROADCASTSS 4(DI), Y4
+	VBROADCASTSS 8(DI), Y5
+	VBROADCASTSS 12(DI), Y6
+	VMOVAPS      Y0, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQA      Y1, Y9
+	XORQ         R11, R11
+
+NearestV4Avx2_q:
+	VMULPS     (CX)(R11*1), Y3, Y10
+	VMULPS     (DX)(R11*1), Y4, Y11
+	VADDPS     Y11, Y10, Y10
+	VMULPS     (BX)(R11*1), Y5, Y11
+	VADDPS     Y11, Y10, Y10
+	VMULPS     (SI)(R11*1), Y6, Y11
+	VADDPS     Y11, Y10, Y10
+	VADDPS     Y10, Y10, Y10
+	VMOVUPS    (R10)(R11*1), Y11
+	VSUBPS     Y10, Y11, Y11
+	VCMPPS     $0x11, Y7, Y11, Y10
+	VBLENDVPS  Y10, Y9, Y8, Y8
+	VMINPS     Y7, Y11, Y7
+	VPADDD     Y2, Y9, Y9
+	ADDQ       $0x00000020, R11
+	CMPQ       R11, AX
+	JB         NearestV4Avx2_q
+	VMOVAPS    Y7, Y3
+	VPERM2F128 $0x01, Y3, Y3, Y4
+	VMINPS     Y4, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y4
+	VMINPS     Y4, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y4
+	VMINPS     Y4, Y3, Y3
+	VPCMPEQD   Y4, Y4, Y4
+	VCMPPS     $0x00, Y3, Y7, Y3
+	VBLENDVPS  Y3, Y8, Y4, Y4
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPMINUD    Y3, Y4, Y4
+	VPERMILPS  $0x4e, Y4, Y3
+	VPMINUD    Y3, Y4, Y4
+	VPERMILPS  $0xb1, Y4, Y3
+	VPMINUD    Y3, Y4, Y4
+	VMOVD      X4, R11
+	MOVL       R11, (R8)
+	ADDQ       $0x00000004, R8
+	ADDQ       $0x00000010, DI
+	DECQ       R9
+	JNZ        NearestV4Avx2_point
+	VZEROUPPER
+	RET
+
+// func NearestV8Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
+// Requires: AVX, AVX2
+TEXT ·NearestV8Avx2(SB), NOSPLIT, $0-48
+	MOVQ         k+24(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         ct+16(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	LEAQ         (DX)(AX*1), BX
+	LEAQ         (BX)(AX*1), SI
+	LEAQ         (SI)(AX*1), DI
+	LEAQ         (DI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+0(FP), R11
+	MOVQ         out+40(FP), R12
+	MOVQ         n+8(FP), R13
+	MOVQ         norm+32(FP), R14
+	MOVL         $0x7f800000, R15
+	VMOVD        R15, X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00000008, R15
+	VMOVD        R15, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      nearestIota8<>+0(SB), Y1
+
+NearestV8Avx2_point:
+	VMOVAPS Y0, Y3
+	VPXOR   Y4, Y4, Y4
+	VMOVDQA Y1, Y5
+	XORQ    R15, R15
+
+NearestV8Avx2_q:
+	VBROADCASTSS (R11), Y6
+	VMULPS       (CX)(R15*1), Y6, Y6
+	VBROADCASTSS 4(R11), Y7
+	VMULPS       (DX)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VBROADCASTSS 8(R11), Y7
+	VMULPS       (BX)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VBROADCASTSS 12(R11), Y7
+	VMULPS       (SI)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VBROADCASTSS 16(R11), Y7
+	VMULPS       (DI)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VBROADCASTSS 20(R11), Y7
+	VMULPS       (R8)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VBROADCASTSS 24(R11), Y7
+	VMULPS       (R9)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VBROADCASTSS 28(R11), Y7
+	VMULPS       (R10)(R15*1), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y6, Y6
+	VMOVUPS      (R14)(R15*1), Y7
+	VSUBPS       Y6, Y7, Y7
+	VCMPPS       $0x11, Y3, Y7, Y6
+	VBLENDVPS    Y6, Y5, Y4, Y4
+	VMINPS       Y3, Y7, Y3
+	VPADDD       Y2, Y5, Y5
+	ADDQ         $0x00000020, R15
+	CMPQ         R15, AX
+	JB           NearestV8Avx2_q
+	VMOVAPS      Y3, Y5
+	VPERM2F128   $0x01, Y5, Y5, Y6
+	VMINPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMINPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMINPS       Y6, Y5, Y5
+	VPCMPEQD     Y6, Y6, Y6
+	VCMPPS       $0x00, Y5, Y3, Y3
+	VBLENDVPS    Y3, Y4, Y6, Y6
+	VPERM2F128   $0x01, Y6, Y6, Y3
+	VPMINUD      Y3, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y3
+	VPMINUD      Y3, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y3
+	VPMINUD      Y3, Y6, Y6
+	VMOVD        X6, R15
+	MOVL         R15, (R12)
+	ADDQ         $0x00000004, R12
+	ADDQ         $0x00000020, R11
+	DECQ         R13
+	JNZ          NearestV8Avx2_point
+	VZEROUPPER
+	RET
+
 // func Int8GemvAvx512(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VNNI
 TEXT ·Int8GemvAvx512(SB), NOSPLIT, $0-48

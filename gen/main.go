@@ -142,6 +142,11 @@ func main() {
 	}
 	cbPsumScalar(1)
 	cbPsumScalar(2)
+	for _, f := range []cbVec{{avx512: true}, {avx512: false}} {
+		for _, v := range []int{2, 4, 8} {
+			nearest(f, v)
+		}
+	}
 	int8Gemv()
 	int8GemvAVX2()
 	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {

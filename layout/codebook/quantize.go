@@ -240,7 +240,9 @@ func kmeans(pts []float32, v, k, iters int, rng *rand.Rand, deadline time.Time, 
 // element from the first, the same operations for every V; V = 2, 4 and
 // 8 are unrolled. Assigning a 4096x14336 matrix's vectors to 256
 // centroids on 2 Zen 4 threads took 3.5-4.5 s that way against 9.8 s
-// for the loop over elements; the codes are the same.
+// for the loop over elements; the codes are the same. The assembly
+// kernels (nearestMany) compute the same operations 16 or 8 centroids at
+// a time: 0.34-0.44 s.
 func nearest(x, cent, norm []float32) int {
 	best, bestD := 0, float32(math.Inf(1))
 	switch len(x) {
@@ -302,13 +304,20 @@ func nearest(x, cent, norm []float32) int {
 }
 
 // assign returns the nearest centroid of every point (ties: the lower
-// code), in parallel.
+// code), in parallel, with nearestMany where it has a kernel and nearest
+// elsewhere (the same codes).
 func assign(pts []float32, v int, cent []float32, progress func(done, total int)) []uint32 {
 	n, k := len(pts)/v, len(cent)/v
 	norm := make([]float32, k)
 	for q := 0; q < k; q++ {
 		for e := 0; e < v; e++ {
 			norm[q] += cent[q*v+e] * cent[q*v+e]
+		}
+	}
+	ct := make([]float32, k*v) // the centroids transposed, for nearestMany
+	for q := 0; q < k; q++ {
+		for e := 0; e < v; e++ {
+			ct[e*k+q] = cent[q*v+e]
 		}
 	}
 	out := make([]uint32, n)
@@ -326,8 +335,11 @@ func assign(pts []float32, v int, cent []float32, progress func(done, total int)
 		go func() {
 			defer wg.Done()
 			for p0 := range next {
-				for p := p0; p < min(p0+chunk, n); p++ {
-					out[p] = uint32(nearest(pts[p*v:(p+1)*v], cent, norm))
+				p1 := min(p0+chunk, n)
+				if !nearestMany(pts[p0*v:p1*v], v, ct, norm, out[p0:p1]) {
+					for p := p0; p < p1; p++ {
+						out[p] = uint32(nearest(pts[p*v:(p+1)*v], cent, norm))
+					}
 				}
 				if progress != nil {
 					mu.Lock()
