@@ -176,6 +176,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	check("widenF16", funcName(widenKernel.fn), widenKernel.requires)
 	for fn := range req {
+		// The codebook quantizer's assignment kernels are gated in
+		// layout/codebook (nearestSets; TestNearestRequires there).
+		if strings.HasPrefix(fn, "Nearest") {
+			continue
+		}
 		if !reached[fn] {
 			t.Errorf("generated kernel %s is not called by any gated kernel set", fn)
 		}
