@@ -142,24 +142,34 @@ func QuantizeBits(w []float32, rows, cols, n, g int, opt BitsOptions) (*Bits, er
 	if err != nil {
 		return nil, err
 	}
-	f := &fitter{qmax: float64(int(1)<<n - 1), opt: opt}
-	q := make([]uint32, b.G)
-	for r := 0; r < rows; r++ {
-		for gi := 0; gi < b.Groups(); gi++ {
-			c0 := gi * b.G
-			if c0 >= cols {
-				break // padding groups keep s = z = 0, q = 0
+	// Rows in parallel: a row's codes are words of its own and its
+	// metadata elements of their own.
+	err = quantRows(rows, quantChunk, func() func(r0, r1 int) error {
+		f := &fitter{qmax: float64(int(1)<<n - 1), opt: opt}
+		q := make([]uint32, b.G)
+		return func(r0, r1 int) error {
+			for r := r0; r < r1; r++ {
+				for gi := 0; gi < b.Groups(); gi++ {
+					c0 := gi * b.G
+					if c0 >= cols {
+						break // padding groups keep s = z = 0, q = 0
+					}
+					vals := w[r*cols+c0 : r*cols+min(cols, c0+b.G)]
+					s, z, err := f.fit(vals, q[:len(vals)])
+					if err != nil {
+						return fmt.Errorf("layout: quantize %s: row %d group %d: %w", b.Name(), r, gi, err)
+					}
+					b.set(gi*b.PRows+r, s, z)
+					for i := range vals {
+						b.SetQ(r, c0+i, q[i])
+					}
+				}
 			}
-			vals := w[r*cols+c0 : r*cols+min(cols, c0+b.G)]
-			s, z, err := f.fit(vals, q[:len(vals)])
-			if err != nil {
-				return nil, fmt.Errorf("layout: quantize %s: row %d group %d: %w", b.Name(), r, gi, err)
-			}
-			b.set(gi*b.PRows+r, s, z)
-			for i := range vals {
-				b.SetQ(r, c0+i, q[i])
-			}
+			return nil
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return b, nil
 }

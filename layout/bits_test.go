@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -167,6 +169,50 @@ func TestBitsBadInput(t *testing.T) {
 		mut(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted it", name)
+		}
+	}
+}
+
+// TestQuantizeParallel: the quantizers' rows run in parallel (quantRows)
+// and give the same matrix with GOMAXPROCS 1 as with 4, odd row counts
+// and Q4G128's shared zero-point bytes included, and report the error of
+// the first failing row and group.
+func TestQuantizeParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	rows, cols := 77, 300
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	bad := append([]float32(nil), w...)
+	for _, r := range []int{70, 40} { // two failing rows; 40 must be reported
+		for c := 0; c < 128; c++ {
+			bad[r*cols+c] = 1e30
+		}
+	}
+	run := func(procs int) (q4 *Q4G128, b2, b3 *Bits, err error) {
+		prev := runtime.GOMAXPROCS(procs)
+		defer runtime.GOMAXPROCS(prev)
+		if q4, err = QuantizeQ4G128(w, rows, cols, Search); err != nil {
+			return
+		}
+		if b2, err = QuantizeBits(w, rows, cols, 2, 32, BitsOptions{Method: Search, IntegerZero: true}); err != nil {
+			return
+		}
+		if b3, err = QuantizeBits(w, rows, cols, 3, 0, BitsOptions{Method: Search}); err != nil {
+			return
+		}
+		_, err = QuantizeBits(bad, rows, cols, 4, 128, BitsOptions{Method: Search})
+		return
+	}
+	q1, b21, b31, err1 := run(1)
+	q4, b24, b34, err4 := run(4)
+	if !reflect.DeepEqual(q1, q4) || !reflect.DeepEqual(b21, b24) || !reflect.DeepEqual(b31, b34) {
+		t.Error("GOMAXPROCS 1 and 4 quantize differently")
+	}
+	for _, err := range []error{err1, err4} {
+		if err == nil || !strings.Contains(err.Error(), "row 40 group 0") {
+			t.Errorf("error %v, want row 40 group 0's", err)
 		}
 	}
 }

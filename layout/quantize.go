@@ -60,25 +60,32 @@ func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, e
 	if err != nil {
 		return nil, err
 	}
-	var q [GroupSize]uint8
-	for r := 0; r < rows; r++ {
-		for g := 0; g < m.Groups(); g++ {
-			lo := g * GroupSize
-			hi := min(lo+GroupSize, cols)
-			vals := w[r*cols+lo : r*cols+hi]
-			s, z := quantGroup(vals, q[:len(vals)], method)
-			mi := m.MetaIndex(r, g)
-			m.Scales[mi] = s
-			setNib(m.Zeros, mi, z)
-			base := r*m.PCols + lo
-			for i := range vals {
-				setNib(m.Weights, base+i, q[i])
+	// Rows in parallel, in even chunks: rows 2i and 2i+1 share the bytes
+	// of their zero points, a row's weights are bytes of its own.
+	_ = quantRows(rows, quantChunk, func() func(r0, r1 int) error {
+		var q [GroupSize]uint8
+		return func(r0, r1 int) error {
+			for r := r0; r < r1; r++ {
+				for g := 0; g < m.Groups(); g++ {
+					lo := g * GroupSize
+					hi := min(lo+GroupSize, cols)
+					vals := w[r*cols+lo : r*cols+hi]
+					s, z := quantGroup(vals, q[:len(vals)], method)
+					mi := m.MetaIndex(r, g)
+					m.Scales[mi] = s
+					setNib(m.Zeros, mi, z)
+					base := r*m.PCols + lo
+					for i := range vals {
+						setNib(m.Weights, base+i, q[i])
+					}
+					for c := hi; c < lo+GroupSize; c++ { // padding columns dequantize to 0
+						setNib(m.Weights, r*m.PCols+c, z)
+					}
+				}
 			}
-			for c := hi; c < lo+GroupSize; c++ { // padding columns dequantize to 0
-				setNib(m.Weights, r*m.PCols+c, z)
-			}
+			return nil
 		}
-	}
+	})
 	return m, nil
 }
 
