@@ -65,9 +65,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/qgemv/qgemv/internal/par"
 )
 
 // Layout selects how rows are split among coders.
@@ -153,8 +152,8 @@ func (m *Matrix) element(u, lane, step, e int) (int, int) {
 }
 
 // Encode entropy-codes the rows x cols row-major int8 matrix w with a
-// fitted model. Units are coded in parallel (up to GOMAXPROCS
-// goroutines); the bytes are the same whatever their number.
+// fitted model. Units are coded in parallel (par.Each); the bytes are
+// the same whatever the number of goroutines.
 func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
 	if err := CheckShape(l, rows, cols); err != nil {
 		return nil, err
@@ -169,23 +168,13 @@ func Encode(w []int8, rows, cols int, l Layout) (*Matrix, error) {
 	m := &Matrix{Rows: rows, Cols: cols, Layout: l, Model: *model}
 	units := m.Units()
 	coded := make([]unitCode, units)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), units) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var e unitEncoder
-			for {
-				u := int(next.Add(1) - 1)
-				if u >= units {
-					return
-				}
-				coded[u] = e.encode(m, w, u)
-			}
-		}()
-	}
-	wg.Wait()
+	_ = par.Each(units, func() func(int) error {
+		var e unitEncoder
+		return func(u int) error {
+			coded[u] = e.encode(m, w, u)
+			return nil
+		}
+	})
 	var nw, ne int
 	for _, c := range coded {
 		nw, ne = nw+len(c.words), ne+len(c.esc)
