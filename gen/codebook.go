@@ -59,14 +59,7 @@ func cbTable(f cbVec, v int) {
 		"",
 		fmt.Sprintf("Preconditions: nseg >= 1, k a multiple of %d.", f.lanes()),
 	)
-	kb := param("k") // row stride of ct in bytes
-	SHLQ(U8(2), kb)
-	rows := make([]GPVirtual, v) // ct row e
-	rows[0] = param("ct")
-	for e := 1; e < v; e++ {
-		rows[e] = GP64()
-		LEAQ(Mem{Base: rows[e-1], Index: kb, Scale: 1}, rows[e])
-	}
+	kb, rows := ctRows(v)
 	x, out, nseg := param("x"), param("out"), param("nseg")
 	Label(name + "_seg")
 	bx := make([]VecVirtual, v)
@@ -94,6 +87,21 @@ func cbTable(f cbVec, v int) {
 		VZEROUPPER()
 	}
 	RET()
+}
+
+// ctRows loads the byte stride of the transposed centroids' rows (the
+// argument k, in float32, times 4) and a pointer to each of their v rows
+// (ct + e*stride).
+func ctRows(v int) (kb GPVirtual, rows []GPVirtual) {
+	kb = param("k")
+	SHLQ(U8(2), kb)
+	rows = make([]GPVirtual, v)
+	rows[0] = param("ct")
+	for e := 1; e < v; e++ {
+		rows[e] = GP64()
+		LEAQ(Mem{Base: rows[e-1], Index: kb, Scale: 1}, rows[e])
+	}
+	return kb, rows
 }
 
 // cbLookup emits CbPsumB<b>M<m><isa> (table lookups) or

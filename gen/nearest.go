@@ -33,14 +33,7 @@ func nearest(f cbVec, v int) {
 		fmt.Sprintf("Preconditions: n >= 1, k a multiple of %d.", f.lanes()),
 	)
 	L := f.lanes()
-	kb := param("k") // row stride of ct in bytes
-	SHLQ(U8(2), kb)
-	rows := make([]GPVirtual, v) // ct row e
-	rows[0] = param("ct")
-	for e := 1; e < v; e++ {
-		rows[e] = GP64()
-		LEAQ(Mem{Base: rows[e-1], Index: kb, Scale: 1}, rows[e])
-	}
+	kb, rows := ctRows(v)
 	x, out, n, norm := param("x"), param("out"), param("n"), param("norm")
 	// Constants: +Inf, the lane indices, the lane count.
 	gp := GP32()
