@@ -23,15 +23,13 @@ type CBMatrix struct {
 	mu       sync.RWMutex
 	cent     [][]float32 // per codebook: 2^B x V float32 (slices of centFlat)
 	centFlat []float32
-	centT    [][]float32 // per codebook: V x 2^B float32 (table build)
-	scales   []float32   // Groups x PRows float32, group-major
-	kern     *cbKernels  // nil: generic Go
-	cAbs     float32     // max over codebooks and centroids of sum_e |C[e]|
-	i16st    *cbI16      // the int16 64-row kernels' state (see cbI16), built at load (prepareCodes)
-	i16Once  sync.Once
-	tm       []uint32       // the scalar kernel's tile-major code copy (see tileMajor), or nil
+	centT    [][]float32    // per codebook: V x 2^B float32 (table build)
+	scales   []float32      // Groups x PRows float32, group-major
+	kern     *cbKernels     // nil: generic Go
+	cAbs     float32        // max over codebooks and centroids of sum_e |C[e]|
+	i16st    *cbI16         // the int16 64-row kernels' state (see cbI16), built at load (prepareCodes)
+	tm       []uint32       // the scalar kernel's tile-major code copy (see tileMajor), built at load on HugePages backends, or nil
 	tmBlock  *hugemem.Block // tm's huge-page memory
-	tmOnce   sync.Once      // builds tm
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.

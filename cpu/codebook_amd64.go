@@ -294,11 +294,7 @@ func (mx *CBMatrix) mulScalar(acc, xp []float32) {
 	nt := (nv + T - 1) / T
 	wl := c.WL()
 	fn := k.scalar[c.M]
-	var tm []uint32
-	if mx.b.huge {
-		mx.tmOnce.Do(func() { mx.tileMajor(T) })
-		tm = mx.tm
-	}
+	tm := mx.tm // nil: the kernel reads the packed words in place
 	nrt := c.PRows / 32
 	// Each chunk builds its tiles' tables just before using them.
 	mx.tileChunks(nt, c.PRows, func(scr []float32, t0, t1 int) {
@@ -534,15 +530,20 @@ func (mx *CBMatrix) i16() bool {
 // tile-major copy. Built in the first multiply instead, they had made it
 // 40-70x slower than the next on AVX-512 (21-38 ms for a 4096x14336
 // matrix on 2 Zen 4 threads, most of it the transposition then) and 5x on AVX2;
-// a matrix is loaded to be multiplied, so load pays instead. The onces
-// stay as guards for the multiplies.
+// a matrix is loaded to be multiplied, so load pays instead (and the
+// multiplies, which may run concurrently, only read the state). It
+// builds what is missing, so a test that changes the kernel choice after
+// load (dequant) calls it again.
 func (mx *CBMatrix) prepareCodes() {
 	switch {
 	case mx.i16():
-		mx.i16Once.Do(mx.prepareI16)
+		if mx.i16st == nil {
+			mx.prepareI16()
+		}
 	case mx.scalar() && mx.b.huge:
-		T := mx.scalarTile()
-		mx.tmOnce.Do(func() { mx.tileMajor(T) })
+		if mx.tm == nil {
+			mx.tileMajor(mx.scalarTile())
+		}
 	}
 }
 
@@ -676,7 +677,6 @@ var i16Pool = sync.Pool{New: func() any { return new([]uint8) }}
 // against 0.81-0.91, CB-m2v8b8g128 0.98-1.24 against 0.75-0.92 (Q4G128
 // 1.20-1.43).
 func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
-	mx.i16Once.Do(mx.prepareI16)
 	c, k, st := mx.c, mx.kern, mx.i16st
 	inv, ok := mx.tableScale(xp, 32767)
 	if !ok {
