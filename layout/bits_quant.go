@@ -144,7 +144,7 @@ func QuantizeBits(w []float32, rows, cols, n, g int, opt BitsOptions) (*Bits, er
 	}
 	// Rows in parallel: a row's codes are words of its own and its
 	// metadata elements of their own.
-	err = quantRows(rows, quantChunk, func() func(r0, r1 int) error {
+	err = quantRows(rows, func() func(r0, r1 int) error {
 		f := &fitter{qmax: float64(int(1)<<n - 1), opt: opt}
 		q := make([]uint32, b.G)
 		return func(r0, r1 int) error {

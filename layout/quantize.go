@@ -62,7 +62,7 @@ func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, e
 	}
 	// Rows in parallel, in even chunks: rows 2i and 2i+1 share the bytes
 	// of their zero points, a row's weights are bytes of its own.
-	_ = quantRows(rows, quantChunk, func() func(r0, r1 int) error {
+	_ = quantRows(rows, func() func(r0, r1 int) error {
 		var q [GroupSize]uint8
 		return func(r0, r1 int) error {
 			for r := r0; r < r1; r++ {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"time"
 
+	"github.com/qgemv/qgemv/internal/par"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -309,14 +309,10 @@ func nearest(x, cent, norm []float32) int {
 func assign(pts []float32, v int, cent []float32, progress func(done, total int)) []uint32 {
 	n, k := len(pts)/v, len(cent)/v
 	norm := make([]float32, k)
-	for q := 0; q < k; q++ {
-		for e := 0; e < v; e++ {
-			norm[q] += cent[q*v+e] * cent[q*v+e]
-		}
-	}
 	ct := make([]float32, k*v) // the centroids transposed, for nearestMany
 	for q := 0; q < k; q++ {
 		for e := 0; e < v; e++ {
+			norm[q] += cent[q*v+e] * cent[q*v+e]
 			ct[e*k+q] = cent[q*v+e]
 		}
 	}
@@ -324,32 +320,22 @@ func assign(pts []float32, v int, cent []float32, progress func(done, total int)
 	const chunk = 4096
 	var mu sync.Mutex
 	done := 0
-	var wg sync.WaitGroup
-	next := make(chan int, (n+chunk-1)/chunk)
-	for p0 := 0; p0 < n; p0 += chunk {
-		next <- p0
-	}
-	close(next)
-	for t := 0; t < runtime.GOMAXPROCS(0); t++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p0 := range next {
-				p1 := min(p0+chunk, n)
-				if !nearestMany(pts[p0*v:p1*v], v, ct, norm, out[p0:p1]) {
-					for p := p0; p < p1; p++ {
-						out[p] = uint32(nearest(pts[p*v:(p+1)*v], cent, norm))
-					}
-				}
-				if progress != nil {
-					mu.Lock()
-					done += min(chunk, n-p0)
-					progress(done, n)
-					mu.Unlock()
+	_ = par.Each((n+chunk-1)/chunk, func() func(int) error {
+		return func(c int) error {
+			p0, p1 := c*chunk, min((c+1)*chunk, n)
+			if !nearestMany(pts[p0*v:p1*v], v, ct, norm, out[p0:p1]) {
+				for p := p0; p < p1; p++ {
+					out[p] = uint32(nearest(pts[p*v:(p+1)*v], cent, norm))
 				}
 			}
-		}()
-	}
-	wg.Wait()
+			if progress != nil {
+				mu.Lock()
+				done += p1 - p0
+				progress(done, n)
+				mu.Unlock()
+			}
+			return nil
+		}
+	})
 	return out
 }
