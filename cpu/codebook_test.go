@@ -78,7 +78,7 @@ func TestCodebookKernels(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					mx.dequant = dq // test both kernels whatever the row count
+					mx.dequant = dq   // test both kernels whatever the row count
 					mx.prepareCodes() // the state of the kernel that choice selects
 					for _, batch := range []int{1, 3} {
 						name := fmt.Sprintf("%s/%s/%dx%d/b%d/huge=%v", c.Name(), mx.Kernel(), rows, cols, batch, huge)
