@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -190,7 +191,7 @@ func TestQuantizeParallel(t *testing.T) {
 			bad[r*cols+c] = 1e30
 		}
 	}
-	run := func(procs int) (q4 *Q4G128, b2, b3 *Bits, err error) {
+	run := func(procs int) (q4 *Q4G128, b2, b3 *Bits, sp *Sparse12, frac float64, err error) {
 		prev := runtime.GOMAXPROCS(procs)
 		defer runtime.GOMAXPROCS(prev)
 		if q4, err = QuantizeQ4G128(w, rows, cols, Search); err != nil {
@@ -202,17 +203,27 @@ func TestQuantizeParallel(t *testing.T) {
 		if b3, err = QuantizeBits(w, rows, cols, 3, 0, BitsOptions{Method: Search}); err != nil {
 			return
 		}
-		_, err = QuantizeBits(bad, rows, cols, 4, 128, BitsOptions{Method: Search})
+		if sp, frac, err = QuantizeSparse12(w, rows, cols, 64, BitsOptions{Method: Search}); err != nil {
+			return
+		}
+		if _, err = QuantizeBits(bad, rows, cols, 4, 128, BitsOptions{Method: Search}); err == nil {
+			return
+		}
+		_, _, err2 := QuantizeSparse12(bad, rows, cols, 32, BitsOptions{Method: Search})
+		err = errors.Join(err, err2)
 		return
 	}
-	q1, b21, b31, err1 := run(1)
-	q4, b24, b34, err4 := run(4)
-	if !reflect.DeepEqual(q1, q4) || !reflect.DeepEqual(b21, b24) || !reflect.DeepEqual(b31, b34) {
+	q1, b21, b31, s1, f1, err1 := run(1)
+	q4, b24, b34, s4, f4, err4 := run(4)
+	if !reflect.DeepEqual(q1, q4) || !reflect.DeepEqual(b21, b24) || !reflect.DeepEqual(b31, b34) || !reflect.DeepEqual(s1, s4) {
 		t.Error("GOMAXPROCS 1 and 4 quantize differently")
 	}
+	if f1 != f4 || f1 <= 0 {
+		t.Errorf("Sparse12's dropped energy fraction: %v with GOMAXPROCS 1, %v with 4", f1, f4)
+	}
 	for _, err := range []error{err1, err4} {
-		if err == nil || !strings.Contains(err.Error(), "row 40 group 0") {
-			t.Errorf("error %v, want row 40 group 0's", err)
+		if err == nil || strings.Count(err.Error(), "row 40 group 0") != 2 {
+			t.Errorf("error %v, want row 40 group 0's from QuantizeBits and QuantizeSparse12", err)
 		}
 	}
 }

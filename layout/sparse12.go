@@ -239,41 +239,63 @@ func QuantizeSparse12(w []float32, rows, cols, g int, opt BitsOptions) (*Sparse1
 	if err != nil {
 		return nil, 0, err
 	}
-	f := &fitter{qmax: 127, opt: opt}
+	// The kept weight of pair p of row r: position 0 for column 2p, 1 for
+	// 2p+1 (the first on a tie), columns past cols being 0.
+	pair := func(r, p int) (a, b float32, k int) {
+		if c := 2 * p; c < cols {
+			a = w[r*cols+c]
+		}
+		if c := 2*p + 1; c < cols {
+			b = w[r*cols+c]
+		}
+		if math.Abs(float64(b)) > math.Abs(float64(a)) {
+			k = 1
+		}
+		return a, b, k
+	}
+	// The pairs the groups cover: every group that starts before cols.
+	npairs := min(m.PCols, (cols+m.G-1)/m.G*m.G) / 2
+	// The energies first, serially, in row and pair order (the same sums,
+	// bit for bit, whatever the number of goroutines below).
 	var dropped, total float64
-	vals := make([]float32, 0, m.G/2)
-	pos := make([]int, 0, m.G/2)
-	q := make([]uint32, m.G/2)
 	for r := 0; r < rows; r++ {
-		row := w[r*cols : (r+1)*cols]
-		at := func(c int) float32 {
-			if c < cols {
-				return row[c]
-			}
-			return 0
+		for p := 0; p < npairs; p++ {
+			a, b, k := pair(r, p)
+			total += float64(a)*float64(a) + float64(b)*float64(b)
+			drop := [2]float32{b, a}[k]
+			dropped += float64(drop) * float64(drop)
 		}
-		for gi := 0; gi < m.Groups() && gi*m.G < cols; gi++ {
-			vals, pos = vals[:0], pos[:0]
-			for p := gi * m.G / 2; p < (gi+1)*m.G/2; p++ {
-				a, b := at(2*p), at(2*p+1)
-				total += float64(a)*float64(a) + float64(b)*float64(b)
-				k := 0
-				if math.Abs(float64(b)) > math.Abs(float64(a)) {
-					k = 1
+	}
+	// Then the fits, rows in parallel: a row's pairs are words of its own
+	// and its metadata elements of their own.
+	err = quantRows(rows, func() func(r0, r1 int) error {
+		f := &fitter{qmax: 127, opt: opt}
+		vals := make([]float32, m.G/2)
+		pos := make([]int, m.G/2)
+		q := make([]uint32, m.G/2)
+		return func(r0, r1 int) error {
+			for r := r0; r < r1; r++ {
+				for gi := 0; gi*m.G/2 < npairs; gi++ {
+					p0 := gi * m.G / 2
+					for i := range vals {
+						a, b, k := pair(r, p0+i)
+						vals[i], pos[i] = [2]float32{a, b}[k], k
+					}
+					s, z, err := f.fit(vals, q)
+					if err != nil {
+						return fmt.Errorf("layout: quantize %s: row %d group %d: %w", m.Name(), r, gi, err)
+					}
+					m.set(gi*m.PRows+r, s, z)
+					for i := range vals {
+						m.SetPair(r, p0+i, pos[i], q[i])
+					}
 				}
-				drop := [2]float32{b, a}[k]
-				dropped += float64(drop) * float64(drop)
-				vals, pos = append(vals, [2]float32{a, b}[k]), append(pos, k)
 			}
-			s, z, err := f.fit(vals, q[:len(vals)])
-			if err != nil {
-				return nil, 0, fmt.Errorf("layout: quantize %s: row %d group %d: %w", m.Name(), r, gi, err)
-			}
-			m.set(gi*m.PRows+r, s, z)
-			for i := range vals {
-				m.SetPair(r, gi*m.G/2+i, pos[i], q[i])
-			}
+			return nil
 		}
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	frac := 0.0
 	if total > 0 {
