@@ -368,7 +368,7 @@ func (b *Bits) Dequantize() []float32 {
 func (b *Bits) weight64(r, c int) float64 {
 	g := c / b.G
 	if b.Offsets {
-		return float64(b.Q(r, c))*float64(b.Scale(r, g)) + float64(b.Zero(r, g))
+		return float64(float64(b.Q(r, c))*float64(b.Scale(r, g))) + float64(b.Zero(r, g))
 	}
 	return (float64(b.Q(r, c)) - float64(b.Zero(r, g))) * float64(b.Scale(r, g))
 }
@@ -382,7 +382,7 @@ func (b *Bits) DotRef(out []float64, x []float32) error {
 	for r := 0; r < b.Rows; r++ {
 		var acc float64
 		for c := 0; c < b.Cols; c++ {
-			acc += b.weight64(r, c) * float64(x[b.SourceCol(c)])
+			acc += float64(b.weight64(r, c) * float64(x[b.SourceCol(c)]))
 		}
 		out[r] = acc
 	}
@@ -402,9 +402,9 @@ func (b *Bits) DotRefMag(mag []float64, x []float32) error {
 			s, z := math.Abs(float64(b.Scale(r, g))), math.Abs(float64(b.Zero(r, g)))
 			t := s * (float64(b.Q(r, c)) + z)
 			if b.Offsets {
-				t = s*float64(b.Q(r, c)) + z
+				t = float64(s*float64(b.Q(r, c))) + z
 			}
-			acc += t * math.Abs(float64(x[b.SourceCol(c)]))
+			acc += float64(t * math.Abs(float64(x[b.SourceCol(c)])))
 		}
 		mag[r] = acc
 	}

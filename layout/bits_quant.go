@@ -57,8 +57,8 @@ func (f *fitter) encode(vals []float32, q []uint32, s, z float32) float64 {
 		}
 		c = max(0, min(f.qmax, c))
 		q[i] = uint32(c)
-		d := (c-float64(z))*float64(s) - float64(v)
-		e += d * d
+		d := float64((c-float64(z))*float64(s)) - float64(v)
+		e += float64(d * d)
 	}
 	return e
 }
@@ -100,9 +100,9 @@ func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
 	try(rangeFit(lo, hi))
 	if f.opt.Method == Search && hi > lo {
 		for step := 1; step <= 20; step++ {
-			k := 1 - float64(step)*0.025
-			mid := (lo + hi) / 2
-			for _, p := range [3][2]float64{{mid - (mid-lo)*k, mid + (hi-mid)*k}, {lo * k, hi}, {lo, hi * k}} {
+			k := 1 - float64(float64(step)*0.025)
+			mid := float64((lo + hi) / 2)
+			for _, p := range [3][2]float64{{mid - float64((mid-lo)*k), mid + float64((hi-mid)*k)}, {float64(lo * k), hi}, {lo, float64(hi * k)}} {
 				try(rangeFit(p[0], p[1]))
 			}
 		}
@@ -111,15 +111,15 @@ func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
 			var sq, sv, sqq, sqv float64
 			for i, v := range vals {
 				c := float64(q[i])
-				sq, sv, sqq, sqv = sq+c, sv+float64(v), sqq+c*c, sqv+c*float64(v)
+				sq, sv, sqq, sqv = sq+c, sv+float64(v), sqq+float64(c*c), sqv+float64(c*float64(v))
 			}
 			n := float64(len(vals))
-			den := n*sqq - sq*sq
+			den := float64(n*sqq) - float64(sq*sq)
 			if den == 0 {
 				break
 			}
-			a := (n*sqv - sq*sv) / den // w ~ a*q + b = (q - z)*s
-			b := (sv - a*sq) / n
+			a := (float64(n*sqv) - float64(sq*sv)) / den // w ~ a*q + b = (q - z)*s
+			b := (sv - float64(a*sq)) / n
 			if a <= 0 {
 				break
 			}

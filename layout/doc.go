@@ -55,6 +55,21 @@
 // each multiplication and addition rounded to float32 separately (no fused
 // multiply-add). Every backend and ISA reproduces this bit for bit.
 //
+// # Determinism
+//
+// The quantizers, the encoders and the float64 references compute every
+// product that is added in its own rounding (float64(x*y) + z): Go may
+// fuse a multiply and an add into one rounding on arm64, ppc64le, riscv64,
+// s390x and amd64 with GOAMD64=v3 unless the product is converted
+// explicitly, and a fused operation would quantize the same input to other
+// bytes on those targets. make fma-check fails on any fused instruction in
+// this package's listings for them. The results then also do not depend on
+// the core count (rows run in parallel, sums over rows serially). The ANS
+// encoder's model choice compares costs computed with math.Log2, which the
+// standard library does not promise to round alike on every architecture,
+// so an exact tie could break differently there; the coded matrix decodes
+// to the same values either way.
+//
 // # The .qgv container
 //
 // See container.go for the byte-level specification.

@@ -160,7 +160,7 @@ func (m *Q4G128) DotRef(out []float64, x []float32) error {
 		for c := 0; c < m.Cols; c++ {
 			g := c / GroupSize
 			w := float64(int(m.Q(r, c))-int(m.Zero(r, g))) * float64(m.Scale(r, g))
-			acc += w * float64(x[c])
+			acc += float64(w * float64(x[c]))
 		}
 		out[r] = acc
 	}
@@ -179,7 +179,7 @@ func (m *Q4G128) DotRefMag(mag []float64, x []float32) error {
 		var acc float64
 		for c := 0; c < m.Cols; c++ {
 			g := c / GroupSize
-			acc += math.Abs(float64(m.Scale(r, g))) * float64(int(m.Q(r, c))+int(m.Zero(r, g))) * math.Abs(float64(x[c]))
+			acc += float64(math.Abs(float64(m.Scale(r, g))) * float64(int(m.Q(r, c))+int(m.Zero(r, g))) * math.Abs(float64(x[c])))
 		}
 		mag[r] = acc
 	}

@@ -114,7 +114,7 @@ func quantGroup(vals []float32, q []uint8, method QuantMethod) (float32, uint8) 
 	try(rangeToScaleZero(lo, hi))
 	if method == Search && hi > lo {
 		for step := 1; step <= 24; step++ {
-			f := 1 - float32(step)*0.02
+			f := 1 - float32(float32(step)*0.02)
 			for _, p := range [3][2]float32{{lo * f, hi * f}, {lo * f, hi}, {lo, hi * f}} {
 				s, z := rangeToScaleZero(p[0], p[1])
 				try(s, z)
@@ -125,8 +125,8 @@ func quantGroup(vals []float32, q []uint8, method QuantMethod) (float32, uint8) 
 			var num, den float64
 			for i, v := range vals {
 				d := float64(int(q[i]) - int(bz))
-				num += d * float64(v)
-				den += d * d
+				num += float64(d * float64(v))
+				den += float64(d * d)
 			}
 			if den == 0 {
 				break
@@ -161,7 +161,7 @@ func encodeGroup(vals []float32, q []uint8, s float32, z uint8) float64 {
 		c = max(0, min(15, c))
 		q[i] = uint8(c)
 		d := float64(float32(int(q[i])-int(z))*s) - float64(v)
-		e += d * d
+		e += float64(d * d)
 	}
 	return e
 }
@@ -172,8 +172,8 @@ func RelRMSError(a, b []float32) float64 {
 	var num, den float64
 	for i := range b {
 		d := float64(a[i]) - float64(b[i])
-		num += d * d
-		den += float64(b[i]) * float64(b[i])
+		num += float64(d * d)
+		den += float64(float64(b[i]) * float64(b[i]))
 	}
 	if den == 0 {
 		if num == 0 {

@@ -183,9 +183,9 @@ func (m *Sparse12) dot64(out []float64, x []float32, mag bool) error {
 			g := c / m.G
 			s, z := float64(m.Scale(r, g)), float64(m.Zero(r, g))
 			if mag {
-				acc += math.Abs(s) * (float64(q) + math.Abs(z)) * math.Abs(float64(x[c]))
+				acc += float64(math.Abs(s) * (float64(q) + math.Abs(z)) * math.Abs(float64(x[c])))
 			} else {
-				acc += (float64(q) - z) * s * float64(x[c])
+				acc += float64((float64(q) - z) * s * float64(x[c]))
 			}
 		}
 		out[r] = acc
@@ -261,9 +261,9 @@ func QuantizeSparse12(w []float32, rows, cols, g int, opt BitsOptions) (*Sparse1
 	for r := 0; r < rows; r++ {
 		for p := 0; p < npairs; p++ {
 			a, b, k := pair(r, p)
-			total += float64(a)*float64(a) + float64(b)*float64(b)
+			total += float64(float64(a)*float64(a)) + float64(float64(b)*float64(b))
 			drop := [2]float32{b, a}[k]
-			dropped += float64(drop) * float64(drop)
+			dropped += float64(float64(drop) * float64(drop))
 		}
 	}
 	// Then the fits, rows in parallel: a row's pairs are words of its own

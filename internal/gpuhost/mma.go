@@ -130,7 +130,7 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 		inv[v] = float32(math.Ldexp(1, -sh))
 		hi, lo := xp[2*v*pc:(2*v+1)*pc], xp[(2*v+1)*pc:(2*v+2)*pc]
 		for c, f := range src {
-			s := f * sigma
+			s := float32(f * sigma)
 			h := layout.ToFP16(s)
 			hi[c] = h
 			lo[c] = layout.ToFP16(s - h.Float32())

@@ -28,7 +28,7 @@ func Q4G128(rows, cols int, seed uint64) (*layout.Q4G128, error) {
 	fill(rng, m.Weights)
 	fill(rng, m.Zeros)
 	for i := range m.Scales {
-		m.Scales[i] = 0.001 + 0.019*rng.Float32()
+		m.Scales[i] = 0.001 + float32(0.019*rng.Float32())
 	}
 	return m, nil
 }
@@ -135,7 +135,7 @@ func Matrix(spec layout.FormatSpec, rows, cols int, seed uint64) (layout.Matrix,
 
 func fillMeta(rng *rand.Rand, m *layout.GroupMeta, qmax int) {
 	for i := range m.Scales16 {
-		m.Scales16[i] = layout.ToFP16(0.001 + 0.019*rng.Float32())
+		m.Scales16[i] = layout.ToFP16(0.001 + float32(0.019*rng.Float32()))
 		m.Zeros16[i] = layout.ToFP16(float32(rng.IntN(qmax + 1)))
 	}
 }
@@ -155,7 +155,7 @@ func Codebook(spec layout.FormatSpec, rows, cols int, seed uint64) (*codebook.Co
 		c.Centroids16[i] = layout.ToFP16(float32(rng.NormFloat64()))
 	}
 	for i := range c.Scales16 {
-		c.Scales16[i] = layout.ToFP16(float32(rng.Float64()*0.1 + 0.01))
+		c.Scales16[i] = layout.ToFP16(float32(float64(rng.Float64()*0.1) + 0.01))
 	}
 	return c, nil
 }

@@ -86,7 +86,7 @@ func Safetensors(ts []STTensor) []byte {
 }
 
 func half(rng *rand.Rand, lo, hi float64) []byte {
-	return binary.LittleEndian.AppendUint16(nil, uint16(layout.ToFP16(float32(lo+rng.Float64()*(hi-lo)))))
+	return binary.LittleEndian.AppendUint16(nil, uint16(layout.ToFP16(float32(lo+float64(rng.Float64()*(hi-lo))))))
 }
 
 // Blocks returns random ggml blocks of type typ (2 Q4_0, 3 Q4_1, 8 Q8_0,

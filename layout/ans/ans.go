@@ -302,7 +302,7 @@ func (m *Matrix) Compression(w []int8) Report {
 	}
 	// A coder's initial state x in [2^31, 2^63) carries log2(x) - 31 bits
 	// of data; the rest of its 64 bits is overhead.
-	payload := 32*(float64(len(m.Words))-float64(pad)-float64(units*2*Lanes)) + 8*float64(len(m.Esc))
+	payload := float64(32*(int64(len(m.Words))-pad-int64(units*2*Lanes)) + 8*int64(len(m.Esc)))
 	var stateInfo float64
 	for u := 0; u < units; u++ {
 		w := m.Words[m.Offsets[u]:]
@@ -316,7 +316,7 @@ func (m *Matrix) Compression(w []int8) Report {
 		BitsPerElement: 8 * float64(m.CodedBytes()) / n,
 		PayloadBits:    payload / n,
 		EntropyBits:    Entropy(&counts) / n,
-		OverheadBits:   (64*float64(units*Lanes) - stateInfo + 32*float64(pad) + 128*float64(len(m.Offsets))) / n,
+		OverheadBits:   (float64(64*int64(units*Lanes)) - stateInfo + float64(32*pad+128*int64(len(m.Offsets)))) / n,
 		ModelBits:      float64(8*(2+2*m.Model.NSym)) / n,
 	}
 }

@@ -97,7 +97,7 @@ func (m *Model) Bits(counts *[256]int64) float64 {
 		if k == noSymbol {
 			k, raw = m.Escape, 8
 		}
-		bits += float64(n) * (math.Log2(ProbScale/float64(m.Freq[k])) + raw)
+		bits += float64(float64(n) * (math.Log2(ProbScale/float64(m.Freq[k])) + raw))
 	}
 	return bits
 }
@@ -112,7 +112,7 @@ func Entropy(counts *[256]int64) float64 {
 	for _, c := range counts {
 		if c > 0 {
 			p := float64(c) / float64(n)
-			h -= float64(c) * math.Log2(p)
+			h -= float64(float64(c) * math.Log2(p))
 		}
 	}
 	return h

@@ -334,7 +334,7 @@ func (c *Codebook) DotRef(out []float64, x []float32) error {
 	for r := 0; r < c.Rows; r++ {
 		var acc float64
 		for col := 0; col < c.Cols; col++ {
-			acc += c.weight64(r, col) * float64(x[col])
+			acc += float64(c.weight64(r, col) * float64(x[col]))
 		}
 		out[r] = acc
 	}
@@ -355,7 +355,7 @@ func (c *Codebook) DotRefMag(mag []float64, x []float32) error {
 			for i := 0; i < c.M; i++ {
 				sum += math.Abs(float64(c.Centroid(i, c.Code(r, i, j), e)))
 			}
-			acc += math.Abs(float64(c.Scale(r, col/c.G))) * sum * math.Abs(float64(x[col]))
+			acc += float64(math.Abs(float64(c.Scale(r, col/c.G))) * sum * math.Abs(float64(x[col])))
 		}
 		mag[r] = acc
 	}

@@ -66,7 +66,7 @@ func Quantize(w []float32, rows, cols int, spec layout.FormatSpec, opt Options) 
 			c0, c1 := g*c.G, min((g+1)*c.G, cols)
 			var ss float64
 			for col := c0; col < c1; col++ {
-				ss += float64(w[r*cols+col]) * float64(w[r*cols+col])
+				ss += float64(float64(w[r*cols+col]) * float64(w[r*cols+col]))
 			}
 			var s float32
 			if c1 > c0 && ss > 0 {
@@ -160,7 +160,7 @@ func kmeans(pts []float32, v, k, iters int, rng *rand.Rand, deadline time.Time, 
 		var s float64
 		for e := range p {
 			d := float64(p[e] - c[e])
-			s += d * d
+			s += float64(d * d)
 		}
 		return s
 	}
@@ -251,8 +251,8 @@ func nearest(x, cent, norm []float32) int {
 		cent = cent[:2*len(norm)]
 		for q, nq := range norm {
 			c := cent[2*q : 2*q+2 : 2*q+2]
-			dot := x0 * c[0]
-			dot += x1 * c[1]
+			dot := float32(x0 * c[0])
+			dot += float32(x1 * c[1])
 			if d := nq - 2*dot; d < bestD {
 				best, bestD = q, d
 			}
@@ -262,10 +262,10 @@ func nearest(x, cent, norm []float32) int {
 		cent = cent[:4*len(norm)]
 		for q, nq := range norm {
 			c := cent[4*q : 4*q+4 : 4*q+4]
-			dot := x0 * c[0]
-			dot += x1 * c[1]
-			dot += x2 * c[2]
-			dot += x3 * c[3]
+			dot := float32(x0 * c[0])
+			dot += float32(x1 * c[1])
+			dot += float32(x2 * c[2])
+			dot += float32(x3 * c[3])
 			if d := nq - 2*dot; d < bestD {
 				best, bestD = q, d
 			}
@@ -275,14 +275,14 @@ func nearest(x, cent, norm []float32) int {
 		cent = cent[:8*len(norm)]
 		for q, nq := range norm {
 			c := cent[8*q : 8*q+8 : 8*q+8]
-			dot := x0 * c[0]
-			dot += x1 * c[1]
-			dot += x2 * c[2]
-			dot += x3 * c[3]
-			dot += x4 * c[4]
-			dot += x5 * c[5]
-			dot += x6 * c[6]
-			dot += x7 * c[7]
+			dot := float32(x0 * c[0])
+			dot += float32(x1 * c[1])
+			dot += float32(x2 * c[2])
+			dot += float32(x3 * c[3])
+			dot += float32(x4 * c[4])
+			dot += float32(x5 * c[5])
+			dot += float32(x6 * c[6])
+			dot += float32(x7 * c[7])
 			if d := nq - 2*dot; d < bestD {
 				best, bestD = q, d
 			}
@@ -291,9 +291,9 @@ func nearest(x, cent, norm []float32) int {
 		v := len(x)
 		for q, nq := range norm {
 			c := cent[q*v : (q+1)*v]
-			dot := x[0] * c[0]
+			dot := float32(x[0] * c[0])
 			for e := 1; e < v; e++ {
-				dot += x[e] * c[e]
+				dot += float32(x[e] * c[e])
 			}
 			if d := nq - 2*dot; d < bestD {
 				best, bestD = q, d
@@ -312,7 +312,7 @@ func assign(pts []float32, v int, cent []float32, progress func(done, total int)
 	ct := make([]float32, k*v) // the centroids transposed, for nearestMany
 	for q := 0; q < k; q++ {
 		for e := 0; e < v; e++ {
-			norm[q] += cent[q*v+e] * cent[q*v+e]
+			norm[q] += float32(cent[q*v+e] * cent[q*v+e])
 			ct[e*k+q] = cent[q*v+e]
 		}
 	}
