@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test bench gen check ci vet fmt-check gen-check race noasm tags opencl fuzz fixtures cuda-headers cuda-toolkit cuda-vet cuda-test-bin
+.PHONY: all build test bench gen check ci vet fmt-check gen-check fma-check race noasm tags opencl fuzz fixtures cuda-headers cuda-toolkit cuda-vet cuda-test-bin
 
 all: build
 
@@ -33,6 +33,23 @@ race:
 
 noasm:
 	$(GO) test -tags noasm $(PKGS)
+
+# layout's quantizers and encoders, and the synthetic matrices, must give
+# the same bytes on every architecture, so their Go code must not fuse a
+# multiply and an add: Go may fuse x*y + z into one rounding on arm64,
+# ppc64le, riscv64, s390x and amd64 with GOAMD64=v3 unless the product is
+# converted explicitly (float64(x*y) + z). This compiles those packages for
+# each and fails on any fused instruction in their listings (replayed from
+# the build cache when unchanged). The kernels in cpu/ may fuse: their
+# float results have named error bounds.
+FMA_PKGS := ./layout/... ./internal/...
+fma-check:
+	@set -e; out=""; for a in arm64 ppc64le riscv64 s390x amd64; do \
+		s="$$(GOARCH=$$a GOAMD64=v3 $(GO) build -gcflags=-S $(FMA_PKGS) 2>&1)"; \
+		echo "$$s" | grep -q STEXT || { echo "fma-check: no listing for $$a"; echo "$$s" | tail -5; exit 1; }; \
+		out="$$out$$(echo "$$s" | grep -E '\s(V?FN?M(ADD|SUB)[0-9A-Z]*|WFN?M(ADD|SUB)[A-Z]*)\s' | grep -oE '\([^)]*\.go:[0-9]+\)' | sed "s/^/$$a/" | tr '\n' ' ')"; \
+	done; \
+	if [ -n "$$out" ]; then echo "fma-check: fused multiply-adds (pin the product: float64(x*y) + z):"; echo "$$out" | tr ' ' '\n' | sort -u; exit 1; fi
 
 # GPU build tags: the packages must at least compile with them.
 tags:
@@ -65,7 +82,7 @@ fuzz:
 	done
 
 # The whole check: what CI runs.
-test: build fmt-check vet gen-check tags opencl
+test: build fmt-check vet gen-check fma-check tags opencl
 	$(GO) test $(PKGS)
 	$(MAKE) race noasm
 
