@@ -72,7 +72,7 @@ opencl:
 # held FuzzReadFile at about 30 executions a minute; a failing input is
 # still written to testdata/fuzz.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := FuzzReadFile:./layout FuzzDecode:./layout/ans FuzzStreams:./layout/ans \
+FUZZ_TARGETS := FuzzReadFile:./layout FuzzDecode:./layout/ans FuzzSections:./layout/ans FuzzStreams:./layout/ans \
 	FuzzParse:./layout/gguf FuzzParse:./layout/safetensors FuzzKernels:./cpu FuzzLowBitKernels:./cpu
 
 fuzz:

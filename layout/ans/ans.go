@@ -55,8 +55,8 @@
 // # Container
 //
 // .qgv format 5 (layout.FormatANS): parameters layout (0 warp rows, 1 warp
-// stripes); sections MODL (NSym, Escape+1, then per symbol its value and
-// frequency: 2+2*NSym bytes), OFFS and ESCO (uint64 little-endian,
+// stripes); sections MODL (NSym-1, Escape+1, then per symbol its value and
+// frequency: 2+2*NSym bytes, NSym <= 128), OFFS and ESCO (uint64 little-endian,
 // units+1 each), WRDS (uint32 little-endian), ESCV (the escape bytes).
 // Every offset is checked at load, so no decoder reads outside a unit.
 package ans
@@ -67,6 +67,7 @@ import (
 	"math"
 
 	"github.com/qgemv/qgemv/internal/par"
+	"github.com/qgemv/qgemv/layout"
 )
 
 // Layout selects how rows are split among coders.
@@ -122,10 +123,21 @@ func (m *Matrix) steps() int {
 	return m.Cols / 128
 }
 
-// CheckShape reports whether a layout can hold a rows x cols matrix.
+// MaxCols is the most columns a matrix may have: every dot product of a
+// row with int8 inputs is then exact in int32, |sum| <= MaxCols * 128*128
+// < 2^31 (whatever a kernel's partial sums do in between, since they wrap
+// modulo 2^32). It is a multiple of 128, so both layouts can reach it.
+const MaxCols = 1<<17 - 128
+
+// CheckShape reports whether a layout can hold a rows x cols matrix: the
+// limits of layout.CheckDims (each side at most 2^24, at most 2^40
+// elements), at most MaxCols columns, and the layout's multiples.
 func CheckShape(l Layout, rows, cols int) error {
-	if rows < 1 || cols < 1 || rows > 1<<24 || cols > 1<<24 {
-		return fmt.Errorf("ans: shape %dx%d out of range", rows, cols)
+	if err := layout.CheckDims(rows, cols); err != nil {
+		return fmt.Errorf("ans: %w", err)
+	}
+	if cols > MaxCols {
+		return fmt.Errorf("ans: shape %dx%d: more than %d columns (an int32 dot product of int8 rows could overflow)", rows, cols, MaxCols)
 	}
 	switch l {
 	case WarpRows:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv/layout"
@@ -288,4 +289,125 @@ func TestEncodeDeterministic(t *testing.T) {
 			t.Errorf("%v: no escapes at sigma 12: the test covers less than it should", l)
 		}
 	}
+}
+
+// TestContainerBadHeader: a model section claiming more than MaxSyms
+// symbols and shapes past the limits are errors that say so, with valid
+// CRCs (so the checks behind them are what is tested), never a panic.
+func TestContainerBadHeader(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	m, err := Encode(gaussInt8(rng, 32*128, 4), 32, 128, WarpStripes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := m.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	good, err := layout.ReadFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		edit func(f *layout.File)
+		want string
+	}{
+		"256 symbols": {func(f *layout.File) {
+			md := []byte{255, 0}
+			for k := 0; k < 256; k++ {
+				md = append(md, byte(k), 1)
+			}
+			f.Sections[0].Data = md
+		}, "claims 256 symbols, at most 128"},
+		"2^48 elements": {func(f *layout.File) { f.Rows, f.Cols = 1<<24, 1<<24 }, "more than 2^40 elements"},
+		"rows past 2^24": {func(f *layout.File) { f.Rows = 1<<24 + 32 }, "above the limit"},
+		"cols past MaxCols": {func(f *layout.File) { f.Cols = MaxCols + 4 }, "more than 130944 columns"},
+	}
+	for name, c := range cases {
+		f := *good
+		f.Sections = append([]layout.Section(nil), good.Sections...)
+		c.edit(&f)
+		var out bytes.Buffer
+		if err := layout.WriteFile(&out, &f); err != nil {
+			t.Fatal(name, err)
+		}
+		g, err := layout.ReadFile(bytes.NewReader(out.Bytes()), int64(out.Len()))
+		if err == nil {
+			_, err = layout.Decode(g)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", name, err, c.want)
+		}
+	}
+	if err := CheckShape(WarpRows, 1, MaxCols); err != nil {
+		t.Errorf("CheckShape(WarpRows, 1, MaxCols): %v", err)
+	}
+}
+
+// TestMaxColsExact: at MaxCols columns the largest dot product, -128 *
+// -128 summed over every column, is exact in int32.
+func TestMaxColsExact(t *testing.T) {
+	w := make([]int8, 32*MaxCols)
+	for i := range w {
+		w[i] = -128
+	}
+	m, err := Encode(w, 32, MaxCols, WarpStripes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]int8, MaxCols)
+	for i := range v {
+		v[i] = -128
+	}
+	out := make([]int32, Lanes)
+	if err := m.DotUnit(0, v, out); err != nil {
+		t.Fatal(err)
+	}
+	for t0, got := range out {
+		if want := int64(MaxCols) * 128 * 128; int64(got) != want {
+			t.Fatalf("lane %d: %d, want %d", t0, got, want)
+		}
+	}
+}
+
+// FuzzSections replaces one section or the shape of a valid matrix's
+// container with arbitrary data, behind valid CRCs (the file is
+// rewritten), so every mutation reaches DecodeFile's checks: errors,
+// never a panic or a read outside the buffers.
+func FuzzSections(f *testing.F) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	var files []*layout.File
+	for _, l := range []Layout{WarpRows, WarpStripes} {
+		m, _ := Encode(gaussInt8(rng, 32*128, 30), 32, 128, l)
+		var buf bytes.Buffer
+		m.WriteTo(&buf)
+		g, err := layout.ReadFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			f.Fatal(err)
+		}
+		files = append(files, g)
+		for i, s := range g.Sections {
+			f.Add(byte(len(files)-1), byte(i), uint32(32), uint32(128), s.Data)
+		}
+	}
+	f.Add(byte(0), byte(0), uint32(32), uint32(128), append([]byte{255, 0}, make([]byte, 512)...))
+	f.Fuzz(func(t *testing.T, which, sec byte, rows, cols uint32, data []byte) {
+		g := *files[int(which)%len(files)]
+		g.Sections = append([]layout.Section(nil), g.Sections...)
+		g.Sections[int(sec)%len(g.Sections)].Data = data
+		g.Rows, g.Cols = uint64(rows%(1<<25)), uint64(cols%(1<<18))
+		if g.Rows*g.Cols > 1<<22 {
+			return // a valid shape that large only costs time
+		}
+		m, err := DecodeFile(&g)
+		if err != nil {
+			return
+		}
+		m.Decode()
+		out := make([]int32, Lanes)
+		v := make([]int8, m.Cols)
+		for u := 0; u < m.Units(); u++ {
+			m.DotUnit(u, v, out)
+		}
+	})
 }

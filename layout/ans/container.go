@@ -84,8 +84,8 @@ func DecodeFile(f *layout.File) (*Matrix, error) {
 		return nil, fmt.Errorf("ans: .qgv: parameters %v, want [layout 0 or 1]", f.Params)
 	}
 	l := Layout(f.Params[0])
-	if f.Rows > 1<<24 || f.Cols > 1<<24 {
-		return nil, fmt.Errorf("ans: .qgv: shape %dx%d out of range", f.Rows, f.Cols)
+	if f.Rows > layout.MaxDim || f.Cols > layout.MaxDim {
+		return nil, fmt.Errorf("ans: .qgv: shape %dx%d: dimensions above the limit %d", f.Rows, f.Cols, layout.MaxDim)
 	}
 	m := &Matrix{Rows: int(f.Rows), Cols: int(f.Cols), Layout: l}
 	if err := CheckShape(l, m.Rows, m.Cols); err != nil {
@@ -102,6 +102,9 @@ func DecodeFile(f *layout.File) (*Matrix, error) {
 	md := f.Sections[0].Data
 	if len(md) < 2 || len(md) != 2+2*(int(md[0])+1) {
 		return nil, fmt.Errorf("ans: .qgv: model section of %d bytes", len(md))
+	}
+	if n := int(md[0]) + 1; n > MaxSyms {
+		return nil, fmt.Errorf("ans: .qgv: the model section claims %d symbols, at most %d", n, MaxSyms)
 	}
 	m.Model.NSym, m.Model.Escape = int(md[0])+1, int(md[1])-1
 	for k := 0; k < m.Model.NSym; k++ {
