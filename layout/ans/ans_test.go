@@ -319,8 +319,8 @@ func TestContainerBadHeader(t *testing.T) {
 			}
 			f.Sections[0].Data = md
 		}, "claims 256 symbols, at most 128"},
-		"2^48 elements": {func(f *layout.File) { f.Rows, f.Cols = 1<<24, 1<<24 }, "more than 2^40 elements"},
-		"rows past 2^24": {func(f *layout.File) { f.Rows = 1<<24 + 32 }, "above the limit"},
+		"2^48 elements":     {func(f *layout.File) { f.Rows, f.Cols = 1<<24, 1<<24 }, "more than 2^40 elements"},
+		"rows past 2^24":    {func(f *layout.File) { f.Rows = 1<<24 + 32 }, "above the limit"},
 		"cols past MaxCols": {func(f *layout.File) { f.Cols = MaxCols + 4 }, "more than 130944 columns"},
 	}
 	for name, c := range cases {
