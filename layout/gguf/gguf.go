@@ -145,7 +145,7 @@ type File struct {
 	Version   uint32
 	Alignment uint64
 	Keys      []string       // metadata keys in file order
-	Metadata  map[string]any // values: uint8..int64, float32/64, bool, string, []any
+	Metadata  map[string]any // values: uint8..int64, float32/64, bool, string; arrays as []uint8..[]int64, []float32/64, []bool, []string, or []any of arrays
 	Tensors   []*Tensor      // in file order
 	DataStart uint64         // byte offset of the data section
 	m         *mmap.File
@@ -299,18 +299,52 @@ func (r *reader) value(vt uint32, what string, depth int) any {
 			r.err = errf("%s: %d elements cannot fit in the %d bytes left", what, n, r.left())
 			return nil
 		}
-		out := make([]any, n)
-		for i := range out {
-			if out[i] = r.value(et, what, depth+1); r.err != nil {
-				return nil
-			}
+		// Typed slices: one element costs its own size (a string its
+		// header and bytes), not a 16-byte interface, so a file's arrays
+		// take about the memory their bytes do.
+		switch et {
+		case vU8:
+			return array(r, n, func() uint8 { return r.u8(what) })
+		case vI8:
+			return array(r, n, func() int8 { return int8(r.u8(what)) })
+		case vU16:
+			return array(r, n, func() uint16 { return r.u16(what) })
+		case vI16:
+			return array(r, n, func() int16 { return int16(r.u16(what)) })
+		case vU32:
+			return array(r, n, func() uint32 { return r.u32(what) })
+		case vI32:
+			return array(r, n, func() int32 { return int32(r.u32(what)) })
+		case vF32:
+			return array(r, n, func() float32 { return math.Float32frombits(r.u32(what)) })
+		case vU64:
+			return array(r, n, func() uint64 { return r.u64(what) })
+		case vI64:
+			return array(r, n, func() int64 { return int64(r.u64(what)) })
+		case vF64:
+			return array(r, n, func() float64 { return math.Float64frombits(r.u64(what)) })
+		case vBool:
+			return array(r, n, func() bool { return r.value(vBool, what, depth+1).(bool) })
+		case vString:
+			return array(r, n, func() string { return r.str(what) })
 		}
-		return out
+		return array(r, n, func() any { return r.value(et, what, depth+1) })
 	}
 	if r.err == nil {
 		r.err = errf("%s: unknown value type %d", what, vt)
 	}
 	return nil
+}
+
+// array reads n elements with next, nil at the first error.
+func array[T any](r *reader, n uint64, next func() T) []T {
+	out := make([]T, n)
+	for i := range out {
+		if out[i] = next(); r.err != nil {
+			return nil
+		}
+	}
+	return out
 }
 
 // Parse parses a whole file held in data (Tensor.Data aliases it).
