@@ -78,7 +78,10 @@ func errf(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, a...)...)
 }
 
-// Open maps and parses the file at path; Close releases it.
+// Open maps and parses the file at path; Close releases it. The file must
+// not be truncated while it is open: as with any memory map, touching a
+// page past the new end raises SIGBUS. (It is mapped on Linux, macOS and
+// the BSDs; elsewhere it is read whole.)
 func Open(path string) (*File, error) {
 	f, m, err := mmap.OpenParsed("safetensors", path, Parse)
 	if err != nil {
