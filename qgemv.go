@@ -30,7 +30,10 @@ type Activation int
 
 const (
 	// A32 multiplies with float32 activations (W4A32); the result is
-	// within layout.A32Tolerance of the float64 reference.
+	// within the format's named bound of the float64 reference
+	// (layout.A32Tolerance for Q4G128, layout.BitsTolerance for Bits and
+	// Sparse12, codebook.Tolerance, ToleranceF16 or ToleranceI16 for
+	// codebooks, by the kernel's table).
 	A32 Activation = iota
 	// A8 quantizes the float32 activations to int8 per 128 inputs and
 	// accumulates in int32 (W4A8); the result is bit-exact across
@@ -40,7 +43,7 @@ const (
 	A16
 )
 
-// String returns "A32" or "A8".
+// String returns "A32", "A8", "A16", or "Activation(n)" for other values.
 func (a Activation) String() string {
 	switch a {
 	case A32:
@@ -131,8 +134,11 @@ func (e *Engine) Backend() string { return e.be.Name() }
 func (e *Engine) Report() dispatch.Report { return e.report }
 
 // QuantizeA8 quantizes the activation vector x to int8 per 128 inputs,
-// exactly as layout.QuantizeA8 specifies, in parallel: xq needs len(x)
-// rounded up to a multiple of 128 values and xs one scale per 128. Use it
+// exactly as layout.QuantizeA8 specifies, in parallel: len(xq) is any
+// multiple of 128 at least len(x) (the inputs past len(x) are zeros), and
+// xs has one scale per 128. For MulInt8, len(xq) is the matrix's
+// PaddedCols(), which some formats pad past the next multiple of 128
+// (Bits3G128 at 4096 columns: 4480; Sparse12 to multiples of 256). Use it
 // with MulInt8 when several matrices share one input (an FFN's gate and
 // up projections). xs must not share memory with x (ErrOverlap).
 func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
@@ -212,7 +218,7 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 }
 
 // Kernel names the kernel set running this matrix, e.g.
-// "cpu-avx512vnni" (the low-bit formats run "cpu-generic" for now).
+// "cpu-avx512vnni", "cpu-avx2" or "cuda-sm90".
 func (m *Matrix) Kernel() string { return m.m.Kernel() }
 
 // Format names the matrix's format, e.g. "Q4G128" or "Bits2G64".
@@ -280,8 +286,8 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 }
 
 // MulInt8 multiplies activations already quantized with
-// layout.QuantizeA8: xq has batch*PCols values (Cols padded to a multiple
-// of 128), xs batch*PCols/128 scales. For an act-order matrix (imported
+// layout.QuantizeA8: xq has batch*PaddedCols() values, xs
+// batch*PaddedCols()/128 scales. For an act-order matrix (imported
 // GPTQ, layout.Bits.Perm) quantize the activations in stored column order
 // (layout.Bits.Gather first); Mul does that itself. dst must not share
 // memory with xs (ErrOverlap).

@@ -139,8 +139,9 @@ func Probe() Report {
 var ErrUnknownBackend = errors.New("dispatch: unknown backend")
 
 // ErrFormatNotImplemented is wrapped by Backend.Load's error when the
-// backend has no kernels for the matrix's format (e.g. codebooks on a GPU
-// backend); test for it with errors.Is.
+// backend has no kernels for the matrix's format (e.g. an *ans.Matrix on a
+// GPU backend, whose ANS kernels take it through their own LoadANS); test
+// for it with errors.Is.
 var ErrFormatNotImplemented = errors.New("dispatch: format not implemented by the backend")
 
 // notImplemented keeps a backend's own message and matches

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // driver is a GPU backend compiled into this binary. The files
@@ -94,10 +95,11 @@ func preferredGPU(opts Options) (string, string) {
 
 // gpuLoadError marks a GPU backend's Load error as ErrFormatNotImplemented
 // when m is of a format outside the ones the GPU backends' Load documents
-// (Q4G128, Bits, Sparse12); other errors are returned as they are.
+// (Q4G128, Bits, Sparse12, codebooks and their dequantizing baseline);
+// other errors are returned as they are.
 func gpuLoadError(m layout.Matrix, err error) error {
 	switch m.(type) {
-	case nil, *layout.Q4G128, *layout.Bits, *layout.Sparse12:
+	case nil, *layout.Q4G128, *layout.Bits, *layout.Sparse12, *codebook.Codebook, codebook.Baseline:
 		return err
 	}
 	return notImplemented{err}

@@ -110,8 +110,14 @@ const (
 	// 4-bit zero point per (row, 128-column group). It has no parameters.
 	FormatQ4G128 FormatID = 1
 	// FormatBits is Bits; parameters: bits per weight, group size (0 for
-	// the whole row), 1 for float32 metadata else 0. Sections WRDS (the
-	// words, uint32), SCAL and ZERO (GroupMeta order, binary16 or float32).
+	// the whole row), 1 for float32 metadata else 0, and optionally flags
+	// (bit 0: the zero slots hold offsets, w = q*s + o, Bits.Offsets; bit
+	// 1: an act-order column permutation follows, Bits.Perm; a file with
+	// neither has three parameters). Sections WRDS (the words, uint32),
+	// SCAL and ZERO (GroupMeta order, binary16 or float32), then with flag
+	// bit 1 PERM (Cols uint32 little-endian: stored column c holds source
+	// column PERM[c]). Imported GPTQ act-order, Q4_1 and Q4_K matrices use
+	// them.
 	FormatBits FormatID = 2
 	// FormatSparse12 is Sparse12; parameters: group size (0 for the whole
 	// row), 1 for float32 metadata else 0; sections as FormatBits.
