@@ -114,7 +114,7 @@ fixtures:
 # package into .cache/cuda (downloaded once, about 770 MB). Running needs
 # the NVIDIA driver (libcuda.so.1). cuda-toolkit also unpacks Debian's
 # nvcc 11.8, which go run ./gen uses to regenerate cuda/ptx from
-# cuda/kernels.cu (PTX ISA 7.8: loadable by drivers from R520 on).
+# cuda/*.cu (PTX ISA 7.8: loadable by drivers from R520 on).
 CUDA_DIR := $(CURDIR)/.cache/cuda
 CUDA_POOL := http://deb.debian.org/debian/pool/non-free/n/nvidia-cuda-toolkit
 CUDA_VER := 11.8.89~11.8.0-5~deb12u1

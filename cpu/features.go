@@ -37,8 +37,8 @@ func l1Budget(l1 int) int {
 	return b
 }
 
-// Features returns the CPU features this backend cares about, as
-// "NAME=yes/no" pairs, for reports.
+// Features returns the CPU features this backend cares about, as "NAME+"
+// (present) or "NAME-" (absent), space-separated, for reports.
 func Features() string {
 	var b strings.Builder
 	for i, f := range []cpuid.FeatureID{cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C, cpuid.BMI2,

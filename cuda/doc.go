@@ -57,8 +57,10 @@
 // read-only cache, every loaded weight used for all the batch's vectors.
 // The K dimension is split (SplitK) across blocks when there are too few
 // rows to fill the device, reduced by default deterministically (partials
-// in a workspace, a second kernel adding them in split order) or with
-// atomics (Options.Mode, QGEMV_CUDA_SPLITK_MODE).
+// in a workspace; the block that finishes a row tile last adds its
+// partials in split order, in the same launch; the codebook kernels use a
+// second kernel, split_reduce) or with atomics (Options.Mode,
+// QGEMV_CUDA_SPLITK_MODE).
 //
 // Int8 kernels are bit-exact with layout's DotA8Exact: per-block int32
 // sums from dp4a (Q4G128 with the activations reordered per 8 columns

@@ -17,8 +17,8 @@
 // os.UserCacheDir()/qgemv/cuda ($QGEMV_CUDA_CACHE). An OpenCL device of
 // CPU type (PoCL) is never chosen by default.
 //
-// Selection is a pure function of the probe and the options, so tests can
-// re-run it to force every path.
+// Selection reads the probe, the options, QGEMV_BACKEND and the cached GPU
+// calibrations; tests set each to force every path.
 package dispatch
 
 import (

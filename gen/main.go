@@ -1,7 +1,7 @@
 // Command gen writes qgemv's generated files: with avo, the amd64 assembly
 // kernels in asm/ and their Go declarations; with a CUDA compiler when one
 // is found (nvcc on PATH, $QGEMV_NVCC, or `make cuda-toolkit`), the PTX of
-// cuda/kernels.cu in cuda/ptx (without one, it checks that the committed
+// every cuda/*.cu in cuda/ptx (without one, it checks that the committed
 // PTX was generated from the current source). Run it from the repository
 // root:
 //

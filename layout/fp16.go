@@ -6,8 +6,9 @@ import "math"
 // bits), as stored in Bits metadata and A16 activations.
 type FP16 uint16
 
-// ToFP16 rounds f to the nearest binary16 value, ties to even; values past
-// the largest finite half (65504) become infinities, NaN stays NaN.
+// ToFP16 rounds f to the nearest binary16 value, ties to even: values of
+// magnitude 65520 and above (past the largest finite half, 65504, by half
+// a step) become infinities; NaN stays NaN.
 func ToFP16(f float32) FP16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000

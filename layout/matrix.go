@@ -1,8 +1,9 @@
 package layout
 
-// Matrix is any quantized matrix format of this package: *Q4G128, *Bits
-// or *Sparse12. Backends accept a Matrix and reject formats they do not
-// implement with an error naming them.
+// Matrix is any quantized matrix format: *Q4G128, *Bits and *Sparse12 of
+// this package, and *codebook.Codebook, codebook.Baseline and *ans.Matrix
+// of its subpackages. Backends accept a Matrix and reject formats they do
+// not implement with an error naming them.
 type Matrix interface {
 	// Name names the format and its parameters, e.g. "Bits4G128".
 	Name() string

@@ -9,7 +9,8 @@ import (
 type QuantMethod int
 
 const (
-	// MinMax maps each group's [min, max] range onto [0, 15].
+	// MinMax maps each group's [min, max] range onto the codes: [0, 15]
+	// for Q4G128, [0, 2^n-1] for QuantizeBits.
 	MinMax QuantMethod = iota
 	// Search tries shrunken ranges and least-squares scale refinement per
 	// group and keeps the candidate with the least squared error. It is
