@@ -44,11 +44,11 @@ type benchResult struct {
 
 type ffnLayer struct{ gate, up, down *qgemv.Matrix }
 
+// maxWorkingSetMiB bounds -working-set-mib, as synth.WorkingSet bounds
+// its variable.
+const maxWorkingSetMiB = 65536
+
 func cmdBench(args []string) error {
-	ws, err := synth.WorkingSet()
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	iters := fs.Int("iters", 200, "iterations (FFN blocks) in the burst")
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
@@ -57,7 +57,7 @@ func cmdBench(args []string) error {
 	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
 	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
 	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
-	minWS := fs.Int("working-set-mib", int(ws>>20), "rotate over enough layers to stream at least this many MiB (0: one layer, cache-resident when small); the default is 256 or twice the last-level cache, at most 1024, or $"+synth.WorkingSetEnv)
+	minWS := fs.Int("working-set-mib", -1, fmt.Sprintf("rotate over enough layers to stream at least this many MiB, 0 to %d (0: one layer, cache-resident when small; -1: $%s, else 256 or twice the last-level cache, at most 1024)", maxWorkingSetMiB, synth.WorkingSetEnv))
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
@@ -74,18 +74,41 @@ func cmdBench(args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
+	if *threads < 0 || *threads > maxProcs() {
+		return fmt.Errorf("bench: -threads %d: want 0 (all) to %d, the logical CPUs Go uses (GOMAXPROCS)", *threads, maxProcs())
+	}
 	if *workload == "matvans" {
+		if *mvReps < 1 {
+			return fmt.Errorf("bench: -reps %d must be >= 1", *mvReps)
+		}
 		isa, err := matvansISA(*backend)
 		if err != nil {
 			return err
 		}
-		return benchMatVANS(isa, *mvD, 10, max(1, *mvReps), *mvSigma, *threads, *asJSON)
+		if !strings.HasPrefix(string(isa), "cuda") && !strings.HasPrefix(string(isa), "opencl") {
+			// Check the kernel set before generating and encoding the
+			// matrices (seconds).
+			if _, err := cpu.New(cpu.Config{ISA: isa, Threads: *threads}); err != nil {
+				return fmt.Errorf("bench: -workload matvans: %w", err)
+			}
+		}
+		return benchMatVANS(isa, *mvD, 10, *mvReps, *mvSigma, *threads, *asJSON)
 	}
 	if *workload != "ffn" {
 		return fmt.Errorf("bench: -workload %q: want ffn or matvans", *workload)
 	}
 	if *iters < 1 {
 		return fmt.Errorf("bench: -iters %d must be >= 1", *iters)
+	}
+	switch {
+	case *minWS == -1:
+		ws, err := synth.WorkingSet()
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		*minWS = int(ws >> 20)
+	case *minWS < 0 || *minWS > maxWorkingSetMiB:
+		return fmt.Errorf("bench: -working-set-mib %d: want 0 to %d (or -1 for the default)", *minWS, maxWorkingSetMiB)
 	}
 	var a qgemv.Activation
 	switch strings.ToLower(*act) {

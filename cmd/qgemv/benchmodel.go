@@ -10,6 +10,7 @@ import (
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // modelResult is one tensor of "qgemv bench -model".
@@ -45,6 +46,8 @@ func specOf(m layout.Matrix) layout.FormatSpec {
 			g = 0
 		}
 		return layout.FormatSpec{Format: layout.FormatSparse12, N: 8, G: g}
+	case *codebook.Codebook:
+		return v.Spec()
 	}
 	return layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}
 }

@@ -13,6 +13,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -56,6 +58,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "qgemv: unknown command %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) { // -h: the flag package printed the usage
+		return
 	}
 	if err != nil {
 		msg := err.Error()

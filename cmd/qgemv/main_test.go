@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -60,6 +62,8 @@ func TestQuantizeInspect(t *testing.T) {
 		{"-rows", "3", "-cols", "200", in},            // no -o
 		{"-rows", "3", "-cols", "200", "-method", "x", "-o", out, in},
 		{"-rows", "3", "-cols", "200", "-format", "q8", "-o", out, in},
+		{"-rows", "3", "-cols", "200", "-format", "cb-m1v4b8g128", "-iters", "-5", "-o", out, in},
+		{"-rows", "3", "-cols", "200", "-format", "cb-m1v4b8g128", "-time-budget", "-1s", "-o", out, in},
 	} {
 		if err := cmdQuantize(args); err == nil {
 			t.Errorf("quantize %v: no error", args)
@@ -70,6 +74,28 @@ func TestQuantizeInspect(t *testing.T) {
 	os.WriteFile(bad, raw[:len(raw)-1], 0o644)
 	if err := cmdInspect([]string{bad}); err == nil || !strings.Contains(err.Error(), "qgv") {
 		t.Errorf("inspect of a truncated file: %v", err)
+	}
+}
+
+// TestSpecOf: bench -model's native twin of an imported matrix has the
+// import's format, codebooks included (they once got a Q4G128 twin).
+func TestSpecOf(t *testing.T) {
+	cb, err := codebook.New(64, 256, 2, 8, 6, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := layout.NewBits(64, 256, 3, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []layout.Matrix{cb, b} {
+		nat, err := synth.Matrix(specOf(m), 64, 256, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nat.Name() != m.Name() {
+			t.Errorf("the twin of %s is %s", m.Name(), nat.Name())
+		}
 	}
 }
 
@@ -85,6 +111,33 @@ func TestBenchSmall(t *testing.T) {
 		if err := cmdBench(args); err == nil {
 			t.Errorf("bench %v: no error", args)
 		}
+	}
+	// Bad numbers are refused before any work, naming the flag.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-working-set-mib", "9223372036854775807"}, "-working-set-mib 9223372036854775807: want 0 to 65536"},
+		{[]string{"-working-set-mib", "-5"}, "-working-set-mib -5"},
+		{[]string{"-threads", "-1"}, "-threads -1"},
+		{[]string{"-threads", "100000"}, "-threads 100000"},
+		{[]string{"-workload", "matvans", "-reps", "0"}, "-reps 0"},
+		{[]string{"-workload", "matvans", "-backend", "cpu-bogus"}, `unknown kernel set "bogus"`},
+	} {
+		if err := cmdBench(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bench %v: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+	// The working-set variable is read only when it is used.
+	t.Setenv("QGEMV_WORKING_SET_MIB", "abc")
+	if err := cmdBench([]string{"-format", "q4g128", "-hidden", "256", "-intermediate", "384", "-iters", "1", "-working-set-mib", "0", "-json"}); err != nil {
+		t.Errorf("bench -working-set-mib 0 with a bad $QGEMV_WORKING_SET_MIB: %v", err)
+	}
+	if err := cmdBench([]string{"-hidden", "256", "-intermediate", "384", "-iters", "1", "-json"}); err == nil || !strings.Contains(err.Error(), "QGEMV_WORKING_SET_MIB") {
+		t.Errorf("bench with a bad $QGEMV_WORKING_SET_MIB: %v, want an error naming it", err)
+	}
+	if err := cmdBench([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("bench -h: %v, want flag.ErrHelp (main exits 0 on it)", err)
 	}
 }
 

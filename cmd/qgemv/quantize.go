@@ -41,6 +41,12 @@ func cmdQuantize(args []string) error {
 	if err != nil {
 		return fmt.Errorf("quantize: %w", err)
 	}
+	if *iters < 1 {
+		return fmt.Errorf("quantize: -iters %d must be >= 1", *iters)
+	}
+	if *budget < 0 {
+		return fmt.Errorf("quantize: -time-budget %v must be >= 0 (0: no limit)", *budget)
+	}
 	qm, err := layout.ParseQuantMethod(*method)
 	if err != nil {
 		return err
