@@ -257,7 +257,7 @@ func mulOne(mx ChainMat, v []int8, y []int32) error {
 	b := mx.backend()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed || mx.isClosed() { // Close frees the buffers under b.mu: check again under it
 		return ErrClosed
 	}
 	vb, yb, sb, err := b.chainBufs(max(len(v), len(y)), mx.statusLen())
@@ -299,6 +299,11 @@ func (b *Backend) RunChain(mats []ChainMat, alpha []float32, v0 []int8) ([]int8,
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, ErrClosed
+	}
+	for i, m := range mats { // Close frees the buffers under b.mu: check again under it
+		if m.isClosed() {
+			return nil, fmt.Errorf("opencl: RunChain: matrix %d: %w", i, ErrClosed)
+		}
 	}
 	vb, yb, sb, err := b.chainBufs(width, 0)
 	if err != nil {

@@ -3,6 +3,7 @@ package gpuhost
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -80,6 +81,11 @@ func CheckChain[M Shape](prefix string, mats []M, alpha []float32, n0 int, usabl
 	}
 	n, width = n0, n0
 	for i, m := range mats {
+		// A nil interface or a nil pointer in one: either would panic in
+		// the first method call.
+		if v := reflect.ValueOf(m); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+			return 0, 0, fmt.Errorf("%s: RunChain: matrix %d is nil", prefix, i)
+		}
 		if usable != nil {
 			if err := usable(i, m); err != nil {
 				return 0, 0, err

@@ -100,6 +100,15 @@ func TestCheckChain(t *testing.T) {
 	if err != bad {
 		t.Errorf("usable's error: %v (checked before the shape?)", err)
 	}
+	// Nil matrices, as a nil interface or a nil pointer in one, are errors
+	// before any method is called.
+	var nilPtr *shape
+	if _, _, err := CheckChain("p", []Shape{shape{200, 5}, nilPtr}, []float32{1, 2}, 5, nil); err == nil || !strings.Contains(err.Error(), "matrix 1 is nil") {
+		t.Errorf("a nil *shape: %v", err)
+	}
+	if _, _, err := CheckChain("p", []Shape{nil}, []float32{1}, 5, nil); err == nil || !strings.Contains(err.Error(), "matrix 0 is nil") {
+		t.Errorf("a nil Shape: %v", err)
+	}
 	if err := CheckMul("p", "k", 3, 4, 4, 3); err != nil {
 		t.Error(err)
 	}
