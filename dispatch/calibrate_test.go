@@ -12,8 +12,8 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// fakeBackend multiplies in a fixed time (and computes nothing), counting
-// its multiplies.
+// fakeBackend multiplies in a fixed time on the fake clock (and computes
+// nothing), counting its multiplies.
 type fakeBackend struct {
 	name  string
 	delay time.Duration
@@ -35,7 +35,17 @@ func (f fakeBackend) Load(m layout.Matrix) (Matrix, error) {
 
 type fakeMatrix struct{ b fakeBackend }
 
-func (m fakeMatrix) mul() error                                             { m.b.muls.Add(1); time.Sleep(m.b.delay); return nil }
+// fakeNow is the fake clock fakeCalibrator installs as clock: a fake
+// multiply advances it by its delay instead of sleeping, so the
+// calibrations the tests assert on are exact, whatever the load on the
+// machine.
+var fakeNow atomic.Int64
+
+func (m fakeMatrix) mul() error {
+	m.b.muls.Add(1)
+	fakeNow.Add(int64(m.b.delay))
+	return nil
+}
 func (m fakeMatrix) MulF32(dst, x []float32, batch int) error               { return m.mul() }
 func (m fakeMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error { return m.mul() }
 func (m fakeMatrix) MulA8(dst, x []float32, batch int) error                { return m.mul() }
@@ -50,6 +60,8 @@ func (m fakeMatrix) Close() error   { return nil }
 // multiplies.
 func fakeCalibrator(t *testing.T, key, dir string, gpu, cpu time.Duration) (c calibrator, gpuMuls, cpuMuls *atomic.Int64) {
 	t.Helper()
+	clock = func() time.Time { return time.Unix(0, fakeNow.Load()) }
+	t.Cleanup(func() { clock = time.Now })
 	gpuMuls, cpuMuls = new(atomic.Int64), new(atomic.Int64)
 	c = calibrator{
 		Key: key, Device: "FakeGPU 9000", Dir: dir,
