@@ -664,6 +664,7 @@ func (b *Backend) readTimed(k *kernel, wg, groups int, out *buffer, n int, bufs 
 	evs := make([]*event, 0, iters)
 	for i := 0; i < len(bufs)+iters; i++ {
 		if err := k.setArgs(bufs[i%len(bufs)], int32(n), out); err != nil {
+			releaseEvents(evs)
 			return 0, err
 		}
 		ev, err := b.x.launch(k, groups*wg, wg, i >= len(bufs))
