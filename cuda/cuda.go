@@ -40,8 +40,12 @@ func (d Device) String() string {
 
 // Devices lists the CUDA devices. The cu package initialised the driver
 // when the program started (a binary built with the cuda tag needs the
-// NVIDIA driver's libcuda.so.1); no device is an empty list.
+// NVIDIA driver's libcuda.so.1); a failed initialisation (no visible
+// device, say) is an error that names the driver's result.
 func Devices() ([]Device, error) {
+	if err := initErr(); err != nil {
+		return nil, err
+	}
 	n, err := cu.NumDevices()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: counting devices: %w", err)
@@ -234,6 +238,9 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 		opts.Mode = Deterministic
 	default:
 		return nil, fmt.Errorf("cuda: %s=%q: want atomic or deterministic", EnvSplitMode, m)
+	}
+	if err := initErr(); err != nil {
+		return nil, err
 	}
 	n, err := cu.NumDevices()
 	if err != nil {

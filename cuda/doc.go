@@ -11,8 +11,11 @@
 // The package uses gorgonia.org/cu, which needs cgo, cuda.h to compile and
 // the NVIDIA driver's libcuda.so.1 to run: a binary built with -tags cuda
 // does not start on a machine without the driver (the dynamic loader
-// cannot find libcuda.so.1), and cu's package initialisation exits the
-// process if cuInit fails. `make cuda-headers` fetches cuda.h and a
+// cannot find libcuda.so.1). cu's package initialisation would exit the
+// process if cuInit failed (no visible device, say); this package defines
+// cuInit in the executable (init.go), calling the driver's own and
+// reporting success to cu, so that Devices and Open return the driver's
+// result as an error instead and the CPU backends still run. `make cuda-headers` fetches cuda.h and a
 // libcuda.so link stub (from Debian's nvidia-cuda-dev) into .cache/cuda;
 // `make cuda-vet` and `make cuda-test-bin` use them.
 //
