@@ -240,7 +240,9 @@ func (mx *Matrix) Close() error {
 // Kernel names the kernel set the matrix runs, e.g. "cpu-avx512vnni".
 func (mx *Matrix) Kernel() string { return "cpu-" + string(mx.b.set.isa) }
 
-// Q4G128 returns the loaded matrix.
+// Q4G128 returns the loaded matrix. With HugePages it points into the
+// matrix's huge-page copy, which Close (or the finalizer, once mx is
+// unreachable) frees: use it only while mx is open and referenced.
 func (mx *Matrix) Q4G128() *layout.Q4G128 { return mx.m }
 
 // ErrBatch is returned for a batch outside 1..MaxBatch.
@@ -289,6 +291,7 @@ func (mx *Matrix) checkFloatArgs(dst, x []float32, batch int) error {
 // with float32 activations (W4A32). Non-finite activations are not
 // checked: they propagate as in any float computation.
 func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
+	defer runtime.KeepAlive(mx) // the finalizer frees the huge-page weights the kernels read
 	m := mx.m
 	if err := mx.checkFloatArgs(dst, x, batch); err != nil {
 		return err
@@ -330,6 +333,7 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 // computes the W4A8 product into dst. The result is bit-exact across
 // kernel sets and backends. Non-finite activations are an error.
 func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
+	defer runtime.KeepAlive(mx) // see MulF32
 	m := mx.m
 	if err := mx.checkFloatArgs(dst, x, batch); err != nil {
 		return err
@@ -345,6 +349,7 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 // layout.QuantizeA8: xq holds batch*PCols int8 values, xs batch*PCols/128
 // scales.
 func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	defer runtime.KeepAlive(mx) // see MulF32
 	m := mx.m
 	if err := mx.checkBatch(batch); err != nil {
 		return err

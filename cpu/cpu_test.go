@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -241,4 +242,58 @@ func TestStreamRead(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHugePagesFinalizerDuringMul: a HugePages matrix whose last reference
+// is the multiply running on it is not finalized (its huge-page copy
+// unmapped) until the multiply returns. The garbage collector runs
+// continuously meanwhile; without the KeepAlive in the multiplies this
+// faulted (SIGSEGV) on the first run.
+func TestHugePagesFinalizerDuringMul(t *testing.T) {
+	be, err := New(Config{HugePages: true, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	m := randMatrix(t, rng, 2048, 4096)
+	const batch = 16
+	x := make([]float32, batch*m.Cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	dst := make([]float32, batch*m.Rows)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := 0; i < 20; i++ {
+		if err := loadAndMul(be, m, dst, x, batch, i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// loadAndMul loads m and multiplies once, dropping the matrix without
+// Close: the finalizer is all that frees it.
+//
+//go:noinline
+func loadAndMul(be *Backend, m *layout.Q4G128, dst, x []float32, batch int, a8 bool) error {
+	mx, err := be.Load(m)
+	if err != nil {
+		return err
+	}
+	if a8 {
+		return mx.MulA8(dst, x, batch)
+	}
+	return mx.MulF32(dst, x, batch)
 }
