@@ -41,6 +41,8 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	cc := *c // a snapshot of the fields, as Load takes
+	c = &cc
 	K, V := 1<<c.B, c.V
 	// Building the Psumbook costs 2^B*V multiply-adds per segment and
 	// saves one per row: with fewer rows than that (12-bit codes below

@@ -193,14 +193,17 @@ type Matrix struct {
 // ErrClosed is returned by a multiply on a closed matrix.
 var ErrClosed = errors.New("cpu: matrix is closed")
 
-// Load validates m and binds it to the backend. The matrix is used in
-// place, or copied into huge-page memory if the backend was configured
-// with HugePages.
+// Load validates m and binds it to the backend. The matrix's data is
+// used in place, or copied into huge-page memory if the backend was
+// configured with HugePages; its fields (shape, slice headers) are copied,
+// so that a caller reassigning them after Load cannot send the kernels
+// outside the validated slices (the data itself must not change).
 func (b *Backend) Load(m *layout.Q4G128) (*Matrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	mx := &Matrix{b: b, m: m}
+	c := *m // the kernels read this snapshot's slices and shape, not the caller's struct
+	mx := &Matrix{b: b, m: &c}
 	if b.huge {
 		mx.m, mx.block = hugeCopy(m)
 		runtime.SetFinalizer(mx, (*Matrix).Close) // backstop; Close is the API

@@ -297,3 +297,62 @@ func loadAndMul(be *Backend, m *layout.Q4G128, dst, x []float32, batch int, a8 b
 	}
 	return mx.MulF32(dst, x, batch)
 }
+
+// TestLoadSnapshotsFields: reassigning a loaded matrix's slices or shape
+// (which the API forbids) cannot send the kernels outside what Load
+// validated: every loader keeps its own copy of the fields, so the
+// multiply still computes the loaded matrix. Before, the kernels read the
+// caller's struct: a nil Weights faulted in the assembly.
+func TestLoadSnapshotsFields(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, huge := range []bool{false, true} {
+		be, err := New(Config{HugePages: huge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := randMatrix(t, rng, 64, 256)
+		x := make([]float32, q.Cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		mq, err := be.Load(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, q.Rows)
+		if err := mq.MulF32(want, x, 1); err != nil {
+			t.Fatal(err)
+		}
+		q.Weights, q.Scales, q.Zeros, q.Rows, q.Cols = nil, nil, nil, 1<<20, 1<<20
+		got := make([]float32, len(want))
+		if err := mq.MulF32(got, x, 1); err != nil || !slices.Equal(got, want) {
+			t.Errorf("huge %v: Q4G128 after its fields changed: %v, results equal %v", huge, err, slices.Equal(got, want))
+		}
+		mq.Close()
+
+		b, err := layout.QuantizeBits(gaussF32(rng, 64*256), 64, 256, 4, 128, layout.BitsOptions{Method: layout.MinMax})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb, err := be.LoadBits(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mb.MulF32(want, x, 1); err != nil {
+			t.Fatal(err)
+		}
+		b.Words, b.Rows, b.Cols, b.PCols = nil, 1<<20, 1<<20, 1<<20
+		if err := mb.MulF32(got, x, 1); err != nil || !slices.Equal(got, want) {
+			t.Errorf("huge %v: Bits after its fields changed: %v, results equal %v", huge, err, slices.Equal(got, want))
+		}
+		mb.Close()
+	}
+}
+
+func gaussF32(rng *rand.Rand, n int) []float32 {
+	w := make([]float32, n)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	return w
+}

@@ -57,11 +57,11 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 		return nil, err
 	}
 	var blk *hugemem.Block
+	c := *m // a snapshot of the fields, as Load takes
 	if b.huge {
-		c := *m
 		c.Words, blk = hugeWords(m.Words)
-		m = &c
 	}
+	m = &c
 	return &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
 		simd: newBitsSIMD(b, m), a32: newBitsA32(b, m), intErr: m.IntegerZeros()}, nil
 }
@@ -73,11 +73,11 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 		return nil, err
 	}
 	var blk *hugemem.Block
+	c := *m // a snapshot of the fields, as Load takes
 	if b.huge {
-		c := *m
 		c.Words, blk = hugeWords(m.Words)
-		m = &c
 	}
+	m = &c
 	return &LowMatrix{block: blk, b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
 		simd: newSparseSIMD(b, m), sa32: newSparseA32(b, m), intErr: m.IntegerZeros()}, nil
 }
