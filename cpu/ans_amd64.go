@@ -201,13 +201,11 @@ var ansVariant = func() int {
 	return ansMaddQ
 }()
 
-// mulANSSIMD runs the AVX-512 (or AVX2) decoder over units in parallel.
+// mulANSSIMD runs the AVX-512 (or AVX2) decoder over units in parallel;
+// MulANS has checked m (Matrix.Check).
 func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 	if !ans512OK(b) {
 		return b.mulANSAVX2(m, v, y)
-	}
-	if err := m.CheckOffsets(); err != nil { // read-only: multiplies may run concurrently
-		return err
 	}
 	tabs := ansTables(&m.Model)
 	variant := ansMul

@@ -42,7 +42,7 @@ func ansAVX2Table(md *ans.Model) *[ans.ProbScale]uint32 {
 // dotUnitAVX2 is ans.Matrix.DotUnit for unit u with the AVX2 kernel,
 // which checks the stream bounds and the initial and final states;
 // escapes are added here and their count checked. The offsets must have
-// passed Matrix.CheckOffsets.
+// passed Matrix.Check.
 func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out []int32, escBuf []uint32) error {
 	w0, w1 := m.Offsets[u], m.Offsets[u+1]
 	escs := m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]
@@ -83,11 +83,9 @@ func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out
 	return nil
 }
 
-// mulANSAVX2 runs the AVX2 decoder over units in parallel.
+// mulANSAVX2 runs the AVX2 decoder over units in parallel; MulANS has
+// checked m (Matrix.Check).
 func (b *Backend) mulANSAVX2(m *ans.Matrix, v []int8, y []int32) error {
-	if err := m.CheckOffsets(); err != nil { // read-only: multiplies may run concurrently
-		return err
-	}
 	tab := ansAVX2Table(&m.Model)
 	per := 1
 	if m.Layout == ans.WarpStripes {

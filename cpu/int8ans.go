@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
@@ -35,7 +36,13 @@ const (
 
 // LoadInt8 binds a rows x cols int8 matrix (used in place).
 func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
-	if rows < 1 || cols < 1 || len(w) != rows*cols {
+	if err := layout.CheckDims(rows, cols); err != nil { // also keeps rows*cols from overflowing
+		return nil, fmt.Errorf("cpu: int8 matrix: %w", err)
+	}
+	if cols > ans.MaxCols {
+		return nil, fmt.Errorf("cpu: int8 matrix: %d columns, at most %d (int32 dot products must be exact)", cols, ans.MaxCols)
+	}
+	if len(w) != rows*cols {
 		return nil, fmt.Errorf("cpu: int8 matrix: %d values for %dx%d", len(w), rows, cols)
 	}
 	m := &Int8Matrix{b: b, rows: rows, cols: cols, w: w, kern: int8KernelFor(b)}
@@ -129,6 +136,9 @@ func dotInt8(w, v []int8) int32 {
 // on the fly (the AVX-512 decoder where the CPU has it, else generic Go),
 // threads over units (rows or stripes).
 func (b *Backend) MulANS(m *ans.Matrix, v []int8, y []int32) error {
+	if err := m.Check(); err != nil { // nil, offsets, model: what the decoders index by
+		return fmt.Errorf("cpu: ANS multiply: %w", err)
+	}
 	if len(v) != m.Cols || len(y) != m.Rows {
 		return fmt.Errorf("cpu: ANS multiply: v %d, y %d, want %d, %d", len(v), len(y), m.Cols, m.Rows)
 	}

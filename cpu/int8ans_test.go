@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -190,5 +191,62 @@ func BenchmarkANSDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestMulANSBadModel: a model whose tables were changed after Validate
+// (or a nil matrix) is an error wrapping ans.ErrModel from every kernel
+// set, not an index out of range (found by review: PPF[5] = 200 panicked
+// in the table builders and the generic decoder).
+func TestMulANSBadModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	w := make([]int8, 64*256)
+	for i := range w {
+		w[i] = int8(rng.NormFloat64() * 4)
+	}
+	for _, isa := range ISAs() {
+		be, err := New(Config{ISA: isa})
+		if err != nil {
+			continue // not supported here
+		}
+		for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
+			for name, edit := range map[string]func(m *ans.Model){
+				"PPF past the symbols":  func(m *ans.Model) { m.PPF[5] = 200 },
+				"PPF of another symbol": func(m *ans.Model) { m.PPF[0] = m.PPF[127] },
+				"Cum changed":           func(m *ans.Model) { m.Cum[1]++ },
+				"NSym 0":                func(m *ans.Model) { m.NSym = 0 },
+			} {
+				m, err := ans.Encode(w, 64, 256, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				edit(&m.Model)
+				err = be.MulANS(m, make([]int8, 256), make([]int32, 64))
+				if !errors.Is(err, ans.ErrModel) {
+					t.Errorf("%s %v %s: %v, want ErrModel", isa, l, name, err)
+				}
+			}
+		}
+		if err := be.MulANS(nil, nil, nil); err == nil {
+			t.Errorf("%s: a nil matrix multiplied", isa)
+		}
+	}
+}
+
+// TestLoadInt8BadShape: shapes whose element count overflows, or whose
+// dot products could overflow int32, are errors (4 x 2^62 used to panic
+// in a slice expression after rows*cols wrapped).
+func TestLoadInt8BadShape(t *testing.T) {
+	be, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range [][2]int{{4, 1 << 62}, {0, 5}, {5, -1}, {1, ans.MaxCols + 1}} {
+		if _, err := be.LoadInt8(nil, s[0], s[1]); err == nil {
+			t.Errorf("LoadInt8(nil, %d, %d): no error", s[0], s[1])
+		}
+	}
+	if _, err := be.LoadInt8(make([]int8, 6), 2, 4); err == nil {
+		t.Error("LoadInt8 of 6 values for 2x4: no error")
 	}
 }

@@ -129,6 +129,9 @@ func (m *Matrix) DotUnit(u int, v []int8, out []int32) error {
 	if u < 0 || u >= m.Units() || len(m.Offsets) != m.Units()+1 || len(m.EscOffsets) != m.Units()+1 {
 		return fmt.Errorf("ans: DotUnit: unit %d of %d", u, m.Units())
 	}
+	if err := m.Model.Check(); err != nil {
+		return err
+	}
 	w0, w1 := m.Offsets[u], m.Offsets[u+1]
 	e0, e1 := m.EscOffsets[u], m.EscOffsets[u+1]
 	if w1 < w0 || w1 > uint64(len(m.Words)) || w1-w0 < 2*Lanes || e1 < e0 || e1 > uint64(len(m.Esc)) {
@@ -217,6 +220,17 @@ func (m *Matrix) Validate() error {
 		return err
 	}
 	return m.Model.finish()
+}
+
+// Check checks, reading only, what a decoder indexes by: the shape, the
+// offset tables (CheckOffsets) and the model's tables (Model.Check). The
+// multiplies call it; Validate, which also derives the model's tables,
+// is for loading.
+func (m *Matrix) Check() error {
+	if err := m.CheckOffsets(); err != nil {
+		return err
+	}
+	return m.Model.Check()
 }
 
 // CheckOffsets checks the shape and the offset tables against the

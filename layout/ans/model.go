@@ -75,6 +75,36 @@ func (m *Model) finish() error {
 	return nil
 }
 
+// Check verifies, reading only (multiplies may run concurrently), that
+// the model is valid and that its derived tables Cum and PPF are the ones
+// its frequencies give: what the decoders index by. A model changed after
+// Validate (or never validated) is an error wrapping ErrModel, not an
+// index out of range.
+func (m *Model) Check() error {
+	if m.NSym < 1 || m.NSym > MaxSyms {
+		return fmt.Errorf("%w: %d symbols (1..%d)", ErrModel, m.NSym, MaxSyms)
+	}
+	if m.Escape < -1 || m.Escape >= m.NSym {
+		return fmt.Errorf("%w: escape symbol %d of %d", ErrModel, m.Escape, m.NSym)
+	}
+	sum := 0
+	for k := 0; k < m.NSym; k++ {
+		if m.Freq[k] < 1 || int(m.Cum[k]) != sum {
+			return fmt.Errorf("%w: symbol %d: frequency %d, cumulative %d, want >= 1 and %d", ErrModel, k, m.Freq[k], m.Cum[k], sum)
+		}
+		sum += int(m.Freq[k])
+	}
+	if sum != ProbScale {
+		return fmt.Errorf("%w: frequencies sum to %d, want %d", ErrModel, sum, ProbScale)
+	}
+	for d, k := range m.PPF {
+		if int(k) >= m.NSym || d < int(m.Cum[k]) || d >= int(m.Cum[k])+int(m.Freq[k]) {
+			return fmt.Errorf("%w: slot %d maps to symbol %d, outside its range", ErrModel, d, k)
+		}
+	}
+	return nil
+}
+
 // symbolOf returns the symbol coding value v (the escape symbol for an
 // escaped value).
 func (m *Model) symbolOf(v int8) int {
