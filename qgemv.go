@@ -171,7 +171,9 @@ func (e *Engine) Close() error {
 	e.matsMu.Unlock()
 	var first error
 	for m := range mats {
-		if err := m.close(false); err != nil && first == nil {
+		// ErrClosed: the caller closed m concurrently, after the snapshot
+		// above; it is closed either way.
+		if err := m.close(false); err != nil && !errors.Is(err, ErrClosed) && first == nil {
 			first = err
 		}
 	}
