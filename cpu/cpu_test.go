@@ -356,3 +356,51 @@ func gaussF32(rng *rand.Rand, n int) []float32 {
 	}
 	return w
 }
+
+// TestA32WideRowBound: a row of 2^20 columns (8192 groups) built so that
+// every float32 addition of a group's partial result rounds the same way
+// stays within the documented bound for rows past layout.MaxBoundGroups
+// on every kernel set (found by review: the constant A32Tolerance alone
+// does not hold there).
+func TestA32WideRowBound(t *testing.T) {
+	const cols = 1 << 20
+	m, err := layout.NewQ4G128(1, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := 0; c < cols; c += 2 {
+		m.Weights[c/2] = 0x11 // q = 1, zero point 0
+	}
+	for g := 0; g < m.Groups(); g++ {
+		m.Scales[m.MetaIndex(0, g)] = 1 + 3.0/16384
+	}
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = 1.0 / 128
+	}
+	ref, mag := make([]float64, 1), make([]float64, 1)
+	if err := m.DotRef(ref, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DotRefMag(mag, x); err != nil {
+		t.Fatal(err)
+	}
+	bound := (layout.A32Tolerance + float64(m.Groups()-layout.MaxBoundGroups)*math.Ldexp(1, -24)) * mag[0]
+	for _, isa := range ISAs() {
+		be, err := New(Config{ISA: isa})
+		if err != nil {
+			continue // not supported here
+		}
+		mx, err := be.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, 1)
+		if err := mx.MulF32(y, x, 1); err != nil {
+			t.Fatal(err)
+		}
+		if e := math.Abs(float64(y[0]) - ref[0]); e > bound {
+			t.Errorf("%s: |%v - %v| = %g, bound %g", isa, y[0], ref[0], e, bound)
+		}
+	}
+}

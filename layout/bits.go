@@ -412,7 +412,9 @@ func (b *Bits) DotRefMag(mag []float64, x []float32) error {
 }
 
 // BitsTolerance bounds the float paths (A32, A16 after widening) of every
-// backend for Bits and Sparse12: |y - ref| <= BitsTolerance * mag.
+// backend for Bits and Sparse12: |y - ref| <= BitsTolerance * mag, for
+// rows of up to MaxBoundGroups groups; a longer row adds up to 2^-24 * mag
+// per further group, as for A32Tolerance.
 const BitsTolerance = 3e-5
 
 // A8Block returns the column block of the exact int8-activation result:
