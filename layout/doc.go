@@ -42,7 +42,11 @@
 //	else: scale = amax / 127, inv = 127 / amax,
 //	      q_i = RoundHalfToEven(x_i * inv), clamped to [-127, 127]
 //
-// with every operation an IEEE float32 operation. All backends use these
+// with every operation an IEEE float32 operation, except that a group
+// with amax < 2^-100 computes inv = 127 / (amax * 2^64) and
+// q_i = RoundHalfToEven((x_i * 2^64) * inv): the scaling is exact, gives
+// the same q_i wherever 127 / amax is finite, and keeps inv finite below
+// about 3.7e-37, where 127 / amax overflows. All backends use these
 // bytes, so int32 results are bit-exact across backends.
 //
 // The W4A8 output is defined exactly (see DotA8Exact): for row r,

@@ -274,13 +274,20 @@ func QuantizeA8(dst []int8, scales []float32, x []float32) error {
 			continue
 		}
 		scales[g] = amax / 127
-		inv := 127 / amax
+		// Below 2^-100, x and amax are scaled by 2^64 first (exact), so that
+		// 127/amax cannot overflow (it did below about 3.7e-37); where it
+		// does not, the scaled product x*inv rounds to the same value.
+		pre := float32(1)
+		if amax < 0x1p-100 {
+			pre = 0x1p64
+		}
+		inv := 127 / (amax * pre)
 		for i := range q {
 			if lo+i >= hi {
 				q[i] = 0
 				continue
 			}
-			q[i] = int8(roundClamp127(float32(x[lo+i] * inv)))
+			q[i] = int8(roundClamp127(float32(float32(x[lo+i]*pre) * inv)))
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package layout
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -251,6 +252,56 @@ func TestQuantizeA8(t *testing.T) {
 			t.Errorf("case %d: err = %v", i, err)
 		}
 	}
+}
+
+// TestQuantizeA8Tiny: groups whose amax is below 2^-100 quantize as the
+// same group scaled up by a power of two does (the pre-scaling is exact),
+// and below about 3.7e-37, where 127/amax overflows to +Inf, they still
+// give the right codes (before: 2^-126 next to 2^-125 became 127, not 64).
+func TestQuantizeA8Tiny(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	x := gaussian(rng, 128)
+	q0, s0 := make([]int8, 128), make([]float32, 1)
+	if err := QuantizeA8(q0, s0, x); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int{-90, -101, -110, -125} { // the last makes some inputs subnormal
+		xs := make([]float32, len(x))
+		for i, v := range x {
+			xs[i] = float32(math.Ldexp(float64(v), e))
+		}
+		q, sc := make([]int8, 128), make([]float32, 1)
+		if err := QuantizeA8(q, sc, xs); err != nil {
+			t.Fatal(err)
+		}
+		wq, _ := quantizeA8Ref(xs, 128) // the unscaled formula, finite down to 2^-121
+		for i := range q {
+			if e > -120 && q[i] != q0[i] || e > -120 && q[i] != wq[i] {
+				t.Fatalf("x * 2^%d: q[%d] = %d, want %d (unscaled %d)", e, i, q[i], q0[i], wq[i])
+			}
+			if e <= -120 && abs8(q[i]-q0[i]) > 1 { // subnormal inputs lost bits
+				t.Fatalf("x * 2^%d: q[%d] = %d, want within 1 of %d", e, i, q[i], q0[i])
+			}
+		}
+	}
+	q, sc := make([]int8, 128), make([]float32, 1)
+	x = []float32{0x1p-125, 0x1p-126, 0, -0x1p-125, 0x1p-140}
+	if err := QuantizeA8(q, sc, x); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int8{127, 64, 0, -127, 0}; !slices.Equal(q[:5], want) || sc[0] != float32(0x1p-125)/127 {
+		t.Errorf("amax 2^-125: q %v, scale %v; want %v, %v", q[:5], sc[0], want, float32(0x1p-125)/127)
+	}
+	if err := QuantizeA8(q, sc, []float32{0x1p-149}); err != nil || q[0] != 127 {
+		t.Errorf("the smallest subnormal alone: q %d, %v; want 127", q[0], err)
+	}
+}
+
+func abs8(v int8) int8 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 func BenchmarkQuantizeA8(b *testing.B) {
