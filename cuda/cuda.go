@@ -407,7 +407,8 @@ func (b *Backend) do(f func() error) error {
 }
 
 // Close releases the context and everything allocated on it. Matrices
-// still loaded become unusable (their multiplies return ErrClosed).
+// still loaded become unusable (their multiplies return ErrClosed), and
+// so does a second Close (the OpenCL backend's second Close returns nil).
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
