@@ -7,7 +7,7 @@ import (
 
 // BitsOptions configures QuantizeBits and QuantizeSparse12.
 type BitsOptions struct {
-	Method      QuantMethod // MinMax, or Search (never worse per group)
+	Method      QuantMethod // MinMax, or Search (never worse per group, in the exact weights (q-z)*s)
 	IntegerZero bool        // round zero points to integers (needed for A8)
 	FP32Meta    bool        // store scales and zeros as float32, not binary16
 }
@@ -36,8 +36,8 @@ type fitter struct {
 // stored rounds a candidate to what the matrix stores; ok is false if the
 // scale cannot be stored (non-finite or lost to underflow).
 func (f *fitter) stored(s, z float64) (float32, float32, bool) {
-	if f.opt.IntegerZero {
-		z = math.Round(z)
+	if f.opt.IntegerZero { // an integer zero that is a code, so 0 is exact
+		z = max(0, min(f.qmax, math.Round(z)))
 	}
 	ss, zz := metaRound(float32(s), f.opt.FP32Meta), metaRound(float32(z), f.opt.FP32Meta)
 	if isBad(ss) || isBad(zz) || (s != 0 && ss == 0) {
@@ -126,7 +126,16 @@ func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
 			try(a, -b/a)
 		}
 	}
+	if math.IsInf(best.sse, 1) && !f.opt.IntegerZero {
+		// The range's zero point could not be stored (a narrow range far
+		// from 0 in binary16): the range widened to include 0 has its
+		// zero point in [0, qmax].
+		try(rangeFit(min(lo, 0), max(hi, 0)))
+	}
 	if math.IsInf(best.sse, 1) {
+		if f.opt.FP32Meta {
+			return 0, 0, fmt.Errorf("values in [%g, %g] need a scale or zero point float32 cannot store", lo, hi)
+		}
 		return 0, 0, fmt.Errorf("values in [%g, %g] need a scale or zero point binary16 cannot store (use FP32Meta)", lo, hi)
 	}
 	return best.s, best.z, nil

@@ -145,8 +145,19 @@ func TestBitsBadInput(t *testing.T) {
 	if b, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, BitsOptions{FP32Meta: true}); err != nil || RelRMSError(b.Dequantize(), []float32{1e-9, 2e-9}) > 1e-6 {
 		t.Errorf("tiny range with float32 metadata: %v", err)
 	}
-	if _, err := QuantizeBits([]float32{1e6, 1e6 + 1}, 1, 2, 8, 128, BitsOptions{}); err == nil { // z ~ -2.55e8
+	// A narrow range far from 0 (z ~ -2.55e8 for binary16) falls back to
+	// the range widened to include 0, with MinMax as with Search.
+	for _, m := range []QuantMethod{MinMax, Search} {
+		w := []float32{1e6, 1e6 + 1}
+		if b, err := QuantizeBits(w, 1, 2, 8, 128, BitsOptions{Method: m}); err != nil || RelRMSError(b.Dequantize(), w) > 3e-3 {
+			t.Errorf("%v: narrow range far from 0: %v", m, err)
+		}
+	}
+	if _, err := QuantizeBits([]float32{1e9, 1e9 + 1}, 1, 2, 4, 128, BitsOptions{}); err == nil { // s ~ 6.7e7
 		t.Error("range beyond binary16 accepted")
+	}
+	if _, err := QuantizeBits([]float32{0x1p-148, 0}, 1, 2, 8, 128, BitsOptions{FP32Meta: true}); err == nil || strings.Contains(err.Error(), "use FP32Meta") {
+		t.Errorf("subnormal range with float32 metadata: %v, want an error that does not suggest FP32Meta", err)
 	}
 	if _, err := QuantizeBits([]float32{float32(math.NaN())}, 1, 1, 4, 128, BitsOptions{}); err == nil {
 		t.Error("NaN weight accepted")
@@ -224,6 +235,46 @@ func TestQuantizeParallel(t *testing.T) {
 	for _, err := range []error{err1, err4} {
 		if err == nil || strings.Count(err.Error(), "row 40 group 0") != 2 {
 			t.Errorf("error %v, want row 40 group 0's from QuantizeBits and QuantizeSparse12", err)
+		}
+	}
+}
+
+// TestQuantizeEdgeRanges: ranges that overflow float32 arithmetic or
+// whose least-squares zero point falls outside the codes still quantize
+// sensibly (found by review: a Q4G128 group spanning -3.2e38..3.15e38
+// quantized to all zeros with MinMax, without an error; IntegerZero with
+// Search stored zero points of -1, -2 or 4 at 2 bits).
+func TestQuantizeEdgeRanges(t *testing.T) {
+	w := make([]float32, 128)
+	for i := range w {
+		w[i] = float32(-3.2e38 + float64(i)*(6.35e38/127))
+	}
+	for _, m := range []QuantMethod{MinMax, Search} {
+		q, err := QuantizeQ4G128(w, 1, 128, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := RelRMSError(q.Dequantize()[:128], w); e > 0.2 {
+			t.Errorf("%v: a group spanning -3.2e38..3.15e38: relative error %.3f", m, e)
+		}
+	}
+	rng := rand.New(rand.NewPCG(51, 52))
+	x := make([]float32, 200*64)
+	for trial := 0; trial < 15; trial++ {
+		n := 1 + trial%3
+		for i := range x { // offset groups of mixed widths: 20 zero points in 50 trials fell outside
+			x[i] = float32(rng.NormFloat64()*3 + rng.NormFloat64()*float64(i%7) + float64(trial%5))
+		}
+		b, err := QuantizeBits(x, 200, 64, n, 32, BitsOptions{Method: Search, IntegerZero: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := 0; r < 200; r++ {
+			for g := 0; g < b.Groups(); g++ {
+				if z := b.Zero(r, g); z < 0 || z > float32(int(1)<<n-1) || z != float32(int(z)) {
+					t.Fatalf("%d bits: row %d group %d: zero point %v, want an integer code", n, r, g, z)
+				}
+			}
 		}
 	}
 }

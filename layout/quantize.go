@@ -146,6 +146,9 @@ func rangeToScaleZero(lo, hi float32) (float32, uint8) {
 		return 0, 0
 	}
 	s := (hi - lo) / 15
+	if math.IsInf(float64(s), 0) { // hi - lo overflows float32; (hi - lo)/15 does not
+		s = float32((float64(hi) - float64(lo)) / 15)
+	}
 	z := math.Round(float64(-lo / s))
 	return s, uint8(max(0, min(15, z)))
 }
