@@ -276,17 +276,20 @@ func QuantizeSparse12(w []float32, rows, cols, g int, opt BitsOptions) (*Sparse1
 		return func(r0, r1 int) error {
 			for r := r0; r < r1; r++ {
 				for gi := 0; gi*m.G/2 < npairs; gi++ {
+					// The group's pairs that hold a true column: padding
+					// pairs stay 0 and stay out of the fit.
 					p0 := gi * m.G / 2
-					for i := range vals {
+					n := min(m.G/2, (cols+1)/2-p0)
+					for i := range n {
 						a, b, k := pair(r, p0+i)
 						vals[i], pos[i] = [2]float32{a, b}[k], k
 					}
-					s, z, err := f.fit(vals, q)
+					s, z, err := f.fit(vals[:n], q[:n])
 					if err != nil {
 						return fmt.Errorf("layout: quantize %s: row %d group %d: %w", m.Name(), r, gi, err)
 					}
 					m.set(gi*m.PRows+r, s, z)
-					for i := range vals {
+					for i := range n {
 						m.SetPair(r, p0+i, pos[i], q[i])
 					}
 				}
