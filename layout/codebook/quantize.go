@@ -231,6 +231,7 @@ func kmeans(pts []float32, v, k, iters int, rng *rand.Rand, deadline time.Time, 
 			break
 		}
 	}
+	progress(k+iters*k, k+iters*k) // done, also when converged or out of time early
 	return cent
 }
 
