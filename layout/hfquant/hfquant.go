@@ -19,7 +19,12 @@
 // word i/(32/b); for b = 3, 32 codes fill 3 words as one little-endian bit
 // stream (code j at bit 3j). qzeros use the same packing along the output.
 // ZeroOffset is 1 for the original "gptq" checkpoint format (it stores
-// z - 1) and 0 for "gptq_v2".
+// z - 1) and 0 for "gptq_v2". The offset is added without wrapping, as
+// the exllama and vLLM kernels that serve these checkpoints compute it:
+// a stored 2^b - 1 means z = 2^b. (AutoGPTQ's Triton path masks it to 0
+// instead. A v1 packer cannot store a true z = 0 cleanly: its z - 1 = -1
+// sets the bits of the zeros packed above it, which is why gptq_v2
+// exists.)
 //
 // Act-order (desc_act) checkpoints have a g_idx that is not i/G. The
 // import sorts the input columns by group (stably), stores the weights in

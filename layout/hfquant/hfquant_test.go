@@ -426,6 +426,13 @@ func TestLoadSafetensors(t *testing.T) {
 		"h.zero":    f16T{[]int{4, 1}, randFP16(rng, 4)},
 		"h.shape":   i32T{[]int{2}, []int32{4, 64}},
 		"h.nbits":   i32T{[]int{1}, []int32{4}},
+		"h.axis":    i32T{[]int{1}, []int32{1}},
+		"z.W_q":     u8T{[]int{2, 64}, hq}, // an axis-0 layer with the same lengths
+		"z.scale":   f16T{[]int{4, 1}, randFP16(rng, 4)},
+		"z.zero":    f16T{[]int{4, 1}, randFP16(rng, 4)},
+		"z.shape":   i32T{[]int{2}, []int32{4, 64}},
+		"z.nbits":   i32T{[]int{1}, []int32{4}},
+		"z.axis":    i32T{[]int{1}, []int32{0}},
 		"other":     f16T{[]int{2}, randFP16(rng, 2)},
 	})
 	prefixes, kinds := Layers(f)
@@ -433,7 +440,7 @@ func TestLoadSafetensors(t *testing.T) {
 	for i, p := range prefixes {
 		got[p] = kinds[i]
 	}
-	if got["l"] != KindGPTQ || got["a"] != KindAWQ || got["h"] != KindHQQ || len(got) != 3 {
+	if got["l"] != KindGPTQ || got["a"] != KindAWQ || got["h"] != KindHQQ || got["z"] != KindHQQ || len(got) != 4 {
 		t.Fatalf("layers %v", got)
 	}
 	b, k, err := Load(f, "l", Options{})
@@ -449,6 +456,9 @@ func TestLoadSafetensors(t *testing.T) {
 	}
 	if b, _, err := Load(f, "h", Options{Group: 64}); err != nil || b.Rows != 4 || b.Cols != 64 || b.N != 4 {
 		t.Fatalf("HQQ: %v", err)
+	}
+	if _, _, err := Load(f, "z", Options{Group: 64}); err == nil || !strings.Contains(err.Error(), "axis [0]") {
+		t.Fatalf("HQQ axis 0: %v, want an error naming the axis", err)
 	}
 	if _, _, err := Load(f, "other", Options{}); err == nil {
 		t.Fatal("a plain tensor imported as a quantized layer")

@@ -187,6 +187,14 @@ func loadHQQ(f *safetensors.File, p string, opt Options) (*layout.Bits, error) {
 			*m.dst = int(v[0])
 		}
 	}
+	// HQQ quantizes along axis 1 (groups of input columns) or axis 0; the
+	// packing below is axis 1's, and an axis-0 layer's tensors can have
+	// the same lengths, so its axis, where stored, must be 1.
+	if v, ok, err := ints(f, p+".axis"); err != nil {
+		return nil, err
+	} else if ok && (len(v) != 1 || v[0] != 1) {
+		return nil, fmt.Errorf("hfquant: HQQ layer %q: axis %v, only axis 1 (groups along the input) is supported", p, v)
+	}
 	if q.Rows == 0 || q.Cols == 0 || q.Bits == 0 || q.Group == 0 {
 		return nil, fmt.Errorf("hfquant: HQQ layer %q: shape %dx%d, %d bits, group %d: give what the checkpoint does not store as options", p, q.Rows, q.Cols, q.Bits, q.Group)
 	}
