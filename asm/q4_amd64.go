@@ -4641,7 +4641,7 @@ func AnsDotStripesAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of 8;
 // the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched.
+// ahead (the next tile's) are prefetched. Nothing past the tables is read.
 //
 //go:noescape
 func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -4659,7 +4659,7 @@ func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of 8;
 // the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched.
+// ahead (the next tile's) are prefetched. Nothing past the tables is read.
 //
 //go:noescape
 func CbPsumF16B4M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -4677,7 +4677,7 @@ func CbPsumF16B4M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of 16;
 // the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched.
+// ahead (the next tile's) are prefetched. Nothing past the tables is read.
 //
 //go:noescape
 func CbPsumF16B6M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -4695,7 +4695,7 @@ func CbPsumF16B6M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of 16;
 // the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched.
+// ahead (the next tile's) are prefetched. Nothing past the tables is read.
 //
 //go:noescape
 func CbPsumF16B6M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -4713,7 +4713,7 @@ func CbPsumF16B6M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4;
 // the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched.
+// ahead (the next tile's) are prefetched. Nothing past the tables is read.
 //
 //go:noescape
 func CbPsumF16B8M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
@@ -4731,7 +4731,7 @@ func CbPsumF16B8M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tab
 //
 // Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4;
 // the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched.
+// ahead (the next tile's) are prefetched. Nothing past the tables is read.
 //
 //go:noescape
 func CbPsumF16B8M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)

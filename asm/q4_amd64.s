@@ -76579,7 +76579,7 @@ AnsDotStripesAvx2_badstate:
 	RET
 
 // func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
-// Requires: AVX512BW, AVX512F, MMX+
+// Requires: AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·CbPsumF16B4M1Avx512(SB), NOSPLIT, $0-80
 	VPXORD       Z0, Z0, Z0
 	VMOVDQU16    cbPackWords<>+0(SB), Z1
@@ -76605,7 +76605,8 @@ CbPsumF16B4M1Avx512_period:
 	VMOVDQU32     64(AX), Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76630,7 +76631,8 @@ CbPsumF16B4M1Avx512_nogroup0:
 	VPSRLD        $0x04, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76655,7 +76657,8 @@ CbPsumF16B4M1Avx512_nogroup1:
 	VPSRLD        $0x08, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76680,7 +76683,8 @@ CbPsumF16B4M1Avx512_nogroup2:
 	VPSRLD        $0x0c, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76705,7 +76709,8 @@ CbPsumF16B4M1Avx512_nogroup3:
 	VPSRLD        $0x10, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76730,7 +76735,8 @@ CbPsumF16B4M1Avx512_nogroup4:
 	VPSRLD        $0x14, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76755,7 +76761,8 @@ CbPsumF16B4M1Avx512_nogroup5:
 	VPSRLD        $0x18, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76778,7 +76785,8 @@ CbPsumF16B4M1Avx512_nogroup6:
 	VMOVDQU32     64(AX), Z8
 	VPSRLD        $0x1c, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76843,7 +76851,7 @@ DATA cbPackWords<>+62(SB)/2, $0x003e
 GLOBL cbPackWords<>(SB), RODATA|NOPTR, $64
 
 // func CbPsumF16B4M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
-// Requires: AVX512BW, AVX512F, MMX+
+// Requires: AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·CbPsumF16B4M2Avx512(SB), NOSPLIT, $0-80
 	VPXORD       Z0, Z0, Z0
 	VMOVDQU16    cbPackWords<>+0(SB), Z1
@@ -76876,7 +76884,8 @@ CbPsumF16B4M2Avx512_period:
 	VMOVDQU32     64(AX), Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76887,7 +76896,8 @@ CbPsumF16B4M2Avx512_period:
 	VMOVDQU32     64(DX), Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76913,7 +76923,8 @@ CbPsumF16B4M2Avx512_nogroup0:
 	VPSRLD        $0x04, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76926,7 +76937,8 @@ CbPsumF16B4M2Avx512_nogroup0:
 	VPSRLD        $0x04, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76952,7 +76964,8 @@ CbPsumF16B4M2Avx512_nogroup1:
 	VPSRLD        $0x08, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76965,7 +76978,8 @@ CbPsumF16B4M2Avx512_nogroup1:
 	VPSRLD        $0x08, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -76991,7 +77005,8 @@ CbPsumF16B4M2Avx512_nogroup2:
 	VPSRLD        $0x0c, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77004,7 +77019,8 @@ CbPsumF16B4M2Avx512_nogroup2:
 	VPSRLD        $0x0c, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77030,7 +77046,8 @@ CbPsumF16B4M2Avx512_nogroup3:
 	VPSRLD        $0x10, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77043,7 +77060,8 @@ CbPsumF16B4M2Avx512_nogroup3:
 	VPSRLD        $0x10, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77069,7 +77087,8 @@ CbPsumF16B4M2Avx512_nogroup4:
 	VPSRLD        $0x14, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77082,7 +77101,8 @@ CbPsumF16B4M2Avx512_nogroup4:
 	VPSRLD        $0x14, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77108,7 +77128,8 @@ CbPsumF16B4M2Avx512_nogroup5:
 	VPSRLD        $0x18, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77121,7 +77142,8 @@ CbPsumF16B4M2Avx512_nogroup5:
 	VPSRLD        $0x18, Z8, Z8
 	VPANDD        Z4, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77145,7 +77167,8 @@ CbPsumF16B4M2Avx512_nogroup6:
 	VMOVDQU32     64(AX), Z8
 	VPSRLD        $0x1c, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (CX), Z7, Z7
+	VMOVDQU16     (CX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7
@@ -77156,7 +77179,8 @@ CbPsumF16B4M2Avx512_nogroup6:
 	VMOVDQU32     64(DX), Z8
 	VPSRLD        $0x1c, Z8, Z8
 	VPERMT2W      Z8, Z1, Z7
-	VPERMW        (BX), Z7, Z7
+	VMOVDQU16     (BX), Y9
+	VPERMW        Z9, Z7, Z7
 	VCVTPH2PS     Y7, Z8
 	VEXTRACTI64X4 $0x01, Z7, Y7
 	VCVTPH2PS     Y7, Z7

@@ -418,7 +418,7 @@ func cbPsumF16(b, m int) {
 		"",
 		fmt.Sprintf("Preconditions: nper >= 1; spg >= 1 divides nper*%d or is a multiple of %d;", P, P),
 		"the word after every code's first word readable. The code words pf bytes",
-		"ahead (the next tile's) are prefetched.",
+		"ahead (the next tile's) are prefetched. Nothing past the tables is read.",
 	)
 	zero := ZMM()
 	VPXORD(zero, zero, zero)
@@ -517,7 +517,12 @@ func cbPsumF16(b, m int) {
 			r := ZMM()
 			switch b {
 			case 4:
-				VPERMW(Mem{Base: tp}, idx, r)
+				// The 16 entries are 32 bytes: a YMM load (which zeroes the
+				// rest) keeps the permute from reading 32 bytes past the
+				// last segment's table, as its 64-byte memory operand did.
+				t := ZMM()
+				VMOVDQU16(Mem{Base: tp}, t.AsY())
+				VPERMW(t, idx, r)
 			case 6:
 				VMOVDQU16(Mem{Base: tp}, r)
 				VPERMT2W(Mem{Base: tp, Disp: 64}, idx, r)
