@@ -284,7 +284,12 @@ func mulFloat[T any](mx *Matrix, dst []float32, x []T, batch int, pad func(dst [
 	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
-	return mx.run(dst, xp, nil, nil, batch)
+	back := gpuhost.ScaleVectors(xp, batch, mx.geo.PCols) // activations far from 1
+	if err := mx.run(dst, xp, nil, nil, batch); err != nil {
+		return err
+	}
+	gpuhost.UnscaleResults(dst, batch, mx.geo.Rows, back)
+	return nil
 }
 
 // MulA8 quantizes x on the host exactly as layout.QuantizeA8 (per vector,

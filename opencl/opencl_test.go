@@ -597,3 +597,68 @@ func TestTileOptions(t *testing.T) {
 		t.Errorf("extraDefines: %q", e)
 	}
 }
+
+// TestFloatActivationsFarFromOne: float activations of magnitude near
+// 2^-126 or 2^118 meet the float bounds (found by review: the tiled
+// kernels' 16^-k nibble scaling made 1.2e-38 activations subnormal, 8x
+// over A32Tolerance, and the generic kernels overflowed to +Inf at 2^118;
+// the host now scales such vectors by a power of two and the results
+// back).
+func TestFloatActivationsFarFromOne(t *testing.T) {
+	be := backend(t)
+	rng := rand.New(rand.NewSource(81))
+	// Weights 1 on the columns that meet the 16^-3 nibble scaling (c = 3
+	// mod 4), 0 elsewhere: the terms that went subnormal are all there is.
+	q4, err := layout.NewQ4G128(16, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 16; r++ {
+		for c := 3; c < 512; c += 4 {
+			i := r*q4.PCols + c
+			q4.Weights[i/2] |= 1 << (4 * (i % 2))
+		}
+		for g := 0; g < q4.Groups(); g++ {
+			q4.Scales[q4.MetaIndex(r, g)] = 1
+		}
+	}
+	b8, err := layout.QuantizeBits(randW(rng, 64*512), 64, 512, 8, 0, layout.BitsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []layout.Matrix{q4, b8} {
+		mx, err := be.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, cols := m.Shape()
+		for _, e := range []int{-126, -100, 0, 100, 118} {
+			x := make([]float32, cols)
+			for i := range x {
+				x[i] = float32(math.Ldexp(1+rng.Float64(), e))
+				if e == -126 { // one value: its rounding to the subnormal grid does not average out
+					x[i] = 1.1758e-38
+				}
+			}
+			ref, mag := make([]float64, rows), make([]float64, rows)
+			switch m := m.(type) {
+			case *layout.Q4G128:
+				m.DotRef(ref, x)
+				m.DotRefMag(mag, x)
+			case *layout.Bits:
+				m.DotRef(ref, x)
+				m.DotRefMag(mag, x)
+			}
+			y := make([]float32, rows)
+			if err := mx.MulF32(y, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			for r := range y {
+				if d := math.Abs(float64(y[r]) - ref[r]); !(d <= layout.A32Tolerance*mag[r]) {
+					t.Fatalf("%s, x ~ 2^%d: row %d = %g, want %g (|diff| %g, bound %g)", m.Name(), e, r, y[r], ref[r], d, layout.A32Tolerance*mag[r])
+				}
+			}
+		}
+		mx.Close()
+	}
+}

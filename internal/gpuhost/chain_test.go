@@ -159,3 +159,43 @@ func TestPadGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleVectors: vectors whose largest magnitude is outside
+// [2^-60, 2^60] are scaled exactly into [0.5, 1) and the results back;
+// others, and vectors with NaN or an infinity, are left alone; SplitHiLo
+// refuses (ok false) what its scaling cannot hold instead of clamping.
+func TestScaleVectors(t *testing.T) {
+	x := []float32{3, -1, 0x1p-120, -0x1p-121, float32(math.Inf(1)), 1e30, 0, 0, 0x1p100, 0x1p99}
+	orig := append([]float32(nil), x...)
+	back := ScaleVectors(x, 5, 2)
+	want := []float32{1, 0x1p-119, 1, 1, 0x1p101}
+	for v := range want {
+		if back[v] != want[v] {
+			t.Errorf("vector %d: factor %g, want %g", v, back[v], want[v])
+		}
+		for i := 2 * v; i < 2*v+2; i++ {
+			if x[i]*back[v] != orig[i] {
+				t.Errorf("x[%d] = %g: times %g is not %g", i, x[i], back[v], orig[i])
+			}
+		}
+	}
+	if x[2] != 0.5 || x[9] != 0.25 {
+		t.Errorf("scaled values %g, %g, want 0.5, 0.25", x[2], x[9])
+	}
+	y := []float32{1, 2, 3, 4, 5}
+	UnscaleResults(y, 5, 1, back)
+	if y[1] != 2*0x1p-119 || y[4] != 5*0x1p101 || y[0] != 1 {
+		t.Errorf("unscaled %v", y)
+	}
+	if ScaleVectors([]float32{1, 2, 1e-10}, 3, 1) != nil {
+		t.Error("vectors within [2^-60, 2^60] scaled")
+	}
+	for _, m := range []float32{0x1p-90, 0x1p116} {
+		if _, _, ok := SplitHiLo([]float32{m, m / 2}, 1, 2, 2); ok {
+			t.Errorf("SplitHiLo of max %g: ok", m)
+		}
+	}
+	if _, _, ok := SplitHiLo([]float32{0x1p-80, 1e-30}, 1, 2, 2); !ok {
+		t.Error("SplitHiLo of max 2^-80: not ok")
+	}
+}

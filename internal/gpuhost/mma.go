@@ -104,8 +104,10 @@ func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsu
 // products of 4-bit codes with hi and lo are exact, so a kernel that adds
 // the two columns' float32 sums and scales by inv[v] = 1/sigma_v meets
 // the float32 error bounds. ok is false when a vector holds NaN or an
-// infinity: the caller then runs its float32 kernels, which propagate them
-// as the reference does.
+// infinity, or its largest value is outside [2^-85, 2^115) (where the
+// scaling would leave binary16's range; ScaleVectors brings such vectors
+// back first): the caller then runs its float32 kernels, which propagate
+// NaN and infinities as the reference does.
 func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32, ok bool) {
 	if 2*batch > nv || len(x) < batch*pc {
 		return nil, nil, false
@@ -125,7 +127,12 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 		if m > 0 {
 			_, e = math.Frexp(float64(m)) // m in [2^(e-1), 2^e)
 		}
-		sh := min(max(15-e, -100), 100)
+		sh := 15 - e
+		if sh < -100 || sh > 100 {
+			// Beyond what one power-of-two scaling handles here (max|x|
+			// below about 2^-85 or from 2^116): the float32 kernels run.
+			return nil, nil, false
+		}
 		sigma := float32(math.Ldexp(1, sh))
 		inv[v] = float32(math.Ldexp(1, -sh))
 		hi, lo := xp[2*v*pc:(2*v+1)*pc], xp[(2*v+1)*pc:(2*v+2)*pc]
@@ -140,3 +147,58 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 }
 
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
+
+// ScaleVectors scales each of the batch vectors of n values in x (in
+// place) by a power of two 2^-e_v that puts its largest magnitude in
+// [0.5, 1), when that magnitude is outside [2^-60, 2^60], and returns the
+// factors 2^e_v to multiply the results by (nil when no vector was
+// scaled; 1 for those left alone). The float kernels scale activations
+// further (by up to 2^-12 to meet packed codes, into binary16 for tensor
+// cores), so activations far from 1 lost bits as subnormals or overflowed
+// before; scaling by a power of two is exact, and so is undoing it on the
+// results (barring their own overflow). Vectors holding NaN or an
+// infinity are left alone.
+func ScaleVectors(x []float32, batch, n int) []float32 {
+	var back []float32
+	for v := 0; v < batch; v++ {
+		src := x[v*n : (v+1)*n]
+		m := float32(0)
+		for _, f := range src {
+			if f != f || math.IsInf(float64(f), 0) {
+				m = 1 // not scaled
+				break
+			}
+			m = max(m, abs32(f))
+		}
+		if m == 0 || m >= 0x1p-60 && m <= 0x1p60 {
+			continue
+		}
+		_, e := math.Frexp(float64(m)) // m in [2^(e-1), 2^e)
+		if back == nil {
+			back = make([]float32, batch)
+			for i := range back {
+				back[i] = 1
+			}
+		}
+		back[v] = float32(math.Ldexp(1, e))
+		for i, f := range src {
+			src[i] = float32(math.Ldexp(float64(f), -e))
+		}
+	}
+	return back
+}
+
+// UnscaleResults multiplies each of the batch result vectors of rows
+// values in y by its factor from ScaleVectors (nil: nothing to do).
+func UnscaleResults(y []float32, batch, rows int, back []float32) {
+	if back == nil {
+		return
+	}
+	for v := 0; v < batch; v++ {
+		if f := back[v]; f != 1 {
+			for r, t := range y[v*rows : (v+1)*rows] {
+				y[v*rows+r] = float32(float64(t) * float64(f))
+			}
+		}
+	}
+}
