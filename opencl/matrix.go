@@ -4,6 +4,7 @@ package opencl
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"runtime"
 	"strings"
@@ -149,6 +150,17 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		parts[2].p, parts[2].n = ptr(scales), bytesOf(scales)
 	default:
 		return nil, fmt.Errorf("opencl: format %s is not implemented by the OpenCL backend", m.Name())
+	}
+	// The kernels index their buffers with 32-bit ints (Q4G128's weights
+	// by nibble): a buffer past that is an error, not wrapped indices.
+	for i, p := range parts {
+		n := int64(p.n)
+		if _, q4 := m.(*layout.Q4G128); q4 && i == 0 {
+			n *= 2
+		}
+		if n > math.MaxInt32 {
+			return nil, fmt.Errorf("opencl: loading %s: buffer %d holds %d bytes, past the kernels' 32-bit indices (2 GiB, 1 GiB of Q4G128 weights)", m.Name(), i, p.n)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -662,3 +662,18 @@ func TestFloatActivationsFarFromOne(t *testing.T) {
 		mx.Close()
 	}
 }
+
+// TestLoadPast32BitIndices: a matrix whose buffer the kernels' 32-bit
+// indices cannot cover is refused at Load (found by review: metadata
+// indices g*prows + r wrapped negative for tens of GiB). The 1 GiB of
+// weights is never touched, so it costs no memory.
+func TestLoadPast32BitIndices(t *testing.T) {
+	be := backend(t)
+	m, err := layout.NewQ4G128(1<<15, 1<<16) // 2^31 nibbles
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Load(m); err == nil || !strings.Contains(err.Error(), "32-bit indices") {
+		t.Fatalf("Load of 2^31 weights: %v, want an error naming the 32-bit indices", err)
+	}
+}
