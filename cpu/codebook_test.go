@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
@@ -243,6 +245,47 @@ func TestCodebookI16Extremes(t *testing.T) {
 		}
 		if err := mx.MulF32(dst, x, 1); !errors.Is(err, ErrClosed) {
 			t.Fatalf("%s: multiply after Close: %v", name, err)
+		}
+	}
+}
+
+// TestCodebookBadInput: wrong activation and result lengths and batches
+// are errors on every kernel set, never a panic in a kernel or a longer
+// slice accepted (mutation testing found the length checks untested).
+func TestCodebookBadInput(t *testing.T) {
+	spec, err := layout.ParseFormatSpec("cb-m1v4b8g128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := synth.Codebook(spec, 300, 256, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, isa := range ISAs() {
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			continue
+		}
+		for _, dequant := range []bool{false, true} {
+			mx, err := be.LoadCodebook(c, dequant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst, x := make([]float32, 300), make([]float32, 256)
+			for name, err := range map[string]error{
+				"short x":      mx.MulF32(dst, x[:255], 1),
+				"long x":       mx.MulF32(dst, make([]float32, 257), 1),
+				"short dst":    mx.MulF32(dst[:299], x, 1),
+				"long dst":     mx.MulF32(make([]float32, 301), x, 1),
+				"batch 0":      mx.MulF32(dst, x, 0),
+				"batch 2":      mx.MulF32(dst, x, 2),
+				"F16 short x":  mx.MulF16(dst, make([]layout.FP16, 255), 1),
+				"F16 long dst": mx.MulF16(make([]float32, 301), make([]layout.FP16, 256), 1),
+			} {
+				if err == nil {
+					t.Errorf("%s dequant %v: %s: no error", isa, dequant, name)
+				}
+			}
 		}
 	}
 }

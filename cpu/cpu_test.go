@@ -175,6 +175,9 @@ func TestBadInput(t *testing.T) {
 		{"short xq", mx.MulI8(dst, make([]int8, 255), make([]float32, 2), 1)},
 		{"short xs", mx.MulI8(dst, make([]int8, 256), make([]float32, 1), 1)},
 		{"NaN xs", mx.MulI8(dst, make([]int8, 256), []float32{1, float32(math.NaN())}, 1)},
+		{"MulI8 short dst", mx.MulI8(dst[:129], make([]int8, 256), make([]float32, 2), 1)},
+		{"MulI8 long dst", mx.MulI8(make([]float32, 131), make([]int8, 256), make([]float32, 2), 1)},
+		{"MulF16 short x", mx.MulF16(dst, make([]layout.FP16, 199), 1)},
 	}
 	for _, c := range cases {
 		if c.err == nil {

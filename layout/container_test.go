@@ -471,10 +471,17 @@ func TestQGVHostile(t *testing.T) {
 func TestQGVLyingSize(t *testing.T) {
 	const claimed = 1 << 50
 	b := rawFile(1, 1, 1, 1, nil, 1, []rawEntry{{tag: "WGHT", off: 128, length: claimed - 128}}, make([]byte, 20))
-	before := totalAlloc()
-	_, err := ReadFile(bytes.NewReader(b), claimed)
-	if d := totalAlloc() - before; d > 1<<16 {
-		t.Errorf("allocated %d bytes", d)
+	// The least of three runs: the counter is process-wide, and goroutines
+	// of earlier tests may still allocate during one of them.
+	var err error
+	least := ^uint64(0)
+	for range 3 {
+		before := totalAlloc()
+		_, err = ReadFile(bytes.NewReader(b), claimed)
+		least = min(least, totalAlloc()-before)
+	}
+	if least > 1<<16 {
+		t.Errorf("allocated %d bytes", least)
 	}
 	if err == nil || !strings.Contains(err.Error(), "last byte") {
 		t.Errorf("error %v, want one about the last byte", err)

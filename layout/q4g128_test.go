@@ -333,3 +333,94 @@ func TestParseFormatSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestSurvivingMutants pins behaviour that mutation testing found no test
+// for: DotRefMag's formulas (the error bounds' denominators), setters
+// overwriting a value, Validate's padded-row check and binary16's
+// subnormal rounding.
+func TestSurvivingMutants(t *testing.T) {
+	// Q4G128 DotRefMag = sum |s| (q + z) |x|: q 3, z 5, s -2, x -1.5 on
+	// every column of one row gives 128 * 2 * 8 * 1.5.
+	m, err := NewQ4G128(1, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := 0; c < 128; c++ {
+		setNib(m.Weights, c, 3)
+	}
+	setNib(m.Zeros, m.MetaIndex(0, 0), 5)
+	m.Scales[m.MetaIndex(0, 0)] = -2
+	x := make([]float32, 128)
+	for i := range x {
+		x[i] = -1.5
+	}
+	mag, ref := make([]float64, 1), make([]float64, 1)
+	if err := m.DotRefMag(mag, x); err != nil || mag[0] != 128*2*8*1.5 {
+		t.Errorf("Q4G128 DotRefMag = %v, %v; want %v", mag[0], err, 128*2*8*1.5)
+	}
+	if err := m.DotRef(ref, x); err != nil || ref[0] != 128*(3-5)*-2*-1.5 {
+		t.Errorf("Q4G128 DotRef = %v, %v; want %v", ref[0], err, 128*(3-5)*-2*-1.5)
+	}
+	// Bits: sum |s| (q + |z|) |x|, or with offsets (w = q s + o)
+	// sum (|s| q + |o|) |x|.
+	for _, offsets := range []bool{false, true} {
+		b, err := NewBits(1, 128, 4, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Offsets = offsets
+		for c := 0; c < 128; c++ {
+			b.SetQ(0, c, 3)
+		}
+		b.set(0, -2, -5)
+		want := 128 * 2 * (3 + 5) * 1.5
+		if offsets {
+			want = 128 * (2*3 + 5) * 1.5
+		}
+		if err := b.DotRefMag(mag, x); err != nil || mag[0] != want {
+			t.Errorf("Bits offsets %v: DotRefMag = %v, %v; want %v", offsets, mag[0], err, want)
+		}
+	}
+	// Setters overwrite: a second SetQ replaces the first, neighbours kept.
+	b, err := NewBits(2, 256, 3, 128, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := 0; c < 256; c++ {
+		b.SetQ(1, c, uint32(c%8))
+	}
+	b.SetQ(1, 37, 2)
+	for c := 0; c < 256; c++ {
+		want := uint32(c % 8)
+		if c == 37 {
+			want = 2
+		}
+		if got := b.Q(1, c); got != want {
+			t.Fatalf("after overwriting column 37: Q(1, %d) = %d, want %d", c, got, want)
+		}
+	}
+	// Validate: a padded row count that is not Rows padded to 128, with
+	// slices sized to match it.
+	bad, err := NewQ4G128(100, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.PRows = 256
+	bad.Weights = make([]byte, 256*128/2)
+	bad.Scales = make([]float32, bad.NumBlocks()*GroupSize)
+	bad.Zeros = make([]byte, bad.NumBlocks()*GroupSize/2)
+	if err := bad.Validate(); err == nil {
+		t.Error("Validate accepted PRows 256 for 100 rows")
+	}
+	// binary16 subnormals (below 2^-14, steps of 2^-24) round to nearest,
+	// ties to even, like normal values.
+	for k := 0; k < 1024; k++ {
+		for _, frac := range []float64{0.25, 0.5, 0.75} {
+			v := (float64(k) + frac) * 0x1p-24
+			want := math.RoundToEven(float64(k) + frac)
+			if got := ToFP16(float32(v)); float64(got) != want || ToFP16(float32(-v)) != got|0x8000 {
+				t.Fatalf("ToFP16(%g) = %#04x, want %#04x (and the sign bit for %g)", v, uint16(got), uint16(want), -v)
+			}
+		}
+	}
+}

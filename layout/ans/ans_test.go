@@ -411,3 +411,30 @@ func FuzzSections(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckOffsetsOrder: offset tables that go backwards are corrupt
+// (the decoders index units by them); mutation testing found the order
+// checks untested.
+func TestCheckOffsetsOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	m, err := Encode(gaussInt8(rng, 96*128, 40), 96, 128, WarpStripes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	w := append([]uint64(nil), m.Offsets...)
+	m.Offsets[1], m.Offsets[2] = m.Offsets[2], m.Offsets[1]
+	if err := m.CheckOffsets(); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("word offsets out of order: %v", err)
+	}
+	m.Offsets = w
+	if m.EscOffsets[1] == m.EscOffsets[2] {
+		t.Fatal("no escapes in unit 1: the test needs some")
+	}
+	m.EscOffsets[1], m.EscOffsets[2] = m.EscOffsets[2], m.EscOffsets[1]
+	if err := m.CheckOffsets(); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("escape offsets out of order: %v", err)
+	}
+}

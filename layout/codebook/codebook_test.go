@@ -435,3 +435,34 @@ func checkNearestMany(t *testing.T, many func(pts []float32, v int, ct, norm []f
 		}
 	}
 }
+
+// TestSetCodeOverwrites: a second SetCode replaces the code, also where
+// codes straddle words, and leaves the neighbours alone (mutation testing
+// found an OR without clearing unnoticed).
+func TestSetCodeOverwrites(t *testing.T) {
+	for _, b := range []int{4, 6, 10, 12} {
+		c, err := New(40, 256, 2, 4, b, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := uint32(1)<<b - 1
+		for j := 0; j < c.NV(); j++ {
+			c.SetCode(7, 1, j, uint32(j)&k)
+		}
+		for j := 0; j < c.NV(); j += 5 {
+			c.SetCode(7, 1, j, ^uint32(j)&k)
+		}
+		for j := 0; j < c.NV(); j++ {
+			want := uint32(j) & k
+			if j%5 == 0 {
+				want = ^uint32(j) & k
+			}
+			if got := c.Code(7, 1, j); got != want {
+				t.Fatalf("b %d: Code(7, 1, %d) = %d, want %d", b, j, got, want)
+			}
+			if got := c.Code(7, 0, j); got != 0 {
+				t.Fatalf("b %d: codebook 0's code %d changed to %d", b, j, got)
+			}
+		}
+	}
+}

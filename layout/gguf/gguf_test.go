@@ -429,16 +429,21 @@ func TestArrayMemory(t *testing.T) {
 	w.kv = binary.LittleEndian.AppendUint32(w.kv, math.Float32bits(1.5))
 	w.nkv++
 	data := w.bytes()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f, err := Parse(data)
-	runtime.ReadMemStats(&after)
-	if err != nil {
-		t.Fatal(err)
+	var f *File
+	least := ^uint64(0) // of three runs: the counter is process-wide
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var err error
+		f, err = Parse(data)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 4*n {
-		t.Errorf("parsing a %d-byte uint16 array allocated %d bytes", 2*n, got)
+	if least > 4*n {
+		t.Errorf("parsing a %d-byte uint16 array allocated %d bytes", 2*n, least)
 	}
 	if a, ok := f.Metadata["big"].([]uint16); !ok || len(a) != n {
 		t.Errorf("big: %T of %d", f.Metadata["big"], len(a))
