@@ -170,7 +170,9 @@ func (cb *cbMatrix) cbSplits(b *Backend, gx int) int {
 // cbKernelName names the codebook kernel family.
 func (mx *Matrix) cbKernelName() string {
 	base := "opencl-" + mx.b.ShortName()
-	if mx.cb.dequant {
+	// A Psumbook larger than the global-table budget even for one vector
+	// runs the dequantizing kernel (plan), whatever the batch.
+	if mx.cb.dequant || mx.cb.plan(mx.b, 1).mode == cbModeDeqG {
 		return base + "-dequant"
 	}
 	if mx.cb.table == "global" {

@@ -168,6 +168,18 @@ func TestCodebookPlan(t *testing.T) {
 		}
 		mx.Close()
 	}
+	// A Psumbook past the global-table budget even for one vector (2 x
+	// 4096 entries for each of 8350 segments: 267 MiB) runs, and is named,
+	// dequantizing.
+	huge := randCodebook(t, rng, 40, 16700, 2, 2, 12, 0, false)
+	mx, err := be.Load(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mx.Close()
+	if p := mx.cb.plan(be, 1); p.mode != cbModeDeqG || !strings.HasSuffix(mx.Kernel(), "-dequant") {
+		t.Errorf("%s: mode %d, kernel %s; want the dequantizing kernel, named so", huge.Name(), p.mode, mx.Kernel())
+	}
 }
 
 // TestCodebookErrors: int8 activations are refused, bad shapes and closed
