@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -624,6 +625,9 @@ func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
 	n := bytes / 16
 	if n <= 0 || iters <= 0 {
 		return 0, errors.New("opencl: ReadBandwidth: bytes and iterations must be positive")
+	}
+	if n > math.MaxInt32 { // the read kernel counts 16-byte words in an int
+		return 0, fmt.Errorf("opencl: ReadBandwidth: %d bytes, at most %d", bytes, int64(math.MaxInt32)*16)
 	}
 	src, err := b.readSource(n)
 	if err != nil {
