@@ -21,9 +21,34 @@ type team struct {
 type worker struct {
 	gen    atomic.Uint64 // last job generation published to this worker
 	job    func()        // the job of generation gen (written before gen)
-	done   *atomic.Int64 // jobs of the current run still running
+	run    *teamRun      // the run the job belongs to (written before gen)
 	parked atomic.Bool
 	wake   chan struct{}
+}
+
+// teamRun is one call of run: the worker jobs still running, and the
+// first panic any job raised.
+type teamRun struct {
+	pending atomic.Int64
+	mu      sync.Mutex
+	panic   any
+	paniced bool
+}
+
+// call runs job, recording a panic instead of letting it go: every job of
+// a run returns, whatever happens, before run returns or re-panics, so no
+// worker is left writing into what the caller hands back to its pools.
+func (r *teamRun) call(job func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.mu.Lock()
+			if !r.paniced {
+				r.panic, r.paniced = p, true
+			}
+			r.mu.Unlock()
+		}
+	}()
+	job()
 }
 
 var theTeam team
@@ -35,7 +60,11 @@ var spinFor = 50 * time.Microsecond
 const yieldEvery = 8 * time.Microsecond
 
 // run calls fns[0] on the calling goroutine and fns[1:] on team workers,
-// and returns when all have returned.
+// and returns when all have returned. A job that panics does not stop the
+// others: run waits for them all, then raises the first panic on the
+// calling goroutine (where it can be recovered; on a worker it would end
+// the process). Jobs must not call run themselves: the team is one, held
+// for the whole run.
 func (t *team) run(fns []func()) {
 	if len(fns) == 1 {
 		fns[0]()
@@ -48,11 +77,11 @@ func (t *team) run(fns []func()) {
 		t.workers = append(t.workers, w)
 		go w.loop()
 	}
-	var pending atomic.Int64
-	pending.Store(int64(len(fns) - 1))
+	r := &teamRun{}
+	r.pending.Store(int64(len(fns) - 1))
 	for i, fn := range fns[1:] {
 		w := t.workers[i]
-		w.job, w.done = fn, &pending
+		w.job, w.run = fn, r
 		w.gen.Add(1)
 		if w.parked.Load() {
 			select {
@@ -61,10 +90,16 @@ func (t *team) run(fns []func()) {
 			}
 		}
 	}
-	fns[0]()
+	r.call(fns[0])
 	// Wait by polling (the workers finish within one chunk of each
 	// other).
-	spinUntilZero(&pending)
+	spinUntilZero(&r.pending)
+	r.mu.Lock()
+	p, ok := r.panic, r.paniced
+	r.mu.Unlock()
+	if ok {
+		panic(p)
+	}
 }
 
 // spinUntilZero polls n until it is zero, yielding now and then in case
@@ -104,7 +139,8 @@ func (w *worker) loop() {
 			}
 		}
 		seen = w.gen.Load()
-		w.job()
-		w.done.Add(-1)
+		r := w.run
+		r.call(w.job)
+		r.pending.Add(-1)
 	}
 }
