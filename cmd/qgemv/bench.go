@@ -141,11 +141,13 @@ func cmdBench(args []string) error {
 		return err
 	}
 	defer eng.Close()
+	// The goroutines the CPU multiplies use (0: GOMAXPROCS, as cpu.New
+	// takes it), and so the read-bandwidth threads: cpuid's logical-core
+	// count can be smaller (one socket's, or a VM's topology).
 	nthreads := *threads
 	if nthreads == 0 {
-		nthreads = eng.Report().Threads
+		nthreads = maxProcs()
 	}
-	nthreads = max(1, min(nthreads, maxProcs()))
 	if *modelPath != "" {
 		iopt.format = *format
 		return benchModel(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
