@@ -125,7 +125,7 @@ type DeviceInfo struct {
 	LocalMem        int64    // local memory bytes
 	GlobalMem       int64    // global memory bytes
 	MaxAlloc        int64    // largest buffer
-	CacheBytes      int      // global memory cache (L2) bytes
+	CacheBytes      int      // global memory cache bytes as the driver reports it (NVIDIA: 4 MiB on an H200, whose L2 is 60 MiB)
 	ComputeUnits    int      // compute units
 	MaxWorkGroup    int      // largest work-group
 	Unified         bool     // host-unified memory (iGPU, CPU device)
