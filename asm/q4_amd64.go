@@ -4231,7 +4231,8 @@ func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4263,7 +4264,8 @@ func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4295,7 +4297,8 @@ func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4327,7 +4330,8 @@ func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4359,7 +4363,8 @@ func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *b
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4391,7 +4396,8 @@ func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4423,7 +4429,8 @@ func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4455,7 +4462,8 @@ func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4487,7 +4495,8 @@ func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tab
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4519,7 +4528,8 @@ func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4551,7 +4561,8 @@ func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, ta
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
@@ -4583,7 +4594,8 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 // but loads up to 16 words past the stream position: words[U][nwords[U]]
 // to words[U][nwords[U]+15] must be readable, and the escape expand-loads
 // cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable).
+// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
+// reads esc[U], the count being checked before any expand-load).
 //
 //go:noescape
 func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int

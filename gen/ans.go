@@ -62,7 +62,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		"but loads up to 16 words past the stream position: words[U][nwords[U]]",
 		"to words[U][nwords[U]+15] must be readable, and the escape expand-loads",
 		"cover up to 64 bytes from the list position (esc[U][nesc[U]] to",
-		"esc[U][nesc[U]+63] must be readable).",
+		"esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never",
+		"reads esc[U], the count being checked before any expand-load).",
 	)
 	tab := param("tabs")
 	var tF, tO, tV [2]VecVirtual
