@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -64,6 +65,24 @@ type calibrator struct {
 	Open func() (Backend, error)
 	// CPU opens the backend the device must beat.
 	CPU func() (Backend, error)
+}
+
+// calibVersion is part of every calibration key: raise it when a
+// release changes the CPU or GPU kernels' speed enough to change the
+// verdict, so that caches written by older versions are measured again.
+const calibVersion = 2
+
+// cpuReferenceKey identifies the CPU reference a calibration is measured
+// against (its kernel set, after QGEMV_CPU_DISABLE, its goroutines and
+// memory), the CPU model and calibVersion: a calibration cached for
+// another reference (Open(WithThreads(1)), say) is not reused.
+func cpuReferenceKey(opts Options) string {
+	threads := opts.Threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	brand, _, _ := cpu.Model()
+	return fmt.Sprintf("v%d\x00%s\x00cpu-%s\x00%d threads\x00huge pages %v", calibVersion, brand, cpu.Best(), threads, opts.HugePages)
 }
 
 // cpuReference returns a calibrator.CPU opening the CPU backend as Open

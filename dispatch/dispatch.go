@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/qgemv/qgemv/cpu"
@@ -160,13 +161,23 @@ func Open(opts Options) (Backend, Report, error) {
 			name, reason = env, "forced by "+EnvBackend
 		}
 	}
-	if name == "" {
+	forced := name != ""
+	if !forced {
 		name, reason = "cpu", "best available"
 		if g, why := preferredGPU(opts); g != "" {
 			name, reason = g, why
 		}
 	}
 	b, err := open(name, opts)
+	if err != nil && !forced && name != "cpu" {
+		// The calibration preferred a GPU that does not open now (out of
+		// memory, say): the CPU, saying why, rather than no backend.
+		var cerr error
+		if b, cerr = open("cpu", opts); cerr == nil {
+			reason = fmt.Sprintf("best available (%s preferred by calibration, but opening it failed: %v)", name, err)
+			err = nil
+		}
+	}
 	if err != nil {
 		return nil, r, err
 	}
@@ -179,7 +190,11 @@ func open(name string, opts Options) (Backend, error) {
 	case name == "cpu":
 		return newCPU(cpu.Config{Threads: opts.Threads, HugePages: opts.HugePages})
 	case strings.HasPrefix(name, "cpu-"):
-		return newCPU(cpu.Config{ISA: cpu.ISA(strings.TrimPrefix(name, "cpu-")), Threads: opts.Threads, HugePages: opts.HugePages})
+		isa := cpu.ISA(strings.TrimPrefix(name, "cpu-"))
+		if !slices.Contains(cpu.ISAs(), isa) { // "cpu-" included: an empty set is not "the best"
+			break
+		}
+		return newCPU(cpu.Config{ISA: isa, Threads: opts.Threads, HugePages: opts.HugePages})
 	case baseName(name) == "opencl" || baseName(name) == "cuda":
 		return openGPU(name, opts)
 	}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,5 +151,48 @@ func TestGPULoadError(t *testing.T) {
 		if !errors.Is(err, cause) || err.Error() != cause.Error() {
 			t.Errorf("%T: %v does not keep the backend's error %v", tc.m, err, cause)
 		}
+	}
+}
+
+// TestOpenFallsBackAndNames: a GPU the calibration prefers but that fails
+// to open leaves the CPU chosen, saying why, unless it was forced; CPU
+// backend names that name no compiled kernel set ("cpu-foo", "cpu-") are
+// ErrUnknownBackend (found by review: Open failed outright, "cpu-foo" was
+// another error and "cpu-" opened the best set).
+func TestOpenFallsBackAndNames(t *testing.T) {
+	t.Setenv(EnvBackend, "")
+	saved := gpuDrivers
+	defer func() { gpuDrivers = saved }()
+	gpuDrivers = []driver{{
+		Name:      "cuda",
+		Probe:     func() []Candidate { return nil },
+		Open:      func(string, Options) (Backend, error) { return nil, errors.New("cuda: out of memory") },
+		Preferred: func(Options) (bool, string) { return true, "calibration: fake" },
+	}}
+	be, r, err := Open(Options{})
+	if err != nil || !strings.HasPrefix(be.Name(), "cpu-") || !strings.Contains(r.Reason, "out of memory") {
+		t.Fatalf("preferred GPU failing to open: %v, %+v", err, r)
+	}
+	be.Close()
+	if _, _, err := Open(Options{Backend: "cuda"}); err == nil {
+		t.Error("a forced GPU that fails to open: no error")
+	}
+	for _, name := range []string{"cpu-foo", "cpu-"} {
+		if _, _, err := Open(Options{Backend: name}); !errors.Is(err, ErrUnknownBackend) {
+			t.Errorf("%q: %v, want ErrUnknownBackend", name, err)
+		}
+	}
+}
+
+// TestCalibrationKeyNamesCPUReference: calibrations measured against
+// different CPU references (threads, huge pages) or by another
+// calibration version do not share a cache entry.
+func TestCalibrationKeyNamesCPUReference(t *testing.T) {
+	a, b, c := cpuReferenceKey(Options{}), cpuReferenceKey(Options{Threads: 1}), cpuReferenceKey(Options{HugePages: true})
+	if a == b || a == c || b == c {
+		t.Errorf("keys not distinct: %q %q %q", a, b, c)
+	}
+	if !strings.HasPrefix(a, fmt.Sprintf("v%d\x00", calibVersion)) {
+		t.Errorf("key %q lacks the calibration version", a)
 	}
 }

@@ -27,7 +27,7 @@ func preferCUDA(opts Options) (bool, string) {
 	}
 	d := ds[0]
 	return calibrator{
-		Key:    fmt.Sprintf("cuda\x00%s\x00sm_%d%d\x00%d SMs\x00%d bytes\x00driver %d", d.Name, d.Major, d.Minor, d.SMs, d.Memory, cu.Version()),
+		Key:    fmt.Sprintf("cuda\x00%s\x00sm_%d%d\x00%d SMs\x00%d bytes\x00driver %d\x00", d.Name, d.Major, d.Minor, d.SMs, d.Memory, cu.Version()) + cpuReferenceKey(opts),
 		Device: d.Name,
 		Dir:    calibrationDir(EnvCUDACache, "cuda"),
 		Open:   func() (Backend, error) { return openCUDA("cuda", opts) },

@@ -126,7 +126,7 @@ func preferOpenCL(opts Options) (bool, string) {
 		return false, ""
 	}
 	return calibrator{
-		Key:    "opencl\x00" + d.Name + "\x00" + d.Driver + "\x00" + d.Platform + "\x00" + d.PlatformVersion,
+		Key:    "opencl\x00" + d.Name + "\x00" + d.Driver + "\x00" + d.Platform + "\x00" + d.PlatformVersion + "\x00" + cpuReferenceKey(opts),
 		Device: d.Name,
 		Dir:    calibrationDir(opencl.EnvCache, "opencl"),
 		Open:   func() (Backend, error) { return openOpenCL("opencl:"+strconv.Itoa(i), opts) },
