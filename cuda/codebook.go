@@ -157,7 +157,12 @@ func (mx *CBMatrix) MulF32(dst, x []float32, batch int) error {
 	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
 		return err
 	}
-	return mx.run(dst, xp, batch, nb)
+	back := gpuhost.ScaleVectors(xp, batch, mx.geo.PCols) // activations far from 1, as Matrix.MulF32
+	if err := mx.run(dst, xp, batch, nb); err != nil {
+		return err
+	}
+	gpuhost.UnscaleResults(dst, batch, mx.geo.Rows, back)
+	return nil
 }
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.
@@ -185,6 +190,13 @@ func (mx *CBMatrix) globalTable(batch int) bool {
 	case "global":
 		return true
 	case "shared":
+		return false
+	}
+	if int64(mx.nsegs()*mx.m)*(4<<mx.nb) > cbGlobalTable {
+		// Even one vector's table is past the bound (12-bit codes on tens
+		// of thousands of columns; 2^22 columns allocated 64 GiB): the
+		// shared-memory kernel, whose one-segment table always fits at
+		// one vector per launch.
 		return false
 	}
 	return batch > 1 || mx.m<<mx.nb > 256

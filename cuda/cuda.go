@@ -115,6 +115,9 @@ func ptxFor(major, minor int) (map[string]string, int, error) {
 		archs = append(archs, a)
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(archs)))
+	if len(archs) == 0 {
+		return nil, 0, fmt.Errorf("cuda: no PTX %s is named <kernels>_sm_<number>.ptx (found %v)", what, names)
+	}
 	want := 10*major + minor
 	for _, a := range archs {
 		if a > want {

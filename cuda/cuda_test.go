@@ -339,3 +339,74 @@ func batches() []int {
 	}
 	return out
 }
+
+// TestFloatActivationsFarFromOne: float activations near 2^-120 or up to
+// 2^127 meet the float bounds on the CUDA-core and tensor-core paths and
+// for codebooks (found by review: the scaled-back factor 2^128 overflowed
+// to +Inf, and the codebook path was not scaled: 3-8x over its tolerance
+// at 2^-140, Inf at 2^124); a 12-bit codebook whose global Psumbook
+// would pass the bound runs the shared-memory kernel instead of
+// allocating it.
+func TestFloatActivationsFarFromOne(t *testing.T) {
+	device(t)
+	b, err := cuda.Open(0, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	q4, _ := layout.ParseFormatSpec("q4g128")
+	mq, err := synth.Matrix(q4, 256, 256, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mats := []layout.Matrix{mq}
+	for _, name := range []string{"cb-m1v4b8g128", "cb-m1v4b8row", "cb-m2v2b12row"} {
+		cols := 4096
+		if strings.HasSuffix(name, "b12row") {
+			cols = 16700 // 2 x 4096 x 4 bytes x 8350 segments: 267 MiB of table
+		}
+		mats = append(mats, cbMatrix(t, name, 128, cols, 5, false))
+	}
+	for _, m := range mats {
+		mx, err := b.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, cols := m.Shape()
+		tol := layout.A32Tolerance
+		if _, ok := m.(*codebook.Codebook); ok {
+			tol = codebook.Tolerance
+		}
+		for _, e := range []int{-120, 0, 124, 127} { // results stay normal floats (a subnormal one cannot meet a relative bound)
+			x := synth.Vector(cols, 9)
+			for i := range x {
+				x[i] = float32(math.Ldexp(float64(x[i]), e))
+			}
+			if e == 127 { // as large as float32 goes: the largest at 2^127
+				x = synth.Vector(cols, 9)
+				m := float32(0)
+				for _, v := range x {
+					m = max(m, v, -v)
+				}
+				for i := range x {
+					x[i] = float32(math.Ldexp(float64(x[i]/m), 127))
+				}
+			}
+			ref, mag := make([]float64, rows), make([]float64, rows)
+			dotRef(t, m, ref, mag, x)
+			y := make([]float32, rows)
+			if err := mx.MulF32(y, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			for r := range y {
+				if math.IsInf(ref[r], 0) || ref[r] > math.MaxFloat32 || ref[r] < -math.MaxFloat32 {
+					continue // the true result is no float32
+				}
+				if d := math.Abs(float64(y[r]) - ref[r]); !(d <= tol*mag[r]) {
+					t.Fatalf("%s (%s), x ~ 2^%d: row %d = %g, want %g within %g", m.Name(), mx.Kernel(), e, r, y[r], ref[r], tol*mag[r])
+				}
+			}
+		}
+		mx.Close()
+	}
+}

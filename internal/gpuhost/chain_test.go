@@ -165,27 +165,32 @@ func TestPadGeneric(t *testing.T) {
 // others, and vectors with NaN or an infinity, are left alone; SplitHiLo
 // refuses (ok false) what its scaling cannot hold instead of clamping.
 func TestScaleVectors(t *testing.T) {
-	x := []float32{3, -1, 0x1p-120, -0x1p-121, float32(math.Inf(1)), 1e30, 0, 0, 0x1p100, 0x1p99}
+	x := []float32{3, -1, 0x1p-120, -0x1p-121, float32(math.Inf(1)), 1e30, 0, 0, 0x1p100, 0x1p99, 0x1p127, 0.5}
 	orig := append([]float32(nil), x...)
-	back := ScaleVectors(x, 5, 2)
-	want := []float32{1, 0x1p-119, 1, 1, 0x1p101}
+	back := ScaleVectors(x, 6, 2)
+	want := []int{0, -119, 0, 0, 41, 68} // up to [0.5, 1), down to [2^59, 2^60)
 	for v := range want {
 		if back[v] != want[v] {
-			t.Errorf("vector %d: factor %g, want %g", v, back[v], want[v])
+			t.Errorf("vector %d: exponent %d, want %d", v, back[v], want[v])
 		}
 		for i := 2 * v; i < 2*v+2; i++ {
-			if x[i]*back[v] != orig[i] {
-				t.Errorf("x[%d] = %g: times %g is not %g", i, x[i], back[v], orig[i])
+			if float32(math.Ldexp(float64(x[i]), back[v])) != orig[i] {
+				t.Errorf("x[%d] = %g: times 2^%d is not %g", i, x[i], back[v], orig[i])
 			}
 		}
 	}
-	if x[2] != 0.5 || x[9] != 0.25 {
-		t.Errorf("scaled values %g, %g, want 0.5, 0.25", x[2], x[9])
+	if x[2] != 0.5 || x[8] != 0x1p59 || x[9] != 0x1p58 || x[10] != 0x1p59 {
+		t.Errorf("scaled values %g, %g, %g, %g, want 0.5, 2^59, 2^58, 2^59", x[2], x[8], x[9], x[10])
 	}
-	y := []float32{1, 2, 3, 4, 5}
-	UnscaleResults(y, 5, 1, back)
-	if y[1] != 2*0x1p-119 || y[4] != 5*0x1p101 || y[0] != 1 {
+	y := []float32{1, 2, 3, 4, 5, 0x1p-3}
+	UnscaleResults(y, 6, 1, back)
+	if y[1] != 2*0x1p-119 || y[4] != 5*0x1p41 || y[0] != 1 || y[5] != 0x1p65 {
 		t.Errorf("unscaled %v", y)
+	}
+	z := []float32{0, 0x1p-3}
+	UnscaleResults(z, 2, 1, []int{128, 128}) // a factor 2^128 is no float32
+	if z[0] != 0 || z[1] != 0x1p125 {
+		t.Errorf("unscaled by 2^128: %v, want [0 2^125]", z)
 	}
 	if ScaleVectors([]float32{1, 2, 1e-10}, 3, 1) != nil {
 		t.Error("vectors within [2^-60, 2^60] scaled")

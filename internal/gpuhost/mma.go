@@ -149,17 +149,18 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
 
 // ScaleVectors scales each of the batch vectors of n values in x (in
-// place) by a power of two 2^-e_v that puts its largest magnitude in
-// [0.5, 1), when that magnitude is outside [2^-60, 2^60], and returns the
-// factors 2^e_v to multiply the results by (nil when no vector was
-// scaled; 1 for those left alone). The float kernels scale activations
-// further (by up to 2^-12 to meet packed codes, into binary16 for tensor
-// cores), so activations far from 1 lost bits as subnormals or overflowed
-// before; scaling by a power of two is exact, and so is undoing it on the
-// results (barring their own overflow). Vectors holding NaN or an
-// infinity are left alone.
-func ScaleVectors(x []float32, batch, n int) []float32 {
-	var back []float32
+// place) by a power of two 2^-e_v when its largest magnitude m is outside
+// [2^-60, 2^60]: up to [0.5, 1) when m is smaller, down to [2^59, 2^60)
+// when it is larger (no further, so that the vector's small values stay
+// normal floats), and returns the exponents e_v to scale the results
+// back by (nil when no vector was scaled; 0 for those left alone). The
+// float kernels scale activations further (by up to 2^-12 to meet packed
+// codes, into binary16 for tensor cores), so activations far from 1 lost
+// bits as subnormals or overflowed before; scaling by a power of two is
+// exact, and so is undoing it on the results (barring their own
+// overflow). Vectors holding NaN or an infinity are left alone.
+func ScaleVectors(x []float32, batch, n int) []int {
+	var back []int
 	for v := 0; v < batch; v++ {
 		src := x[v*n : (v+1)*n]
 		m := float32(0)
@@ -173,14 +174,14 @@ func ScaleVectors(x []float32, batch, n int) []float32 {
 		if m == 0 || m >= 0x1p-60 && m <= 0x1p60 {
 			continue
 		}
-		_, e := math.Frexp(float64(m)) // m in [2^(e-1), 2^e)
-		if back == nil {
-			back = make([]float32, batch)
-			for i := range back {
-				back[i] = 1
-			}
+		_, e := math.Frexp(float64(m)) // m in [2^(e-1), 2^e); e is 128 for m >= 2^127
+		if m > 1 {
+			e -= 60
 		}
-		back[v] = float32(math.Ldexp(1, e))
+		if back == nil {
+			back = make([]int, batch)
+		}
+		back[v] = e
 		for i, f := range src {
 			src[i] = float32(math.Ldexp(float64(f), -e))
 		}
@@ -189,15 +190,17 @@ func ScaleVectors(x []float32, batch, n int) []float32 {
 }
 
 // UnscaleResults multiplies each of the batch result vectors of rows
-// values in y by its factor from ScaleVectors (nil: nothing to do).
-func UnscaleResults(y []float32, batch, rows int, back []float32) {
+// values in y by 2^e, e its exponent from ScaleVectors (nil: nothing to
+// do), in float64, so that the factor itself (2^128 for the largest
+// float32s) cannot overflow.
+func UnscaleResults(y []float32, batch, rows int, back []int) {
 	if back == nil {
 		return
 	}
 	for v := 0; v < batch; v++ {
-		if f := back[v]; f != 1 {
+		if e := back[v]; e != 0 {
 			for r, t := range y[v*rows : (v+1)*rows] {
-				y[v*rows+r] = float32(float64(t) * float64(f))
+				y[v*rows+r] = float32(math.Ldexp(float64(t), e))
 			}
 		}
 	}
