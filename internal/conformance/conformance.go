@@ -1,8 +1,9 @@
 // Package conformance is the backend-neutral test suite every qgemv
 // backend passes: each format and activation type against the float64
 // reference (within the format's named bound) and the exact int8
-// reference (bit for bit), on tail shapes and batch sizes 1..16, with
-// guard bands around every output and checks that inputs are not
+// reference (bit for bit), on tail shapes and batch sizes from 1 to 16
+// (1, 2, 3, 4, 8 and 16 unless a backend asks for others), codebooks also
+// with enough rows for the Psumbook kernels, with guard bands around every output and checks that inputs are not
 // modified, plus bad input (wrong batch, short slices, non-finite
 // activations, bad scales, closed matrices), which must be errors.
 //
@@ -39,7 +40,7 @@ type Options struct {
 	Supports func(m layout.Matrix, act string) bool
 	// Short runs one tail shape and fewer formats.
 	Short bool
-	// Batches overrides the batch sizes (default 1, 3, 16).
+	// Batches overrides the batch sizes (default 1, 2, 3, 4, 8 and 16).
 	Batches []int
 }
 
@@ -201,7 +202,8 @@ func Run(t *testing.T, be dispatch.Backend, o Options) {
 	}
 	batches := o.Batches
 	if batches == nil {
-		batches = []int{1, 3, 16}
+		// 2, 4 and 8 reach the CPU's two- and eight-vector kernels.
+		batches = []int{1, 2, 3, 4, 8, 16}
 	}
 	for si, sh := range shapes {
 		cases, err := Cases(sh[0], sh[1], o.Short, uint64(100*si+1))
@@ -213,6 +215,19 @@ func Run(t *testing.T, be dispatch.Backend, o Options) {
 				runCase(t, be, o, c, batches)
 			})
 		}
+	}
+	// Codebooks with at least 2^B * V rows, so that backends that
+	// dequantize smaller ones (the CPU) run their Psumbook kernels.
+	for i, name := range []string{"cb-m1v4b8g128", "cb-m2v8b6g128"} {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := synth.Matrix(spec, 1056, 320, uint64(900+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(m.Name()+"/1056x320", func(t *testing.T) { runCase(t, be, o, Case{m.Name(), m}, batches) })
 	}
 	t.Run("BadInput", func(t *testing.T) { badInput(t, be, o) })
 }
@@ -396,14 +411,51 @@ func checkFloat(m layout.Matrix, dst, x []float32, batch, rows, cols int) error 
 		if err := r.DotRefMag(mag, xv); err != nil {
 			return err
 		}
+		abs := i16Term(m, xv)
 		for i := range ref {
 			got := float64(dst[v*rows+i])
-			if d := math.Abs(got - ref[i]); !(d <= tol*mag[i]) {
-				return fmt.Errorf("vector %d row %d = %v, want %v within %v (|error| %v)", v, i, got, ref[i], tol*mag[i], d)
+			if d := math.Abs(got - ref[i]); !(d <= tol*mag[i]+abs) {
+				return fmt.Errorf("vector %d row %d = %v, want %v within %v (|error| %v)", v, i, got, ref[i], tol*mag[i]+abs, d)
 			}
 		}
 	}
 	return nil
+}
+
+// i16Term is the absolute part of codebook.ToleranceI16's bound, for the
+// kernels that hold the Psumbook as int16 fixed point: half a step per
+// lookup, ToleranceI16 * M * NV * alpha * max|s| with alpha at most
+// 2 * cAbs * max|x| / 32767 (cAbs the largest sum_e |C[e]| of a
+// centroid). 0 for other formats. It is added to every codebook row's
+// bound (the binary16 and float32 kernels' bounds lie within it).
+func i16Term(m layout.Matrix, x []float32) float64 {
+	var c *codebook.Codebook
+	switch m := m.(type) {
+	case *codebook.Codebook:
+		c = m
+	default:
+		return 0
+	}
+	var cAbs, xAbs, sAbs float64
+	for i := 0; i < c.M; i++ {
+		for q := 0; q < 1<<c.B; q++ {
+			var a float64
+			for e := 0; e < c.V; e++ {
+				a += math.Abs(float64(c.Centroid(i, uint32(q), e)))
+			}
+			cAbs = max(cAbs, a)
+		}
+	}
+	for _, v := range x {
+		xAbs = max(xAbs, math.Abs(float64(v)))
+	}
+	for r := 0; r < c.Rows; r++ {
+		for g := 0; g < c.Groups(); g++ {
+			sAbs = max(sAbs, math.Abs(float64(c.Scale(r, g))))
+		}
+	}
+	alpha := 2 * cAbs * xAbs / 32767
+	return codebook.ToleranceI16 * float64(c.M*c.NV()) * alpha * sAbs
 }
 
 // badInput: every malformed call is an error, never a panic, and a
