@@ -414,8 +414,8 @@ func checkFloat(m layout.Matrix, dst, x []float32, batch, rows, cols int) error 
 		abs := i16Term(m, xv)
 		for i := range ref {
 			got := float64(dst[v*rows+i])
-			if d := math.Abs(got - ref[i]); !(d <= tol*mag[i]+abs) {
-				return fmt.Errorf("vector %d row %d = %v, want %v within %v (|error| %v)", v, i, got, ref[i], tol*mag[i]+abs, d)
+			if bound := float64(tol*mag[i]) + abs; !(math.Abs(got-ref[i]) <= bound) {
+				return fmt.Errorf("vector %d row %d = %v, want %v within %v (|error| %v)", v, i, got, ref[i], bound, math.Abs(got-ref[i]))
 			}
 		}
 	}
