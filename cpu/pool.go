@@ -32,7 +32,7 @@ type teamRun struct {
 	pending atomic.Int64
 	mu      sync.Mutex
 	panic   any
-	paniced bool
+	panicked bool
 }
 
 // call runs job, recording a panic instead of letting it go: every job of
@@ -42,8 +42,8 @@ func (r *teamRun) call(job func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.mu.Lock()
-			if !r.paniced {
-				r.panic, r.paniced = p, true
+			if !r.panicked {
+				r.panic, r.panicked = p, true
 			}
 			r.mu.Unlock()
 		}
@@ -95,7 +95,7 @@ func (t *team) run(fns []func()) {
 	// other).
 	spinUntilZero(&r.pending)
 	r.mu.Lock()
-	p, ok := r.panic, r.paniced
+	p, ok := r.panic, r.panicked
 	r.mu.Unlock()
 	if ok {
 		panic(p)
