@@ -29,9 +29,9 @@ type worker struct {
 // teamRun is one call of run: the worker jobs still running, and the
 // first panic any job raised.
 type teamRun struct {
-	pending atomic.Int64
-	mu      sync.Mutex
-	panic   any
+	pending  atomic.Int64
+	mu       sync.Mutex
+	panic    any
 	panicked bool
 }
 
