@@ -19,7 +19,9 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Regenerate every generated file (assembly and its Go declarations).
+# Regenerate every generated file: the assembly and its Go declarations,
+# and cuda/ptx when a CUDA compiler is found (else gen checks the committed
+# PTX against cuda/*.cu).
 gen:
 	$(GO) run ./gen
 
