@@ -253,13 +253,13 @@ func QuantizeSparse12(w []float32, rows, cols, g int, opt BitsOptions) (*Sparse1
 		}
 		return a, b, k
 	}
-	// The pairs the groups cover: every group that starts before cols.
-	npairs := min(m.PCols, (cols+m.G-1)/m.G*m.G) / 2
+	// The pairs that hold a true column; the padding pairs stay 0.
+	truePairs := (cols + 1) / 2
 	// The energies first, serially, in row and pair order (the same sums,
 	// bit for bit, whatever the number of goroutines below).
 	var dropped, total float64
 	for r := 0; r < rows; r++ {
-		for p := 0; p < npairs; p++ {
+		for p := 0; p < truePairs; p++ {
 			a, b, k := pair(r, p)
 			total += float64(float64(a)*float64(a)) + float64(float64(b)*float64(b))
 			drop := [2]float32{b, a}[k]
@@ -275,11 +275,10 @@ func QuantizeSparse12(w []float32, rows, cols, g int, opt BitsOptions) (*Sparse1
 		q := make([]uint32, m.G/2)
 		return func(r0, r1 int) error {
 			for r := r0; r < r1; r++ {
-				for gi := 0; gi*m.G/2 < npairs; gi++ {
-					// The group's pairs that hold a true column: padding
-					// pairs stay 0 and stay out of the fit.
+				for gi := 0; gi*m.G/2 < truePairs; gi++ {
+					// The group's true pairs; padding stays out of the fit.
 					p0 := gi * m.G / 2
-					n := min(m.G/2, (cols+1)/2-p0)
+					n := min(m.G/2, truePairs-p0)
 					for i := range n {
 						a, b, k := pair(r, p0+i)
 						vals[i], pos[i] = [2]float32{a, b}[k], k
