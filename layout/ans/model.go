@@ -38,13 +38,21 @@ type Model struct {
 // ErrModel is wrapped by every error about an invalid model.
 var ErrModel = errors.New("ans: invalid model")
 
-// finish checks the model and derives Cum, PPF and the value index.
-func (m *Model) finish() error {
+// checkCounts checks the symbol count and the escape symbol's index.
+func (m *Model) checkCounts() error {
 	if m.NSym < 1 || m.NSym > MaxSyms {
 		return fmt.Errorf("%w: %d symbols (1..%d)", ErrModel, m.NSym, MaxSyms)
 	}
 	if m.Escape < -1 || m.Escape >= m.NSym {
 		return fmt.Errorf("%w: escape symbol %d of %d", ErrModel, m.Escape, m.NSym)
+	}
+	return nil
+}
+
+// finish checks the model and derives Cum, PPF and the value index.
+func (m *Model) finish() error {
+	if err := m.checkCounts(); err != nil {
+		return err
 	}
 	for i := range m.index {
 		m.index[i] = noSymbol
@@ -81,11 +89,8 @@ func (m *Model) finish() error {
 // Validate (or never validated) is an error wrapping ErrModel, not an
 // index out of range.
 func (m *Model) Check() error {
-	if m.NSym < 1 || m.NSym > MaxSyms {
-		return fmt.Errorf("%w: %d symbols (1..%d)", ErrModel, m.NSym, MaxSyms)
-	}
-	if m.Escape < -1 || m.Escape >= m.NSym {
-		return fmt.Errorf("%w: escape symbol %d of %d", ErrModel, m.Escape, m.NSym)
+	if err := m.checkCounts(); err != nil {
+		return err
 	}
 	sum := 0
 	for k := 0; k < m.NSym; k++ {
