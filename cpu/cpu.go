@@ -205,7 +205,7 @@ func (b *Backend) Load(m *layout.Q4G128) (*Matrix, error) {
 	c := *m // the kernels read this snapshot's slices and shape, not the caller's struct
 	mx := &Matrix{b: b, m: &c}
 	if b.huge {
-		mx.m, mx.block = hugeCopy(m)
+		mx.m, mx.block = hugeCopy(&c)
 		runtime.SetFinalizer(mx, (*Matrix).Close) // backstop; Close is the API
 	}
 	return mx, nil
