@@ -121,6 +121,20 @@ func TestAPIBadInput(t *testing.T) {
 	if err := mat.Mul(adj[:4], adj[4:], 1, qgemv.A32); err != nil {
 		t.Errorf("adjacent dst and x: %v", err)
 	}
+	// Batches outside 1..16: ErrBatch from every method, whatever the
+	// backend (the GPU backends' own error was internal to qgemv).
+	for _, b := range []int{0, -1, 17} {
+		for name, err := range map[string]error{
+			"Mul":     mat.Mul(y, x, b, qgemv.A32),
+			"Mul A8":  mat.Mul(y, x, b, qgemv.A8),
+			"MulFP16": mat.MulFP16(y, make([]layout.FP16, 130), b),
+			"MulInt8": mat.MulInt8(y, make([]int8, 256), make([]float32, 2), b),
+		} {
+			if !errors.Is(err, qgemv.ErrBatch) {
+				t.Errorf("%s batch %d: %v, want ErrBatch", name, b, err)
+			}
+		}
+	}
 	if _, err := qgemv.Open(qgemv.WithBackend("nope")); err == nil {
 		t.Error("unknown backend opened")
 	}

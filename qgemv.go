@@ -67,6 +67,19 @@ func Quantize(w []float32, rows, cols int, method layout.QuantMethod) (*layout.Q
 // ErrClosed is returned by any operation on a closed engine or matrix.
 var ErrClosed = errors.New("qgemv: engine or matrix is closed")
 
+// ErrBatch is wrapped by the error of a multiply whose batch is outside
+// 1..MaxBatch, whatever the backend.
+var ErrBatch = errors.New("qgemv: batch must be between 1 and 16")
+
+// checkBatch returns an error wrapping ErrBatch for a batch outside
+// 1..MaxBatch; op names the method.
+func checkBatch(op string, batch int) error {
+	if batch < 1 || batch > MaxBatch {
+		return fmt.Errorf("qgemv: %s: %w (got %d)", op, ErrBatch, batch)
+	}
+	return nil
+}
+
 // ErrOverlap is returned by a multiply whose output shares memory with an
 // input it reads (dst with x, or with MulInt8's scales; QuantizeA8's
 // scales with x): the kernels read the inputs while they write the
@@ -256,6 +269,9 @@ func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
 		return err
 	}
 	defer unlock()
+	if err := checkBatch("mul", batch); err != nil {
+		return err
+	}
 	if overlap(dst, x) {
 		return fmt.Errorf("qgemv: mul: dst and x: %w", ErrOverlap)
 	}
@@ -281,6 +297,9 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 		return err
 	}
 	defer unlock()
+	if err := checkBatch("mul fp16", batch); err != nil {
+		return err
+	}
 	if err := m.m.MulF16(dst, x, batch); err != nil {
 		return fmt.Errorf("qgemv: mul fp16: %w", err)
 	}
@@ -299,6 +318,9 @@ func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) erro
 		return err
 	}
 	defer unlock()
+	if err := checkBatch("mul int8", batch); err != nil {
+		return err
+	}
 	if overlap(dst, xs) {
 		return fmt.Errorf("qgemv: mul int8: dst and xs: %w", ErrOverlap)
 	}

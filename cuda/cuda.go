@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
+
+	"github.com/qgemv/qgemv/internal/gpuhost"
 )
 
 //go:embed ptx/*.ptx
@@ -220,6 +222,10 @@ func addKernels(names ...string) { kernelNames = append(kernelNames, names...) }
 
 // ErrClosed is returned by operations on a closed backend or matrix.
 var ErrClosed = errors.New("cuda: backend or matrix is closed")
+
+// ErrBatch is wrapped by the error of a multiply whose batch is outside
+// 1..16 (the same value as opencl.ErrBatch, so errors.Is matches either).
+var ErrBatch = gpuhost.ErrBatch
 
 // Open opens CUDA device ordinal: creates a context on a dedicated OS
 // thread, loads the highest embedded PTX the device supports (the driver

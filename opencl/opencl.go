@@ -29,6 +29,10 @@ const EnvCache = "QGEMV_OPENCL_CACHE"
 // ErrClosed is returned by a multiply on a closed matrix or backend.
 var ErrClosed = fmt.Errorf("opencl: %w", gpuhost.ErrClosed)
 
+// ErrBatch is wrapped by the error of a multiply whose batch is outside
+// 1..16 (the same value as cuda.ErrBatch, so errors.Is matches either).
+var ErrBatch = gpuhost.ErrBatch
+
 // Options configures Open.
 type Options struct {
 	// Device is the index in Devices() of the device to open.

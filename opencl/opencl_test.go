@@ -321,6 +321,11 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, c.err, c.want)
 		}
 	}
+	for _, b := range []int{0, 17} {
+		if err := mx.MulF32(y, x, b); !errors.Is(err, ErrBatch) {
+			t.Errorf("batch %d: %v, want ErrBatch", b, err)
+		}
+	}
 	if _, err := be.Load(&layout.Q4G128{Rows: 3}); err == nil {
 		t.Error("invalid matrix loaded")
 	}
