@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -98,26 +99,39 @@ func Requires(isa ISA) []string {
 	return nil
 }
 
-// Best returns the best kernel set this CPU supports. Kernel sets named in
-// the environment variable QGEMV_CPU_DISABLE (comma separated, e.g.
-// "avx512vnni") are skipped.
+// EnvDisable names the environment variable that lists kernel sets Best
+// skips: comma separated, in any case, with or without the "cpu-" prefix
+// (e.g. "avx512vnni" or "CPU-AVX512VNNI,avx2").
+const EnvDisable = "QGEMV_CPU_DISABLE"
+
+// Best returns the best kernel set this CPU supports, skipping the sets
+// that EnvDisable names.
 func Best() ISA {
-	disabled := strings.Split(os.Getenv("QGEMV_CPU_DISABLE"), ",")
+	disabled, _ := Disabled()
 	for _, k := range kernelSets {
-		if hasAll(k.requires) && !contains(disabled, string(k.isa)) {
+		if hasAll(k.requires) && !slices.Contains(disabled, k.isa) {
 			return k.isa
 		}
 	}
 	return Generic
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if strings.TrimSpace(v) == s {
-			return true
+// Disabled returns the kernel sets EnvDisable names, and the names in it
+// that are no kernel set (so that a typo can be reported instead of
+// silently disabling nothing).
+func Disabled() (sets []ISA, unknown []string) {
+	for _, v := range strings.Split(os.Getenv(EnvDisable), ",") {
+		name := strings.ToLower(strings.TrimSpace(v))
+		if name == "" {
+			continue
+		}
+		if k := findSet(ISA(strings.TrimPrefix(name, "cpu-"))); k != nil {
+			sets = append(sets, k.isa)
+		} else {
+			unknown = append(unknown, strings.TrimSpace(v))
 		}
 	}
-	return false
+	return sets, unknown
 }
 
 func findSet(isa ISA) *kernelSet {

@@ -96,6 +96,7 @@ type Report struct {
 	Candidates []Candidate // every backend known, best first
 	Chosen     string      // the selected backend's name
 	Reason     string      // why it was selected
+	Notes      []string    // settings that changed the choice, or were ignored
 }
 
 // String formats the report for people.
@@ -116,6 +117,9 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "  %s %-18s %-11s %s\n", mark, c.Name, avail, c.Detail)
 	}
 	fmt.Fprintf(&b, "chosen:    %s (%s)\n", r.Chosen, r.Reason)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note:      %s\n", n)
+	}
 	return b.String()
 }
 
@@ -123,6 +127,7 @@ func (r Report) String() string {
 func Probe() Report {
 	brand, cores, threads := cpu.Model()
 	r := Report{CPU: brand, Cores: cores, Threads: threads, Features: cpu.Features()}
+	disabled, unknown := cpu.Disabled()
 	for _, isa := range cpu.ISAs() {
 		c := Candidate{Name: "cpu-" + string(isa), Available: cpu.Supported(isa)}
 		if req := cpu.Requires(isa); len(req) > 0 {
@@ -130,7 +135,13 @@ func Probe() Report {
 		} else {
 			c.Detail = "pure Go"
 		}
+		if slices.Contains(disabled, isa) {
+			c.Detail += "; skipped by " + cpu.EnvDisable
+		}
 		r.Candidates = append(r.Candidates, c)
+	}
+	if len(unknown) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %q named no kernel set (known: %s); ignored", cpu.EnvDisable, unknown, isaNames()))
 	}
 	r.Candidates = append(r.Candidates, gpuCandidates()...)
 	return r
@@ -236,4 +247,13 @@ func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
 		return nil, err
 	}
 	return mx, nil
+}
+
+// isaNames lists the CPU kernel sets for messages.
+func isaNames() string {
+	var names []string
+	for _, isa := range cpu.ISAs() {
+		names = append(names, string(isa))
+	}
+	return strings.Join(names, ", ")
 }

@@ -196,3 +196,34 @@ func TestCalibrationKeyNamesCPUReference(t *testing.T) {
 		t.Errorf("key %q lacks the calibration version", a)
 	}
 }
+
+// TestCPUDisable: QGEMV_CPU_DISABLE matches kernel sets in any case, with
+// or without "cpu-", marks them in the report, and reports names that are
+// no kernel set instead of ignoring them silently (it was case-sensitive,
+// and a typo disabled nothing without a word).
+func TestCPUDisable(t *testing.T) {
+	best := cpu.Best()
+	if best == cpu.Generic {
+		t.Skip("no SIMD kernel set here")
+	}
+	t.Setenv(cpu.EnvDisable, " CPU-"+strings.ToUpper(string(best))+",avx513, ")
+	if got := cpu.Best(); got == best {
+		t.Errorf("Best() = %s with %s disabled", got, best)
+	}
+	sets, unknown := cpu.Disabled()
+	if len(sets) != 1 || sets[0] != best || len(unknown) != 1 || unknown[0] != "avx513" {
+		t.Errorf("Disabled() = %v, %q", sets, unknown)
+	}
+	r := Probe()
+	s := r.String()
+	if !strings.Contains(s, "cpu-"+string(best)) || !strings.Contains(s, "skipped by "+cpu.EnvDisable) {
+		t.Errorf("report does not mark %s as skipped:\n%s", best, s)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], `"avx513"`) || !strings.Contains(s, "note:") {
+		t.Errorf("report does not name the unknown set: %q\n%s", r.Notes, s)
+	}
+	t.Setenv(cpu.EnvDisable, "")
+	if got := cpu.Best(); got != best {
+		t.Errorf("Best() = %s with nothing disabled, want %s", got, best)
+	}
+}
