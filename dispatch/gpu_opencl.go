@@ -86,7 +86,17 @@ func openOpenCL(name string, opts Options) (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clBackend{b, name}, nil
+	return clBackend{b, openclName(i)}, nil
+}
+
+// openclName is the name Probe lists device i under: "opencl" for the
+// default device, "opencl:i" for the others (so that "opencl:0" or
+// "opencl:00" opened names the candidate line it chose).
+func openclName(i int) string {
+	if ds, err := opencl.Devices(); err == nil && i == openclDefault(ds) {
+		return "opencl"
+	}
+	return "opencl:" + strconv.Itoa(i)
 }
 
 // clBackend adapts *opencl.Backend to Backend.

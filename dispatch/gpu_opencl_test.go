@@ -3,6 +3,7 @@
 package dispatch_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +88,26 @@ func TestProbeOpenCL(t *testing.T) {
 		defer be.Close()
 		if strings.HasPrefix(r.Chosen, "opencl") {
 			t.Errorf("CPU-type OpenCL device chosen by default: %s", r.Reason)
+		}
+	}
+	// Every spelling of a device opens under the name its candidate line
+	// has (opencl:0 used to be reported as "opencl:0" next to a candidate
+	// named "opencl").
+	names := map[string]bool{}
+	for _, c := range r.Candidates {
+		names[c.Name] = true
+	}
+	for i := range devs {
+		for _, spell := range []string{fmt.Sprintf("opencl:%d", i), fmt.Sprintf("opencl:0%d", i)} {
+			be, rr, err := dispatch.Open(dispatch.Options{Backend: spell})
+			if err != nil {
+				t.Errorf("Open(%q): %v", spell, err)
+				continue
+			}
+			if !names[rr.Chosen] || be.Name() != rr.Chosen {
+				t.Errorf("Open(%q): chosen %q, backend %q; candidates %v", spell, rr.Chosen, be.Name(), names)
+			}
+			be.Close()
 		}
 	}
 	for _, bad := range []string{"opencl:x", "opencl:999", "opencl:-1"} {
