@@ -69,10 +69,10 @@
 // bytes on those targets. make fma-check fails on any fused instruction in
 // this package's listings for them. The results then also do not depend on
 // the core count (rows run in parallel, sums over rows serially). The ANS
-// encoder's model choice compares costs computed with math.Log2, which the
-// standard library does not promise to round alike on every architecture,
-// so an exact tie could break differently there; the coded matrix decodes
-// to the same values either way.
+// encoder's model choice compares costs from a table of log2(1..129) that
+// layout/ans computes with basic operations alone (math.Log2 is an
+// assembly routine on some architectures and need not round alike), so it
+// too writes the same bytes everywhere.
 //
 // # The .qgv container
 //

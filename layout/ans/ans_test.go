@@ -438,3 +438,18 @@ func TestCheckOffsetsOrder(t *testing.T) {
 		t.Errorf("escape offsets out of order: %v", err)
 	}
 }
+
+// TestLog2Int: the model choice's logarithm table, computed without
+// math.Log2 so that every architecture fits the same model, is exact at
+// powers of two and within 4e-16 of math.Log2 elsewhere.
+func TestLog2Int(t *testing.T) {
+	for i := 1; i < len(log2Int); i++ {
+		want := math.Log2(float64(i))
+		if i&(i-1) == 0 && log2Int[i] != want {
+			t.Errorf("log2(%d) = %v, want exactly %v", i, log2Int[i], want)
+		}
+		if d := math.Abs(log2Int[i] - want); d > 4e-16*max(1, want) {
+			t.Errorf("log2(%d) = %v, math.Log2 %v (off %.3g)", i, log2Int[i], want, d)
+		}
+	}
+}

@@ -132,7 +132,7 @@ func (m *Model) Bits(counts *[256]int64) float64 {
 		if k == noSymbol {
 			k, raw = m.Escape, 8
 		}
-		bits += float64(float64(n) * (math.Log2(ProbScale/float64(m.Freq[k])) + raw))
+		bits += float64(float64(n) * (float64(7-log2Int[m.Freq[k]]) + raw)) // log2(128/f)
 	}
 	return bits
 }
@@ -160,8 +160,35 @@ type gainHeap struct {
 }
 
 func (h gainHeap) gain(k int) float64 {
-	return h.n[k] * math.Log2(float64(h.f[k]+1)/float64(h.f[k]))
+	return h.n[k] * float64(log2Int[h.f[k]+1]-log2Int[h.f[k]])
 }
+
+// log2Int[i] is log2(i) for i in 1..ProbScale+1 (index 0 unused), the
+// model choice's only transcendental: computed with basic operations each
+// rounded on its own (no library logarithm, no fused multiply-add), so
+// that FitModel makes the same choice, and Encode writes the same bytes,
+// on every architecture (math.Log2 is an assembly routine on some and Go
+// on others, and need not round alike).
+var log2Int = func() (t [ProbScale + 2]float64) {
+	for i := 1; i < len(t); i++ {
+		// i = 2^e * m, m in [1, 2); ln m = 2 atanh(z), z = (m-1)/(m+1) < 1/3.
+		e, m := 0, float64(i)
+		for m >= 2 {
+			m, e = m/2, e+1
+		}
+		z := float64((m - 1) / (m + 1))
+		z2 := float64(z * z)
+		var ln float64
+		term := z
+		for k := 1; k < 80; k += 2 {
+			ln = float64(ln + float64(term/float64(k)))
+			term = float64(term * z2)
+		}
+		t[i] = float64(float64(e) + float64(float64(2*ln)/math.Ln2))
+	}
+	return t
+}()
+
 func (h gainHeap) Len() int           { return len(h.keys) }
 func (h gainHeap) Less(i, j int) bool { return h.gain(h.keys[i]) > h.gain(h.keys[j]) }
 func (h gainHeap) Swap(i, j int)      { h.keys[i], h.keys[j] = h.keys[j], h.keys[i] }
