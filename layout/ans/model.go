@@ -163,6 +163,16 @@ func (h gainHeap) gain(k int) float64 {
 	return h.n[k] * float64(log2Int[h.f[k]+1]-log2Int[h.f[k]])
 }
 
+func (h gainHeap) Len() int           { return len(h.keys) }
+func (h gainHeap) Less(i, j int) bool { return h.gain(h.keys[i]) > h.gain(h.keys[j]) }
+func (h gainHeap) Swap(i, j int)      { h.keys[i], h.keys[j] = h.keys[j], h.keys[i] }
+func (h *gainHeap) Push(x any)        { h.keys = append(h.keys, x.(int)) }
+func (h *gainHeap) Pop() any {
+	k := h.keys[len(h.keys)-1]
+	h.keys = h.keys[:len(h.keys)-1]
+	return k
+}
+
 // log2Int[i] is log2(i) for i in 1..ProbScale+1 (index 0 unused), the
 // model choice's only transcendental: computed with basic operations each
 // rounded on its own (no library logarithm, no fused multiply-add), so
@@ -188,16 +198,6 @@ var log2Int = func() (t [ProbScale + 2]float64) {
 	}
 	return t
 }()
-
-func (h gainHeap) Len() int           { return len(h.keys) }
-func (h gainHeap) Less(i, j int) bool { return h.gain(h.keys[i]) > h.gain(h.keys[j]) }
-func (h gainHeap) Swap(i, j int)      { h.keys[i], h.keys[j] = h.keys[j], h.keys[i] }
-func (h *gainHeap) Push(x any)        { h.keys = append(h.keys, x.(int)) }
-func (h *gainHeap) Pop() any {
-	k := h.keys[len(h.keys)-1]
-	h.keys = h.keys[:len(h.keys)-1]
-	return k
-}
 
 // allocate returns the frequencies (>= 1, summing to 128) minimizing
 // sum n_k log(128/f_k): greedy unit increments by marginal gain, optimal
