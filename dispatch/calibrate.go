@@ -116,7 +116,8 @@ func (c calibrator) path() string {
 }
 
 // calibrations memoizes calibrate per cache file and key for the
-// process; calibMu also keeps two calibrations from timing each other.
+// process; calibMu also keeps two calibrations of the process from timing
+// each other (lockCalibration does it across processes).
 var (
 	calibMu      sync.Mutex
 	calibrations = map[string]calibResult{}
@@ -149,15 +150,20 @@ func (c calibrator) preferred() (bool, string) {
 // and caches it. A missing, unreadable or corrupt cache file, or one for
 // another key, means measuring again; failing to write the cache is not
 // an error.
+//
+// Measuring holds a lock shared by every process on the machine
+// (lockCalibration), and the cache is read again once it is held: a
+// process that waited for another's calibration of the same device uses
+// its result.
 func (c calibrator) calibrate() (calibration, error) {
 	path := c.path()
-	if path != "" {
-		if data, err := os.ReadFile(path); err == nil {
-			var cached calibration
-			if json.Unmarshal(data, &cached) == nil && cached.valid(c.Key) {
-				return cached, nil
-			}
-		}
+	if cached, ok := c.cached(path); ok {
+		return cached, nil
+	}
+	unlock := lockCalibration()
+	defer unlock()
+	if cached, ok := c.cached(path); ok {
+		return cached, nil
 	}
 	res, err := c.measure()
 	if err != nil {
@@ -168,6 +174,30 @@ func (c calibrator) calibrate() (calibration, error) {
 	}
 	return res, nil
 }
+
+// cached returns the valid calibration for c's key in the file path
+// ("" for none).
+func (c calibrator) cached(path string) (calibration, bool) {
+	if path == "" {
+		return calibration{}, false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return calibration{}, false
+	}
+	var cached calibration
+	if json.Unmarshal(data, &cached) != nil || !cached.valid(c.Key) {
+		return calibration{}, false
+	}
+	return cached, true
+}
+
+// calibLockPath is the file lockCalibration locks; calibLockWait is how
+// long it waits for another process's calibration (a few seconds each).
+var (
+	calibLockPath = filepath.Join(os.TempDir(), "qgemv-calibration.lock")
+	calibLockWait = time.Minute
+)
 
 // measure times the calibration multiply on the device and on the CPU.
 func (c calibrator) measure() (calibration, error) {
