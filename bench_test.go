@@ -137,7 +137,11 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 		xh[i] = layout.ToFP16(v)
 	}
 	y := make([]float32, batch*s.rows)
-	streamed += int64(batch) * int64(s.cols+s.rows) * 4
+	actBytes := int64(4) // float32 activations (A8 too: Mul quantizes them)
+	if act == qgemv.A16 {
+		actBytes = 2
+	}
+	streamed += int64(batch) * (int64(s.cols)*actBytes + int64(s.rows)*4)
 	mul := func(mx *qgemv.Matrix) error {
 		if act == qgemv.A16 {
 			return mx.MulFP16(y, xh, batch)

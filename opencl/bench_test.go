@@ -17,7 +17,7 @@ import (
 // least 256 MiB or 4x the global memory cache, rotating over distinct
 // matrices), time each launch with profiling events (device time,
 // back to back), and report GB/s of bytes streamed (StreamBytes plus
-// activations) and the ratio to the backend's read kernel measured in
+// activations and results) and the ratio to the backend's read kernel measured in
 // the same run (metric "%read").
 
 var (
@@ -194,7 +194,7 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 	} else if err := ms[0].MulF32(y, x, batch); err != nil {
 		b.Fatal(err)
 	}
-	bytes := ms[0].m.StreamBytes() + actBytes
+	bytes := ms[0].m.StreamBytes() + actBytes + int64(4*batch*rows) // and the float32 results, as BenchmarkGEMV counts them
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	// warm up: one pass over every matrix
