@@ -11,6 +11,10 @@ all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build $(PKGS)
+	# other architectures (generic Go there): 32-bit ints, big-endian, arm64
+	CGO_ENABLED=0 GOARCH=386 $(GO) build $(PKGS)
+	CGO_ENABLED=0 GOARCH=s390x $(GO) build $(PKGS)
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)

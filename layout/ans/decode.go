@@ -66,7 +66,7 @@ func (m *Matrix) decodeUnitN(u int, emit func(lane, step int, q *[4]int8)) (int,
 	}
 	for t := range x {
 		if x[t] != StateLow {
-			return 0, fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], StateLow)
+			return 0, fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], uint64(StateLow))
 		}
 	}
 	if ep != len(esc) {
@@ -188,7 +188,7 @@ func (m *Matrix) DotUnit(u int, v []int8, out []int32) error {
 	}
 	for t := range x {
 		if x[t] != StateLow {
-			return fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], StateLow)
+			return fmt.Errorf("%w: unit %d lane %d: final state %#x, want %#x", ErrCorrupt, u, t, x[t], uint64(StateLow))
 		}
 	}
 	if ep != len(esc) {
