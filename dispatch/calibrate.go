@@ -151,10 +151,11 @@ func (c calibrator) preferred() (bool, string) {
 // another key, means measuring again; failing to write the cache is not
 // an error.
 //
-// Measuring holds a lock shared by every process on the machine
-// (lockCalibration), and the cache is read again once it is held: a
-// process that waited for another's calibration of the same device uses
-// its result.
+// Measuring holds a lock shared by the machine's processes
+// (lockCalibration: a flock on a file in os.TempDir, on Linux, macOS and
+// the BSDs; elsewhere no lock), and the cache is read again once it is
+// held: a process that waited for another's calibration of the same
+// device uses its result.
 func (c calibrator) calibrate() (calibration, error) {
 	path := c.path()
 	if cached, ok := c.cached(path); ok {

@@ -14,10 +14,17 @@ import (
 // their devices and CPUs against each other's load. It waits at most
 // calibLockWait for another holder, then goes on without the lock (a
 // calibration is a hint, never worth hanging for). The file is opened
-// read-only, so any user who can read it can lock it. The returned
-// function releases the lock.
+// read-only, so any user who can read it can lock it; a user who cannot
+// open it calibrates without the lock. The returned function releases the
+// lock.
 func lockCalibration() func() {
-	f, err := os.OpenFile(calibLockPath, os.O_RDONLY|os.O_CREATE, 0o666)
+	// Open before create: Linux with fs.protected_regular refuses an
+	// O_CREAT open of another user's file in a sticky directory (/tmp)
+	// even when the file exists.
+	f, err := os.Open(calibLockPath)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(calibLockPath, os.O_RDONLY|os.O_CREATE, 0o666)
+	}
 	if err != nil {
 		return func() {}
 	}
