@@ -117,15 +117,16 @@ func Best() ISA {
 }
 
 // Disabled returns the kernel sets EnvDisable names, and the names in it
-// that are no kernel set (so that a typo can be reported instead of
-// silently disabling nothing).
+// that are no kernel set Best can skip (so that a typo can be reported
+// instead of silently disabling nothing): generic, the fallback, cannot
+// be disabled.
 func Disabled() (sets []ISA, unknown []string) {
 	for _, v := range strings.Split(os.Getenv(EnvDisable), ",") {
 		name := strings.ToLower(strings.TrimSpace(v))
 		if name == "" {
 			continue
 		}
-		if k := findSet(ISA(strings.TrimPrefix(name, "cpu-"))); k != nil {
+		if k := findSet(ISA(strings.TrimPrefix(name, "cpu-"))); k != nil && k.isa != Generic {
 			sets = append(sets, k.isa)
 		} else {
 			unknown = append(unknown, strings.TrimSpace(v))

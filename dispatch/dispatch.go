@@ -141,7 +141,7 @@ func Probe() Report {
 		r.Candidates = append(r.Candidates, c)
 	}
 	if len(unknown) > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%s: %q named no kernel set (known: %s); ignored", cpu.EnvDisable, unknown, isaNames()))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %q named no kernel set it can skip (%s); ignored", cpu.EnvDisable, unknown, isaNames()))
 	}
 	r.Candidates = append(r.Candidates, gpuCandidates()...)
 	return r
@@ -249,11 +249,14 @@ func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
 	return mx, nil
 }
 
-// isaNames lists the CPU kernel sets for messages.
+// isaNames lists the CPU kernel sets QGEMV_CPU_DISABLE can skip (all
+// but the generic fallback) for messages.
 func isaNames() string {
 	var names []string
 	for _, isa := range cpu.ISAs() {
-		names = append(names, string(isa))
+		if isa != cpu.Generic {
+			names = append(names, string(isa))
+		}
 	}
 	return strings.Join(names, ", ")
 }

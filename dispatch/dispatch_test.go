@@ -206,18 +206,21 @@ func TestCPUDisable(t *testing.T) {
 	if best == cpu.Generic {
 		t.Skip("no SIMD kernel set here")
 	}
-	t.Setenv(cpu.EnvDisable, " CPU-"+strings.ToUpper(string(best))+",avx513, ")
+	t.Setenv(cpu.EnvDisable, " CPU-"+strings.ToUpper(string(best))+",avx513, generic")
 	if got := cpu.Best(); got == best {
 		t.Errorf("Best() = %s with %s disabled", got, best)
 	}
 	sets, unknown := cpu.Disabled()
-	if len(sets) != 1 || sets[0] != best || len(unknown) != 1 || unknown[0] != "avx513" {
+	if len(sets) != 1 || sets[0] != best || len(unknown) != 2 || unknown[0] != "avx513" || unknown[1] != "generic" {
 		t.Errorf("Disabled() = %v, %q", sets, unknown)
 	}
 	r := Probe()
 	s := r.String()
 	if !strings.Contains(s, "cpu-"+string(best)) || !strings.Contains(s, "skipped by "+cpu.EnvDisable) {
 		t.Errorf("report does not mark %s as skipped:\n%s", best, s)
+	}
+	if strings.Contains(s, "pure Go; skipped") {
+		t.Errorf("report marks cpu-generic, the fallback, as skipped:\n%s", s)
 	}
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], `"avx513"`) || !strings.Contains(s, "note:") {
 		t.Errorf("report does not name the unknown set: %q\n%s", r.Notes, s)
