@@ -157,12 +157,9 @@ func (mx *CBMatrix) MulF32(dst, x []float32, batch int) error {
 	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
 		return err
 	}
-	back := gpuhost.ScaleVectors(xp, batch, mx.geo.PCols) // activations far from 1, as Matrix.MulF32
-	if err := mx.run(dst, xp, batch, nb); err != nil {
-		return err
-	}
-	gpuhost.UnscaleResults(dst, batch, mx.geo.Rows, back)
-	return nil
+	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error { // activations far from 1, as Matrix.MulF32
+		return mx.run(dst, xp, batch, nb)
+	})
 }
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.

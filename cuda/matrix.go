@@ -172,21 +172,15 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
-	back := gpuhost.ScaleVectors(xp, batch, mx.geo.PCols) // activations far from 1
-	var err error
-	if parts := mx.f32Parts(xp, batch); parts != nil {
-		err = mx.mulParts(dst, parts)
-	} else {
-		err = mx.run(dst, batch, func(b *Backend) (string, []any, error) {
+	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error { // activations far from 1
+		if parts := mx.f32Parts(xp, batch); parts != nil {
+			return mx.mulParts(dst, parts)
+		}
+		return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
 			_, err := putScratch(b, "x", xp, true)
 			return mx.floatKernel("f32", batch), nil, err
 		})
-	}
-	if err != nil {
-		return err
-	}
-	gpuhost.UnscaleResults(dst, batch, mx.geo.Rows, back)
-	return nil
+	})
 }
 
 // f32Part is up to 8 float32 vectors (v0..v0+n-1) prepared for the

@@ -296,12 +296,9 @@ func mulFloat[T any](mx *Matrix, dst []float32, x []T, batch int, pad func(dst [
 	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
-	back := gpuhost.ScaleVectors(xp, batch, mx.geo.PCols) // activations far from 1
-	if err := mx.run(dst, xp, nil, nil, batch); err != nil {
-		return err
-	}
-	gpuhost.UnscaleResults(dst, batch, mx.geo.Rows, back)
-	return nil
+	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error { // activations far from 1
+		return mx.run(dst, xp, nil, nil, batch)
+	})
 }
 
 // MulA8 quantizes x on the host exactly as layout.QuantizeA8 (per vector,

@@ -214,7 +214,7 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 			ts[k] = append(ts[k], time.Since(t))
 			h := matvans.Hash(v)
 			if h != ref || !slices.Equal(v, wl.Ref) {
-				return chainErr(k, fmt.Errorf("bench: matvans chain result differs from the reference (hash %08x, reference %08x)", h, ref))
+				return chainErr(k, fmt.Errorf("result differs from the reference (hash %08x, reference %08x)", h, ref))
 			}
 			hashes[k] = fmt.Sprintf("%08x", h)
 		}

@@ -189,6 +189,20 @@ func ScaleVectors(x []float32, batch, n int) []int {
 	return back
 }
 
+// MulScaled runs mul, a float multiply of the batch vectors of n values
+// in x into the batch result vectors of rows values in dst, on vectors
+// brought near 1 by ScaleVectors (in place: x is the caller's padded
+// copy), and scales the results back with UnscaleResults; the GPU float
+// paths take activations far from 1 this way.
+func MulScaled(dst, x []float32, batch, n, rows int, mul func() error) error {
+	back := ScaleVectors(x, batch, n)
+	if err := mul(); err != nil {
+		return err
+	}
+	UnscaleResults(dst, batch, rows, back)
+	return nil
+}
+
 // UnscaleResults multiplies each of the batch result vectors of rows
 // values in y by 2^e, e its exponent from ScaleVectors (nil: nothing to
 // do), in float64, so that the factor itself (2^128 for the largest
