@@ -106,30 +106,41 @@ func paddedCopy[T uint32 | int8](pool *sync.Pool, src []T, slack int) *[]T {
 
 type ansDotFunc func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
+// ansScratch holds an AVX-512 kernel call's arguments and results. The
+// kernels are called through a function value, so escape analysis moves
+// whatever they are handed to the heap: one ansScratch per chunk of units,
+// instead of six allocations per call (warp rows, one thread: 2,048 calls
+// and 12,288 allocations per 4096x4096 matrix, 10-20% of the decode time).
+type ansScratch struct {
+	words  [2]*uint32
+	nwords [2]int
+	acc    [2 * ans.Lanes]int32
+	esc    [2]*int8
+	nesc   [2]int
+	none   int8 // the address passed for an empty escape list
+}
+
 // dotUnitsSIMD is ans.Matrix.DotUnit for units u0 and u0+1 (n = 1 or 2)
 // with the AVX-512 kernel of the variant, which checks the stream bounds,
 // the escape counts and the initial and final states, and adds the
 // escapes itself; ahead is the kernels' second prefetch distance. The
 // offsets must have passed Matrix.Validate. esc8 is an ansEscCopy of
-// units from ue (<= u0) on. out holds n*per results.
-func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc8 []int8, ue int, v []int8, vsum []int32, out []int32) error {
-	var words [2]*uint32
-	var nwords [2]int
-	var acc [2 * ans.Lanes]int32
-	var none int8 // the address passed for an empty escape list
-	esc, nesc := [2]*int8{&none, &none}, [2]int{}
+// units from ue (<= u0) on. out holds n*per results; sc is the call's
+// scratch.
+func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc8 []int8, ue int, v []int8, vsum []int32, out []int32, sc *ansScratch) error {
+	sc.esc, sc.nesc = [2]*int8{&sc.none, &sc.none}, [2]int{}
 	for k := 0; k < n; k++ {
 		u := u0 + k
 		w0, w1 := m.Offsets[u], m.Offsets[u+1]
-		words[k], nwords[k] = &m.Words[w0], int(w1-w0)
+		sc.words[k], sc.nwords[k] = &m.Words[w0], int(w1-w0)
 		if w1+ansSlackWords > uint64(len(m.Words)) {
 			p := paddedCopy(&ansSlackWordsPool, m.Words[w0:w1], ansSlackWords)
 			defer ansSlackWordsPool.Put(p)
-			words[k] = &(*p)[0]
+			sc.words[k] = &(*p)[0]
 		}
 		e0, e1 := m.EscOffsets[u], m.EscOffsets[u+1]
 		if e1 > e0 {
-			esc[k], nesc[k] = &esc8[e0-m.EscOffsets[ue]], int(e1-e0)
+			sc.esc[k], sc.nesc[k] = &esc8[e0-m.EscOffsets[ue]], int(e1-e0)
 		}
 	}
 	stripes := m.Layout == ans.WarpStripes
@@ -138,7 +149,7 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc
 	if stripes {
 		steps, fn = m.Cols/4, ansDotFuncs[variant][n-1][1]
 	}
-	got := fn(&words, &nwords, steps, &tabs[0], &v[0], &acc[0], &esc, &nesc, ahead)
+	got := fn(&sc.words, &sc.nwords, steps, &tabs[0], &v[0], &sc.acc[0], &sc.esc, &sc.nesc, ahead)
 	per := 1
 	if stripes {
 		per = ans.Lanes
@@ -155,7 +166,7 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc
 		return fmt.Errorf("%w: units %d..%d: escapes or coder states do not match the stream", ans.ErrCorrupt, u0, u0+n-1)
 	}
 	for k := 0; k < n; k++ {
-		a := acc[k*ans.Lanes : (k+1)*ans.Lanes]
+		a := sc.acc[k*ans.Lanes : (k+1)*ans.Lanes]
 		if stripes {
 			for t := range a {
 				out[k*ans.Lanes+t] = a[t] - 128*vsum[0]
@@ -236,11 +247,12 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 	}
 	return b.parallelChunks(m.Units(), max(2, 64/per), func(u0, u1 int) error {
 		out := make([]int32, 2*ans.Lanes)
+		sc := new(ansScratch)
 		esc := ansEscCopy(m, u0, u1)
 		defer ansEscPool.Put(esc)
 		for u := u0; u < u1; u += 2 {
 			n := min(2, u1-u)
-			if err := dotUnitsSIMD(m, tabs, variant, ahead, u, n, *esc, u0, v, vsum, out); err != nil {
+			if err := dotUnitsSIMD(m, tabs, variant, ahead, u, n, *esc, u0, v, vsum, out, sc); err != nil {
 				return err
 			}
 			copy(y[u*per:(u+n)*per], out[:n*per])

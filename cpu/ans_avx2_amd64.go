@@ -42,8 +42,10 @@ func ansAVX2Table(md *ans.Model) *[ans.ProbScale]uint32 {
 // dotUnitAVX2 is ans.Matrix.DotUnit for unit u with the AVX2 kernel,
 // which checks the stream bounds and the initial and final states;
 // escapes are added here and their count checked. The offsets must have
-// passed Matrix.Check.
-func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out []int32, escBuf []uint32) error {
+// passed Matrix.Check. acc is scratch for the kernel's sums, held by the
+// caller: the kernels are called through a function value, so a local
+// array would be a heap allocation per unit.
+func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out []int32, escBuf []uint32, acc *[ans.Lanes]int32) error {
 	w0, w1 := m.Offsets[u], m.Offsets[u+1]
 	escs := m.Esc[m.EscOffsets[u]:m.EscOffsets[u+1]]
 	stripes := m.Layout == ans.WarpStripes
@@ -51,7 +53,6 @@ func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out
 	if stripes {
 		steps, fn = m.Cols/4, ansAVX2Funcs[1]
 	}
-	var acc [ans.Lanes]int32
 	got := fn(&m.Words[w0], int(w1-w0), steps, &tab[0], &v[0], &acc[0], &escBuf[0], len(escBuf))
 	switch got {
 	case -1:
@@ -79,7 +80,7 @@ func dotUnitAVX2(m *ans.Matrix, tab *[ans.ProbScale]uint32, u int, v []int8, out
 	if got != len(escs) {
 		return fmt.Errorf("%w: unit %d: %d escapes decoded, %d stored", ans.ErrCorrupt, u, got, len(escs))
 	}
-	m.StoreLanes(&acc, out)
+	m.StoreLanes(acc, out)
 	return nil
 }
 
@@ -94,8 +95,9 @@ func (b *Backend) mulANSAVX2(m *ans.Matrix, v []int8, y []int32) error {
 	return b.parallelFor(m.Units(), max(1, 64/per), func(u0, u1 int) error {
 		out := make([]int32, ans.Lanes)
 		escBuf := make([]uint32, 4096)
+		acc := new([ans.Lanes]int32)
 		for u := u0; u < u1; u++ {
-			if err := dotUnitAVX2(m, tab, u, v, out, escBuf); err != nil {
+			if err := dotUnitAVX2(m, tab, u, v, out, escBuf, acc); err != nil {
 				return err
 			}
 			copy(y[u*per:(u+1)*per], out[:per])

@@ -62,7 +62,7 @@ func TestANSAVX2(t *testing.T) {
 						t.Fatal(err)
 					}
 					clear(got)
-					if err := dotUnitAVX2(m, tab, u, v, got, escBuf); err != nil {
+					if err := dotUnitAVX2(m, tab, u, v, got, escBuf, new([ans.Lanes]int32)); err != nil {
 						t.Fatalf("%s %dx%d set %d unit %d: %v", l, rows, cols, si, u, err)
 					}
 					for k := range want {
