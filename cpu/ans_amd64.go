@@ -133,9 +133,9 @@ type ansScratch struct {
 // the escape counts and the initial and final states, and adds the
 // escapes itself; ahead is the kernels' second prefetch distance. The
 // offsets must have passed Matrix.Validate. esc8 is an ansEscCopy of
-// units from ue (<= u0) on. out holds n*per results; sc is the call's
-// scratch.
-func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc8 []int8, ue int, v []int8, vsum []int32, out []int32, sc *ansScratch) error {
+// units from ue (<= u0) on; vsum is the sum of v. out holds n*per
+// results; sc is the call's scratch.
+func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc8 []int8, ue int, v []int8, vsum int32, out []int32, sc *ansScratch) error {
 	sc.esc, sc.nesc = [2]*int8{&sc.none, &sc.none}, [2]int{}
 	for k := 0; k < n; k++ {
 		u := u0 + k
@@ -177,13 +177,13 @@ func dotUnitsSIMD(m *ans.Matrix, tabs *[512]byte, variant, ahead, u0, n int, esc
 		a := sc.acc[k*ans.Lanes : (k+1)*ans.Lanes]
 		if stripes {
 			for t := range a {
-				out[k*ans.Lanes+t] = a[t] - 128*vsum[0]
+				out[k*ans.Lanes+t] = a[t] - 128*vsum
 			}
 			continue
 		}
-		var sum int32
-		for t := range a {
-			sum += a[t] - 128*vsum[t]
+		sum := -128 * vsum // each input is in one lane's sum
+		for _, x := range a {
+			sum += x
 		}
 		out[k] = sum
 	}
@@ -242,16 +242,12 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 		ahead = 2 * 4 * len(m.Words) / m.Units()
 	}
 	per := 1
-	vsum := make([]int32, ans.Lanes) // per lane: the inputs it multiplies
 	if m.Layout == ans.WarpStripes {
 		per = ans.Lanes
-		for _, x := range v {
-			vsum[0] += int32(x)
-		}
-	} else {
-		for c, x := range v {
-			vsum[c%128/4] += int32(x)
-		}
+	}
+	var vsum int32 // the kernels' values are plus 128: 128*vsum comes off
+	for _, x := range v {
+		vsum += int32(x)
 	}
 	return b.parallelChunks(m.Units(), max(2, 64/per), func(u0, u1 int) error {
 		out := make([]int32, 2*ans.Lanes)
