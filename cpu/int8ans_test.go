@@ -252,7 +252,7 @@ func TestLoadInt8BadShape(t *testing.T) {
 }
 
 // TestMulANSAllocs: on one thread, MulANS allocates the same whatever the
-// number of units. The AVX-512 and AVX2 kernels are called through
+// number of units (up to the pools' slack). The AVX-512 and AVX2 kernels are called through
 // function values, so arguments that are locals of the per-unit code move
 // to the heap: six allocations per call of two warp-rows units once cost
 // 10-20% of the decode time (found in a profile).
@@ -279,7 +279,10 @@ func TestMulANSAllocs(t *testing.T) {
 					}
 				})
 			}
-			if allocs[1] != allocs[0] {
+			// A few allocations of slack: the escape and stream copies
+			// come from sync.Pools, which under -race drop some of what
+			// is put back.
+			if allocs[1] > allocs[0]+4 {
 				t.Errorf("%s %v: %.0f allocations per multiply of 64 rows, %.0f of 1024", isa, l, allocs[0], allocs[1])
 			}
 		}
