@@ -333,7 +333,7 @@ func TestLoadSnapshotsFields(t *testing.T) {
 		}
 		mq.Close()
 
-		b, err := layout.QuantizeBits(gaussF32(rng, 64*256), 64, 256, 4, 128, layout.BitsOptions{Method: layout.MinMax})
+		b, err := layout.QuantizeBits(randVec(rng, 64*256), 64, 256, 4, 128, layout.BitsOptions{Method: layout.MinMax})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,14 +350,6 @@ func TestLoadSnapshotsFields(t *testing.T) {
 		}
 		mb.Close()
 	}
-}
-
-func gaussF32(rng *rand.Rand, n int) []float32 {
-	w := make([]float32, n)
-	for i := range w {
-		w[i] = float32(rng.NormFloat64())
-	}
-	return w
 }
 
 // TestA32WideRowBound: a row of 2^20 columns (8192 groups) built so that
