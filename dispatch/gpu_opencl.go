@@ -60,14 +60,10 @@ func probeOpenCL() []Candidate {
 	return out
 }
 
-// openclIndex parses "opencl" (the default device) or "opencl:i".
+// openclIndex parses "opencl" (the default device: -1) or "opencl:i".
 func openclIndex(name string) (int, error) {
 	if name == "opencl" {
-		ds, err := opencl.Devices()
-		if err != nil {
-			return 0, err
-		}
-		return openclDefault(ds), nil
+		return -1, nil
 	}
 	s, ok := strings.CutPrefix(name, "opencl:")
 	i, err := strconv.Atoi(s)
@@ -77,26 +73,31 @@ func openclIndex(name string) (int, error) {
 	return i, nil
 }
 
+// openOpenCL opens the device name names. The backend takes the name
+// Probe lists the device under: "opencl" for the default device,
+// "opencl:i" for the others (so that "opencl:0" or "opencl:00" opened
+// names the candidate line it chose).
 func openOpenCL(name string, opts Options) (Backend, error) {
 	i, err := openclIndex(name)
 	if err != nil {
 		return nil, err
 	}
+	ds, err := opencl.Devices()
+	if err != nil {
+		return nil, err
+	}
+	def := openclDefault(ds)
+	if i < 0 {
+		i = def
+	}
 	b, err := opencl.Open(opencl.Options{Device: i})
 	if err != nil {
 		return nil, err
 	}
-	return clBackend{b, openclName(i)}, nil
-}
-
-// openclName is the name Probe lists device i under: "opencl" for the
-// default device, "opencl:i" for the others (so that "opencl:0" or
-// "opencl:00" opened names the candidate line it chose).
-func openclName(i int) string {
-	if ds, err := opencl.Devices(); err == nil && i == openclDefault(ds) {
-		return "opencl"
+	if i == def {
+		return clBackend{b, "opencl"}, nil
 	}
-	return "opencl:" + strconv.Itoa(i)
+	return clBackend{b, "opencl:" + strconv.Itoa(i)}, nil
 }
 
 // clBackend adapts *opencl.Backend to Backend.
