@@ -28,8 +28,6 @@ import (
 	"unsafe"
 
 	"github.com/qgemv/qgemv"
-	"github.com/qgemv/qgemv/cpu"
-	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/matvans"
 	"github.com/qgemv/qgemv/internal/synth"
@@ -60,6 +58,16 @@ type matKey struct {
 var matCache = map[matKey][]layout.Matrix{}
 
 var q4 = layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}
+
+// benchAct is a benchmark's activation type: Mul with A8 or A32, or
+// MulFP16.
+type benchAct string
+
+const (
+	a8  benchAct = "A8"
+	a16 benchAct = "A16"
+	a32 benchAct = "A32"
+)
 
 // workingSet is synth.WorkingSet, taken once.
 var workingSet = sync.OnceValues(synth.WorkingSet)
@@ -104,7 +112,7 @@ func benchMatrices(b *testing.B, spec layout.FormatSpec, s benchShape) []layout.
 // benchBackends lists the available backends' names.
 func benchBackends() []string {
 	var out []string
-	for _, c := range dispatch.Probe().Candidates {
+	for _, c := range qgemv.Probe().Candidates {
 		if c.Available {
 			out = append(out, c.Name)
 		}
@@ -112,7 +120,7 @@ func benchBackends() []string {
 	return out
 }
 
-func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec, s benchShape, act qgemv.Activation, batch int, wrap ...func(layout.Matrix) layout.Matrix) {
+func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec, s benchShape, act benchAct, batch int, wrap ...func(layout.Matrix) layout.Matrix) {
 	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(threads), qgemv.WithHugePages(true))
 	if err != nil {
 		b.Skip(err)
@@ -138,15 +146,18 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 	}
 	y := make([]float32, batch*s.rows)
 	actBytes := int64(4) // float32 activations (A8 too: Mul quantizes them)
-	if act == qgemv.A16 {
+	if act == a16 {
 		actBytes = 2
 	}
 	streamed += int64(batch) * (int64(s.cols)*actBytes + int64(s.rows)*4)
 	mul := func(mx *qgemv.Matrix) error {
-		if act == qgemv.A16 {
+		switch act {
+		case a16:
 			return mx.MulFP16(y, xh, batch)
+		case a8:
+			return mx.Mul(y, x, batch, qgemv.A8)
 		}
-		return mx.Mul(y, x, batch, act)
+		return mx.Mul(y, x, batch, qgemv.A32)
 	}
 	for _, mx := range mats { // warm up: page in every matrix
 		if err := mul(mx); err != nil {
@@ -192,7 +203,7 @@ func readGBs(r []float64, threads int) []float64 {
 	buf := roofBuf()
 	for i := 0; i < 3; i++ {
 		t0 := time.Now()
-		cpu.StreamRead(buf, threads)
+		qgemv.StreamRead(buf, threads)
 		r = append(r, float64(8*len(buf))/time.Since(t0).Seconds()/1e9)
 	}
 	return r
@@ -214,7 +225,7 @@ var roofBuf = sync.OnceValue(func() []uint64 {
 })
 
 func BenchmarkGEMV(b *testing.B) {
-	for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+	for _, act := range []benchAct{a8, a32} {
 		for _, s := range benchShapes {
 			for _, be := range benchBackends() {
 				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s", act, s, be), func(b *testing.B) {
@@ -241,10 +252,10 @@ func BenchmarkGEMV(b *testing.B) {
 			}
 			s := benchShapes[0]
 			b.Run(fmt.Sprintf("%s/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
-				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1)
+				benchGEMV(b, be, 0, spec, s, a32, 1)
 			})
 			b.Run(fmt.Sprintf("%s-dequant/A32/%v/%s", formatName(spec), s, be), func(b *testing.B) {
-				benchGEMV(b, be, 0, spec, s, qgemv.A32, 1, baseline)
+				benchGEMV(b, be, 0, spec, s, a32, 1, baseline)
 			})
 		}
 	}
@@ -259,7 +270,7 @@ func BenchmarkGEMV(b *testing.B) {
 		// 4096x14336 streams from DRAM; 1024x4096-cached measures the
 		// kernels' compute rate (run it with -test.cpu 1 for one core).
 		for _, s := range []benchShape{benchShapes[0], benchShapes[2]} {
-			for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A16, qgemv.A32} {
+			for _, act := range []benchAct{a8, a16, a32} {
 				b.Run(fmt.Sprintf("%s/%v/%v/%s", formatName(spec), act, s, kernel), func(b *testing.B) {
 					benchGEMV(b, "cpu", 0, spec, s, act, 1)
 				})
@@ -299,7 +310,7 @@ func formatName(spec layout.FormatSpec) string {
 
 func BenchmarkGEMVBatch(b *testing.B) {
 	s := benchShapes[0]
-	for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+	for _, act := range []benchAct{a8, a32} {
 		for _, batch := range []int{1, 4, 16} {
 			for _, be := range benchBackends() {
 				b.Run(fmt.Sprintf("Q4G128/%v/b%d/%v/%s", act, batch, s, be), func(b *testing.B) {
@@ -318,7 +329,7 @@ func BenchmarkGEMVBatch(b *testing.B) {
 		kernel := lowKernel(b, spec)
 		for _, batch := range []int{1, 4, 16} {
 			b.Run(fmt.Sprintf("%s/A32/b%d/%v/%s", formatName(spec), batch, s, kernel), func(b *testing.B) {
-				benchGEMV(b, "cpu", 0, spec, s, qgemv.A32, batch)
+				benchGEMV(b, "cpu", 0, spec, s, a32, batch)
 			})
 		}
 	}
@@ -333,55 +344,70 @@ func BenchmarkReadBandwidth(b *testing.B) {
 		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {
 			b.SetBytes(int64(len(buf)) * 8)
 			for i := 0; i < b.N; i++ {
-				cpu.StreamRead(buf, t)
+				qgemv.StreamRead(buf, t)
 			}
 		})
 	}
 }
 
 // BenchmarkMatVANS times the MatVANS chain (10 matrices 4096x4096,
-// sigma 4) with plain int8 matrices and entropy-coded in both ANS
-// layouts, each chain checked against the reference. Setup (drawing and
-// encoding 20 matrices) takes a few seconds.
+// sigma 4) through Engine.Chain on the best CPU backend, with plain int8
+// matrices and entropy-coded in both ANS layouts, each chain checked
+// against the reference. Setup (drawing and encoding 20 matrices) takes a
+// few seconds.
 func BenchmarkMatVANS(b *testing.B) {
 	const d = 4096
 	wl, err := matvans.New(d, 10, 4, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	be, err := cpu.New(cpu.Config{ISA: cpu.Best()})
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	int8s := make([]*cpu.Int8Matrix, len(wl.W))
-	for i, w := range wl.W {
-		if int8s[i], err = be.LoadInt8(w, d, d); err != nil {
-			b.Fatal(err)
+	defer eng.Close()
+	run := func(b *testing.B, ms []layout.Matrix) {
+		var mats []*qgemv.Matrix
+		var bytes int64
+		for _, m := range ms {
+			mx, err := eng.Load(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer mx.Close()
+			mats, bytes = append(mats, mx), bytes+m.StreamBytes()
 		}
-	}
-	run := func(b *testing.B, bytes int64, mul func(i int, v []int8, y []int32) error) {
+		out := make([]int8, d)
 		b.SetBytes(bytes)
+		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if _, err := wl.Run(mul); err != nil {
+			if err := eng.Chain(out, mats, wl.Alpha, wl.V0); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.StopTimer()
+		if h, want := matvans.Hash(out), matvans.Hash(wl.Ref); h != want {
+			b.Fatalf("chain hash %08x, reference %08x", h, want)
+		}
 	}
-	b.Run(fmt.Sprintf("int8/d=%d", d), func(b *testing.B) {
-		run(b, int64(len(wl.W)*d*d), func(i int, v []int8, y []int32) error { return int8s[i].Mul(v, y) })
-	})
+	var int8s []layout.Matrix
+	for _, w := range wl.W {
+		m, err := layout.NewInt8(w, d, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		int8s = append(int8s, m)
+	}
+	b.Run(fmt.Sprintf("int8/d=%d", d), func(b *testing.B) { run(b, int8s) })
 	for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
-		var ms []*ans.Matrix
-		var bytes int64
+		var ms []layout.Matrix
 		for _, w := range wl.W {
 			m, err := ans.Encode(w, d, d, l)
 			if err != nil {
 				b.Fatal(err)
 			}
-			ms, bytes = append(ms, m), bytes+m.CodedBytes()
+			ms = append(ms, m)
 		}
-		b.Run(fmt.Sprintf("%s/d=%d", l, d), func(b *testing.B) {
-			run(b, bytes, func(i int, v []int8, y []int32) error { return be.MulANS(ms[i], v, y) })
-		})
+		b.Run(fmt.Sprintf("%s/d=%d", l, d), func(b *testing.B) { run(b, ms) })
 	}
 }

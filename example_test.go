@@ -101,7 +101,7 @@ func ExampleEngine_Load_bits() {
 		w[c] = float32(c%4) - 1 // row 0: -1, 0, 1, 2, ...
 		w[cols+c] = 0.5         // row 1: constant
 	}
-	m, err := layout.QuantizeBits(w, rows, cols, 2, 64, layout.BitsOptions{IntegerZero: true})
+	m, err := layout.QuantizeBits(w, rows, cols, 2, 64, layout.QuantOptions{IntegerZero: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,10 +16,12 @@ func StreamRead(buf []uint64, threads int) uint64 {
 		part := buf[lo:min(lo+per, len(buf))]
 		fns[t] = func() { sums[t*8] = streamRead(part) }
 	}
-	theTeam.run(fns) // the same workers a multiply uses
+	t := &team{} // workers of its own, stopped when the read is done
+	defer t.close()
+	t.run(fns)
 	var s uint64
-	for t := 0; t < threads; t++ {
-		s ^= sums[t*8]
+	for i := 0; i < threads; i++ {
+		s ^= sums[i*8]
 	}
 	return s
 }

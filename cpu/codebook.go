@@ -1,10 +1,10 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
@@ -32,8 +32,24 @@ type CBMatrix struct {
 	tmBlock  *hugemem.Block // tm's huge-page memory
 }
 
-// ErrCodebookA8 is returned by the int8 multiplies of codebook matrices.
-var ErrCodebookA8 = errors.New("cpu: codebook matrices multiply float activations (A32, A16), not int8")
+// ErrCodebookA8 is returned by the int8 multiplies of codebook matrices;
+// it wraps errs.ErrFormatNotImplemented.
+var ErrCodebookA8 = fmt.Errorf("cpu: codebook matrices multiply float activations (A32, A16), not int8: %w", errs.ErrFormatNotImplemented)
+
+func init() {
+	registerLoader(layout.FormatCodebook, func(b *Backend, m layout.Matrix) (Mat, error) {
+		switch c := m.(type) {
+		case codebook.Baseline:
+			return bind(b.LoadCodebook(c.Codebook, true))
+		case *codebook.Codebook:
+			return bind(b.LoadCodebook(c, false))
+		}
+		return nil, fmt.Errorf("cpu: load: %T is not a codebook matrix", m)
+	})
+}
+
+// MulI32 returns an error: codebook matrices have scales.
+func (mx *CBMatrix) MulI32([]int32, []int8, int) error { return noInt32(mx.c.Name()) }
 
 // LoadCodebook validates c and binds it to the backend, with the
 // dequantize-then-multiply kernel when dequant is set.

@@ -421,7 +421,7 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 	for i := range fns {
 		fns[i] = work
 	}
-	theTeam.run(fns)
+	mx.b.team.run(fns)
 }
 
 // cbMaxChunks caps tileChunks' chunks near 32: each chunk clears, fills

@@ -8,7 +8,6 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -158,11 +158,14 @@ type Config struct {
 	HugePages bool
 }
 
-// Backend runs multiplies on the CPU with one kernel set.
+// Backend runs multiplies on the CPU with one kernel set, on its own
+// worker goroutines (see team), which Close stops.
 type Backend struct {
 	set     *kernelSet
 	threads int
 	huge    bool
+	team    *team
+	closed  atomic.Bool
 }
 
 // New returns a CPU backend. A forced ISA that is unknown or that this CPU
@@ -186,7 +189,22 @@ func New(cfg Config) (*Backend, error) {
 	if t == 0 {
 		t = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{set: k, threads: t, huge: cfg.HugePages}, nil
+	b := &Backend{set: k, threads: t, huge: cfg.HugePages, team: &team{}}
+	// A backstop for a backend never closed: its parked workers do not
+	// keep it reachable, so the cleanup stops them once it is collected.
+	runtime.AddCleanup(b, func(t *team) { t.close() }, b.team)
+	return b, nil
+}
+
+// Close stops the backend's worker goroutines. Matrices loaded on it
+// must not be multiplied afterwards (the qgemv API closes them first);
+// a second Close returns ErrClosed.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return ErrClosed
+	}
+	b.team.close()
+	return nil
 }
 
 // ISA returns the backend's kernel set.
@@ -205,8 +223,15 @@ type Matrix struct {
 	closed atomic.Bool
 }
 
-// ErrClosed is returned by a multiply on a closed matrix.
-var ErrClosed = errors.New("cpu: matrix is closed")
+// ErrClosed is returned by a multiply on a closed matrix or backend
+// (the same value as qgemv.ErrClosed).
+var ErrClosed = errs.ErrClosed
+
+func init() {
+	registerLoader(layout.FormatQ4G128, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return bind(b.Load(m.(*layout.Q4G128)))
+	})
+}
 
 // Load validates m and binds it to the backend. The matrix's data is
 // used in place, or copied into huge-page memory if the backend was
@@ -263,15 +288,16 @@ func (mx *Matrix) Kernel() string { return "cpu-" + string(mx.b.set.isa) }
 // unreachable) frees: use it only while mx is open and referenced.
 func (mx *Matrix) Q4G128() *layout.Q4G128 { return mx.m }
 
-// ErrBatch is returned for a batch outside 1..MaxBatch.
-var ErrBatch = errors.New("cpu: batch must be between 1 and 16")
+// ErrBatch is wrapped by the error of a multiply whose batch is outside
+// 1..MaxBatch (the same value as qgemv.ErrBatch).
+var ErrBatch = errs.ErrBatch
 
 func (mx *Matrix) checkBatch(batch int) error {
 	if mx.closed.Load() {
 		return ErrClosed
 	}
 	if batch < 1 || batch > maxBatch {
-		return fmt.Errorf("%w (got %d)", ErrBatch, batch)
+		return fmt.Errorf("cpu: %w (got %d)", ErrBatch, batch)
 	}
 	return nil
 }
@@ -346,6 +372,10 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	widenF16(xf, x)
 	return mx.MulF32(dst, xf, batch)
 }
+
+// MulI32 returns an error: Q4G128 has scales (int32 products are for the
+// int8 formats).
+func (mx *Matrix) MulI32([]int32, []int8, int) error { return noInt32("Q4G128") }
 
 // MulA8 quantizes x to int8 per 128 inputs (layout.QuantizeA8) and
 // computes the W4A8 product into dst. The result is bit-exact across
@@ -447,14 +477,14 @@ func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 		return fn(0, n)
 	}
 	per := (n + k - 1) / k
-	errs := make([]error, k)
+	errList := make([]error, k)
 	var fns []func()
 	for t := 0; t*per < n; t++ {
 		i0, i1 := t*per, min(t*per+per, n)
-		fns = append(fns, func() { errs[t] = fn(i0, i1) })
+		fns = append(fns, func() { errList[t] = fn(i0, i1) })
 	}
-	theTeam.run(fns)
-	for _, err := range errs {
+	b.team.run(fns)
+	for _, err := range errList {
 		if err != nil {
 			return err
 		}
@@ -475,9 +505,9 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	}
 	per := max(grain, (n+k*chunksPerThread-1)/(k*chunksPerThread))
 	per = (per + grain - 1) / grain * grain
-	errs := make([]error, (n+per-1)/per)
-	claimChunks(k, n, per, func(c, i0, i1 int) { errs[c] = fn(i0, i1) })
-	for _, err := range errs {
+	errList := make([]error, (n+per-1)/per)
+	b.claimChunks(k, n, per, func(c, i0, i1 int) { errList[c] = fn(i0, i1) })
+	for _, err := range errList {
 		if err != nil {
 			return err
 		}
@@ -515,13 +545,13 @@ func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 
 	const tile = 16 // SIMD kernels work on row tiles
 	per := (rows + n*perThread - 1) / (n * perThread)
 	per = (per + tile - 1) / tile * tile
-	claimChunks(n, rows, per, func(_, r0, r1 int) { fn(r0, r1) })
+	b.claimChunks(n, rows, per, func(_, r0, r1 int) { fn(r0, r1) })
 }
 
 // claimChunks runs fn(c, c*per, min(c*per+per, n)) for every chunk c of
 // [0, n), the chunks claimed dynamically by up to workers goroutines of
-// the worker team.
-func claimChunks(workers, n, per int, fn func(c, i0, i1 int)) {
+// the backend's team.
+func (b *Backend) claimChunks(workers, n, per int, fn func(c, i0, i1 int)) {
 	chunks := (n + per - 1) / per
 	var next atomic.Int64
 	work := func() {
@@ -537,5 +567,5 @@ func claimChunks(workers, n, per int, fn func(c, i0, i1 int)) {
 	for i := range fns {
 		fns[i] = work
 	}
-	theTeam.run(fns)
+	b.team.run(fns)
 }

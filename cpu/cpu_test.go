@@ -333,7 +333,7 @@ func TestLoadSnapshotsFields(t *testing.T) {
 		}
 		mq.Close()
 
-		b, err := layout.QuantizeBits(randVec(rng, 64*256), 64, 256, 4, 128, layout.BitsOptions{Method: layout.MinMax})
+		b, err := layout.QuantizeBits(randVec(rng, 64*256), 64, 256, 4, 128, layout.QuantOptions{Method: layout.MinMax})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,3 +72,7 @@ func Model() (brand string, cores, threads int) {
 	}
 	return brand, cores, threads
 }
+
+// L3 returns the last-level cache size in bytes that the CPU reports, or
+// 0 when it does not say.
+func L3() int64 { return max(0, int64(cpuid.CPU.Cache.L3)) }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
@@ -10,7 +11,9 @@ import (
 // Int8Matrix is a plain row-major int8 matrix multiplied exactly in int32:
 // the MatVANS baseline.
 type Int8Matrix struct {
+	int8Only
 	b          *Backend
+	closed     atomic.Bool
 	rows, cols int
 	w          []int8
 	rowSum     []int32 // sums of each row's first cols/64*64 values (the VNNI kernel's correction)
@@ -45,7 +48,7 @@ func (b *Backend) LoadInt8(w []int8, rows, cols int) (*Int8Matrix, error) {
 	if len(w) != rows*cols {
 		return nil, fmt.Errorf("cpu: int8 matrix: %d values for %dx%d", len(w), rows, cols)
 	}
-	m := &Int8Matrix{b: b, rows: rows, cols: cols, w: w, kern: int8KernelFor(b)}
+	m := &Int8Matrix{int8Only: int8Only{"Int8"}, b: b, rows: rows, cols: cols, w: w, kern: int8KernelFor(b)}
 	m.rowSum = make([]int32, rows)
 	for r := 0; r < rows; r++ {
 		var s int32
@@ -64,6 +67,40 @@ func (m *Int8Matrix) Kernel() string {
 		return "cpu-" + string(m.b.set.isa) + "-int8"
 	}
 	return "cpu-generic-int8"
+}
+
+// Close releases the matrix; later multiplies return ErrClosed.
+func (m *Int8Matrix) Close() error {
+	if m.closed.Swap(true) {
+		return ErrClosed
+	}
+	return nil
+}
+
+// MulI32 computes dst = W x exactly for batch vectors (x: batch*Cols,
+// dst: batch*Rows).
+func (m *Int8Matrix) MulI32(dst []int32, x []int8, batch int) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	return eachVector("Int8", dst, x, batch, m.rows, m.cols, m.Mul)
+}
+
+// eachVector checks a MulI32 call's batch and lengths and runs mul on each
+// vector.
+func eachVector(format string, dst []int32, x []int8, batch, rows, cols int, mul func(v []int8, y []int32) error) error {
+	if batch < 1 || batch > maxBatch {
+		return fmt.Errorf("cpu: %s: %w (got %d)", format, ErrBatch, batch)
+	}
+	if len(x) != batch*cols || len(dst) != batch*rows {
+		return fmt.Errorf("cpu: %s: x has %d values, dst %d, want batch %d x %d and %d x %d", format, len(x), len(dst), batch, cols, batch, rows)
+	}
+	for v := 0; v < batch; v++ {
+		if err := mul(x[v*cols:(v+1)*cols], dst[v*rows:(v+1)*rows]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Mul computes y = W v exactly.
@@ -130,6 +167,48 @@ func dotInt8(w, v []int8) int32 {
 		a += int32(w[i]) * int32(v[i])
 	}
 	return a + b
+}
+
+func init() {
+	registerLoader(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
+		t := m.(*layout.Int8)
+		return bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+	})
+	registerLoader(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
+		a := *m.(*ans.Matrix) // a snapshot of the fields, as Load takes
+		return &ANSMatrix{int8Only: int8Only{a.Name()}, b: b, m: &a}, nil
+	})
+}
+
+// ANSMatrix is an entropy-coded int8 matrix (layout/ans) bound to a CPU
+// backend: MulI32 decodes it on the fly (MulANS).
+type ANSMatrix struct {
+	int8Only
+	b      *Backend
+	m      *ans.Matrix
+	closed atomic.Bool
+}
+
+// Kernel names the decoder (ANSKernel).
+func (a *ANSMatrix) Kernel() string { return a.b.ANSKernel() }
+
+// Close releases the matrix; later multiplies return ErrClosed.
+func (a *ANSMatrix) Close() error {
+	if a.closed.Swap(true) {
+		return ErrClosed
+	}
+	return nil
+}
+
+// MulI32 computes dst = W x exactly for batch vectors, decoding the
+// matrix once per vector.
+func (a *ANSMatrix) MulI32(dst []int32, x []int8, batch int) error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	return eachVector(a.m.Name(), dst, x, batch, a.m.Rows, a.m.Cols, func(v []int8, y []int32) error {
+		return a.b.MulANS(a.m, v, y)
+	})
 }
 
 // MulANS computes y = W v exactly for an entropy-coded matrix, decoding

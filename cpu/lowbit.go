@@ -50,6 +50,18 @@ func newWords(n int, huge bool) ([]uint32, *hugemem.Block) {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), n), blk
 }
 
+func init() {
+	registerLoader(layout.FormatBits, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return bind(b.LoadBits(m.(*layout.Bits)))
+	})
+	registerLoader(layout.FormatSparse12, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return bind(b.LoadSparse12(m.(*layout.Sparse12)))
+	})
+}
+
+// MulI32 returns an error: Bits and Sparse12 have scales.
+func (mx *LowMatrix) MulI32([]int32, []int8, int) error { return noInt32("Bits/Sparse12") }
+
 // LoadBits validates m and binds it to the backend (used in place, or its
 // weights copied into huge-page memory with HugePages).
 func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {

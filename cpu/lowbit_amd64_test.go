@@ -76,7 +76,7 @@ func TestSparse12FloatMeta(t *testing.T) {
 		}
 		for _, g := range []int{64, 128, 0} {
 			for _, fp32 := range []bool{false, true} {
-				sp, _, err := layout.QuantizeSparse12(w, rows, cols, g, layout.BitsOptions{Method: layout.MinMax, FP32Meta: fp32})
+				sp, _, err := layout.QuantizeSparse12(w, rows, cols, g, layout.QuantOptions{Method: layout.MinMax, FP32Meta: fp32})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -14,7 +14,7 @@ import (
 // with opt on an avx512vnni backend with cfg's threads and huge pages,
 // checks that the table kernels run it, multiplies batch random vectors
 // (guard bands checked) and checks them against the float64 reference.
-func lutMultiply(t *testing.T, seed uint64, n, rows, cols, batch int, cfg Config, opt layout.BitsOptions) *LowMatrix {
+func lutMultiply(t *testing.T, seed uint64, n, rows, cols, batch int, cfg Config, opt layout.QuantOptions) *LowMatrix {
 	t.Helper()
 	if !Supported(AVX512VNNI) {
 		t.Skip("needs the avx512vnni kernel set")
@@ -52,7 +52,7 @@ func lutMultiply(t *testing.T, seed uint64, n, rows, cols, batch int, cfg Config
 func TestBitsLutVectorGroups(t *testing.T) {
 	defer func(v int) { lutMaxTableFloats = v }(lutMaxTableFloats)
 	lutMaxTableFloats = 1
-	lutMultiply(t, 31, 1, 70, 2100, 5, Config{Threads: 2}, layout.BitsOptions{Method: layout.MinMax})
+	lutMultiply(t, 31, 1, 70, 2100, 5, Config{Threads: 2}, layout.QuantOptions{Method: layout.MinMax})
 }
 
 // TestBitsLutTasks multiplies a 1000-row matrix on three threads: the
@@ -62,7 +62,7 @@ func TestBitsLutVectorGroups(t *testing.T) {
 // The backend keeps matrices in huge pages, so the packed words are there
 // too; Close frees them and later multiplies fail.
 func TestBitsLutTasks(t *testing.T) {
-	mx := lutMultiply(t, 33, 1, 1000, 4096, 2, Config{Threads: 3, HugePages: true}, layout.BitsOptions{Method: layout.MinMax})
+	mx := lutMultiply(t, 33, 1, 1000, 4096, 2, Config{Threads: 3, HugePages: true}, layout.QuantOptions{Method: layout.MinMax})
 	if mx.a32.lut.block == nil {
 		t.Error("packed words not in huge-page memory")
 	}
@@ -87,7 +87,7 @@ func TestBitsLutPrefetchHints(t *testing.T) {
 			for _, fp32 := range []bool{false, true} {
 				seed++
 				t.Run(fmt.Sprintf("nta=%v/bits%d/fp32=%v", nta, n, fp32), func(t *testing.T) {
-					lutMultiply(t, seed, n, 90, 1500, 3, Config{Threads: 2}, layout.BitsOptions{Method: layout.MinMax, FP32Meta: fp32})
+					lutMultiply(t, seed, n, 90, 1500, 3, Config{Threads: 2}, layout.QuantOptions{Method: layout.MinMax, FP32Meta: fp32})
 				})
 			}
 		}

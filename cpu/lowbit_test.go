@@ -25,7 +25,7 @@ func lowCases(t *testing.T, rng *rand.Rand, rows, cols int, intZero bool, isa IS
 		t.Fatal(err)
 	}
 	w := randVec(rng, rows*cols)
-	opt := layout.BitsOptions{Method: layout.Search, IntegerZero: intZero}
+	opt := layout.QuantOptions{Method: layout.Search, IntegerZero: intZero}
 	var out []lowCase
 	for _, n := range layout.BitWidths {
 		for _, g := range layout.BitsGroups {
@@ -191,7 +191,7 @@ func TestLowBitBadInput(t *testing.T) {
 func TestSparse12ZeroRange(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	w := randVec(rng, 20*256)
-	sp, _, err := layout.QuantizeSparse12(w, 20, 256, 128, layout.BitsOptions{IntegerZero: true})
+	sp, _, err := layout.QuantizeSparse12(w, 20, 256, 128, layout.QuantOptions{IntegerZero: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func FuzzLowBitKernels(f *testing.F) {
 		x := randVec(rng, batch*cols)
 		spikeVec(rng, x)
 		h, xh := halfVec(x)
-		opt := layout.BitsOptions{Method: layout.MinMax, IntegerZero: !fractional}
+		opt := layout.QuantOptions{Method: layout.MinMax, IntegerZero: !fractional}
 		var c lowCase
 		var load func(be *Backend) (*LowMatrix, error)
 		switch k := int(format) % (nb + len(sparseGroups)); {

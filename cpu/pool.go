@@ -7,15 +7,23 @@ import (
 	"time"
 )
 
-// team is a process-wide set of persistent worker goroutines. A multiply
+// team is a backend's set of persistent worker goroutines. A multiply
 // that fans out to many goroutines per call pays Go's sequential wake-up of
 // idle Ps each time (tens of microseconds at 16 threads, as much as the
 // multiply itself for a 30 MB matrix on a server); team workers instead
 // spin for a short while after each job, so back-to-back multiplies find
-// them awake, and park on a channel when idle longer.
+// them awake, and park on a channel when idle longer. Each Backend owns
+// one, created empty and grown on demand; close stops its workers.
+//
+// One run holds the team at a time. A run that finds it held (another
+// goroutine multiplying on the same backend, or a job that itself runs
+// jobs) or closed runs its jobs on fresh goroutines instead, so
+// concurrent multiplies proceed concurrently and never deadlock.
 type team struct {
-	mu      sync.Mutex // serializes jobs and worker creation
+	mu      sync.Mutex // held for a whole run; guards workers and closed
 	workers []*worker
+	closed  bool
+	exited  sync.WaitGroup // one count per worker goroutine
 }
 
 type worker struct {
@@ -23,6 +31,7 @@ type worker struct {
 	job    func()        // the job of generation gen (written before gen)
 	run    *teamRun      // the run the job belongs to (written before gen)
 	parked atomic.Bool
+	stop   atomic.Bool // set by close: exit instead of waiting for a job
 	wake   chan struct{}
 }
 
@@ -51,31 +60,39 @@ func (r *teamRun) call(job func()) {
 	job()
 }
 
-var theTeam team
-
 // spinFor is how long an idle worker polls for the next job before parking.
 var spinFor = 50 * time.Microsecond
 
 // yieldEvery is how often a polling worker lets other goroutines run.
 const yieldEvery = 8 * time.Microsecond
 
-// run calls fns[0] on the calling goroutine and fns[1:] on team workers,
-// and returns when all have returned. A job that panics does not stop the
-// others: run waits for them all, then raises the first panic on the
-// calling goroutine (where it can be recovered; on a worker it would end
-// the process). Jobs must not call run themselves: the team is one, held
-// for the whole run.
+// run calls fns[0] on the calling goroutine and fns[1:] on team workers
+// (or fresh goroutines, see team), and returns when all have returned. A
+// job that panics does not stop the others: run waits for them all, then
+// raises the first panic on the calling goroutine (where it can be
+// recovered; on a worker it would end the process).
 func (t *team) run(fns []func()) {
 	if len(fns) == 1 {
 		fns[0]()
 		return
 	}
-	t.mu.Lock()
+	if !t.mu.TryLock() {
+		runFresh(fns)
+		return
+	}
 	defer t.mu.Unlock()
+	if t.closed {
+		runFresh(fns)
+		return
+	}
 	for len(t.workers) < len(fns)-1 {
 		w := &worker{wake: make(chan struct{}, 1)}
 		t.workers = append(t.workers, w)
-		go w.loop()
+		t.exited.Add(1)
+		go func() {
+			defer t.exited.Done()
+			w.loop()
+		}()
 	}
 	r := &teamRun{}
 	r.pending.Store(int64(len(fns) - 1))
@@ -94,12 +111,54 @@ func (t *team) run(fns []func()) {
 	// Wait by polling (the workers finish within one chunk of each
 	// other).
 	spinUntilZero(&r.pending)
+	r.raise()
+}
+
+// runFresh is run on new goroutines, for a run that cannot have the team.
+func runFresh(fns []func()) {
+	r := &teamRun{}
+	var wg sync.WaitGroup
+	for _, fn := range fns[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.call(fn)
+		}()
+	}
+	r.call(fns[0])
+	wg.Wait()
+	r.raise()
+}
+
+// raise re-panics with the run's first panic, if a job raised one.
+func (r *teamRun) raise() {
 	r.mu.Lock()
 	p, ok := r.panic, r.panicked
 	r.mu.Unlock()
 	if ok {
 		panic(p)
 	}
+}
+
+// close stops the workers and waits until their goroutines have exited;
+// later runs use fresh goroutines. A second close does nothing.
+func (t *team) close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	for _, w := range t.workers {
+		w.stop.Store(true)
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	t.workers = nil
+	t.mu.Unlock()
+	t.exited.Wait()
 }
 
 // spinUntilZero polls n until it is zero, yielding now and then in case
@@ -125,10 +184,13 @@ func (w *worker) loop() {
 			if spins&255 != 255 {
 				continue
 			}
+			if w.stop.Load() {
+				return
+			}
 			now := time.Now()
 			if now.Sub(start) > spinFor {
 				w.parked.Store(true)
-				if w.gen.Load() == seen { // re-check after publishing parked
+				if w.gen.Load() == seen && !w.stop.Load() { // re-check after publishing parked
 					<-w.wake
 				}
 				w.parked.Store(false)

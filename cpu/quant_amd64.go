@@ -2,7 +2,10 @@
 
 package cpu
 
-import "github.com/qgemv/qgemv/asm"
+import (
+	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout"
+)
 
 // quantizers are the assembly int8 activation quantizers, best first,
 // with the features their instructions need.
@@ -18,6 +21,7 @@ func init() {
 	for _, q := range quantizers {
 		if hasAll(q.requires) {
 			quantAsm = q.fn
+			layout.SetA8Kernel(a8Kernel)
 			break
 		}
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // TestQuantizers checks every assembly quantizer this CPU runs against
-// layout.QuantizeA8, byte for byte and error for error: random groups at
+// layout.QuantizeA8Go, byte for byte and error for error: random groups at
 // many magnitudes, zero groups, groups whose amax is subnormal or tiny,
 // halfway points, NaN and Inf anywhere, and partial last groups.
 func TestQuantizers(t *testing.T) {
@@ -70,7 +70,7 @@ func TestQuantizers(t *testing.T) {
 				for k := range got {
 					got[k] = 99
 				}
-				werr := layout.QuantizeA8(want, ws, x)
+				werr := layout.QuantizeA8Go(want, ws, x)
 				gerr := QuantizeA8(got, gs, x)
 				if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
 					t.Fatalf("%s input %d: error %v, want %v", name, i, gerr, werr)

@@ -9,13 +9,65 @@ import (
 
 	"gorgonia.org/cu"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
 // The kernels of ans.cu.
 func init() {
 	addKernels("ans_rows", "ans_stripes", "int8_gemv16", "int8_gemv1", "ans_requant")
+	registerLoader(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
+		t := m.(*layout.Int8)
+		return bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+	})
+	registerLoader(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return bind(b.LoadANS(m.(*ans.Matrix)))
+	})
+}
+
+// int8Only answers the float and A8 multiplies of the int8 formats.
+type int8Only struct{}
+
+func int8OnlyErr(what string) error {
+	return fmt.Errorf("cuda: int8 matrix: %s (MulI32 multiplies int8 vectors): %w", what, errs.ErrFormatNotImplemented)
+}
+
+func (int8Only) MulF32([]float32, []float32, int) error { return int8OnlyErr("float32 activations") }
+func (int8Only) MulF16([]float32, []layout.FP16, int) error {
+	return int8OnlyErr("binary16 activations")
+}
+func (int8Only) MulA8([]float32, []float32, int) error { return int8OnlyErr("quantized activations") }
+func (int8Only) MulI8([]float32, []int8, []float32, int) error {
+	return int8OnlyErr("quantized activations")
+}
+
+// MulI32 computes dst = W x exactly for batch vectors.
+func (mx *ANSMatrix) MulI32(dst []int32, x []int8, batch int) error {
+	return mulI32(mx, dst, x, batch)
+}
+
+// MulI32 computes dst = W x exactly for batch vectors.
+func (mx *Int8Matrix) MulI32(dst []int32, x []int8, batch int) error {
+	return mulI32(mx, dst, x, batch)
+}
+
+// mulI32 checks a MulI32 call and multiplies vector by vector.
+func mulI32(mx ChainMat, dst []int32, x []int8, batch int) error {
+	if batch < 1 || batch > errs.MaxBatch {
+		return fmt.Errorf("cuda: %w (got %d)", ErrBatch, batch)
+	}
+	rows, cols := mx.Rows(), mx.Cols()
+	if len(x) != batch*cols || len(dst) != batch*rows {
+		return fmt.Errorf("cuda: %s: x has %d values, dst %d, want batch %d x %d and %d x %d", mx.Kernel(), len(x), len(dst), batch, cols, batch, rows)
+	}
+	for v := 0; v < batch; v++ {
+		if err := mulOne(mx, x[v*cols:(v+1)*cols], dst[v*rows:(v+1)*rows]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ansWarps must match ANS_WARPS in ans.cu (warps per block).
@@ -26,6 +78,7 @@ const ansWarps = 8
 // decode fused into the dot product (the matrix is never materialized).
 type ANSMatrix struct {
 	handle
+	int8Only
 	rows, cols int
 	layout     ans.Layout
 	units      int
@@ -105,6 +158,7 @@ func (mx *ANSMatrix) Mul(v []int8, y []int32) error { return mulOne(mx, v, y) }
 // multiplied by int8 vectors exactly in int32: the MatVANS baseline.
 type Int8Matrix struct {
 	handle
+	int8Only
 	rows, cols int
 	w          *buffer
 }

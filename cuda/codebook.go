@@ -3,13 +3,13 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 
 	"gorgonia.org/cu"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
@@ -42,19 +42,17 @@ const EnvPsumbook = "QGEMV_CUDA_PSUMBOOK"
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices:
 // codebooks have no exact int8 definition (as on the CPU).
-var ErrCodebookA8 = errors.New("cuda: codebook matrices multiply float activations (A32, A16), not int8")
+var ErrCodebookA8 = fmt.Errorf("cuda: codebook matrices multiply float activations (A32, A16), not int8: %w", errs.ErrFormatNotImplemented)
 
 func init() {
-	registerLoader(func(b *Backend, m layout.Matrix) (Mat, bool, error) {
+	registerLoader(layout.FormatCodebook, func(b *Backend, m layout.Matrix) (Mat, error) {
 		switch t := m.(type) {
 		case *codebook.Codebook:
-			mx, err := b.loadCodebook(t, false)
-			return mx, true, err
+			return bind(b.loadCodebook(t, false))
 		case codebook.Baseline:
-			mx, err := b.loadCodebook(t.Codebook, true)
-			return mx, true, err
+			return bind(b.loadCodebook(t.Codebook, true))
 		}
-		return nil, false, nil
+		return nil, fmt.Errorf("cuda: load: %T is not a codebook matrix", m)
 	})
 	var names []string
 	for _, k := range []string{"cb_psum", "cb_psumg", "cb_deqs", "cb_deqg", "cb_table"} {
@@ -176,6 +174,11 @@ func (mx *CBMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 
 // MulA8 returns ErrCodebookA8.
 func (mx *CBMatrix) MulA8([]float32, []float32, int) error { return ErrCodebookA8 }
+
+// MulI32 returns an error: codebooks have scales.
+func (mx *CBMatrix) MulI32([]int32, []int8, int) error {
+	return fmt.Errorf("cuda: codebook: exact int32 products are for the int8 formats: %w", errs.ErrFormatNotImplemented)
+}
 
 // MulI8 returns ErrCodebookA8.
 func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -220,8 +219,9 @@ var kernelNames = func() []string {
 // addKernels adds names to kernelNames; called from init functions.
 func addKernels(names ...string) { kernelNames = append(kernelNames, names...) }
 
-// ErrClosed is returned by operations on a closed backend or matrix.
-var ErrClosed = errors.New("cuda: backend or matrix is closed")
+// ErrClosed is returned by operations on a closed backend or matrix (the
+// same value as qgemv.ErrClosed).
+var ErrClosed = gpuhost.ErrClosed
 
 // ErrBatch is wrapped by the error of a multiply whose batch is outside
 // 1..16 (the same value as opencl.ErrBatch, so errors.Is matches either).

@@ -3,6 +3,7 @@
 package cuda_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -27,14 +28,6 @@ func device(t testing.TB) {
 	}
 }
 
-func supports(m layout.Matrix, act string) bool {
-	switch m.(type) {
-	case *codebook.Codebook, codebook.Baseline:
-		return act != "A8" // codebooks have no exact int8 definition
-	}
-	return true
-}
-
 // TestConformance runs the backend-neutral suite through dispatch.
 func TestConformance(t *testing.T) {
 	device(t)
@@ -43,7 +36,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	conformance.Run(t, be, conformance.Options{Supports: supports, Short: testing.Short(), Batches: []int{1, 2, 3, 5, 8, 13, 16}})
+	conformance.Run(t, be, conformance.Options{Short: testing.Short(), Batches: []int{1, 2, 3, 5, 8, 13, 16}})
 }
 
 // TestSplitK: few rows and many columns make the float kernels split K;
@@ -170,14 +163,11 @@ func dotRef(t testing.TB, m layout.Matrix, ref, mag []float64, x []float32) {
 }
 
 // otherFormat is a valid matrix of a format the CUDA backend has no
-// kernels for.
-type otherFormat struct{}
+// kernels for: a Q4G128 matrix under an id nobody registered.
+type otherFormat struct{ *layout.Q4G128 }
 
-func (otherFormat) Name() string       { return "Other" }
-func (otherFormat) Shape() (int, int)  { return 4, 4 }
-func (otherFormat) Validate() error    { return nil }
-func (otherFormat) StreamBytes() int64 { return 16 }
-func (otherFormat) PaddedCols() int    { return 128 }
+func (otherFormat) Name() string            { return "Other" }
+func (otherFormat) Spec() layout.FormatSpec { return layout.FormatSpec{Format: 99} }
 
 // TestOpenErrors: a device that does not exist and bad overrides are
 // errors that say so; closed handles refuse work.
@@ -195,7 +185,8 @@ func TestOpenErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Load(otherFormat{}); err == nil || !strings.Contains(err.Error(), "not implemented") {
+	q, _ := layout.RandomQ4G128(4, 4, 1)
+	if _, err := b.Load(otherFormat{q}); !errors.Is(err, dispatch.ErrFormatNotImplemented) {
 		t.Errorf("a format without CUDA kernels: %v", err)
 	}
 	spec, _ := layout.ParseFormatSpec("q4g128")

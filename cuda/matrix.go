@@ -5,10 +5,12 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"gorgonia.org/cu"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -58,30 +60,63 @@ type Matrix struct {
 	w, s, z, m, zi *buffer // weights; scales; Q4G128 zeros; w = q*s - m; integer zeros
 }
 
-// Mat is a matrix loaded onto the device: *Matrix for Q4G128, Bits and
-// Sparse12, other types for the formats other files of this package
-// implement (see RegisterLoader).
+// Mat is a matrix loaded onto the device, whatever its format: *Matrix
+// for Q4G128, Bits and Sparse12, other types for the formats other files
+// of this package implement. A multiply the format does not take is an
+// error wrapping errs.ErrFormatNotImplemented.
 type Mat interface {
 	MulF32(dst, x []float32, batch int) error
 	MulF16(dst []float32, x []layout.FP16, batch int) error
 	MulA8(dst, x []float32, batch int) error
 	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
+	// MulI32 multiplies int8 vectors exactly into int32 (the int8
+	// formats).
+	MulI32(dst []int32, x []int8, batch int) error
 	Kernel() string
 	Close() error
 }
 
-// loader loads the formats it knows (ok) onto b.
-type loader func(b *Backend, m layout.Matrix) (mat Mat, ok bool, err error)
+// loader copies a validated matrix of one format to the device.
+type loader func(b *Backend, m layout.Matrix) (Mat, error)
 
-var loaders []loader
+var loaders = map[layout.FormatID]loader{}
 
-// registerLoader adds a loader for more formats; called from init
-// functions of the files implementing them.
-func registerLoader(l loader) { loaders = append(loaders, l) }
+// registerLoader registers the kernels of a format; called once per
+// format from the init function of the file implementing them.
+func registerLoader(id layout.FormatID, l loader) {
+	if _, dup := loaders[id]; dup {
+		panic(fmt.Sprintf("cuda: format %v registered twice", id))
+	}
+	loaders[id] = l
+}
+
+func bind[T Mat](m T, err error) (Mat, error) {
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func init() {
+	basic := func(b *Backend, m layout.Matrix) (Mat, error) { return bind(b.loadBasic(m)) }
+	for _, id := range []layout.FormatID{layout.FormatQ4G128, layout.FormatBits, layout.FormatSparse12} {
+		registerLoader(id, basic)
+	}
+}
+
+// Formats returns the formats this backend has kernels for.
+func Formats() []layout.FormatID {
+	out := make([]layout.FormatID, 0, len(loaders))
+	for id := range loaders {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
 
 // Load validates m and copies it to the device in the form its kernels
-// read: Q4G128, Bits and Sparse12 here, other formats through the
-// registered loaders. A format without kernels is an error naming it.
+// read, with the kernels its format registered. A format without CUDA
+// kernels is an error wrapping errs.ErrFormatNotImplemented.
 func (b *Backend) Load(m layout.Matrix) (Mat, error) {
 	if m == nil {
 		return nil, errors.New("cuda: load: matrix is nil")
@@ -89,12 +124,16 @@ func (b *Backend) Load(m layout.Matrix) (Mat, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda: load: %w", err)
 	}
-	for _, l := range loaders {
-		if mat, ok, err := l(b, m); ok {
-			return mat, err
-		}
+	l, ok := loaders[m.Spec().Format]
+	if !ok {
+		return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}
-	return b.loadBasic(m)
+	return l(b, m)
+}
+
+// MulI32 returns an error: these formats have scales.
+func (mx *Matrix) MulI32([]int32, []int8, int) error {
+	return fmt.Errorf("cuda: %s: exact int32 products are for the int8 formats (Int8, ANS): %w", mx.name, errs.ErrFormatNotImplemented)
 }
 
 // loadBasic loads Q4G128, Bits and Sparse12 (m validated).
@@ -112,7 +151,7 @@ func (b *Backend) loadBasic(m layout.Matrix) (*Matrix, error) {
 		mx.f, mx.prows, mx.g, words = fmtSparse, t.PRows, t.G, t.Words
 		mx.lg = groupShift(t.G, t.WholeRow)
 	default:
-		return nil, fmt.Errorf("cuda: load: format %s is not implemented by the CUDA backend (Q4G128, Bits and Sparse12 are)", m.Name())
+		return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}
 	if mx.f != fmtQ4 {
 		var err error

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/qgemv/qgemv/cpu"
-	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -205,11 +204,15 @@ func (c calibrator) measure() (calibration, error) {
 	if c.Open == nil || c.CPU == nil {
 		return calibration{}, errors.New("dispatch: calibration needs the device's and the CPU's open functions")
 	}
-	m, err := synth.Q4G128(calibSize, calibSize, 1)
+	m, err := layout.RandomQ4G128(calibSize, calibSize, 1)
 	if err != nil {
 		return calibration{}, err
 	}
-	x := synth.Vector(calibSize, 2)
+	x := make([]float32, calibSize)
+	rng := layout.NewRand(2)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
 	res := calibration{Key: c.Key, Device: c.Device}
 	if res.GPUSeconds, err = timeA8(c.Open, m, x); err != nil {
 		return calibration{}, fmt.Errorf("dispatch: calibrating %s: %w", c.Device, err)

@@ -52,8 +52,9 @@ func (m fakeMatrix) MulA8(dst, x []float32, batch int) error                { re
 func (m fakeMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
 	return m.mul()
 }
-func (m fakeMatrix) Kernel() string { return m.b.name }
-func (m fakeMatrix) Close() error   { return nil }
+func (m fakeMatrix) MulI32(dst []int32, x []int8, batch int) error { return m.mul() }
+func (m fakeMatrix) Kernel() string                                { return m.b.name }
+func (m fakeMatrix) Close() error                                  { return nil }
 
 // fakeCalibrator calibrates a fake device taking gpu per multiply against
 // a fake CPU taking cpu, caching in dir; gpuMuls and cpuMuls count the

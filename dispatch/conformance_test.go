@@ -6,19 +6,7 @@ import (
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/conformance"
-	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
-
-// cpuSupports: the CPU runs every format; codebooks take float
-// activations only.
-func cpuSupports(m layout.Matrix, act string) bool {
-	switch m.(type) {
-	case *codebook.Codebook, codebook.Baseline:
-		return act != conformance.A8
-	}
-	return true
-}
 
 // TestConformanceCPU runs the backend-neutral suite on every CPU kernel
 // set this machine supports (the generic one on the short shapes only).
@@ -34,8 +22,7 @@ func TestConformanceCPU(t *testing.T) {
 			}
 			defer be.Close()
 			conformance.Run(t, be, conformance.Options{
-				Supports: cpuSupports,
-				Short:    testing.Short() || (isa == cpu.Generic && cpu.Best() != cpu.Generic),
+				Short: testing.Short() || (isa == cpu.Generic && cpu.Best() != cpu.Generic),
 			})
 		})
 	}

@@ -29,8 +29,8 @@ import (
 	"strings"
 
 	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // EnvBackend is the environment variable that overrides backend selection
@@ -59,6 +59,9 @@ type Matrix interface {
 	MulA8(dst, x []float32, batch int) error
 	// MulI8 multiplies activations already quantized by layout.QuantizeA8.
 	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
+	// MulI32 multiplies int8 vectors exactly into int32 (the int8
+	// formats: layout.Int8 and layout/ans).
+	MulI32(dst []int32, x []int8, batch int) error
 	// Kernel names the kernel set that runs this matrix's multiplies
 	// (a format may run on a narrower set than the backend's best).
 	Kernel() string
@@ -71,13 +74,24 @@ type Backend interface {
 	// Name is the backend's dispatch name, e.g. "cpu-generic".
 	Name() string
 	// Load validates m and prepares it for this backend; a format the
-	// backend does not implement is an error.
+	// backend does not implement is an error wrapping
+	// ErrFormatNotImplemented.
 	Load(m layout.Matrix) (Matrix, error)
 	// QuantizeA8 quantizes activations exactly as layout.QuantizeA8 does,
 	// using the backend's parallelism.
 	QuantizeA8(xq []int8, xs []float32, x []float32) error
 	// Close releases the backend's resources.
 	Close() error
+}
+
+// Chainer is implemented by backends that run a MatVANS chain on their
+// device: v_i = round_half_even(alpha[i] * W_i v_{i-1}) to int8
+// (layout.Requantize) from v0 through every matrix (int8 formats loaded
+// on this backend, shapes already checked), the last v into dst, with
+// one copy in and one out. Other backends' chains are run by their
+// caller with MulI32 and layout.Requantize.
+type Chainer interface {
+	Chain(dst []int8, mats []Matrix, alpha []float32, v0 []int8) error
 }
 
 // Candidate is one backend the probe knows of.
@@ -92,6 +106,7 @@ type Report struct {
 	CPU        string      // brand string
 	Cores      int         // physical cores
 	Threads    int         // logical processors
+	L3         int64       // last-level cache bytes (0: unknown)
 	Features   string      // CPU features relevant to the kernels
 	Candidates []Candidate // every backend known, best first
 	Chosen     string      // the selected backend's name
@@ -126,7 +141,7 @@ func (r Report) String() string {
 // Probe lists the backends of this machine without selecting one.
 func Probe() Report {
 	brand, cores, threads := cpu.Model()
-	r := Report{CPU: brand, Cores: cores, Threads: threads, Features: cpu.Features()}
+	r := Report{CPU: brand, Cores: cores, Threads: threads, L3: cpu.L3(), Features: cpu.Features()}
 	disabled, unknown := cpu.Disabled()
 	for _, isa := range cpu.ISAs() {
 		c := Candidate{Name: "cpu-" + string(isa), Available: cpu.Supported(isa)}
@@ -147,21 +162,15 @@ func Probe() Report {
 	return r
 }
 
-// ErrUnknownBackend is returned for a backend name dispatch does not know.
-var ErrUnknownBackend = errors.New("dispatch: unknown backend")
+// ErrUnknownBackend is wrapped by the error of opening a backend name
+// dispatch does not know (errs.ErrUnknownBackend, qgemv.ErrUnknownBackend).
+var ErrUnknownBackend = errs.ErrUnknownBackend
 
 // ErrFormatNotImplemented is wrapped by Backend.Load's error when the
-// backend has no kernels for the matrix's format (e.g. an *ans.Matrix on a
-// GPU backend, whose ANS kernels take it through their own LoadANS); test
-// for it with errors.Is.
-var ErrFormatNotImplemented = errors.New("dispatch: format not implemented by the backend")
-
-// notImplemented keeps a backend's own message and matches
-// ErrFormatNotImplemented.
-type notImplemented struct{ err error }
-
-func (e notImplemented) Error() string   { return e.err.Error() }
-func (e notImplemented) Unwrap() []error { return []error{e.err, ErrFormatNotImplemented} }
+// backend has no kernels for the matrix's format
+// (errs.ErrFormatNotImplemented, qgemv.ErrFormatNotImplemented); test for
+// it with errors.Is.
+var ErrFormatNotImplemented = errs.ErrFormatNotImplemented
 
 // Open selects and opens a backend.
 func Open(opts Options) (Backend, Report, error) {
@@ -209,7 +218,7 @@ func open(name string, opts Options) (Backend, error) {
 	case baseName(name) == "opencl" || baseName(name) == "cuda":
 		return openGPU(name, opts)
 	}
-	return nil, fmt.Errorf("%w %q (known: cpu, cpu-<isa> with isa in %v, opencl, cuda)", ErrUnknownBackend, name, cpu.ISAs())
+	return nil, fmt.Errorf("dispatch: %w %q (known: cpu, cpu-<isa> with isa in %v, opencl, cuda)", ErrUnknownBackend, name, cpu.ISAs())
 }
 
 type cpuBackend struct{ *cpu.Backend }
@@ -223,25 +232,11 @@ func newCPU(cfg cpu.Config) (Backend, error) {
 }
 
 func (c cpuBackend) Name() string { return "cpu-" + string(c.ISA()) }
-func (c cpuBackend) Close() error { return nil }
+
 func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
-	var (
-		mx  Matrix
-		err error
-	)
-	switch m := m.(type) {
-	case *layout.Q4G128:
-		mx, err = c.Backend.Load(m)
-	case *layout.Bits:
-		mx, err = c.Backend.LoadBits(m)
-	case *layout.Sparse12:
-		mx, err = c.Backend.LoadSparse12(m)
-	case *codebook.Codebook:
-		mx, err = c.Backend.LoadCodebook(m, false)
-	case codebook.Baseline:
-		mx, err = c.Backend.LoadCodebook(m.Codebook, true)
-	default:
-		return nil, notImplemented{fmt.Errorf("dispatch: backend %s does not implement format %T", c.Name(), m)}
+	mx, err := c.Backend.LoadMatrix(m)
+	if errors.Is(err, ErrFormatNotImplemented) {
+		return nil, fmt.Errorf("dispatch: backend %s: %w", c.Name(), err)
 	}
 	if err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 func TestOpenEveryCPUPath(t *testing.T) {
@@ -107,8 +106,12 @@ func TestUnavailableBackends(t *testing.T) {
 	}
 }
 
-// otherFormat is a format no backend implements.
-type otherFormat struct{ layout.Matrix }
+// otherFormat is a format no backend implements: a valid Q4G128 matrix
+// under an id nobody registered.
+type otherFormat struct{ *layout.Q4G128 }
+
+func (otherFormat) Name() string            { return "otherFormat" }
+func (otherFormat) Spec() layout.FormatSpec { return layout.FormatSpec{Format: 99} }
 
 func TestFormatNotImplemented(t *testing.T) {
 	b, _, err := Open(Options{Backend: "cpu-generic"})
@@ -116,41 +119,17 @@ func TestFormatNotImplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	_, err = b.Load(otherFormat{})
+	q, err := layout.RandomQ4G128(20, 30, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Load(otherFormat{q})
 	if !errors.Is(err, ErrFormatNotImplemented) || !strings.Contains(err.Error(), "otherFormat") || !strings.Contains(err.Error(), "cpu-generic") {
 		t.Errorf("unknown format on the CPU: got %v, want ErrFormatNotImplemented naming the format and backend", err)
 	}
 	// A format the CPU implements, but invalid: an error, not "not implemented".
 	if _, err := b.Load(&layout.Q4G128{Rows: 128, Cols: 128}); err == nil || errors.Is(err, ErrFormatNotImplemented) {
 		t.Errorf("invalid Q4G128: got %v, want a validation error", err)
-	}
-}
-
-func TestGPULoadError(t *testing.T) {
-	cause := errors.New("gpu: format X is not implemented by the GPU backend")
-	cb, err := codebook.New(128, 128, 1, 4, 8, 128, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		m    layout.Matrix
-		want bool
-	}{
-		{&layout.Q4G128{}, false},
-		{&layout.Bits{}, false},
-		{&layout.Sparse12{}, false},
-		{nil, false},
-		{cb, false}, // both GPU backends load codebooks: their errors are real
-		{codebook.Baseline{Codebook: cb}, false},
-		{otherFormat{}, true},
-	} {
-		err := gpuLoadError(tc.m, cause)
-		if got := errors.Is(err, ErrFormatNotImplemented); got != tc.want {
-			t.Errorf("%T: ErrFormatNotImplemented %v, want %v", tc.m, got, tc.want)
-		}
-		if !errors.Is(err, cause) || err.Error() != cause.Error() {
-			t.Errorf("%T: %v does not keep the backend's error %v", tc.m, err, cause)
-		}
 	}
 }
 

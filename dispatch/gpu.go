@@ -3,9 +3,6 @@ package dispatch
 import (
 	"fmt"
 	"sort"
-
-	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // driver is a GPU backend compiled into this binary. The files
@@ -91,16 +88,4 @@ func preferredGPU(opts Options) (string, string) {
 		}
 	}
 	return "", ""
-}
-
-// gpuLoadError marks a GPU backend's Load error as ErrFormatNotImplemented
-// when m is of a format outside the ones the GPU backends' Load documents
-// (Q4G128, Bits, Sparse12, codebooks and their dequantizing baseline);
-// other errors are returned as they are.
-func gpuLoadError(m layout.Matrix, err error) error {
-	switch m.(type) {
-	case nil, *layout.Q4G128, *layout.Bits, *layout.Sparse12, *codebook.Codebook, codebook.Baseline:
-		return err
-	}
-	return notImplemented{err}
 }

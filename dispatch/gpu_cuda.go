@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/cuda"
 	"github.com/qgemv/qgemv/layout"
 	"gorgonia.org/cu"
@@ -76,13 +75,33 @@ type cuBackend struct{ *cuda.Backend }
 func (c cuBackend) Load(m layout.Matrix) (Matrix, error) {
 	mx, err := c.Backend.Load(m)
 	if err != nil {
-		return nil, gpuLoadError(m, err)
+		return nil, fmt.Errorf("dispatch: backend %s: %w", c.Name(), err)
 	}
 	return mx, nil
 }
 
-// QuantizeA8 quantizes on the host (cpu.QuantizeA8: layout.QuantizeA8's
-// bytes, with the CPU's assembly quantizer).
+// QuantizeA8 quantizes on the host (layout.QuantizeA8, with the CPU's
+// assembly quantizer installed).
 func (c cuBackend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
-	return cpu.QuantizeA8(xq, xs, x)
+	return layout.QuantizeA8(xq, xs, x)
+}
+
+// Chain runs the MatVANS chain on the device (cuda.RunChain).
+func (c cuBackend) Chain(dst []int8, mats []Matrix, alpha []float32, v0 []int8) error {
+	cm := make([]cuda.ChainMat, len(mats))
+	for i, m := range mats {
+		var ok bool
+		if cm[i], ok = m.(cuda.ChainMat); !ok {
+			return fmt.Errorf("dispatch: %s: chain matrix %d is not an int8 matrix: %w", c.Name(), i, ErrFormatNotImplemented)
+		}
+	}
+	v, err := c.RunChain(cm, alpha, v0)
+	if err != nil {
+		return err
+	}
+	if len(v) != len(dst) {
+		return fmt.Errorf("dispatch: %s: chain returned %d values, want %d", c.Name(), len(v), len(dst))
+	}
+	copy(dst, v)
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/opencl"
 )
@@ -109,17 +108,37 @@ type clBackend struct {
 func (c clBackend) Name() string { return c.name }
 
 func (c clBackend) Load(m layout.Matrix) (Matrix, error) {
-	mx, err := c.Backend.Load(m)
+	mx, err := c.Backend.LoadMatrix(m)
 	if err != nil {
-		return nil, gpuLoadError(m, err)
+		return nil, fmt.Errorf("dispatch: backend %s: %w", c.name, err)
 	}
 	return mx, nil
 }
 
-// QuantizeA8 quantizes on the host (cpu.QuantizeA8: layout.QuantizeA8's
-// bytes, with the CPU's assembly quantizer).
+// QuantizeA8 quantizes on the host (layout.QuantizeA8, with the CPU's
+// assembly quantizer installed).
 func (c clBackend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
-	return cpu.QuantizeA8(xq, xs, x)
+	return layout.QuantizeA8(xq, xs, x)
+}
+
+// Chain runs the MatVANS chain on the device (opencl.RunChain).
+func (c clBackend) Chain(dst []int8, mats []Matrix, alpha []float32, v0 []int8) error {
+	cm := make([]opencl.ChainMat, len(mats))
+	for i, m := range mats {
+		var ok bool
+		if cm[i], ok = m.(opencl.ChainMat); !ok {
+			return fmt.Errorf("dispatch: %s: chain matrix %d is not an int8 matrix: %w", c.name, i, ErrFormatNotImplemented)
+		}
+	}
+	v, err := c.RunChain(cm, alpha, v0)
+	if err != nil {
+		return err
+	}
+	if len(v) != len(dst) {
+		return fmt.Errorf("dispatch: %s: chain returned %d values, want %d", c.name, len(v), len(dst))
+	}
+	copy(dst, v)
+	return nil
 }
 
 // preferOpenCL prefers the default OpenCL device when it is a GPU and a

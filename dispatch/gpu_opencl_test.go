@@ -13,8 +13,6 @@ import (
 
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/conformance"
-	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 	"github.com/qgemv/qgemv/opencl"
 )
 
@@ -32,21 +30,6 @@ func openclOrSkip(t *testing.T) []opencl.DeviceInfo {
 	return ds
 }
 
-// openclSupports: every format; codebooks take float activations only
-// (A32, A16) and A8 needs integer zero points (the suite then requires
-// the error).
-func openclSupports(m layout.Matrix, act string) bool {
-	switch m := m.(type) {
-	case *codebook.Codebook, codebook.Baseline:
-		return act != conformance.A8
-	case *layout.Bits:
-		return act != conformance.A8 || m.IntegerZeros() == nil
-	case *layout.Sparse12:
-		return act != conformance.A8 || m.IntegerZeros() == nil
-	}
-	return true
-}
-
 func TestConformanceOpenCL(t *testing.T) {
 	openclOrSkip(t)
 	be, r, err := dispatch.Open(dispatch.Options{Backend: "opencl"})
@@ -57,7 +40,7 @@ func TestConformanceOpenCL(t *testing.T) {
 	if r.Chosen != "opencl" {
 		t.Fatalf("chosen %q, want opencl", r.Chosen)
 	}
-	conformance.Run(t, be, conformance.Options{Supports: openclSupports, Short: testing.Short()})
+	conformance.Run(t, be, conformance.Options{Short: testing.Short()})
 }
 
 func TestProbeOpenCL(t *testing.T) {

@@ -3,13 +3,24 @@ package layout
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
-// BitsOptions configures QuantizeBits and QuantizeSparse12.
-type BitsOptions struct {
+// QuantOptions configures the quantizers FormatSpec.Quantize runs: Method,
+// IntegerZero and FP32Meta those of the scalar formats (QuantizeBits,
+// QuantizeSparse12; QuantizeQ4G128 takes Method only), FP32Meta and the
+// k-means fields those of the formats registered with KMeans (codebooks).
+type QuantOptions struct {
 	Method      QuantMethod // MinMax, or Search (never worse per group, in the exact weights (q-z)*s)
 	IntegerZero bool        // round zero points to integers (needed for A8)
-	FP32Meta    bool        // store scales and zeros as float32, not binary16
+	FP32Meta    bool        // store scales and zeros (codebooks: centroids too) as float32, not binary16
+
+	Seed       uint64        // k-means++ seeding and sampling (deterministic)
+	Iters      int           // Lloyd iterations (0: the format's default)
+	TimeBudget time.Duration // stop iterating early when exceeded (0: none)
+	// Progress, if set, is called with a stage name and done/total units
+	// of that stage.
+	Progress func(stage string, done, total int)
 }
 
 // metaRound rounds a scale or zero to its stored precision.
@@ -29,7 +40,7 @@ type groupFit struct {
 // fitter quantizes one group of values to n-bit codes.
 type fitter struct {
 	qmax float64
-	opt  BitsOptions
+	opt  QuantOptions
 	tmp  []uint32
 }
 
@@ -143,7 +154,7 @@ func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
 
 // QuantizeBits quantizes the rows x cols row-major matrix w to n-bit
 // weights with groups of g columns (0: the whole row).
-func QuantizeBits(w []float32, rows, cols, n, g int, opt BitsOptions) (*Bits, error) {
+func QuantizeBits(w []float32, rows, cols, n, g int, opt QuantOptions) (*Bits, error) {
 	if err := checkQuantInput(w, rows, cols, opt.Method); err != nil {
 		return nil, err
 	}

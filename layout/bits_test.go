@@ -84,7 +84,7 @@ func TestBitsQuantizeError(t *testing.T) {
 		for _, n := range BitWidths {
 			var line []string
 			for _, method := range []QuantMethod{MinMax, Search} {
-				b, err := QuantizeBits(dist.w, rows, cols, n, 128, BitsOptions{Method: method})
+				b, err := QuantizeBits(dist.w, rows, cols, n, 128, QuantOptions{Method: method})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -98,7 +98,7 @@ func TestBitsQuantizeError(t *testing.T) {
 				}
 				prev[method] = e
 				if method == Search {
-					mm, _ := QuantizeBits(dist.w, rows, cols, n, 128, BitsOptions{Method: MinMax})
+					mm, _ := QuantizeBits(dist.w, rows, cols, n, 128, QuantOptions{Method: MinMax})
 					if em := RelRMSError(mm.Dequantize(), dist.w); e > em*1.0001 {
 						t.Errorf("%s n=%d: search %.4f worse than minmax %.4f", dist.name, n, e, em)
 					}
@@ -116,7 +116,7 @@ func TestBitsIntegerZeros(t *testing.T) {
 	for i := range w {
 		w[i] += 3 // an offset makes fractional zeros likely
 	}
-	frac, err := QuantizeBits(w, 4, 300, 4, 64, BitsOptions{Method: Search})
+	frac, err := QuantizeBits(w, 4, 300, 4, 64, QuantOptions{Method: Search})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestBitsIntegerZeros(t *testing.T) {
 	if err := frac.DotA8Exact(make([]float32, 4), xq, xs); err == nil {
 		t.Error("DotA8Exact accepted fractional zeros")
 	}
-	ints, err := QuantizeBits(w, 4, 300, 4, 64, BitsOptions{Method: Search, IntegerZero: true})
+	ints, err := QuantizeBits(w, 4, 300, 4, 64, QuantOptions{Method: Search, IntegerZero: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,30 +139,30 @@ func TestBitsIntegerZeros(t *testing.T) {
 }
 
 func TestBitsBadInput(t *testing.T) {
-	if _, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, BitsOptions{}); err == nil || !strings.Contains(err.Error(), "FP32Meta") {
+	if _, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, QuantOptions{}); err == nil || !strings.Contains(err.Error(), "FP32Meta") {
 		t.Errorf("tiny range with binary16 metadata: %v", err)
 	}
-	if b, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, BitsOptions{FP32Meta: true}); err != nil || RelRMSError(b.Dequantize(), []float32{1e-9, 2e-9}) > 1e-6 {
+	if b, err := QuantizeBits([]float32{1e-9, 2e-9}, 1, 2, 4, 128, QuantOptions{FP32Meta: true}); err != nil || RelRMSError(b.Dequantize(), []float32{1e-9, 2e-9}) > 1e-6 {
 		t.Errorf("tiny range with float32 metadata: %v", err)
 	}
 	// A narrow range far from 0 (z ~ -2.55e8 for binary16) falls back to
 	// the range widened to include 0, with MinMax as with Search.
 	for _, m := range []QuantMethod{MinMax, Search} {
 		w := []float32{1e6, 1e6 + 1}
-		if b, err := QuantizeBits(w, 1, 2, 8, 128, BitsOptions{Method: m}); err != nil || RelRMSError(b.Dequantize(), w) > 3e-3 {
+		if b, err := QuantizeBits(w, 1, 2, 8, 128, QuantOptions{Method: m}); err != nil || RelRMSError(b.Dequantize(), w) > 3e-3 {
 			t.Errorf("%v: narrow range far from 0: %v", m, err)
 		}
 	}
-	if _, err := QuantizeBits([]float32{1e9, 1e9 + 1}, 1, 2, 4, 128, BitsOptions{}); err == nil { // s ~ 6.7e7
+	if _, err := QuantizeBits([]float32{1e9, 1e9 + 1}, 1, 2, 4, 128, QuantOptions{}); err == nil { // s ~ 6.7e7
 		t.Error("range beyond binary16 accepted")
 	}
-	if _, err := QuantizeBits([]float32{0x1p-148, 0}, 1, 2, 8, 128, BitsOptions{FP32Meta: true}); err == nil || strings.Contains(err.Error(), "use FP32Meta") {
+	if _, err := QuantizeBits([]float32{0x1p-148, 0}, 1, 2, 8, 128, QuantOptions{FP32Meta: true}); err == nil || strings.Contains(err.Error(), "use FP32Meta") {
 		t.Errorf("subnormal range with float32 metadata: %v, want an error that does not suggest FP32Meta", err)
 	}
-	if _, err := QuantizeBits([]float32{float32(math.NaN())}, 1, 1, 4, 128, BitsOptions{}); err == nil {
+	if _, err := QuantizeBits([]float32{float32(math.NaN())}, 1, 1, 4, 128, QuantOptions{}); err == nil {
 		t.Error("NaN weight accepted")
 	}
-	if _, err := QuantizeBits(make([]float32, 3), 2, 2, 4, 128, BitsOptions{}); err == nil {
+	if _, err := QuantizeBits(make([]float32, 3), 2, 2, 4, 128, QuantOptions{}); err == nil {
 		t.Error("short w accepted")
 	}
 	b, _ := NewBits(4, 300, 3, 128, false)
@@ -208,19 +208,19 @@ func TestQuantizeParallel(t *testing.T) {
 		if q4, err = QuantizeQ4G128(w, rows, cols, Search); err != nil {
 			return
 		}
-		if b2, err = QuantizeBits(w, rows, cols, 2, 32, BitsOptions{Method: Search, IntegerZero: true}); err != nil {
+		if b2, err = QuantizeBits(w, rows, cols, 2, 32, QuantOptions{Method: Search, IntegerZero: true}); err != nil {
 			return
 		}
-		if b3, err = QuantizeBits(w, rows, cols, 3, 0, BitsOptions{Method: Search}); err != nil {
+		if b3, err = QuantizeBits(w, rows, cols, 3, 0, QuantOptions{Method: Search}); err != nil {
 			return
 		}
-		if sp, frac, err = QuantizeSparse12(w, rows, cols, 64, BitsOptions{Method: Search}); err != nil {
+		if sp, frac, err = QuantizeSparse12(w, rows, cols, 64, QuantOptions{Method: Search}); err != nil {
 			return
 		}
-		if _, err = QuantizeBits(bad, rows, cols, 4, 128, BitsOptions{Method: Search}); err == nil {
+		if _, err = QuantizeBits(bad, rows, cols, 4, 128, QuantOptions{Method: Search}); err == nil {
 			return
 		}
-		_, _, err2 := QuantizeSparse12(bad, rows, cols, 32, BitsOptions{Method: Search})
+		_, _, err2 := QuantizeSparse12(bad, rows, cols, 32, QuantOptions{Method: Search})
 		err = errors.Join(err, err2)
 		return
 	}
@@ -265,7 +265,7 @@ func TestQuantizeEdgeRanges(t *testing.T) {
 		for i := range x { // offset groups of mixed widths: 20 zero points in 50 trials fell outside
 			x[i] = float32(rng.NormFloat64()*3 + rng.NormFloat64()*float64(i%7) + float64(trial%5))
 		}
-		b, err := QuantizeBits(x, 200, 64, n, 32, BitsOptions{Method: Search, IntegerZero: true})
+		b, err := QuantizeBits(x, 200, 64, n, 32, QuantOptions{Method: Search, IntegerZero: true})
 		if err != nil {
 			t.Fatal(err)
 		}

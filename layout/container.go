@@ -128,21 +128,19 @@ const (
 	// FormatANS is layout/ans's entropy-coded int8 Matrix (registered by
 	// that package; see its doc).
 	FormatANS FormatID = 5
+	// FormatInt8 is Int8, a plain int8 matrix; no parameters, one
+	// section WGHT.
+	FormatInt8 FormatID = 6
+	// FormatANSBits is layout/ans's entropy-coded Bits matrix
+	// (registered by that package; see its doc).
+	FormatANSBits FormatID = 7
 )
 
-// String returns the format's name, or FormatID(n) for an unknown id.
+// String returns the registered format's name, or FormatID(n) for an id
+// no linked-in package registered.
 func (id FormatID) String() string {
-	switch id {
-	case FormatQ4G128:
-		return "Q4G128"
-	case FormatBits:
-		return "Bits"
-	case FormatSparse12:
-		return "Sparse12"
-	case FormatCodebook:
-		return "Codebook"
-	case FormatANS:
-		return "ANS"
+	if f, ok := LookupFormat(id); ok {
+		return f.Name
 	}
 	return fmt.Sprintf("FormatID(%d)", uint32(id))
 }

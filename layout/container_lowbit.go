@@ -258,21 +258,13 @@ func DecodeSparse12(f *File) (*Sparse12, error) {
 	return m, nil
 }
 
-// Decode builds the matrix of any supported format from a container.
+// Decode builds the matrix of any registered format from a container.
 func Decode(f *File) (Matrix, error) {
 	if f == nil {
 		return nil, errf("File is nil")
 	}
-	switch f.Format {
-	case FormatQ4G128:
-		return DecodeQ4G128(f)
-	case FormatBits:
-		return DecodeBits(f)
-	case FormatSparse12:
-		return DecodeSparse12(f)
-	}
-	if h, ok := formats[f.Format]; ok && h.Decode != nil {
-		return h.Decode(f)
+	if fm, ok := LookupFormat(f.Format); ok {
+		return fm.Decode(f)
 	}
 	return nil, errf("format %v is not supported by this version (a format package not linked in?)", f.Format)
 }
@@ -300,16 +292,3 @@ func LoadMatrix(path string) (Matrix, error) {
 	}
 	return m, nil
 }
-
-// FormatHooks plug a format defined outside this package (layout/codebook)
-// into Decode, LoadMatrix and FormatSpec.Quantize.
-type FormatHooks struct {
-	Decode   func(f *File) (Matrix, error)
-	Quantize func(spec FormatSpec, w []float32, rows, cols int, opt BitsOptions) (Matrix, error)
-}
-
-var formats = map[FormatID]FormatHooks{}
-
-// RegisterFormat registers the hooks of format id; called from the
-// format package's init.
-func RegisterFormat(id FormatID, h FormatHooks) { formats[id] = h }

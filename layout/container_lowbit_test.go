@@ -20,7 +20,7 @@ func TestLowbitContainerRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	for _, fp32 := range []bool{false, true} {
 		for _, n := range BitWidths {
-			b, err := QuantizeBits(w, 7, 300, n, 64, BitsOptions{FP32Meta: fp32})
+			b, err := QuantizeBits(w, 7, 300, n, 64, QuantOptions{FP32Meta: fp32})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -36,7 +36,7 @@ func TestLowbitContainerRoundTrip(t *testing.T) {
 				t.Fatalf("%s fp32=%v: round trip differs", b.Name(), fp32)
 			}
 		}
-		sp, _, err := QuantizeSparse12(w, 7, 300, 0, BitsOptions{FP32Meta: fp32})
+		sp, _, err := QuantizeSparse12(w, 7, 300, 0, QuantOptions{FP32Meta: fp32})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 )
 
 // GroupSize is the number of columns that share one scale and zero point in
@@ -245,8 +246,54 @@ func roundClamp127(v float32) int32 {
 // QuantizeA8 quantizes the activation vector x (at most dst's length, the
 // rest treated as zero) to int8 per group of 128, as the package
 // documentation specifies. len(dst) must be a multiple of 128 and
-// len(scales) == len(dst)/128. Non-finite inputs are an error.
+// len(scales) == len(dst)/128. Non-finite inputs are an error. It runs
+// the installed A8Kernel (SetA8Kernel) over the groups x covers fully,
+// and QuantizeA8Go's loop elsewhere: the same bytes either way.
 func QuantizeA8(dst []int8, scales []float32, x []float32) error {
+	k := a8Kernel.Load()
+	if k == nil || len(dst)%GroupSize != 0 || len(scales) != len(dst)/GroupSize || len(x) > len(dst) {
+		return QuantizeA8Go(dst, scales, x)
+	}
+	full := len(x) / GroupSize
+	for g := 0; g < full; g++ {
+		g += (*k)(dst[g*GroupSize:full*GroupSize], scales[g:full], x[g*GroupSize:full*GroupSize])
+		if g == full {
+			break
+		}
+		if err := QuantizeA8Go(dst[g*GroupSize:g*GroupSize+GroupSize], scales[g:g+1], x[g*GroupSize:g*GroupSize+GroupSize]); err != nil {
+			return QuantizeA8Go(dst, scales, x) // the error, counted from x[0]
+		}
+	}
+	if full < len(scales) {
+		if err := QuantizeA8Go(dst[full*GroupSize:], scales[full:], x[full*GroupSize:]); err != nil {
+			return QuantizeA8Go(dst, scales, x)
+		}
+	}
+	return nil
+}
+
+// A8Kernel quantizes the leading whole groups of 128 of x (len(x) a
+// multiple of 128, len(dst) == len(x), len(scales) == len(x)/128) exactly
+// as QuantizeA8Go does, and returns how many groups it quantized; it
+// stops at the first group it leaves to Go (a NaN or infinity, an amax
+// below 2^-100).
+type A8Kernel func(dst []int8, scales []float32, x []float32) int
+
+var a8Kernel atomic.Pointer[A8Kernel]
+
+// SetA8Kernel makes QuantizeA8 run k (nil: the Go loop only). Package cpu
+// installs its assembly quantizer at init.
+func SetA8Kernel(k A8Kernel) {
+	if k == nil {
+		a8Kernel.Store(nil)
+		return
+	}
+	a8Kernel.Store(&k)
+}
+
+// QuantizeA8Go is QuantizeA8 in Go only: the reference every A8Kernel
+// reproduces.
+func QuantizeA8Go(dst []int8, scales []float32, x []float32) error {
 	if len(dst)%GroupSize != 0 || len(scales) != len(dst)/GroupSize || len(x) > len(dst) {
 		return fmt.Errorf("layout: QuantizeA8: dst %d, scales %d, x %d: want dst a multiple of 128, scales dst/128, x at most dst",
 			len(dst), len(scales), len(x))

@@ -322,7 +322,7 @@ func TestParseFormatSpec(t *testing.T) {
 		if f.String() != s {
 			t.Errorf("%s parsed and printed as %s", s, f)
 		}
-		m, _, err := f.Quantize(make([]float32, 2*300), 2, 300, BitsOptions{IntegerZero: true})
+		m, _, err := f.Quantize(make([]float32, 2*300), 2, 300, QuantOptions{IntegerZero: true})
 		if err != nil || m.Validate() != nil {
 			t.Errorf("%s: quantize: %v", s, err)
 		}

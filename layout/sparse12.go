@@ -231,7 +231,7 @@ func (m *Sparse12) DotA8Exact(out []float32, xq []int8, xs []float32) error {
 // (the first on a tie), quantizes the kept weights to 7 bits per group of g
 // columns (0: whole row), and returns the matrix and the fraction of the
 // matrix's energy (sum of squares) the dropped weights carried.
-func QuantizeSparse12(w []float32, rows, cols, g int, opt BitsOptions) (*Sparse12, float64, error) {
+func QuantizeSparse12(w []float32, rows, cols, g int, opt QuantOptions) (*Sparse12, float64, error) {
 	if err := checkQuantInput(w, rows, cols, opt.Method); err != nil {
 		return nil, 0, err
 	}

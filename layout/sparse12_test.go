@@ -14,7 +14,7 @@ func TestSparse12(t *testing.T) {
 		w    []float32
 	}{{"gaussian", gaussian(rng, rows*cols)}, {"student-t3", studentT(rng, rows*cols)}} {
 		for _, g := range []int{32, 128, 0} {
-			m, dropped, err := QuantizeSparse12(dist.w, rows, cols, g, BitsOptions{Method: Search})
+			m, dropped, err := QuantizeSparse12(dist.w, rows, cols, g, QuantOptions{Method: Search})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestSparse12(t *testing.T) {
 	if m.Words[w]>>24 != 1<<7|77 {
 		t.Fatalf("pair 131 not in word %d top byte: %08x", w, m.Words[w])
 	}
-	if _, _, err := QuantizeSparse12(make([]float32, 4), 2, 2, 100, BitsOptions{}); err == nil {
+	if _, _, err := QuantizeSparse12(make([]float32, 4), 2, 2, 100, QuantOptions{}); err == nil {
 		t.Error("group 100 accepted")
 	}
 }
@@ -85,11 +85,11 @@ func TestSparse12PaddingOutOfFit(t *testing.T) {
 		for i := range w {
 			w[i] = 5 + float32(rng.Float64())
 		}
-		full, _, err := QuantizeSparse12(w, 1, 256, g, BitsOptions{Method: Search})
+		full, _, err := QuantizeSparse12(w, 1, 256, g, QuantOptions{Method: Search})
 		if err != nil {
 			t.Fatal(err)
 		}
-		part, _, err := QuantizeSparse12(w[:100], 1, 100, g, BitsOptions{Method: Search})
+		part, _, err := QuantizeSparse12(w[:100], 1, 100, g, QuantOptions{Method: Search})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,135 +6,80 @@ import (
 	"strings"
 )
 
-// FormatSpec is a format and its parameters as names spell them:
-// "q4g128", "bits<n>g<g>" or "bits<n>row" (e.g. "bits4g64", "bits2row"),
-// "sparse12g<g>" or "sparse12row", "cb-m<m>v<v>b<b>g<g>" or
-// "cb-m<m>v<v>b<b>row" (codebooks, e.g. "cb-m1v4b8g128", "cb-m2v8b8g128").
+// FormatSpec is a format and its parameters as names spell them, e.g.
+// "q4g128", "bits4g64", "bits2row", "sparse12g128", "cb-m1v4b8g128",
+// "ans4g128" (every registered format's syntax: qgemv formats lists
+// them). Which fields a format uses is its own business; the others are
+// zero.
 type FormatSpec struct {
 	Format FormatID
-	N      int // bits per weight (Bits); bits per code (Codebook)
-	G      int // group size, 0 for the whole row (Bits, Sparse12, Codebook)
+	N      int // bits per weight (Bits, Sparse12: 8, ANS-coded Bits); bits per code (Codebook)
+	G      int // group size, 0 for the whole row (Bits, Sparse12, Codebook, ANS-coded Bits)
 	M, V   int // codebooks and vector length (Codebook)
+	L      int // layout variant (ANS-coded int8: 0 warp rows, 1 warp stripes)
 }
 
-// ParseFormatSpec parses a format name (case-insensitive).
+// ParseFormatSpec parses a format name (case-insensitive) with the
+// registered formats' parsers.
 func ParseFormatSpec(s string) (FormatSpec, error) {
-	name := strings.ToLower(s)
-	bad := fmt.Errorf("layout: unknown format %q (want q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row or cb-m<m>v<v>b<b>g<g>|row)", s)
-	group := func(rest string) (int, error) {
-		if rest == "row" {
-			return 0, nil
+	name := strings.ToLower(strings.TrimSpace(s))
+	for _, f := range Formats() {
+		spec, ok, err := f.Parse(name)
+		if err != nil {
+			return FormatSpec{}, err
 		}
-		g, err := strconv.Atoi(strings.TrimPrefix(rest, "g"))
-		if err != nil || !strings.HasPrefix(rest, "g") {
-			return 0, bad
+		if ok {
+			return spec, nil
 		}
-		return g, nil
 	}
-	switch {
-	case name == "q4g128":
-		return FormatSpec{Format: FormatQ4G128, N: 4, G: 128}, nil
-	case strings.HasPrefix(name, "cb-"):
-		var m, v, b int
-		var rest string
-		if n, err := fmt.Sscanf(name, "cb-m%dv%db%d%s", &m, &v, &b, &rest); n != 4 || err != nil {
-			return FormatSpec{}, bad
-		}
-		g, err := group(rest)
-		if err != nil {
-			return FormatSpec{}, err
-		}
-		spec := FormatSpec{Format: FormatCodebook, M: m, V: v, N: b, G: g}
-		return spec, spec.checkCodebook()
-	case strings.HasPrefix(name, "sparse12"):
-		g, err := group(strings.TrimPrefix(name, "sparse12"))
-		if err != nil {
-			return FormatSpec{}, err
-		}
-		if _, _, _, err := Sparse12Shape(1, 1, g); err != nil {
-			return FormatSpec{}, err
-		}
-		return FormatSpec{Format: FormatSparse12, N: 8, G: g}, nil
-	case strings.HasPrefix(name, "bits") && len(name) > 5:
-		n, err := strconv.Atoi(name[4:5])
-		if err != nil {
-			return FormatSpec{}, bad
-		}
-		g, err := group(name[5:])
-		if err != nil {
-			return FormatSpec{}, err
-		}
-		if _, _, _, err := BitsShape(1, 1, n, g); err != nil {
-			return FormatSpec{}, err
-		}
-		return FormatSpec{Format: FormatBits, N: n, G: g}, nil
-	}
-	return FormatSpec{}, bad
+	return FormatSpec{}, fmt.Errorf("layout: unknown format %q (want %s)", s, syntax())
 }
 
 // String returns the spec's name as ParseFormatSpec reads it.
 func (f FormatSpec) String() string {
-	g := fmt.Sprintf("g%d", f.G)
-	if f.G == 0 {
-		g = "row"
-	}
-	switch f.Format {
-	case FormatQ4G128:
-		return "q4g128"
-	case FormatBits:
-		return fmt.Sprintf("bits%d%s", f.N, g)
-	case FormatSparse12:
-		return "sparse12" + g
-	case FormatCodebook:
-		return fmt.Sprintf("cb-m%dv%db%d%s", f.M, f.V, f.N, g)
+	if fm, ok := LookupFormat(f.Format); ok {
+		return fm.String(f)
 	}
 	return f.Format.String()
 }
 
-// Quantize quantizes the rows x cols matrix w to this format. Q4G128 uses
-// opt.Method only; Sparse12 also returns the dropped energy fraction (0
-// for the other formats).
-func (f FormatSpec) Quantize(w []float32, rows, cols int, opt BitsOptions) (Matrix, float64, error) {
-	switch f.Format {
-	case FormatQ4G128:
-		m, err := QuantizeQ4G128(w, rows, cols, opt.Method)
-		return m, 0, err
-	case FormatBits:
-		m, err := QuantizeBits(w, rows, cols, f.N, f.G, opt)
-		return m, 0, err
-	case FormatSparse12:
-		return QuantizeSparse12(w, rows, cols, f.G, opt)
+// Quantize quantizes the rows x cols matrix w to this format. extra is a
+// format-specific figure (Sparse12: the fraction of the energy pruning
+// dropped; 0 for formats without one).
+func (f FormatSpec) Quantize(w []float32, rows, cols int, opt QuantOptions) (m Matrix, extra float64, err error) {
+	fm, ok := LookupFormat(f.Format)
+	if !ok {
+		return nil, 0, fmt.Errorf("layout: cannot quantize to %v (a format package not linked in?)", f.Format)
 	}
-	if h, ok := formats[f.Format]; ok && h.Quantize != nil {
-		m, err := h.Quantize(f, w, rows, cols, opt)
-		return m, 0, err
+	if fm.Quantize == nil {
+		return nil, 0, fmt.Errorf("layout: format %s is not made from float weights", f)
 	}
-	return nil, 0, fmt.Errorf("layout: cannot quantize to %v (a format package not linked in?)", f.Format)
+	return fm.Quantize(f, w, rows, cols, opt)
 }
 
-// Codebook limits (layout/codebook checks the same).
-var (
-	CodebookMs = []int{1, 2}
-	CodebookVs = []int{2, 4, 8}
-	CodebookBs = []int{4, 6, 8, 10, 12}
-)
+// Quantizable reports whether the format quantizes float weights.
+func (f FormatSpec) Quantizable() bool {
+	fm, ok := LookupFormat(f.Format)
+	return ok && fm.Quantize != nil
+}
 
-// checkCodebook checks a codebook spec's parameters: the group must be a
-// multiple of v (g = v: per-vector scales) up to 256, or the whole row.
-func (f FormatSpec) checkCodebook() error {
-	in := func(v int, set []int) bool {
-		for _, s := range set {
-			if s == v {
-				return true
-			}
-		}
-		return false
+// ParseGroup parses a spec name's group suffix: "g<n>" (n > 0) or "row"
+// (0). It is for format parsers.
+func ParseGroup(rest string) (int, bool) {
+	if rest == "row" {
+		return 0, true
 	}
-	if !in(f.M, CodebookMs) || !in(f.V, CodebookVs) || !in(f.N, CodebookBs) {
-		return fmt.Errorf("layout: codebook m%d v%d b%d: want m in %v, v in %v, b in %v", f.M, f.V, f.N, CodebookMs, CodebookVs, CodebookBs)
+	g, err := strconv.Atoi(strings.TrimPrefix(rest, "g"))
+	if err != nil || !strings.HasPrefix(rest, "g") || g <= 0 {
+		return 0, false
 	}
-	if f.G != 0 && (f.G%f.V != 0 || f.G > 256 || f.G&(f.G-1) != 0) {
-		return fmt.Errorf("layout: codebook group %d: want a power of two multiple of v = %d up to 256, or the whole row", f.G, f.V)
+	return g, true
+}
+
+// GroupName spells a group size as ParseGroup reads it.
+func GroupName(g int) string {
+	if g == 0 {
+		return "row"
 	}
-	return nil
+	return fmt.Sprintf("g%d", g)
 }

@@ -23,6 +23,7 @@ var ansSource string
 // matrix is never materialized): bit-exact with ans.Matrix.DotUnit.
 type ANSMatrix struct {
 	handle
+	int8Only
 	rows, cols int
 	layout     ans.Layout
 	units      int
@@ -144,6 +145,7 @@ func (mx *ANSMatrix) Mul(v []int8, y []int32) error { return mulOne(mx, v, y) }
 // by int8 vectors exactly in int32: the MatVANS baseline.
 type Int8Matrix struct {
 	handle
+	int8Only
 	rows, cols int
 	w          *buffer
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
@@ -149,7 +150,7 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 		parts[1].p, parts[1].n = ptr(cent), bytesOf(cent)
 		parts[2].p, parts[2].n = ptr(scales), bytesOf(scales)
 	default:
-		return nil, fmt.Errorf("opencl: format %s is not implemented by the OpenCL backend", m.Name())
+		return nil, fmt.Errorf("opencl: format %s: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}
 	// The kernels index their buffers with 32-bit ints (Q4G128's weights
 	// by nibble): a buffer past that is an error, not wrapped indices.

@@ -26,8 +26,9 @@ var gemvSource string
 // EnvCache overrides the directory of the program cache.
 const EnvCache = "QGEMV_OPENCL_CACHE"
 
-// ErrClosed is returned by a multiply on a closed matrix or backend.
-var ErrClosed = fmt.Errorf("opencl: %w", gpuhost.ErrClosed)
+// ErrClosed is returned by a multiply on a closed matrix or backend (the
+// same value as qgemv.ErrClosed).
+var ErrClosed = gpuhost.ErrClosed
 
 // ErrBatch is wrapped by the error of a multiply whose batch is outside
 // 1..16 (the same value as cuda.ErrBatch, so errors.Is matches either).

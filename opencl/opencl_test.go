@@ -102,7 +102,7 @@ func cases(t *testing.T, rng *rand.Rand, rows, cols int, all bool) []testCase {
 	for _, n := range widths {
 		for gi, g := range groups {
 			fp32 := gi%2 == 1
-			b, err := layout.QuantizeBits(w, rows, cols, n, g, layout.BitsOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: fp32})
+			b, err := layout.QuantizeBits(w, rows, cols, n, g, layout.QuantOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: fp32})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,19 +110,19 @@ func cases(t *testing.T, rng *rand.Rand, rows, cols int, all bool) []testCase {
 		}
 	}
 	for _, g := range groups {
-		s, _, err := layout.QuantizeSparse12(w, rows, cols, g, layout.BitsOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: g == 64})
+		s, _, err := layout.QuantizeSparse12(w, rows, cols, g, layout.QuantOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: g == 64})
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, testCase{name: s.Name(), m: s, a8: true})
 	}
 	// fractional zeros, offsets and act-order
-	b, err := layout.QuantizeBits(w, rows, cols, 3, 64, layout.BitsOptions{Method: layout.MinMax})
+	b, err := layout.QuantizeBits(w, rows, cols, 3, 64, layout.QuantOptions{Method: layout.MinMax})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out = append(out, testCase{name: "Bits3G64/fraczero", m: b, a8: b.IntegerZeros() == nil})
-	o, err := layout.QuantizeBits(w, rows, cols, 4, 32, layout.BitsOptions{Method: layout.MinMax, IntegerZero: true})
+	o, err := layout.QuantizeBits(w, rows, cols, 4, 32, layout.QuantOptions{Method: layout.MinMax, IntegerZero: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func cases(t *testing.T, rng *rand.Rand, rows, cols int, all bool) []testCase {
 		o.Zeros16[i] = layout.ToFP16(float32(rng.NormFloat64()))
 	}
 	out = append(out, testCase{name: "Bits4G32/offsets", m: o})
-	p, err := layout.QuantizeBits(w, rows, cols, 4, 128, layout.BitsOptions{Method: layout.MinMax, IntegerZero: true})
+	p, err := layout.QuantizeBits(w, rows, cols, 4, 128, layout.QuantOptions{Method: layout.MinMax, IntegerZero: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +627,7 @@ func TestFloatActivationsFarFromOne(t *testing.T) {
 			q4.Scales[q4.MetaIndex(r, g)] = 1
 		}
 	}
-	b8, err := layout.QuantizeBits(randW(rng, 64*512), 64, 512, 8, 0, layout.BitsOptions{})
+	b8, err := layout.QuantizeBits(randW(rng, 64*512), 64, 512, 8, 0, layout.QuantOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/qgemv/qgemv"
-	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
@@ -77,22 +76,25 @@ func cmdBench(args []string) error {
 	if *threads < 0 || *threads > maxProcs() {
 		return fmt.Errorf("bench: -threads %d: want 0 (all) to %d, the logical CPUs Go uses (GOMAXPROCS)", *threads, maxProcs())
 	}
+	// The goroutines the CPU multiplies use (0: GOMAXPROCS), and so the
+	// read-bandwidth threads: cpuid's logical-core count can be smaller
+	// (one socket's, or a VM's topology).
+	nthreads := *threads
+	if nthreads == 0 {
+		nthreads = maxProcs()
+	}
 	if *workload == "matvans" {
 		if *mvReps < 1 {
 			return fmt.Errorf("bench: -reps %d must be >= 1", *mvReps)
 		}
-		isa, err := matvansISA(*backend)
+		// The engine first: a bad backend fails before the matrices are
+		// generated and encoded (seconds).
+		eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads))
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: -workload matvans: %w", err)
 		}
-		if !strings.HasPrefix(string(isa), "cuda") && !strings.HasPrefix(string(isa), "opencl") {
-			// Check the kernel set before generating and encoding the
-			// matrices (seconds).
-			if _, err := cpu.New(cpu.Config{ISA: isa, Threads: *threads}); err != nil {
-				return fmt.Errorf("bench: -workload matvans: %w", err)
-			}
-		}
-		return benchMatVANS(isa, *mvD, 10, *mvReps, *mvSigma, *threads, *asJSON)
+		defer eng.Close()
+		return benchMatVANS(eng, *mvD, 10, *mvReps, *mvSigma, nthreads, *asJSON)
 	}
 	if *workload != "ffn" {
 		return fmt.Errorf("bench: -workload %q: want ffn or matvans", *workload)
@@ -110,16 +112,9 @@ func cmdBench(args []string) error {
 	case *minWS < 0 || *minWS > maxWorkingSetMiB:
 		return fmt.Errorf("bench: -working-set-mib %d: want 0 to %d (or -1 for the default)", *minWS, maxWorkingSetMiB)
 	}
-	var a qgemv.Activation
-	switch strings.ToLower(*act) {
-	case "a8":
-		a = qgemv.A8
-	case "a32":
-		a = qgemv.A32
-	case "a16":
-		a = qgemv.A16
-	default:
-		return fmt.Errorf("bench: -act %q: want a8, a16 or a32", *act)
+	a, err := parseAct(*act)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	spec, err := layout.ParseFormatSpec(*format)
 	if err != nil {
@@ -127,11 +122,11 @@ func cmdBench(args []string) error {
 	}
 	actSet := false
 	fs.Visit(func(f *flag.Flag) { actSet = actSet || f.Name == "act" })
-	if spec.Format == layout.FormatCodebook && a == qgemv.A8 {
+	if a == actA8 && !takesA8(spec) {
 		if actSet {
-			return fmt.Errorf("bench: codebook formats multiply float activations: use -act a32 or a16")
+			return fmt.Errorf("bench: %s multiplies float activations only: use -act a32 or a16", spec)
 		}
-		a = qgemv.A32
+		a = actA32
 	}
 	if err := layout.CheckDims(*inter, *hidden); err != nil {
 		return fmt.Errorf("bench: -hidden/-intermediate: %w", err)
@@ -141,13 +136,6 @@ func cmdBench(args []string) error {
 		return err
 	}
 	defer eng.Close()
-	// The goroutines the CPU multiplies use (0: GOMAXPROCS, as cpu.New
-	// takes it), and so the read-bandwidth threads: cpuid's logical-core
-	// count can be smaller (one socket's, or a VM's topology).
-	nthreads := *threads
-	if nthreads == 0 {
-		nthreads = maxProcs()
-	}
 	if *modelPath != "" {
 		iopt.format = *format
 		return benchModel(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
@@ -187,7 +175,7 @@ func cmdBench(args []string) error {
 	xh, hh := make([]layout.FP16, H), make([]layout.FP16, I)
 	var quantTime time.Duration
 	block := func(l ffnLayer) error {
-		if a == qgemv.A8 {
+		if a == actA8 {
 			t0 := time.Now()
 			if err := eng.QuantizeA8(xq, xs, x); err != nil {
 				return err
@@ -207,7 +195,7 @@ func cmdBench(args []string) error {
 			quantTime += time.Since(t0)
 			return l.down.MulInt8(y, hq, hs, 1)
 		}
-		if a == qgemv.A16 { // activations travel as binary16
+		if a == actA16 { // activations travel as binary16
 			toFP16(xh, x)
 			if err := l.gate.MulFP16(gate, xh, 1); err != nil {
 				return err
@@ -219,14 +207,14 @@ func cmdBench(args []string) error {
 			toFP16(hh, h)
 			return l.down.MulFP16(y, hh, 1)
 		}
-		if err := l.gate.Mul(gate, x, 1, a); err != nil {
+		if err := l.gate.Mul(gate, x, 1, qgemv.A32); err != nil {
 			return err
 		}
-		if err := l.up.Mul(up, x, 1, a); err != nil {
+		if err := l.up.Mul(up, x, 1, qgemv.A32); err != nil {
 			return err
 		}
 		swiglu(h, gate, up)
-		return l.down.Mul(y, h, 1, a)
+		return l.down.Mul(y, h, 1, qgemv.A32)
 	}
 
 	bw1 := measureReadBW(nthreads, *huge)
@@ -269,7 +257,7 @@ func cmdBench(args []string) error {
 		ReadBWGBps:    readBW / 1e9,
 	}
 	res.RatioToReadBW = res.GBps / res.ReadBWGBps
-	if a == qgemv.A8 {
+	if a == actA8 {
 		res.QuantOverheadP = 100 * quantTime.Seconds() / total.Seconds()
 	}
 	if *asJSON {
@@ -291,10 +279,39 @@ func cmdBench(args []string) error {
 		fmt.Printf("  host read BW  %.2f GB/s (host memory, measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
 		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: %s)\n", 100*res.RatioToReadBW, deviceBWHint(eng.Backend()))
 	}
-	if a == qgemv.A8 {
+	if a == actA8 {
 		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
 	}
 	return nil
+}
+
+// benchAct is the activation type of the FFN block: Mul with A8 or A32,
+// or MulFP16.
+type benchAct string
+
+const (
+	actA8  benchAct = "A8"
+	actA16 benchAct = "A16"
+	actA32 benchAct = "A32"
+)
+
+func (a benchAct) String() string { return string(a) }
+
+// parseAct parses -act.
+func parseAct(s string) (benchAct, error) {
+	switch a := benchAct(strings.ToUpper(s)); a {
+	case actA8, actA16, actA32:
+		return a, nil
+	}
+	return "", fmt.Errorf("-act %q: want a8, a16 or a32", s)
+}
+
+// takesA8 reports whether the format multiplies int8 activations
+// (layout.A8Matrix).
+func takesA8(spec layout.FormatSpec) bool {
+	m, err := layout.Random(spec, 1, 1, 0)
+	_, ok := m.(layout.A8Matrix)
+	return err == nil && ok
 }
 
 // deviceBWHint says how to measure a GPU backend's own read bandwidth
@@ -342,11 +359,11 @@ func measureReadBW(threads int, huge bool) float64 {
 	for i := range buf {
 		buf[i] = uint64(i)
 	}
-	cpu.StreamRead(buf, threads)
+	qgemv.StreamRead(buf, threads)
 	var rates []float64
 	for range 5 {
 		t0 := time.Now()
-		cpu.StreamRead(buf, threads)
+		qgemv.StreamRead(buf, threads)
 		rates = append(rates, float64(len(buf)*8)/time.Since(t0).Seconds())
 	}
 	slices.Sort(rates)

@@ -10,7 +10,6 @@ import (
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // modelResult is one tensor of "qgemv bench -model".
@@ -31,32 +30,11 @@ type modelResult struct {
 	ReadBWRatio   float64 `json:"imported_ratio_to_read_bandwidth"`
 }
 
-// specOf returns the format of m as a FormatSpec, for its native twin.
-func specOf(m layout.Matrix) layout.FormatSpec {
-	switch v := m.(type) {
-	case *layout.Bits:
-		g := v.G
-		if v.WholeRow {
-			g = 0
-		}
-		return layout.FormatSpec{Format: layout.FormatBits, N: v.N, G: g}
-	case *layout.Sparse12:
-		g := v.G
-		if v.WholeRow {
-			g = 0
-		}
-		return layout.FormatSpec{Format: layout.FormatSparse12, N: 8, G: g}
-	case *codebook.Codebook:
-		return v.Spec()
-	}
-	return layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}
-}
-
 // benchModel times every importable matrix of a model file against a
 // natively quantized matrix of the same format and shape (random codes,
 // binary16 metadata), interleaved call by call, in the same run as the
 // read-bandwidth measurement.
-func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activation, nthreads int, minTime time.Duration, asJSON, huge bool) error {
+func benchModel(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nthreads int, minTime time.Duration, asJSON, huge bool) error {
 	m, err := openModel(path, opt)
 	if err != nil {
 		return err
@@ -78,7 +56,7 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activa
 			return fmt.Errorf("bench: %s: %w", t.name, err)
 		}
 		rows, cols := imp.Shape()
-		nat, err := synth.Matrix(specOf(imp), rows, cols, uint64(i+1))
+		nat, err := synth.Matrix(imp.Spec(), rows, cols, uint64(i+1))
 		if err != nil {
 			return err
 		}
@@ -94,18 +72,21 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act qgemv.Activa
 		a := act
 		x := synth.Vector(cols, 7)
 		dst := make([]float32, rows)
-		if a == qgemv.A8 && mi.Mul(dst, x, 1, a) != nil {
-			a = qgemv.A32 // offsets (Q4_1, Q4_K): float activations only
+		if a == actA8 && mi.Mul(dst, x, 1, qgemv.A8) != nil {
+			a = actA32 // offsets (Q4_1, Q4_K): float activations only
 		}
 		xh := make([]layout.FP16, cols)
 		toFP16(xh, x)
 		call := func(mm *qgemv.Matrix) (time.Duration, error) {
 			t0 := time.Now()
 			var err error
-			if a == qgemv.A16 {
+			switch a {
+			case actA16:
 				err = mm.MulFP16(dst, xh, 1)
-			} else {
-				err = mm.Mul(dst, x, 1, a)
+			case actA8:
+				err = mm.Mul(dst, x, 1, qgemv.A8)
+			default:
+				err = mm.Mul(dst, x, 1, qgemv.A32)
 			}
 			return time.Since(t0), err
 		}

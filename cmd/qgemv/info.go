@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/qgemv/qgemv"
-	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -48,7 +47,7 @@ func runInfo(w io.Writer, args []string) error {
 
 // printKernels prints the kernel that load reports for each of
 // infoFormats on backend; a format whose load fails with
-// dispatch.ErrFormatNotImplemented is listed as not supported, any other
+// qgemv.ErrFormatNotImplemented is listed as not supported, any other
 // failure stops with an error.
 func printKernels(w io.Writer, backend string, load func(layout.Matrix) (string, error)) error {
 	fmt.Fprintf(w, "kernels (A32, A16, A8) on %s, for 4096-row matrices:\n", backend)
@@ -62,7 +61,7 @@ func printKernels(w io.Writer, backend string, load func(layout.Matrix) (string,
 			return err
 		}
 		kernel, err := load(m)
-		if errors.Is(err, dispatch.ErrFormatNotImplemented) {
+		if errors.Is(err, qgemv.ErrFormatNotImplemented) {
 			fmt.Fprintf(w, "  %-15s not supported by %s\n", m.Name(), backend)
 			continue
 		}

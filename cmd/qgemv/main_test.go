@@ -14,8 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qgemv/qgemv/cpu"
-	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
@@ -77,9 +76,9 @@ func TestQuantizeInspect(t *testing.T) {
 	}
 }
 
-// TestSpecOf: bench -model's native twin of an imported matrix has the
+// TestSpecTwin: bench -model's native twin of an imported matrix has the
 // import's format, codebooks included (they once got a Q4G128 twin).
-func TestSpecOf(t *testing.T) {
+func TestSpecTwin(t *testing.T) {
 	cb, err := codebook.New(64, 256, 2, 8, 6, 0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +88,7 @@ func TestSpecOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []layout.Matrix{cb, b} {
-		nat, err := synth.Matrix(specOf(m), 64, 256, 1)
+		nat, err := synth.Matrix(m.Spec(), 64, 256, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +121,7 @@ func TestBenchSmall(t *testing.T) {
 		{[]string{"-threads", "-1"}, "-threads -1"},
 		{[]string{"-threads", "100000"}, "-threads 100000"},
 		{[]string{"-workload", "matvans", "-reps", "0"}, "-reps 0"},
-		{[]string{"-workload", "matvans", "-backend", "cpu-bogus"}, `unknown kernel set "bogus"`},
+		{[]string{"-workload", "matvans", "-backend", "cpu-bogus"}, `unknown backend "cpu-bogus"`},
 	} {
 		if err := cmdBench(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("bench %v: %v, want an error containing %q", c.args, err, c.want)
@@ -142,7 +141,7 @@ func TestBenchSmall(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	t.Setenv(dispatch.EnvBackend, "")
+	t.Setenv(qgemv.EnvBackend, "")
 	for _, args := range [][]string{nil, {"-backend", "cpu-generic"}} {
 		var out bytes.Buffer
 		if err := runInfo(&out, args); err != nil {
@@ -189,7 +188,7 @@ func TestInfoUnsupportedFormats(t *testing.T) {
 	var out bytes.Buffer
 	err := printKernels(&out, "fakegpu", func(m layout.Matrix) (string, error) {
 		if _, ok := m.(*codebook.Codebook); ok {
-			return "", fmt.Errorf("fakegpu: %s: %w", m.Name(), dispatch.ErrFormatNotImplemented)
+			return "", fmt.Errorf("fakegpu: %s: %w", m.Name(), qgemv.ErrFormatNotImplemented)
 		}
 		return "fakegpu-kernel", nil
 	})
@@ -212,46 +211,26 @@ func TestInfoUnsupportedFormats(t *testing.T) {
 	}
 }
 
+// TestMatVANSBackend: -workload matvans runs on the engine -backend (or
+// $QGEMV_BACKEND) opens, and a backend that does not open fails before
+// any matrix is drawn.
 func TestMatVANSBackend(t *testing.T) {
-	t.Setenv(dispatch.EnvBackend, "")
-	for _, tc := range []struct {
-		flag, env string
-		want      cpu.ISA
-		errHas    string
-	}{
-		{"", "", cpu.Best(), ""},
-		{"cpu", "", cpu.Best(), ""},
-		{"cpu-generic", "opencl", cpu.Generic, ""}, // the flag wins
-		{"", "cpu-generic", cpu.Generic, ""},
-		{"opencl", "", "", "no opencl kernels"},
-		{"cuda:1", "", "", "no cuda kernels"},
-		{"", "opencl:2", "", dispatch.EnvBackend},
-		{"tpu", "", "", "unknown backend"},
+	t.Setenv(qgemv.EnvBackend, "")
+	for _, args := range [][]string{
+		{"-backend", "tpu"},
+		{"-backend", "cpu-nosuchset"},
 	} {
-		t.Setenv(dispatch.EnvBackend, tc.env)
-		if matvansOpenCLBuilt && tc.flag == "opencl" {
-			continue // runs on the OpenCL device (matvans_opencl.go)
-		}
-		isa, err := matvansISA(tc.flag)
-		if tc.errHas != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
-				t.Errorf("-backend %q, %s=%q: got %v, want an error mentioning %q", tc.flag, dispatch.EnvBackend, tc.env, err, tc.errHas)
-			}
-			continue
-		}
-		if err != nil || isa != tc.want {
-			t.Errorf("-backend %q, %s=%q: got %q, %v; want %q", tc.flag, dispatch.EnvBackend, tc.env, isa, err, tc.want)
-		}
-	}
-	// Through the command: a GPU backend is refused before any work.
-	t.Setenv(dispatch.EnvBackend, "")
-	if !matvansOpenCLBuilt {
-		if err := cmdBench([]string{"-workload", "matvans", "-backend", "opencl"}); err == nil || !strings.Contains(err.Error(), "CPU only") {
-			t.Errorf("bench -workload matvans -backend opencl: %v", err)
+		err := cmdBench(append([]string{"-workload", "matvans", "-d", "256", "-reps", "1", "-json"}, args...))
+		if !errors.Is(err, qgemv.ErrUnknownBackend) {
+			t.Errorf("bench -workload matvans %v: %v, want ErrUnknownBackend", args, err)
 		}
 	}
 	if err := cmdBench([]string{"-workload", "matvans", "-backend", "cpu-generic", "-d", "256", "-reps", "1", "-json"}); err != nil {
 		t.Errorf("bench -workload matvans -backend cpu-generic: %v", err)
+	}
+	t.Setenv(qgemv.EnvBackend, "cpu-generic")
+	if err := cmdBench([]string{"-workload", "matvans", "-d", "128", "-reps", "1", "-json"}); err != nil {
+		t.Errorf("bench -workload matvans with %s=cpu-generic: %v", qgemv.EnvBackend, err)
 	}
 }
 

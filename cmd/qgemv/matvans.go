@@ -11,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/cpuid/v2"
-	"github.com/qgemv/qgemv/cpu"
-	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/matvans"
+	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
@@ -30,52 +29,9 @@ type matvansLayout struct {
 	Hash           string  `json:"hash"`
 }
 
-// matvansISA returns the kernel set "-workload matvans" runs with for
-// the -backend flag (or $QGEMV_BACKEND when the flag is empty): "" or
-// "cpu" is the best CPU set, "cpu-<isa>" forces one; in a binary built
-// with -tags cuda, "cuda" or "cuda:<i>" is returned as is (a pseudo-ISA
-// that benchMatVANS runs on that CUDA device), and likewise "opencl" or
-// "opencl:<i>" with -tags opencl (the device must exist). GPU backends
-// without their tag and unknown backends are errors saying so.
-func matvansISA(backend string) (cpu.ISA, error) {
-	name, from := backend, "-backend"
-	if name == "" {
-		name, from = os.Getenv(dispatch.EnvBackend), dispatch.EnvBackend
-	}
-	switch {
-	case name == "" || name == "cpu":
-		return cpu.Best(), nil
-	case strings.HasPrefix(name, "cpu-"):
-		return cpu.ISA(strings.TrimPrefix(name, "cpu-")), nil
-	}
-	base, _, _ := strings.Cut(name, ":")
-	if base == "cuda" && matvansCUDABuilt {
-		return cpu.ISA(name), nil
-	}
-	if base == "opencl" && matvansOpenCLBuilt {
-		if _, err := matvansOpenCLDevice(name); err != nil {
-			return "", fmt.Errorf("%w (%s=%q)", err, from, name)
-		}
-		return cpu.ISA(name), nil
-	}
-	if base == "opencl" || base == "cuda" {
-		where := "the CPU only"
-		switch {
-		case matvansCUDABuilt && matvansOpenCLBuilt:
-			where = "the CPU, CUDA and OpenCL only"
-		case matvansCUDABuilt:
-			where = "the CPU and CUDA only"
-		case matvansOpenCLBuilt:
-			where = "the CPU and OpenCL only"
-		}
-		return "", fmt.Errorf("bench: -workload matvans runs on %s: the ANS formats have no %s kernels in this build (%s=%q); use -backend cpu or cpu-<isa>%s%s", where, base, from, name, matvansCUDAHint, matvansOpenCLHint)
-	}
-	return "", fmt.Errorf("bench: -workload matvans: unknown backend %s=%q: want cpu or cpu-<isa>", from, name)
-}
-
-// matvansEngine runs the chains of one backend: int8 and ans(layout
-// index) each return a function computing the whole chain once and
-// returning v_N on the host.
+// matvansEngine runs the chains on one engine: int8 and ans(layout
+// index) each compute the whole chain once (Engine.Chain) and return v_N
+// on the host.
 type matvansEngine struct {
 	desc       string // the backend, for the report
 	threads    int
@@ -83,41 +39,66 @@ type matvansEngine struct {
 	ansKernel  string
 	int8       func() ([]int8, error)
 	ans        func(li int) func() ([]int8, error)
-	close      func()
 }
 
-// matvansCPU runs the chains on the CPU with kernel set isa.
-func matvansCPU(isa cpu.ISA, threads int, wl *matvans.Workload, coded [][]*ans.Matrix) (*matvansEngine, error) {
-	be, err := cpu.New(cpu.Config{ISA: isa, Threads: threads})
-	if err != nil {
-		return nil, fmt.Errorf("bench: -workload matvans: %w", err)
+// loadChains loads the workload's matrices onto eng (plain int8 and every
+// coded layout in coded) and returns their chains.
+func loadChains(eng *qgemv.Engine, threads int, wl *matvans.Workload, coded [][]*ans.Matrix) (*matvansEngine, error) {
+	load := func(ms []layout.Matrix) ([]*qgemv.Matrix, error) {
+		var out []*qgemv.Matrix
+		for _, m := range ms {
+			mx, err := eng.Load(m)
+			if err != nil {
+				return nil, fmt.Errorf("bench: -workload matvans: %w", err)
+			}
+			out = append(out, mx)
+		}
+		return out, nil
 	}
-	int8s := make([]*cpu.Int8Matrix, len(wl.W))
-	for i, w := range wl.W {
-		if int8s[i], err = be.LoadInt8(w, wl.D, wl.D); err != nil {
-			return nil, err
+	chain := func(mats []*qgemv.Matrix) func() ([]int8, error) {
+		return func() ([]int8, error) {
+			v := make([]int8, wl.D)
+			return v, eng.Chain(v, mats, wl.Alpha, wl.V0)
 		}
 	}
-	return &matvansEngine{
-		desc: fmt.Sprintf("cpu, %d threads", be.Threads()), threads: be.Threads(), int8Kernel: int8s[0].Kernel(), ansKernel: be.ANSKernel(),
-		int8: func() ([]int8, error) {
-			return wl.Run(func(i int, v []int8, y []int32) error { return int8s[i].Mul(v, y) })
-		},
-		ans: func(li int) func() ([]int8, error) {
-			return func() ([]int8, error) {
-				return wl.Run(func(i int, v []int8, y []int32) error { return be.MulANS(coded[li][i], v, y) })
-			}
-		},
-		close: func() {},
-	}, nil
+	var plain []layout.Matrix
+	for _, w := range wl.W {
+		m, err := layout.NewInt8(w, wl.D, wl.D)
+		if err != nil {
+			return nil, err
+		}
+		plain = append(plain, m)
+	}
+	int8s, err := load(plain)
+	if err != nil {
+		return nil, err
+	}
+	me := &matvansEngine{desc: fmt.Sprintf("%s, %d threads", eng.Backend(), threads), threads: threads,
+		int8Kernel: int8s[0].Kernel(), int8: chain(int8s)}
+	var ansChains []func() ([]int8, error)
+	var kernels []string
+	for _, ms := range coded {
+		var lm []layout.Matrix
+		for _, m := range ms {
+			lm = append(lm, m)
+		}
+		mats, err := load(lm)
+		if err != nil {
+			return nil, err
+		}
+		ansChains = append(ansChains, chain(mats))
+		kernels = append(kernels, mats[0].Kernel())
+	}
+	me.ansKernel = strings.Join(slices.Compact(kernels), ", ")
+	me.ans = func(li int) func() ([]int8, error) { return ansChains[li] }
+	return me, nil
 }
 
-// benchMatVANS runs the MatVANS chain with kernel set isa (a CPU set, or
-// "cuda[:i]" or "opencl[:i]" from matvansISA): n matrices d x d, coded in both ANS
-// layouts, against the plain int8 chain in the same invocation. On a GPU
-// a chain is timed from its first launch to the result on the host; the
-// matrices are uploaded before.
-func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSON bool) error {
+// benchMatVANS runs the MatVANS chain on the engine: n matrices d x d,
+// coded in both ANS layouts, against the plain int8 chain in the same
+// invocation. On a GPU a chain is timed from its first launch to the
+// result on the host; the matrices are uploaded before.
+func benchMatVANS(qe *qgemv.Engine, d, n, reps int, sigma float64, threads int, asJSON bool) error {
 	t0 := time.Now()
 	wl, err := matvans.New(d, n, sigma, 1)
 	if err != nil {
@@ -166,19 +147,10 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 	for i, c := range cs {
 		all[i] = c.ms
 	}
-	var eng *matvansEngine
-	switch {
-	case strings.HasPrefix(string(isa), "cuda"):
-		eng, err = matvansCUDA(string(isa), wl, all)
-	case strings.HasPrefix(string(isa), "opencl"):
-		eng, err = matvansOpenCL(string(isa), wl, all)
-	default:
-		eng, err = matvansCPU(isa, threads, wl, all)
-	}
+	eng, err := loadChains(qe, threads, wl, all)
 	if err != nil {
 		return err
 	}
-	defer eng.close()
 	// The chains run interleaved, int8 then each layout, rep by rep, so
 	// that a drift in DRAM speed during the run (tens of percent within
 	// minutes on the shared VMs) hits them alike.
@@ -239,7 +211,7 @@ func benchMatVANS(isa cpu.ISA, d, n, reps int, sigma float64, threads int, asJSO
 	// may run from cache (the device host's Xeon: 160 MiB of int8 at
 	// d = 4096 in a 300 MiB L3): the ratio is then not the DRAM one.
 	int8MiB := float64(n*d*d) / (1 << 20)
-	l3MiB := float64(cpuid.CPU.Cache.L3) / (1 << 20)
+	l3MiB := float64(qe.Report().L3) / (1 << 20)
 	resident := int8MiB < 2*l3MiB
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)

@@ -159,7 +159,7 @@ func (t *modelTensor) matrix(opt importOpts) (layout.Matrix, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	m, _, err := spec.Quantize(w, t.rows, t.cols, layout.BitsOptions{Method: qm, IntegerZero: true})
+	m, _, err := spec.Quantize(w, t.rows, t.cols, layout.QuantOptions{Method: qm, IntegerZero: true})
 	if err != nil {
 		return nil, "", err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 func cmdQuantize(args []string) error {
@@ -71,15 +70,11 @@ func cmdQuantize(args []string) error {
 	for i := range w {
 		w[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
-	var m layout.Matrix
-	var dropped float64
-	if spec.Format == layout.FormatCodebook {
-		bar := newStageBar(os.Stderr)
-		m, err = codebook.Quantize(w, *rows, *cols, spec, codebook.Options{FP32: *fp32Meta, Seed: *seed, Iters: *iters, TimeBudget: *budget, Progress: bar.update})
-		bar.done()
-	} else {
-		m, dropped, err = spec.Quantize(w, *rows, *cols, layout.BitsOptions{Method: qm, IntegerZero: *intZero, FP32Meta: *fp32Meta})
-	}
+	fm, _ := layout.LookupFormat(spec.Format)
+	bar := newStageBar(os.Stderr)
+	m, extra, err := spec.Quantize(w, *rows, *cols, layout.QuantOptions{Method: qm, IntegerZero: *intZero, FP32Meta: *fp32Meta,
+		Seed: *seed, Iters: *iters, TimeBudget: *budget, Progress: bar.update})
+	bar.done()
 	if err != nil {
 		return err
 	}
@@ -91,13 +86,13 @@ func cmdQuantize(args []string) error {
 		return err
 	}
 	how := "method " + qm.String()
-	if spec.Format == layout.FormatCodebook {
+	if fm.KMeans {
 		how = fmt.Sprintf("k-means seed %d", *seed)
 	}
 	fmt.Printf("%s: %s %dx%d, %s, relative RMS error %.5f, %.3f bits/weight",
 		*out, m.Name(), *rows, *cols, how, rel, 8*float64(m.StreamBytes())/float64(*rows**cols))
-	if spec.Format == layout.FormatSparse12 {
-		fmt.Printf(", pruned energy %.4f", dropped)
+	if fm.ExtraName != "" {
+		fmt.Printf(", %s %.4f", fm.ExtraName, extra)
 	}
 	fmt.Println()
 	return nil

@@ -12,6 +12,7 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -21,7 +22,6 @@ import (
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/codebook"
 )
 
 // Activation names used by Options.Supports.
@@ -29,14 +29,16 @@ const (
 	A32 = "A32" // MulF32
 	A16 = "A16" // MulF16
 	A8  = "A8"  // MulA8 and MulI8
+	I32 = "I32" // MulI32 (the int8 formats)
 )
 
 // Options selects what the backend under test must run.
 type Options struct {
 	// Supports reports whether the backend implements matrix m with
-	// activation act (A32, A16 or A8). For a combination it does not
-	// implement, the suite requires an error (from Load or the multiply)
-	// instead of a result. nil means everything.
+	// activation act (A32, A16, A8 or I32), for the combinations the
+	// format takes (Capable). For a combination it does not implement,
+	// the suite requires an error (from Load or the multiply) instead of
+	// a result. nil means every combination the format takes.
 	Supports func(m layout.Matrix, act string) bool
 	// Short runs one tail shape and fewer formats.
 	Short bool
@@ -44,30 +46,27 @@ type Options struct {
 	Batches []int
 }
 
-func (o Options) supports(m layout.Matrix, act string) bool {
-	return o.Supports == nil || o.Supports(m, act)
-}
-
-// refs is what a format offers the suite.
-type refs interface {
-	layout.Matrix
-	DotRef(out []float64, x []float32) error
-	DotRefMag(mag []float64, x []float32) error
-}
-
-type a8Ref interface {
-	DotA8Exact(out []float32, xq []int8, xs []float32) error
-}
-
-// tolerance returns the format's named float-path bound.
-func tolerance(m layout.Matrix) float64 {
-	switch m.(type) {
-	case *layout.Q4G128:
-		return layout.A32Tolerance
-	case *codebook.Codebook, codebook.Baseline:
-		return codebook.ToleranceF16
+// Capable reports whether the format of m takes act at all: float
+// activations (A32, A16) every format but the int8 ones; A8 the formats
+// with an exact int8 definition (layout.A8Matrix; one with fractional
+// zero points must then say it needs integer zero points); I32 the int8
+// formats (layout.Int32Matrix).
+func Capable(m layout.Matrix, act string) bool {
+	_, isInt := m.(layout.Int32Matrix)
+	switch act {
+	case A32, A16:
+		return !isInt
+	case A8:
+		_, ok := m.(layout.A8Matrix)
+		return ok
+	case I32:
+		return isInt
 	}
-	return layout.BitsTolerance
+	return false
+}
+
+func (o Options) supports(m layout.Matrix, act string) bool {
+	return Capable(m, act) && (o.Supports == nil || o.Supports(m, act))
 }
 
 // Case is one matrix of the suite.
@@ -76,12 +75,11 @@ type Case struct {
 	M    layout.Matrix
 }
 
-// Cases returns the matrices the suite multiplies at one shape: Q4G128;
-// Bits of every width with every group size (Short: groups 32 and 128
-// and the whole row); Bits with float32 metadata, with fractional zero
-// points, with offsets (Q4_1/Q4_K form) and with an act-order
-// permutation; Sparse12 with every group size; two codebook
-// configurations.
+// Cases returns the matrices the suite multiplies at one shape: every
+// registered format's examples (layout.Format.Examples; Short: its
+// ShortExamples) except the int8 formats (RunInt32 checks those); Bits
+// with float32 metadata, with fractional zero points, with offsets
+// (Q4_1/Q4_K form) and with an act-order permutation.
 func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 	var out []Case
 	add := func(m layout.Matrix, err error, suffix string) error {
@@ -91,30 +89,25 @@ func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 		out = append(out, Case{m.Name() + suffix, m})
 		return nil
 	}
-	names := []string{"q4g128"}
-	groups := []string{"g32", "g64", "g128", "g256", "row"}
-	if short {
-		groups = []string{"g32", "g128", "row"}
-	}
-	for _, n := range layout.BitWidths {
-		for _, g := range groups {
-			names = append(names, fmt.Sprintf("bits%d%s", n, g))
+	i := 0
+	for _, f := range layout.Formats() {
+		if f.Int8Values {
+			continue
 		}
-	}
-	for _, g := range groups {
-		if g != "g256" {
-			names = append(names, "sparse12"+g)
+		names := f.Examples
+		if short {
+			names = names[:f.ShortExamples]
 		}
-	}
-	names = append(names, "cb-m1v4b8g128", "cb-m2v8b6g128")
-	for i, name := range names {
-		spec, err := layout.ParseFormatSpec(name)
-		if err != nil {
-			return nil, err
-		}
-		m, err := synth.Matrix(spec, rows, cols, seed+uint64(i))
-		if err := add(m, err, ""); err != nil {
-			return nil, err
+		for _, name := range names {
+			spec, err := layout.ParseFormatSpec(name)
+			if err != nil {
+				return nil, err
+			}
+			m, err := synth.Matrix(spec, rows, cols, seed+uint64(i))
+			i++
+			if err := add(m, err, ""); err != nil {
+				return nil, err
+			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 99))
@@ -128,12 +121,12 @@ func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 	// float32 metadata with integer zeros; binary16 with fractional zeros
 	for _, v := range []struct {
 		n, g   int
-		opt    layout.BitsOptions
+		opt    layout.QuantOptions
 		suffix string
 	}{
-		{4, 128, layout.BitsOptions{Method: layout.Search, IntegerZero: true, FP32Meta: true}, "/fp32meta"},
-		{3, 64, layout.BitsOptions{Method: layout.Search, IntegerZero: false}, "/fraczero"},
-		{2, 32, layout.BitsOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: true}, "/fp32meta"},
+		{4, 128, layout.QuantOptions{Method: layout.Search, IntegerZero: true, FP32Meta: true}, "/fp32meta"},
+		{3, 64, layout.QuantOptions{Method: layout.Search, IntegerZero: false}, "/fraczero"},
+		{2, 32, layout.QuantOptions{Method: layout.MinMax, IntegerZero: true, FP32Meta: true}, "/fp32meta"},
 	} {
 		b, err := layout.QuantizeBits(w, rows, cols, v.n, v.g, v.opt)
 		if err := add(b, err, v.suffix); err != nil {
@@ -229,7 +222,123 @@ func Run(t *testing.T, be dispatch.Backend, o Options) {
 		}
 		t.Run(m.Name()+"/1056x320", func(t *testing.T) { runCase(t, be, o, Case{m.Name(), m}, batches) })
 	}
+	t.Run("Int32", func(t *testing.T) { runInt32(t, be, o, batches) })
 	t.Run("BadInput", func(t *testing.T) { badInput(t, be, o) })
+}
+
+// runInt32 checks the int8 formats (layout.Int32Matrix: Int8 and the
+// entropy-coded ones) at shapes every layout holds: MulI32 equals
+// DotInt32 exactly for each vector of every batch, with guard bands and
+// untouched inputs; the float and A8 multiplies are errors wrapping
+// ErrFormatNotImplemented; bad lengths and batches are errors.
+func runInt32(t *testing.T, be dispatch.Backend, o Options, batches []int) {
+	for si, sh := range [][2]int{{32, 128}, {64, 384}, {96, 1024}} {
+		for _, f := range layout.Formats() {
+			if !f.Int8Values {
+				continue
+			}
+			for ei, name := range f.Examples {
+				spec, err := layout.ParseFormatSpec(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := synth.Matrix(spec, sh[0], sh[1], uint64(10*si+ei+1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				im, ok := m.(layout.Int32Matrix)
+				if !ok {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%dx%d", m.Name(), sh[0], sh[1]), func(t *testing.T) {
+					checkInt32(t, be, o, im, batches)
+				})
+			}
+		}
+	}
+}
+
+func checkInt32(t *testing.T, be dispatch.Backend, o Options, m layout.Int32Matrix, batches []int) {
+	mx, err := be.Load(m)
+	if err != nil {
+		if o.supports(m, I32) {
+			t.Fatalf("Load: %v", err)
+		}
+		return
+	}
+	defer mx.Close()
+	rows, cols := m.Shape()
+	rng := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+	want := make([]int32, rows)
+	for _, batch := range batches {
+		x := make([]int8, batch*cols)
+		for i := range x {
+			x[i] = int8(rng.IntN(256) - 128)
+		}
+		xcopy := append([]int8(nil), x...)
+		full := make([]int32, batch*rows+2*guard)
+		for i := range full {
+			full[i] = -12345
+		}
+		dst := full[guard : guard+batch*rows]
+		err := mx.MulI32(dst, x, batch)
+		if !o.supports(m, I32) {
+			if err == nil {
+				t.Errorf("batch %d: not supported by this backend but returned no error", batch)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("batch %d: %v", batch, err)
+		}
+		for i := range guard {
+			if full[i] != -12345 || full[guard+batch*rows+i] != -12345 {
+				t.Fatalf("batch %d: guard band around the output overwritten", batch)
+			}
+		}
+		for i := range x {
+			if x[i] != xcopy[i] {
+				t.Fatalf("batch %d: the input was modified at %d", batch, i)
+			}
+		}
+		for v := 0; v < batch; v++ {
+			if err := m.DotInt32(want, x[v*cols:(v+1)*cols]); err != nil {
+				t.Fatal(err)
+			}
+			for r, w := range want {
+				if got := dst[v*rows+r]; got != w {
+					t.Fatalf("batch %d vector %d row %d = %d, want %d", batch, v, r, got, w)
+				}
+			}
+		}
+	}
+	xf, df := make([]float32, cols), make([]float32, rows)
+	for name, err := range map[string]error{
+		"MulF32": mx.MulF32(df, xf, 1),
+		"MulF16": mx.MulF16(df, make([]layout.FP16, cols), 1),
+		"MulA8":  mx.MulA8(df, xf, 1),
+	} {
+		if !errors.Is(err, dispatch.ErrFormatNotImplemented) {
+			t.Errorf("%s on an int8 matrix: %v, want an error wrapping ErrFormatNotImplemented", name, err)
+		}
+	}
+	x, y := make([]int8, cols), make([]int32, rows)
+	for name, err := range map[string]error{
+		"batch 0":   mx.MulI32(y, x, 0),
+		"batch 17":  mx.MulI32(make([]int32, 17*rows), make([]int8, 17*cols), 17),
+		"short x":   mx.MulI32(y, x[:cols-1], 1),
+		"short dst": mx.MulI32(y[:rows-1], x, 1),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := mx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mx.MulI32(y, x, 1); err == nil {
+		t.Error("multiply after Close: accepted")
+	}
 }
 
 func anySupported(o Options, m layout.Matrix) bool {
@@ -322,29 +431,25 @@ func runCase(t *testing.T, be dispatch.Backend, o Options, c Case, batches []int
 
 // hasIntegerZeros reports whether m can multiply int8 activations.
 func hasIntegerZeros(m layout.Matrix) bool {
-	switch m := m.(type) {
-	case *layout.Bits:
-		return m.IntegerZeros() == nil
-	case *layout.Sparse12:
-		return m.IntegerZeros() == nil
-	case *layout.Q4G128:
-		return true
-	}
-	return false
+	a, ok := m.(layout.A8Matrix)
+	return ok && a.IntegerZeros() == nil
 }
 
 // gathered returns x in stored column order (act-order matrices).
 func gathered(m layout.Matrix, x []float32) []float32 {
-	if b, ok := m.(*layout.Bits); ok && b.Perm != nil {
-		g := make([]float32, b.Cols)
-		b.Gather(g, x)
-		return g
+	p, ok := m.(layout.Permuted)
+	if !ok || p.ColumnPerm() == nil {
+		return x
 	}
-	return x
+	g := make([]float32, len(x))
+	for j, src := range p.ColumnPerm() {
+		g[j] = x[src]
+	}
+	return g
 }
 
 func checkA8(m layout.Matrix, dst, x []float32, batch, rows, cols int) error {
-	ref, ok := m.(a8Ref)
+	ref, ok := m.(layout.A8Matrix)
 	if !ok {
 		return fmt.Errorf("format %s has no exact int8 reference", m.Name())
 	}
@@ -393,69 +498,24 @@ func checkI8(mx dispatch.Matrix, m layout.Matrix, a8 []float32, x []float32, bat
 }
 
 func checkFloat(m layout.Matrix, dst, x []float32, batch, rows, cols int) error {
-	r, ok := m.(refs)
-	if !ok {
-		if b, ok := m.(codebook.Baseline); ok {
-			r = b.Codebook
-		} else {
-			return fmt.Errorf("format %s has no float64 reference", m.Name())
-		}
-	}
-	tol := tolerance(m)
 	ref, mag := make([]float64, rows), make([]float64, rows)
 	for v := 0; v < batch; v++ {
 		xv := x[v*cols : (v+1)*cols]
-		if err := r.DotRef(ref, xv); err != nil {
+		if err := m.DotRef(ref, xv); err != nil {
 			return err
 		}
-		if err := r.DotRefMag(mag, xv); err != nil {
+		if err := m.DotRefMag(mag, xv); err != nil {
 			return err
 		}
-		abs := i16Term(m, xv)
+		rel, abs := m.Tolerance(xv)
 		for i := range ref {
 			got := float64(dst[v*rows+i])
-			if bound := float64(tol*mag[i]) + abs; !(math.Abs(got-ref[i]) <= bound) {
+			if bound := float64(rel*mag[i]) + abs; !(math.Abs(got-ref[i]) <= bound) {
 				return fmt.Errorf("vector %d row %d = %v, want %v within %v (|error| %v)", v, i, got, ref[i], bound, math.Abs(got-ref[i]))
 			}
 		}
 	}
 	return nil
-}
-
-// i16Term is the absolute part of codebook.ToleranceI16's bound, for the
-// kernels that hold the Psumbook as int16 fixed point: half a step per
-// lookup, ToleranceI16 * M * NV * alpha * max|s| with alpha at most
-// 2 * cAbs * max|x| / 32767 (cAbs the largest sum_e |C[e]| of a
-// centroid). 0 for other formats. It is added to every codebook row's
-// bound (the binary16 and float32 kernels' bounds lie within it).
-func i16Term(m layout.Matrix, x []float32) float64 {
-	var c *codebook.Codebook
-	switch m := m.(type) {
-	case *codebook.Codebook:
-		c = m
-	default:
-		return 0
-	}
-	var cAbs, xAbs, sAbs float64
-	for i := 0; i < c.M; i++ {
-		for q := 0; q < 1<<c.B; q++ {
-			var a float64
-			for e := 0; e < c.V; e++ {
-				a += math.Abs(float64(c.Centroid(i, uint32(q), e)))
-			}
-			cAbs = max(cAbs, a)
-		}
-	}
-	for _, v := range x {
-		xAbs = max(xAbs, math.Abs(float64(v)))
-	}
-	for r := 0; r < c.Rows; r++ {
-		for g := 0; g < c.Groups(); g++ {
-			sAbs = max(sAbs, math.Abs(float64(c.Scale(r, g))))
-		}
-	}
-	alpha := 2 * cAbs * xAbs / 32767
-	return codebook.ToleranceI16 * float64(c.M*c.NV()) * alpha * sAbs
 }
 
 // badInput: every malformed call is an error, never a panic, and a

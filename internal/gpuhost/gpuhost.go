@@ -3,28 +3,29 @@
 // problem, activation preparation (int8 quantization of a batch, binary16
 // widening, act-order gathering, padding to the stored column count) and
 // metadata flattening into the plain arrays GPU kernels index. It is pure
-// Go (stdlib and layout only) and knows nothing of any GPU API. For
+// Go (stdlib, layout and the shared sentinel errors only) and knows
+// nothing of any GPU API or other backend. For
 // entropy-coded int8 matrices (layout/ans) it packs the model's decode
 // table, names the kernels' status codes and checks MatVANS chains.
 package gpuhost
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/qgemv/qgemv/cpu"
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/layout"
 )
 
 // MaxBatch is the largest batch (vectors per multiply) of every backend.
-const MaxBatch = 16
+const MaxBatch = errs.MaxBatch
 
-// ErrBatch is returned (wrapped) for a batch outside 1..MaxBatch.
-var ErrBatch = errors.New("batch must be between 1 and 16")
+// ErrBatch is returned (wrapped) for a batch outside 1..MaxBatch
+// (errs.ErrBatch, qgemv.ErrBatch).
+var ErrBatch = errs.ErrBatch
 
 // ErrClosed is returned (wrapped) by a multiply on a closed matrix or
-// backend.
-var ErrClosed = errors.New("closed")
+// backend (errs.ErrClosed, qgemv.ErrClosed).
+var ErrClosed = errs.ErrClosed
 
 // CheckBatch returns an error wrapping ErrBatch if batch is not in
 // 1..MaxBatch. prefix names the caller, e.g. "opencl".
@@ -97,8 +98,7 @@ func (g Geometry) CheckI8(prefix string, ndst int, xq []int8, xs []float32, batc
 }
 
 // QuantizeBatch quantizes batch vectors of cols float32 activations
-// (x, batch*cols values) with cpu.QuantizeA8 (layout.QuantizeA8's bytes,
-// with the CPU's assembly quantizer), vector b into
+// (x, batch*cols values) with layout.QuantizeA8, vector b into
 // xq[b*pcols:(b+1)*pcols] and xs[b*pcols/128:(b+1)*pcols/128], the
 // padding quantized as zeros. The bytes are exactly layout.QuantizeA8's.
 // A non-finite activation is an error naming the vector and the input.
@@ -112,7 +112,7 @@ func QuantizeBatch(xq []int8, xs []float32, x []float32, batch, cols, pcols int)
 	}
 	ng := pcols / layout.GroupSize
 	for b := 0; b < batch; b++ {
-		if err := cpu.QuantizeA8(xq[b*pcols:(b+1)*pcols], xs[b*ng:(b+1)*ng], x[b*cols:(b+1)*cols]); err != nil {
+		if err := layout.QuantizeA8(xq[b*pcols:(b+1)*pcols], xs[b*ng:(b+1)*ng], x[b*cols:(b+1)*cols]); err != nil {
 			return fmt.Errorf("gpuhost: vector %d: %w", b, err)
 		}
 	}
@@ -203,26 +203,23 @@ func checkPad(ndst, nx, batch, cols, pcols int, perm []int32) error {
 	return nil
 }
 
-// Perm returns the act-order permutation of m (a *layout.Bits with Perm),
-// or nil.
+// Perm returns the act-order permutation of m (layout.Permuted), or nil.
 func Perm(m layout.Matrix) []int32 {
-	if b, ok := m.(*layout.Bits); ok {
-		return b.Perm
+	if p, ok := m.(layout.Permuted); ok {
+		return p.ColumnPerm()
 	}
 	return nil
 }
 
-// CheckA8 returns an error if m cannot multiply int8 activations: Bits
-// with Offsets or fractional zero points, Sparse12 with fractional zero
-// points.
+// CheckA8 returns an error if m cannot multiply int8 activations: a
+// format without an exact int8 path (layout.A8Matrix), or one whose zero
+// points are fractional or offsets.
 func CheckA8(m layout.Matrix) error {
-	switch m := m.(type) {
-	case *layout.Bits:
-		return m.IntegerZeros()
-	case *layout.Sparse12:
-		return m.IntegerZeros()
+	a, ok := m.(layout.A8Matrix)
+	if !ok {
+		return fmt.Errorf("%s has no int8-activation path: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}
-	return nil
+	return a.IntegerZeros()
 }
 
 // Meta is a matrix's group metadata flattened to float32 and int32
@@ -235,34 +232,20 @@ type Meta struct {
 	Z             []int32   // integer zero points (A8); nil if not integers
 }
 
-// FlattenMeta returns m's metadata as a Meta. Q4G128's block-contiguous
-// metadata is rearranged to group major; Bits and Sparse12 are widened
-// from binary16 where stored so.
+// FlattenMeta returns m's metadata (layout.Grouped) as a Meta,
+// rearranged to group major and widened to float32 where stored as
+// binary16.
 func FlattenMeta(m layout.Matrix) (*Meta, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	switch m := m.(type) {
-	case *layout.Q4G128:
-		mt := newMeta(m.Groups(), m.PRows, layout.GroupSize, true)
-		for g := 0; g < m.Groups(); g++ {
-			for r := 0; r < m.PRows; r++ {
-				i := g*m.PRows + r
-				s, z := m.Scale(r, g), m.Zero(r, g)
-				mt.S[i], mt.M[i], mt.Z[i] = s, s*float32(z), int32(z)
-			}
-		}
-		return mt, nil
-	case *layout.Bits:
-		mt := newMeta(m.Groups(), m.PRows, m.G, m.IntegerZeros() == nil)
-		fill(mt, m.Affine, m.Zero)
-		return mt, nil
-	case *layout.Sparse12:
-		mt := newMeta(m.Groups(), m.PRows, m.G, m.IntegerZeros() == nil)
-		fill(mt, m.Affine, m.Zero)
-		return mt, nil
+	gm, ok := m.(layout.Grouped)
+	if !ok {
+		return nil, fmt.Errorf("gpuhost: FlattenMeta: format %s has no group metadata", m.Name())
 	}
-	return nil, fmt.Errorf("gpuhost: FlattenMeta: format %s has no group metadata", m.Name())
+	mt := newMeta(gm.Groups(), gm.PaddedRows(), gm.GroupCols(), gm.IntegerZeros() == nil)
+	fill(mt, gm.Affine, gm.ZeroPoint)
+	return mt, nil
 }
 
 func newMeta(groups, prows, g int, ints bool) *Meta {

@@ -136,7 +136,7 @@ func TestFlattenMeta(t *testing.T) {
 			}
 		}
 	}
-	b, err := layout.QuantizeBits(w, 20, 300, 4, 64, layout.BitsOptions{Method: layout.MinMax})
+	b, err := layout.QuantizeBits(w, 20, 300, 4, 64, layout.QuantOptions{Method: layout.MinMax})
 	if err != nil {
 		t.Fatal(err)
 	}

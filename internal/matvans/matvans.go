@@ -10,6 +10,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/qgemv/qgemv/layout"
 )
 
 // Workload is one chain: matrices W[i] (row-major d x d), V0, Alpha, and
@@ -47,11 +49,7 @@ func Dot(w []int8, rows, cols int, v []int8, y []int32) {
 
 // Step returns round_half_even(alpha * y) as int8 (the chain's
 // requantization), computed in float32 then rounded.
-func Step(alpha float32, y []int32, v []int8) {
-	for i, x := range y {
-		v[i] = int8(max(-128, min(127, math.RoundToEven(float64(alpha*float32(x))))))
-	}
-}
+func Step(alpha float32, y []int32, v []int8) { layout.Requantize(v, y, alpha) }
 
 // New draws a workload of n matrices and computes its alphas and
 // reference with the plain int8 product.

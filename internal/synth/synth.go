@@ -5,7 +5,6 @@
 package synth
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,33 +13,13 @@ import (
 
 	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/layout"
+	_ "github.com/qgemv/qgemv/layout/ans" // registers the ANS formats
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
-// Q4G128 returns a rows x cols matrix with uniformly random 4-bit codes and
-// zero points and scales in [0.001, 0.02), determined by seed.
+// Q4G128 returns layout.RandomQ4G128(rows, cols, seed).
 func Q4G128(rows, cols int, seed uint64) (*layout.Q4G128, error) {
-	m, err := layout.NewQ4G128(rows, cols)
-	if err != nil {
-		return nil, err
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	fill(rng, m.Weights)
-	fill(rng, m.Zeros)
-	for i := range m.Scales {
-		m.Scales[i] = 0.001 + float32(0.019*rng.Float32())
-	}
-	return m, nil
-}
-
-func fill(rng *rand.Rand, b []byte) {
-	for len(b) >= 8 {
-		binary.LittleEndian.PutUint64(b, rng.Uint64())
-		b = b[8:]
-	}
-	for i := range b {
-		b[i] = byte(rng.Uint32())
-	}
+	return layout.RandomQ4G128(rows, cols, seed)
 }
 
 // Vector returns n standard-normal float32 values determined by seed.
@@ -96,66 +75,23 @@ func WorkingSet() (int64, error) {
 	return max(BeyondLLC, min(maxAutoWorkingSet, 2*int64(cpuid.CPU.Cache.L3))), nil
 }
 
-// Matrix returns a synthetic matrix of the given format: random codes,
-// scales in [0.001, 0.02) and integer zero points (so every activation
-// type works), determined by seed.
+// Matrix returns a synthetic matrix of the given format (its registered
+// Random constructor: random codes and metadata with integer zero points,
+// so every activation type works), determined by seed.
 func Matrix(spec layout.FormatSpec, rows, cols int, seed uint64) (layout.Matrix, error) {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	switch spec.Format {
-	case layout.FormatQ4G128:
-		return Q4G128(rows, cols, seed)
-	case layout.FormatBits:
-		b, err := layout.NewBits(rows, cols, spec.N, spec.G, false)
-		if err != nil {
-			return nil, err
-		}
-		for i := range b.Words {
-			b.Words[i] = rng.Uint32()
-			if spec.N == 3 {
-				b.Words[i] &^= 3 // spare bits are zero
-			}
-		}
-		fillMeta(rng, &b.GroupMeta, 1<<spec.N-1)
-		return b, nil
-	case layout.FormatSparse12:
-		m, err := layout.NewSparse12(rows, cols, spec.G, false)
-		if err != nil {
-			return nil, err
-		}
-		for i := range m.Words {
-			m.Words[i] = rng.Uint32()
-		}
-		fillMeta(rng, &m.GroupMeta, 127)
-		return m, nil
-	case layout.FormatCodebook:
-		return Codebook(spec, rows, cols, seed)
-	}
-	return nil, fmt.Errorf("synth: format %v unsupported", spec.Format)
+	return layout.Random(spec, rows, cols, seed)
 }
 
-func fillMeta(rng *rand.Rand, m *layout.GroupMeta, qmax int) {
-	for i := range m.Scales16 {
-		m.Scales16[i] = layout.ToFP16(0.001 + float32(0.019*rng.Float32()))
-		m.Zeros16[i] = layout.ToFP16(float32(rng.IntN(qmax + 1)))
-	}
-}
-
-// Codebook returns a synthetic codebook matrix: random codes, Gaussian
-// centroids and scales in [0.01, 0.11), determined by seed.
-func Codebook(spec layout.FormatSpec, rows, cols int, seed uint64) (*codebook.Codebook, error) {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	c, err := codebook.New(rows, cols, spec.M, spec.V, spec.N, spec.G, false)
+// Named is Matrix for a format name (layout.ParseFormatSpec).
+func Named(name string, rows, cols int, seed uint64) (layout.Matrix, error) {
+	spec, err := layout.ParseFormatSpec(name)
 	if err != nil {
 		return nil, err
 	}
-	for i := range c.Words[:len(c.Words)-32] { // random bit streams; the tail stays zero
-		c.Words[i] = rng.Uint32()
-	}
-	for i := range c.Centroids16 {
-		c.Centroids16[i] = layout.ToFP16(float32(rng.NormFloat64()))
-	}
-	for i := range c.Scales16 {
-		c.Scales16[i] = layout.ToFP16(float32(float64(rng.Float64()*0.1) + 0.01))
-	}
-	return c, nil
+	return layout.Random(spec, rows, cols, seed)
+}
+
+// Codebook returns codebook.Random(spec, rows, cols, seed).
+func Codebook(spec layout.FormatSpec, rows, cols int, seed uint64) (*codebook.Codebook, error) {
+	return codebook.Random(spec, rows, cols, seed)
 }

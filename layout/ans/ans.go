@@ -127,7 +127,7 @@ func (m *Matrix) steps() int {
 // row with int8 inputs is then exact in int32, |sum| <= MaxCols * 128*128
 // < 2^31 (whatever a kernel's partial sums do in between, since they wrap
 // modulo 2^32). It is a multiple of 128, so both layouts can reach it.
-const MaxCols = 1<<17 - 128
+const MaxCols = layout.MaxInt8Cols
 
 // CheckShape reports whether a layout can hold a rows x cols matrix: the
 // limits of layout.CheckDims (each side at most 2^24, at most 2^40

@@ -8,12 +8,6 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-func init() {
-	layout.RegisterFormat(layout.FormatANS, layout.FormatHooks{
-		Decode: func(f *layout.File) (layout.Matrix, error) { return DecodeFile(f) },
-	})
-}
-
 var tags = [5][4]byte{{'M', 'O', 'D', 'L'}, {'O', 'F', 'F', 'S'}, {'E', 'S', 'C', 'O'}, {'W', 'R', 'D', 'S'}, {'E', 'S', 'C', 'V'}}
 
 // Name returns e.g. "ANS-warp-rows".

@@ -91,8 +91,7 @@ func CodesPerLane(b int) int { return 32 / gcd(32, b) }
 
 // Shape returns the padded shape and the group size for a configuration.
 func Shape(rows, cols, m, v, b, g int) (prows, pcols, group int, err error) {
-	spec := layout.FormatSpec{Format: layout.FormatCodebook, M: m, V: v, N: b, G: g}
-	if _, err := layout.ParseFormatSpec(spec.String()); err != nil {
+	if err := checkConfig(m, v, b, g); err != nil {
 		return 0, 0, 0, err
 	}
 	if err := layout.CheckDims(rows, cols); err != nil {
@@ -387,6 +386,35 @@ const ToleranceF16 = 1e-3
 //
 // (half a step per lookup). Backends say which kernel they run.
 const ToleranceI16 = 0.5
+
+// Tolerance returns the float-path bound every backend's codebook GEMV
+// meets for the vector x: ToleranceF16 relative (the binary16 Psumbook
+// kernels; the float32 ones lie within it) plus the absolute term of
+// ToleranceI16 (the int16 fixed-point kernels): half a step per lookup,
+// ToleranceI16 * M * NV * alpha * max|s| with alpha at most
+// 2 * cAbs * max|x| / 32767.
+func (c *Codebook) Tolerance(x []float32) (rel, abs float64) {
+	var cAbs, xAbs, sAbs float64
+	for i := 0; i < c.M; i++ {
+		for q := 0; q < 1<<c.B; q++ {
+			var a float64
+			for e := 0; e < c.V; e++ {
+				a += math.Abs(float64(c.Centroid(i, uint32(q), e)))
+			}
+			cAbs = max(cAbs, a)
+		}
+	}
+	for _, v := range x {
+		xAbs = max(xAbs, math.Abs(float64(v)))
+	}
+	for r := 0; r < c.Rows; r++ {
+		for g := 0; g < c.Groups(); g++ {
+			sAbs = max(sAbs, math.Abs(float64(c.Scale(r, g))))
+		}
+	}
+	alpha := 2 * cAbs * xAbs / 32767
+	return ToleranceF16, ToleranceI16 * float64(c.M*c.NV()) * alpha * sAbs
+}
 
 // Baseline wraps a codebook matrix so that backends run it with the
 // dequantize-then-multiply kernel (the AQLM way: each weight decoded from

@@ -37,8 +37,8 @@ func spec(t *testing.T, name string) layout.FormatSpec {
 // of the package doc.
 func TestCodes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, b := range layout.CodebookBs {
-		for _, m := range layout.CodebookMs {
+	for _, b := range Bs {
+		for _, m := range Ms {
 			c, err := New(40, 300, m, 4, b, 64, false)
 			if err != nil {
 				t.Fatal(err)
@@ -91,7 +91,7 @@ func TestQuantize(t *testing.T) {
 	const rows, cols = 48, 520
 	w := gaussian(rng, rows*cols)
 	errs := map[string]float64{}
-	bs := layout.CodebookBs
+	bs := Bs
 	if testing.Short() {
 		bs = []int{4, 6, 8}
 	}
@@ -306,7 +306,7 @@ func TestErrorTable(t *testing.T) {
 				m, err = Quantize(dist.w, rows, cols, s, opt)
 			} else {
 				var lm layout.Matrix
-				lm, _, err = s.Quantize(dist.w, rows, cols, layout.BitsOptions{Method: layout.Search, IntegerZero: true})
+				lm, _, err = s.Quantize(dist.w, rows, cols, layout.QuantOptions{Method: layout.Search, IntegerZero: true})
 				if err == nil {
 					m = lm.(interface {
 						layout.Matrix
@@ -381,56 +381,6 @@ func TestNearest(t *testing.T) {
 			}
 			if got, want := nearest(x, cent, norm), ref(x, cent, norm); got != want {
 				t.Fatalf("v %d, x %v: nearest %d, want %d", v, x, got, want)
-			}
-		}
-	}
-}
-
-// TestNearestMany compares the assembly assignment (where this CPU has
-// one) with nearest, point by point, for V = 2, 4, 8 and 16 to 4096
-// centroids, with the ties, zero vectors, infinities and NaNs of
-// TestNearest, and with duplicate least centroids in different lanes.
-func TestNearestMany(t *testing.T) {
-	checkNearestMany(t, nearestMany, 0)
-}
-
-// checkNearestMany runs TestNearestMany's comparison on many (tag names
-// the kernel set in failures).
-func checkNearestMany(t *testing.T, many func(pts []float32, v int, ct, norm []float32, out []uint32) bool, tag int) {
-	rng := rand.New(rand.NewPCG(13, 14))
-	for _, v := range []int{2, 4, 8} {
-		for _, k := range []int{16, 64, 256, 1024, 4096} {
-			cent := make([]float32, k*v)
-			for i := range cent {
-				cent[i] = float32(rng.IntN(5) - 2)
-			}
-			copy(cent[(k-1)*v:k*v], cent[3*v:4*v]) // the same centroid in two lanes
-			cent[(k/2)*v] = float32(math.NaN())
-			cent[(k/2+1)*v+v-1] = float32(math.Inf(-1))
-			norm := make([]float32, k)
-			ct := make([]float32, k*v)
-			for q := 0; q < k; q++ {
-				for e := 0; e < v; e++ {
-					norm[q] += cent[q*v+e] * cent[q*v+e]
-					ct[e*k+q] = cent[q*v+e]
-				}
-			}
-			const n = 500
-			pts := make([]float32, n*v)
-			for i := range pts {
-				pts[i] = float32(rng.IntN(7)-3) * 0.5
-			}
-			pts[7*v] = float32(math.Inf(1))
-			pts[9*v+1] = float32(math.NaN())
-			clear(pts[11*v : 12*v])
-			out := make([]uint32, n)
-			if !many(pts, v, ct, norm, out) {
-				t.Skip("no assembly assignment on this CPU")
-			}
-			for p := 0; p < n; p++ {
-				if want := nearest(pts[p*v:(p+1)*v], cent, norm); int(out[p]) != want {
-					t.Fatalf("set %d, v %d, k %d, x %v: %d, want %d", tag, v, k, pts[p*v:(p+1)*v], out[p], want)
-				}
 			}
 		}
 	}

@@ -9,15 +9,6 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-func init() {
-	layout.RegisterFormat(layout.FormatCodebook, layout.FormatHooks{
-		Decode: func(f *layout.File) (layout.Matrix, error) { return Decode(f) },
-		Quantize: func(spec layout.FormatSpec, w []float32, rows, cols int, opt layout.BitsOptions) (layout.Matrix, error) {
-			return Quantize(w, rows, cols, spec, Options{FP32: opt.FP32Meta})
-		},
-	})
-}
-
 var tags = [3][4]byte{{'C', 'O', 'D', 'E'}, {'C', 'E', 'N', 'T'}, {'S', 'C', 'A', 'L'}}
 
 type counter struct {

@@ -1,11 +1,21 @@
 //go:build !noasm && !purego
 
-package codebook
+package cpu
 
 import (
 	"github.com/klauspost/cpuid/v2"
+
 	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout/codebook"
 )
+
+// init installs the assembly assignment for codebook.Quantize's k-means
+// (the same codes as its Go loop, faster).
+func init() {
+	if nearestKernels != nil {
+		codebook.SetNearestKernel(nearestMany)
+	}
+}
 
 // nearestFunc is asm.NearestV<v><isa>: nearest for n points at once,
 // with the centroids transposed (ct[e*k + q]).
@@ -31,7 +41,7 @@ var nearestKernels = func() map[int]nearestFunc {
 	return nil
 }()
 
-// nearestMany sets out[p] = nearest(pts[p*v:(p+1)*v], cent, norm) for
+// nearestMany sets out[p] = codebook.Nearest(pts[p*v:(p+1)*v], cent, norm) for
 // every point, with the assembly kernel when there is one for v and k is
 // a multiple of 16 (ct is cent transposed); it reports whether it did.
 func nearestMany(pts []float32, v int, ct, norm []float32, out []uint32) bool {

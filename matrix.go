@@ -1,0 +1,169 @@
+package qgemv
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/qgemv/qgemv/dispatch"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// Matrix is a matrix loaded onto an engine.
+type Matrix struct {
+	e          *Engine
+	m          dispatch.Matrix
+	rows, cols int
+	pcols      int
+	spec       layout.FormatSpec
+	format     string
+	bytes      int64
+	mu         sync.RWMutex // read-held by every multiply, write-held by Close
+	closed     bool
+}
+
+// Kernel names the kernel set running this matrix, e.g.
+// "cpu-avx512vnni", "cpu-avx2" or "cuda-sm90".
+func (m *Matrix) Kernel() string { return m.m.Kernel() }
+
+// Format names the matrix's format, e.g. "Q4G128" or "Bits2G64".
+func (m *Matrix) Format() string { return m.format }
+
+// Spec returns the matrix's format and parameters.
+func (m *Matrix) Spec() layout.FormatSpec { return m.spec }
+
+// StreamBytes returns the bytes one multiply reads from the matrix.
+func (m *Matrix) StreamBytes() int64 { return m.bytes }
+
+// PaddedCols returns the int8 activations per vector MulInt8 expects
+// (Cols padded as the format stores it).
+func (m *Matrix) PaddedCols() int { return m.pcols }
+
+// Rows returns the number of outputs per vector.
+func (m *Matrix) Rows() int { return m.rows }
+
+// Cols returns the number of inputs per vector.
+func (m *Matrix) Cols() int { return m.cols }
+
+func (m *Matrix) lock() (func(), error) {
+	m.e.mu.RLock()
+	m.mu.RLock()
+	unlock := func() { m.mu.RUnlock(); m.e.mu.RUnlock() }
+	if m.closed || m.e.closed {
+		unlock()
+		return nil, ErrClosed
+	}
+	return unlock, nil
+}
+
+// Mul computes dst[b*Rows+r] = sum_c W[r,c] * x[b*Cols+c] for each of the
+// batch vectors (1..16), with the activation type act. dst must not share
+// memory with x (ErrOverlap).
+func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul", batch); err != nil {
+		return err
+	}
+	if overlap(dst, x) {
+		return fmt.Errorf("qgemv: mul: dst and x: %w", ErrOverlap)
+	}
+	switch act {
+	case A32:
+		err = m.m.MulF32(dst, x, batch)
+	case A8:
+		err = m.m.MulA8(dst, x, batch)
+	default:
+		return fmt.Errorf("qgemv: mul: unknown activation %v (A32 or A8; MulFP16 multiplies binary16 activations)", act)
+	}
+	if err != nil {
+		return fmt.Errorf("qgemv: mul: %w", err)
+	}
+	return nil
+}
+
+// MulFP16 multiplies binary16 activations (A16): x holds batch*Cols
+// values, widened exactly to float32 (the float-path bound applies).
+func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul fp16", batch); err != nil {
+		return err
+	}
+	if overlap(dst, x) {
+		return fmt.Errorf("qgemv: mul fp16: dst and x: %w", ErrOverlap)
+	}
+	if err := m.m.MulF16(dst, x, batch); err != nil {
+		return fmt.Errorf("qgemv: mul fp16: %w", err)
+	}
+	return nil
+}
+
+// MulInt8 multiplies activations already quantized with
+// layout.QuantizeA8 (or Engine.QuantizeA8): xq has batch*PaddedCols()
+// values, xs batch*PaddedCols()/128 scales. For an act-order matrix
+// (imported GPTQ, layout.Permuted) quantize the activations in stored
+// column order (gathered by the permutation) first; Mul does that
+// itself. dst must not share memory with xs or xq (ErrOverlap).
+func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul int8", batch); err != nil {
+		return err
+	}
+	if overlap(dst, xs) || overlap(dst, xq) {
+		return fmt.Errorf("qgemv: mul int8: dst and xs or xq: %w", ErrOverlap)
+	}
+	if err := m.m.MulI8(dst, xq, xs, batch); err != nil {
+		return fmt.Errorf("qgemv: mul int8: %w", err)
+	}
+	return nil
+}
+
+// MulInt32 computes dst = W x exactly in int32 for the int8 formats
+// (layout.Int8, and its entropy-coded form ans.Matrix): x holds
+// batch*Cols int8 values, dst batch*Rows. Other formats return an error
+// wrapping ErrFormatNotImplemented.
+func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
+	unlock, err := m.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul int32", batch); err != nil {
+		return err
+	}
+	if overlap(dst, x) {
+		return fmt.Errorf("qgemv: mul int32: dst and x: %w", ErrOverlap)
+	}
+	if err := m.m.MulI32(dst, x, batch); err != nil {
+		return fmt.Errorf("qgemv: mul int32: %w", err)
+	}
+	return nil
+}
+
+// Close releases the matrix and what the backend allocated for it.
+func (m *Matrix) Close() error { return m.close(true) }
+
+func (m *Matrix) close(unregister bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.closed = true
+	if unregister {
+		m.e.matsMu.Lock()
+		delete(m.e.mats, m)
+		m.e.matsMu.Unlock()
+	}
+	return m.m.Close()
+}
