@@ -416,29 +416,3 @@ func ansMaddFR(fb, ob VecVirtual) (F, rank VecVirtual) {
 func ansConst(name string, q uint64) Mem {
 	return rodata(name, 8, 8, func(int) uint64 { return q })
 }
-
-var rodataTables = map[string]Mem{}
-
-// rodata returns the read-only table name of count elements of width
-// bytes (1, 2, 4 or 8), element i being val(i), emitted once however
-// often kernels ask for it.
-func rodata(name string, count, width int, val func(i int) uint64) Mem {
-	if m, ok := rodataTables[name]; ok {
-		return m
-	}
-	m := GLOBL(name, RODATA|NOPTR)
-	for i := 0; i < count; i++ {
-		switch v := val(i); width {
-		case 1:
-			DATA(i, U8(uint8(v)))
-		case 2:
-			DATA(2*i, U16(uint16(v)))
-		case 4:
-			DATA(4*i, U32(uint32(v)))
-		default:
-			DATA(8*i, U64(v))
-		}
-	}
-	rodataTables[name] = m
-	return m
-}

@@ -339,7 +339,3 @@ const lutPrefetchUnits = 3
 
 // lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.
 const lutTableBytes = 32 * 8 * 64
-
-// newChainsFrom returns a chains whose accumulators are regs (each
-// already holding a partial sum).
-func newChainsFrom(regs []VecVirtual) *chains { return &chains{regs: regs} }

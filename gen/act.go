@@ -6,6 +6,34 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// Activation preparation (asm/act_amd64.s): binary16 widening and the
+// int8 quantizer of W4A8 and the low-bit A8 kernels.
+
+// widenF16 emits the binary16 to float32 widening of activations.
+func widenF16() {
+	TEXT("WidenF16", NOSPLIT, "func(dst *float32, src *uint16, n int)")
+	Pragma("noescape")
+	Doc(
+		"WidenF16 widens n binary16 values at src to float32 at dst with F16C",
+		"(VCVTPH2PS on YMM), 32 per iteration: exact, with signaling NaNs",
+		"quieted. Preconditions: n >= 32 and a multiple of 32.",
+	)
+	d, s, n := param("dst"), param("src"), param("n")
+	SHRQ(U8(5), n)
+	Label("WidenF16_loop")
+	for i := 0; i < 4; i++ {
+		y := YMM()
+		VCVTPH2PS(Mem{Base: s, Disp: 16 * i}, y)
+		VMOVUPS(y, Mem{Base: d, Disp: 32 * i})
+	}
+	ADDQ(U32(64), s)
+	ADDQ(U32(128), d)
+	DECQ(n)
+	JNZ(LabelRef("WidenF16_loop"))
+	VZEROUPPER()
+	RET()
+}
+
 // quantA8 emits QuantizeA8Avx512 (zmm) or QuantizeA8Avx2 (ymm): the int8
 // activation quantizer of layout.QuantizeA8 over whole groups of 128.
 //
