@@ -9,6 +9,13 @@ import (
 // Activation preparation (asm/act_amd64.s): binary16 widening and the
 // int8 quantizer of W4A8 and the low-bit A8 kernels.
 
+// actKernels emits the activation preparation family.
+func actKernels() {
+	widenF16()
+	quantA8(true)
+	quantA8(false)
+}
+
 // widenF16 emits the binary16 to float32 widening of activations.
 func widenF16() {
 	TEXT("WidenF16", NOSPLIT, "func(dst *float32, src *uint16, n int)")

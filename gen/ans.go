@@ -14,6 +14,19 @@ import (
 // slower on a chain of distinct matrices.
 const ansPrefetch = 512
 
+// ansKernels emits the ANS family: the AVX-512 decoders (one or two units,
+// each product mode, both layouts), then the AVX2 ones.
+func ansKernels() {
+	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {
+		for _, units := range []int{1, 2} {
+			ansDot(false, units, mode)
+			ansDot(true, units, mode)
+		}
+	}
+	ansDotAVX2(false)
+	ansDotAVX2(true)
+}
+
 // ansDot emits AnsDot{Rows,Stripes}X<units>Avx512: the fused rANS decode
 // and int8 dot product of units (1 or 2) layout/ans units of 32 coders,
 // with AVX-512 F, BW, DQ, VBMI, VBMI2, VNNI, BMI2 and POPCNT. Two units interleave two

@@ -313,9 +313,3 @@ func ansAVX2Tables() (perm, pre Mem) {
 func ansAVX2Const(name string, d uint32) Mem {
 	return rodata(name, 8, 4, func(int) uint64 { return uint64(d) })
 }
-
-// ansDotsAVX2 emits the AVX2 decoders of both layouts.
-func ansDotsAVX2() {
-	ansDotAVX2(false)
-	ansDotAVX2(true)
-}

@@ -12,6 +12,26 @@ import (
 // Bits(n, g) with float32 activations, one row at a time, AVX-512F or
 // AVX2 + FMA (asm/bits_a32_amd64.s).
 
+// bitsA32Kernels emits the Bits one-row float32 family, AVX-512F and
+// AVX2, with float32 and binary16 metadata.
+func bitsA32Kernels() {
+	for _, f := range []fvec{{true}, {false}} {
+		for _, meta16 := range []bool{false, true} {
+			for _, n := range []int{8, 4, 2, 1} {
+				for seg := 1; seg <= 32/n; seg *= 2 {
+					if f.avx512 && n <= 2 && seg*n >= 4 {
+						continue // the table kernels (bitsLut) run these
+					}
+					bitsA32(n, seg, f, meta16)
+				}
+			}
+			for _, seg := range []int{1, 2, 10} { // 3 bits: gcd(G/32, 10 planes)
+				bitsA32(3, seg, f, meta16)
+			}
+		}
+	}
+}
+
 const bitsA32Sig = "func(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)"
 
 // bitsRuns returns the elements per shift of the one-row float kernel for

@@ -12,6 +12,31 @@ import (
 // Bits(n, g) with int8 activations, AVX-512 VNNI + VBMI, batch 1
 // (asm/bits_a8_amd64.s); bits_a8_avx2.go has the YMM kernels.
 
+// bitsA8Kernels emits the Bits int8-activation family: AVX-512 VNNI +
+// VBMI (float32 or binary16 metadata), then AVX2 and AVX-VNNI on YMM.
+func bitsA8Kernels() {
+	for _, meta16 := range []bool{false, true} {
+		for _, n := range []int{8, 4, 2, 1} {
+			bitsA8AVX512(n, 1, meta16)
+			bitsA8AVX512(n, 2, meta16)
+			if n != 1 { // 1 bit, groups of 32: 32 lanes per row, more than a ZMM holds
+				bitsA8AVX512(n, 4, meta16)
+			}
+		}
+	}
+	bits3A8AVX512(128)
+	bits3A8AVX512(64)
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, u := range []int{128, 64, 32} {
+			if 128*(8/n)/u <= 8 { // units per chunk fit the 8 lanes of a YMM
+				bitsA8YMM(n, u, modeAVX2)
+				bitsA8YMM(n, u, modeAVXVNNI)
+			}
+		}
+	}
+	bits3A8YMM()
+}
+
 // bitsA8AVX512 emits the W(n)A8 kernel for Bits with n in 8, 4, 2, 1 and
 // groups of at least 128 columns. A chunk (32 words, 128 bytes) of a row
 // holds bpc = 8/n blocks of 128 columns; a tile is R = 16/bpc rows, so the

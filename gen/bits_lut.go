@@ -50,6 +50,20 @@ import (
 // too: three alternating rounds, A16 0.47-0.60 against 0.54-0.61 ms, A32
 // 0.47-0.50 against 0.52-0.58.
 
+// bitsLutKernels emits the table builders and the lookup-table float32
+// kernels of Bits(1) and Bits(2).
+func bitsLutKernels() {
+	for _, n := range []int{1, 2} {
+		bitsLutTables(n)
+		for seg := 4 / n; seg <= 32/n; seg *= 2 { // segments of at least a nibble
+			for _, f16 := range []bool{false, true} {
+				bitsLut(n, seg, f16, false)
+				bitsLut(n, seg, f16, true)
+			}
+		}
+	}
+}
+
 const bitsLutSig = "func(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)"
 
 // lutFields returns, for nibble j of an n-bit word, the element (plane

@@ -11,6 +11,42 @@ import (
 // uint32 at words + w*128 (+ 4*t), code j at bits j*B.. of the lane's
 // stream, possibly straddling into word w+1.
 
+// codebookKernels emits the codebook family: Psumbook builders, lookups
+// and the quantizer's nearest-centroid assignment.
+func codebookKernels() {
+	for _, v := range []int{2, 4, 8} {
+		cbTableF16(v)
+		cbTableI16(v)
+	}
+	for _, packed := range []bool{false, true} {
+		cbPsumI16(1, packed)
+		cbPsumI16(2, packed)
+	}
+	cbPsumScalar(1)
+	cbPsumScalar(2)
+	for _, f := range []cbVec{{avx512: true}, {avx512: false}} {
+		for _, v := range []int{2, 4, 8} {
+			nearest(f, v)
+		}
+	}
+	for _, b := range []int{4, 6, 8} {
+		for _, m := range []int{1, 2} {
+			cbPsumF16(b, m)
+		}
+	}
+	for _, f := range []cbVec{{true}, {false}} {
+		for _, v := range []int{2, 4, 8} {
+			cbTable(f, v)
+		}
+		for _, b := range []int{4, 6, 8, 10, 12} {
+			for _, m := range []int{1, 2} {
+				cbLookup(f, b, m, false)
+				cbLookup(f, b, m, true)
+			}
+		}
+	}
+}
+
 // cbVec is one vector width: 16 lanes (AVX-512) or 8 (AVX2).
 type cbVec struct {
 	avx512 bool

@@ -8,6 +8,12 @@ import (
 
 // Exact int8 x int8 GEMV (asm/int8_amd64.s): the MatVANS int8 baseline.
 
+// int8Kernels emits the int8 GEMV family.
+func int8Kernels() {
+	int8Gemv()
+	int8GemvAVX2()
+}
+
 // int8Gemv emits Int8GemvAvx512: exact int8 x int8 dot products, four rows
 // at a time, for the MatVANS int8 baseline.
 func int8Gemv() {

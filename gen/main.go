@@ -1,37 +1,66 @@
 // Command gen writes qgemv's generated files: with avo, the amd64 assembly
-// kernels in asm/ and their Go declarations; with a CUDA compiler when one
-// is found (nvcc on PATH, $QGEMV_NVCC, or `make cuda-toolkit`), the PTX of
-// every cuda/*.cu in cuda/ptx (without one, it checks that the committed
-// PTX was generated from the current source). Run it from the repository
-// root:
+// kernels in asm/ and their Go declarations, one file pair per kernel
+// family (asm/<family>_amd64.s and asm/<family>_amd64.go; the families are
+// listed in families); with a CUDA compiler when one is found (nvcc on
+// PATH, $QGEMV_NVCC, or `make cuda-toolkit`), the PTX of every cuda/*.cu in
+// cuda/ptx (without one, it checks that the committed PTX was generated
+// from the current source). Run it from the repository root:
 //
 //	go run ./gen
 //
 // It deletes every file it generates first, so each one provably comes from
 // this program; CI regenerates and requires a clean diff.
+//
+// avo builds one file pair per process (its build context is global), so
+// gen runs itself once per family with -family NAME, which writes just
+// that family's pair; run by hand, -family regenerates one family without
+// deleting anything else or touching the PTX.
 package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 
 	. "github.com/mmcloughlin/avo/build"
 )
 
-const (
-	asmFile  = "asm/q4_amd64.s"
-	stubFile = "asm/q4_amd64.go"
-)
+// families are the kernel families, in the order gen writes them: each
+// emits its kernels into asm/<name>_amd64.s and asm/<name>_amd64.go.
+var families = []struct {
+	name string
+	emit func()
+}{
+	{"q4g128", q4g128Kernels},     // q4g128.go, q4t16.go
+	{"bits_a8", bitsA8Kernels},    // bits_a8.go, bits_a8_avx2.go
+	{"sparse12", sparse12Kernels}, // sparse12.go, sparse12_avx2.go
+	{"bits_a32", bitsA32Kernels},  // bits_a32.go
+	{"bits_lut", bitsLutKernels},  // bits_lut.go
+	{"stream", streamRead},        // stream.go
+	{"act", actKernels},           // act.go
+	{"codebook", codebookKernels}, // codebook*.go, nearest.go
+	{"int8", int8Kernels},         // int8.go
+	{"ans", ansKernels},           // ans.go, ans_avx2.go
+}
 
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("gen: ")
+	family := flag.String("family", "", "write only this kernel family's file pair (gen runs itself once per family)")
+	flag.Parse() // also avo's flags, which gen sets itself
 	if _, err := os.Stat("go.mod"); err != nil {
 		log.Fatal("run from the repository root: go run ./gen")
+	}
+	if *family != "" {
+		if err := generate(*family); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	// Remove every generated file first.
 	old, _ := filepath.Glob("asm/*_amd64.*")
@@ -40,136 +69,49 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-
-	ConstraintExpr("!noasm,!purego")
-	for _, m := range []int{1, 2, 4} {
-		a8AVX512(m)
-	}
-	a8TAVX512(8)
-	a8TAVX512(16)
-	for _, m := range []int{1, 2, 4, 8} {
-		a32(m, true)
-	}
-	for _, m := range []int{1, 2, 4, 8} {
-		a8YMM(m, modeAVXVNNI)
-		a8YMM(m, modeAVX2)
-	}
-	for _, m := range []int{1, 2, 4} {
-		a32(m, false)
-	}
-	for _, meta16 := range []bool{false, true} {
-		for _, n := range []int{8, 4, 2, 1} {
-			bitsA8AVX512(n, 1, meta16)
-			bitsA8AVX512(n, 2, meta16)
-			if n != 1 { // 1 bit, groups of 32: 32 lanes per row, more than a ZMM holds
-				bitsA8AVX512(n, 4, meta16)
-			}
-		}
-	}
-	bits3A8AVX512(128)
-	bits3A8AVX512(64)
-	sparseA8AVX512(1)
-	sparseA8AVX512(2)
-	for _, n := range []int{8, 4, 2, 1} {
-		for _, u := range []int{128, 64, 32} {
-			if 128*(8/n)/u <= 8 { // units per chunk fit the 8 lanes of a YMM
-				bitsA8YMM(n, u, modeAVX2)
-				bitsA8YMM(n, u, modeAVXVNNI)
-			}
-		}
-	}
-	bits3A8YMM()
-	for _, u := range []int{128, 64, 32} {
-		sparseA8YMM(u, modeAVX2)
-		sparseA8YMM(u, modeAVXVNNI)
-	}
-	for _, f := range []fvec{{true}, {false}} {
-		for _, meta16 := range []bool{false, true} {
-			for _, n := range []int{8, 4, 2, 1} {
-				for seg := 1; seg <= 32/n; seg *= 2 {
-					if f.avx512 && n <= 2 && seg*n >= 4 {
-						continue // the table kernels (bitsLut) run these
-					}
-					bitsA32(n, seg, f, meta16)
-				}
-			}
-			for _, seg := range []int{1, 2, 10} { // 3 bits: gcd(G/32, 10 planes)
-				bitsA32(3, seg, f, meta16)
-			}
-		}
-		for _, meta16 := range []bool{false, true} {
-			for _, seg := range []int{1, 2, 4} {
-				sparseA32(seg, f, meta16)
-			}
-		}
-	}
-	for _, n := range []int{1, 2} {
-		bitsLutTables(n)
-		for seg := 4 / n; seg <= 32/n; seg *= 2 { // segments of at least a nibble
-			for _, f16 := range []bool{false, true} {
-				bitsLut(n, seg, f16, false)
-				bitsLut(n, seg, f16, true)
-			}
-		}
-	}
-	streamRead()
-	widenF16()
-	quantA8(true)
-	quantA8(false)
-	for _, v := range []int{2, 4, 8} {
-		cbTableF16(v)
-		cbTableI16(v)
-	}
-	for _, packed := range []bool{false, true} {
-		cbPsumI16(1, packed)
-		cbPsumI16(2, packed)
-	}
-	cbPsumScalar(1)
-	cbPsumScalar(2)
-	for _, f := range []cbVec{{avx512: true}, {avx512: false}} {
-		for _, v := range []int{2, 4, 8} {
-			nearest(f, v)
-		}
-	}
-	int8Gemv()
-	int8GemvAVX2()
-	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {
-		for _, units := range []int{1, 2} {
-			ansDot(false, units, mode)
-			ansDot(true, units, mode)
-		}
-	}
-	ansDotsAVX2()
-	for _, b := range []int{4, 6, 8} {
-		for _, m := range []int{1, 2} {
-			cbPsumF16(b, m)
-		}
-	}
-	for _, f := range []cbVec{{true}, {false}} {
-		for _, v := range []int{2, 4, 8} {
-			cbTable(f, v)
-		}
-		for _, b := range []int{4, 6, 8, 10, 12} {
-			for _, m := range []int{1, 2} {
-				cbLookup(f, b, m, false)
-				cbLookup(f, b, m, true)
-			}
-		}
-	}
-
-	os.Args = []string{os.Args[0], "-out", asmFile, "-stubs", stubFile, "-pkg", "asm"}
-	Generate()
-	if err := insertVEXMacros(asmFile); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		log.Fatal(err)
 	}
-	for _, f := range []string{asmFile, stubFile} {
-		if err := fixHeader(f); err != nil {
-			log.Fatal(err)
+	for _, f := range families {
+		cmd := exec.Command(self, "-family", f.name)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			log.Fatalf("family %s: %v", f.name, err)
 		}
 	}
 	if err := genPTX(); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// generate writes one family's assembly and Go declarations with avo,
+// then defines the VEX macros its assembly uses and fixes both headers.
+func generate(name string) error {
+	for _, f := range families {
+		if f.name != name {
+			continue
+		}
+		asmFile, stubFile := "asm/"+name+"_amd64.s", "asm/"+name+"_amd64.go"
+		for flagName, v := range map[string]string{"out": asmFile, "stubs": stubFile, "pkg": "asm"} {
+			if err := flag.Set(flagName, v); err != nil {
+				return err
+			}
+		}
+		ConstraintExpr("!noasm,!purego")
+		f.emit()
+		Generate()
+		if err := insertVEXMacros(asmFile); err != nil {
+			return err
+		}
+		for _, p := range []string{asmFile, stubFile} {
+			if err := fixHeader(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("no kernel family %q", name)
 }
 
 // fixHeader names the real command in the "Code generated" line (avo
@@ -190,6 +132,9 @@ func fixHeader(path string) error {
 // insertVEXMacros defines every VPDPBUSD_VEX_* macro used in the file
 // right after its #include line.
 func insertVEXMacros(path string) error {
+	if len(vexVNNI) == 0 {
+		return nil
+	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -213,9 +158,9 @@ func insertVEXMacros(path string) error {
 		}
 		b2 := (^aReg&15)<<3 | 0x04 | 0x01
 		modrm := 0xc0 | (dst&7)<<3 | bReg&7
-		fmt.Fprintf(&defs, "// %s is VPDPBUSD ymm%d, ymm%d, ymm%d (Intel operand order), VEX-encoded (AVX-VNNI).\n", n, dst, aReg, bReg)
-		fmt.Fprintf(&defs, "#define %s BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x\n\n", n, b1, b2, modrm)
+		fmt.Fprintf(&defs, "\n// %s is VPDPBUSD ymm%d, ymm%d, ymm%d (Intel operand order), VEX-encoded (AVX-VNNI).\n", n, dst, aReg, bReg)
+		fmt.Fprintf(&defs, "#define %s BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x\n", n, b1, b2, modrm)
 	}
-	out := bytes.Replace(src, []byte("#include \"textflag.h\"\n"), append([]byte("#include \"textflag.h\"\n\n"), defs.Bytes()...), 1)
+	out := bytes.Replace(src, []byte("#include \"textflag.h\"\n"), append([]byte("#include \"textflag.h\"\n"), defs.Bytes()...), 1)
 	return os.WriteFile(path, out, 0o644)
 }

@@ -21,6 +21,27 @@ import (
 // owns tails, threading and the scatter of results. q4t16.go has the
 // kernels with rows in the lanes (batch 8 and 16).
 
+// q4g128Kernels emits the Q4G128 family: W4A8 with AVX-512 VNNI (batch
+// 1, 2, 4 in columns; 8, 16 with rows in the lanes), AVX-VNNI and AVX2
+// (batch 1..8), and W4A32 with AVX-512F (batch 1..8) and AVX2 (1..4).
+func q4g128Kernels() {
+	for _, m := range []int{1, 2, 4} {
+		a8AVX512(m)
+	}
+	a8TAVX512(8)
+	a8TAVX512(16)
+	for _, m := range []int{1, 2, 4, 8} {
+		a32(m, true)
+	}
+	for _, m := range []int{1, 2, 4, 8} {
+		a8YMM(m, modeAVXVNNI)
+		a8YMM(m, modeAVX2)
+	}
+	for _, m := range []int{1, 2, 4} {
+		a32(m, false)
+	}
+}
+
 const kernelSig = "func(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)"
 
 // tileLoops emits the super-tile and sub-tile loops every Q4G128 kernel

@@ -12,6 +12,24 @@ import (
 // int8 activations with AVX-512 VNNI + VBMI + BW, float32 activations one
 // row at a time; sparse12_avx2.go has the YMM int8 kernels.
 
+// sparse12Kernels emits the Sparse12 family: int8 activations with
+// AVX-512 VNNI, AVX2 and AVX-VNNI, then the one-row float32 kernels.
+func sparse12Kernels() {
+	sparseA8AVX512(1)
+	sparseA8AVX512(2)
+	for _, u := range []int{128, 64, 32} {
+		sparseA8YMM(u, modeAVX2)
+		sparseA8YMM(u, modeAVXVNNI)
+	}
+	for _, f := range []fvec{{true}, {false}} {
+		for _, meta16 := range []bool{false, true} {
+			for _, seg := range []int{1, 2, 4} {
+				sparseA32(seg, f, meta16)
+			}
+		}
+	}
+}
+
 // sparseA8AVX512 emits the W(1:2, 7-bit)A8 kernel for Sparse12 with groups
 // of at least 128 columns. A chunk (32 words) holds 128 pairs = 256
 // columns = 2 blocks; planes 0,1 (bytes 3,2 of each word) are block 0 and

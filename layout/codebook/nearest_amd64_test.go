@@ -31,9 +31,9 @@ func TestNearestSets(t *testing.T) {
 }
 
 // TestNearestRequires checks nearestSets' features against the Requires
-// lines avo wrote for its kernels in asm/q4_amd64.s.
+// lines avo wrote for its kernels in asm/codebook_amd64.s.
 func TestNearestRequires(t *testing.T) {
-	src, err := os.ReadFile("../../asm/q4_amd64.s")
+	src, err := os.ReadFile("../../asm/codebook_amd64.s")
 	if err != nil {
 		t.Fatal(err)
 	}
